@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# dependencies.sh — install every Debian/Ubuntu package mooncake-c needs to build, test and benchmark.
+#
+# Idempotent: packages already present are not reinstalled, and the script prints nothing but a
+# one-line summary when everything is there. Run as root (or with sudo), as the guide does:
+#     sudo bash dependencies.sh
+# RHEL/Rocky 9 hosts: see README.md ("Hosts") for the equivalent dnf package names.
+set -euo pipefail
+
+PKGS=(
+  build-essential cmake ninja-build pkg-config git
+  libuv1-dev libmicrohttpd-dev libcurl4-openssl-dev libjansson-dev libyaml-dev
+  libprotobuf-c-dev protobuf-c-compiler libxxhash-dev libisal-dev liburing-dev
+  libucx-dev ucx-utils
+  libcmocka-dev
+  python3-dev python3-pytest python3-numpy
+  mpich libmpich-dev openmpi-bin libopenmpi-dev
+  fio procps curl iproute2 util-linux
+)
+
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null 2>&1; then exec sudo -E bash "$0" "$@"; fi
+  echo "dependencies.sh: must run as root (no sudo found)" >&2
+  exit 1
+fi
+
+if ! command -v dpkg-query >/dev/null 2>&1; then
+  echo "dependencies.sh: this script installs Debian/Ubuntu packages; see README.md for RHEL/Rocky 9" >&2
+  exit 1
+fi
+
+missing=()
+for p in "${PKGS[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "dependencies.sh: all ${#PKGS[@]} packages present"
+  exit 0
+fi
+
+echo "dependencies.sh: installing ${#missing[@]} package(s): ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq >/dev/null
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "dependencies.sh: done"

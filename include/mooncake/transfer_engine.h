@@ -1,0 +1,165 @@
+/*
+ * transfer_engine.h — the Transfer Engine: move bytes between registered memory of processes.
+ *
+ * A process creates one engine (a long-lived handle). Memory it registers forms its *segment*,
+ * named by the engine's endpoint "host:port" (a wildcard host is advertised as the machine's
+ * primary address, or 127.0.0.1 where there is none). Any process can then read or write
+ * (segment, address, length) ranges of that segment in batches: create a batch, submit requests,
+ * then wait or poll each request's status.
+ *
+ * Transports, chosen per peer:
+ *   local — the target is this engine's own segment: memcpy.
+ *   shm   — the target is on the same host and the range lies in memory allocated with
+ *           mc_te_alloc_segment_memory(): the peer maps the owner's memfd (handed over an abstract
+ *           unix socket, same uid only) and copies once. Disable with config.disable_shm or
+ *           MC_DISABLE_SHM=1.
+ *   tcp   — anything else: length-prefixed frames, bytes received straight into the destination,
+ *           a write completes only once the receiver confirms the bytes are in place.
+ *   rdma  — config.protocol "rdma": fails with MC_ERR_NOT_SUPPORTED ("rdma transport not built")
+ *           in builds without it.
+ *
+ * Metadata (how peers find a segment's descriptor): "P2PHANDSHAKE" (ask the endpoint itself) or
+ * "http://host:port/metadata" (descriptors published with PUT, looked up with GET; a segment not
+ * found there is still asked directly, so HTTP and P2PHANDSHAKE peers interoperate).
+ *
+ * Errors: every function returns 0 or a negative store code (mooncake/errors.h):
+ *   MC_ERR_INVALID_PARAMS    bad argument (NULL, zero length, unknown protocol, bad endpoint)
+ *   MC_ERR_NOT_SUPPORTED     protocol "rdma" in a build without the rdma transport
+ *   MC_ERR_SEGMENT_NOT_FOUND the segment's descriptor cannot be found or its owner is unreachable
+ *   MC_ERR_INVALID_WRITE / MC_ERR_INVALID_READ  the range is not inside the target's registered
+ *                            memory (checked before any byte moves)
+ *   MC_ERR_TRANSFER_FAIL     the peer failed, closed or stalled longer than the transfer timeout
+ *   MC_ERR_RPC_TIMEOUT       mc_te_wait() timed out (requests keep running)
+ *   MC_ERR_INTERNAL_ERROR    out of memory, cannot listen, ...
+ *
+ * Thread-safety: an engine may be used from many threads at once. A batch belongs to one thread
+ * at a time.
+ */
+#ifndef MOONCAKE_TRANSFER_ENGINE_H
+#define MOONCAKE_TRANSFER_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mooncake/errors.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct mc_transfer_engine mc_transfer_engine_t; /* handle */
+typedef struct mc_batch mc_batch_t;                     /* a batch of requests */
+typedef int64_t mc_segment_id_t;                        /* an opened segment */
+
+#define MC_TE_DEFAULT_TIMEOUT_MS 30000
+
+typedef struct mc_transfer_engine_config {
+    /* "host:port" this engine serves on; host may be 0.0.0.0; port 0 = any free port. */
+    const char *local_server_name;
+    /* "P2PHANDSHAKE" (default when NULL) or "http://host:port/metadata". */
+    const char *metadata_server;
+    /* "tcp" (default when NULL) or "rdma". */
+    const char *protocol;
+    /* rdma devices, comma list (e.g. "mlx5_0,mlx5_1"); NULL or "" = automatic. */
+    const char *device_names;
+    /* 1: never use shared memory to same-host peers (also MC_DISABLE_SHM=1). */
+    int disable_shm;
+    /* Bound on a stalled peer, ms; 0 = MC_TRANSFER_TIMEOUT env (seconds) or 30000. */
+    int transfer_timeout_ms;
+    /* Initiator threads moving tcp/shm slices; 0 = 4. */
+    int worker_threads;
+} mc_transfer_engine_config_t;
+
+typedef enum mc_transfer_opcode {
+    MC_TRANSFER_READ = 0,  /* target -> source */
+    MC_TRANSFER_WRITE = 1, /* source -> target */
+} mc_transfer_opcode_t;
+
+typedef struct mc_transfer_req {
+    mc_transfer_opcode_t opcode;
+    void *source;              /* local memory: data for WRITE, destination for READ */
+    mc_segment_id_t target_id; /* from mc_te_open_segment() */
+    uint64_t target_offset;    /* address in the target's registered memory, as its owner sees it */
+    size_t length;             /* bytes, > 0 */
+} mc_transfer_req_t;
+
+typedef enum mc_transfer_state {
+    MC_TRANSFER_WAITING = 0,   /* submitted, not finished */
+    MC_TRANSFER_COMPLETED = 1, /* every byte in place */
+    MC_TRANSFER_FAILED = 2,    /* see error */
+} mc_transfer_state_t;
+
+typedef struct mc_transfer_status {
+    mc_transfer_state_t state;
+    int error;                /* 0, or the store code that failed the request */
+    size_t transferred_bytes; /* bytes confirmed so far */
+} mc_transfer_status_t;
+
+/*
+ * Creates an engine: starts listening on local_server_name, and publishes the (still empty)
+ * segment to the metadata service. *out receives the engine; free it with mc_te_destroy().
+ */
+int mc_te_create(const mc_transfer_engine_config_t *config, mc_transfer_engine_t **out);
+
+/* Stops serving, unpublishes the segment, closes connections, frees the engine. NULL is a no-op. */
+void mc_te_destroy(mc_transfer_engine_t *te);
+
+/* The segment name ("host:port") peers use to open this engine's segment. Owned by the engine. */
+const char *mc_te_local_segment_name(const mc_transfer_engine_t *te);
+
+/* The protocol in use: "tcp" or "rdma". */
+const char *mc_te_protocol(const mc_transfer_engine_t *te);
+
+/*
+ * Allocates `length` bytes of shared memory (a memfd mapped MAP_SHARED|MAP_NORESERVE: pages are
+ * committed only when touched) and registers it in the segment. Same-host peers reach it with shm.
+ * Free with mc_te_free_segment_memory().
+ */
+int mc_te_alloc_segment_memory(mc_transfer_engine_t *te, size_t length, void **addr);
+int mc_te_free_segment_memory(mc_transfer_engine_t *te, void *addr);
+
+/*
+ * Registers caller-owned memory [addr, addr+length) in the segment (peers reach it over tcp/rdma).
+ * The caller keeps ownership and must unregister before freeing. Overlapping ranges are refused
+ * with MC_ERR_INVALID_PARAMS.
+ */
+int mc_te_register_memory(mc_transfer_engine_t *te, void *addr, size_t length);
+int mc_te_unregister_memory(mc_transfer_engine_t *te, void *addr);
+
+/*
+ * Resolves a segment by name ("host:port", or this engine's own name) to an id usable in
+ * requests. Idempotent: the same name gives the same id. MC_ERR_SEGMENT_NOT_FOUND when the
+ * descriptor cannot be found.
+ */
+int mc_te_open_segment(mc_transfer_engine_t *te, const char *segment_name, mc_segment_id_t *out);
+
+/* A batch able to hold `capacity` requests. Free with mc_te_batch_free(). */
+int mc_te_batch_create(mc_transfer_engine_t *te, size_t capacity, mc_batch_t **out);
+
+/*
+ * Appends and starts `n` requests. A request whose range is not registered on the target is
+ * marked FAILED (MC_ERR_INVALID_WRITE / MC_ERR_INVALID_READ) before any byte moves; the others
+ * run. Returns 0, or MC_ERR_INVALID_PARAMS when the batch would exceed its capacity or a request
+ * is malformed (then nothing was submitted).
+ */
+int mc_te_submit(mc_batch_t *batch, const mc_transfer_req_t *reqs, size_t n);
+
+/* Status of request `index` (submission order) of the batch; non-blocking. */
+int mc_te_get_status(mc_batch_t *batch, size_t index, mc_transfer_status_t *status);
+
+/*
+ * Waits until every submitted request finished or timeout_ms passed (< 0 = no limit).
+ * Returns 0 when all completed, the first failed request's error, or MC_ERR_RPC_TIMEOUT.
+ */
+int mc_te_wait(mc_batch_t *batch, int timeout_ms);
+
+/* Waits for outstanding requests, then frees the batch. NULL is a no-op. */
+void mc_te_batch_free(mc_batch_t *batch);
+
+/* Convenience: one batch, submit, wait, free. Returns as mc_te_wait(). */
+int mc_te_transfer_sync(mc_transfer_engine_t *te, const mc_transfer_req_t *reqs, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* MOONCAKE_TRANSFER_ENGINE_H */

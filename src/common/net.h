@@ -1,0 +1,66 @@
+/*
+ * net.h — socket and address helpers shared by the transports, the metadata clients and the
+ * servers: "host:port" parsing, listening, connecting with a timeout, whole-buffer send/recv,
+ * the machine's advertised address, and a host identity for same-host detection.
+ *
+ * Functions return 0 / a non-negative fd, or a negative store error code (errno is left set for
+ * the caller's log line). Thread-safe.
+ */
+#ifndef MC_COMMON_NET_H
+#define MC_COMMON_NET_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define MC_HOST_MAX 256
+#define MC_ENDPOINT_MAX (MC_HOST_MAX + 8)
+
+/*
+ * Splits "host:port", "host" (port = default_port) or "[v6]:port". Returns MC_ERR_INVALID_PARAMS
+ * for an empty host, a port outside 0..65535 or trailing garbage.
+ */
+int mc_net_split_endpoint(const char *endpoint, int default_port, char host[MC_HOST_MAX],
+                          int *port);
+
+/*
+ * The address peers should use for this machine when a wildcard (0.0.0.0, "", "::") was given:
+ * the first up, non-loopback IPv4 interface address, else 127.0.0.1.
+ */
+void mc_net_primary_address(char out[MC_HOST_MAX]);
+
+/* Replaces a wildcard host with mc_net_primary_address(); copies anything else. */
+void mc_net_advertised_host(const char *host, char out[MC_HOST_MAX]);
+
+/*
+ * Listening TCP socket on host:port (port 0 = kernel's choice; *bound_port receives the port).
+ * SO_REUSEADDR is set. Returns the fd or MC_ERR_INVALID_PARAMS (bad host) / MC_ERR_INTERNAL_ERROR.
+ */
+int mc_net_listen_tcp(const char *host, int port, int backlog, int *bound_port);
+
+/*
+ * Connects to host:port within timeout_ms, with TCP_NODELAY set. Returns the fd (blocking mode),
+ * MC_ERR_RPC_TIMEOUT on timeout, or MC_ERR_RPC_FAIL when refused or unresolvable.
+ */
+int mc_net_connect_tcp(const char *host, int port, int timeout_ms);
+
+/* TCP_NODELAY and large socket buffers on an accepted or connected socket. */
+void mc_net_tune_socket(int fd);
+/* SO_RCVTIMEO / SO_SNDTIMEO in ms (0 = none). */
+void mc_net_set_timeouts(int fd, int timeout_ms);
+
+/*
+ * Sends/receives exactly len bytes, retrying on EINTR. Return 0, or MC_ERR_TRANSFER_FAIL when the
+ * peer closed or the socket failed or timed out.
+ */
+int mc_net_send_all(int fd, const void *buf, size_t len);
+int mc_net_recv_all(int fd, void *buf, size_t len);
+
+/* A string equal for two processes on one host: boot id + hostname. */
+void mc_net_host_id(char out[MC_HOST_MAX]);
+
+/* Monotonic clock. */
+uint64_t mc_now_ns(void);
+uint64_t mc_now_ms(void);
+
+#endif /* MC_COMMON_NET_H */

@@ -1,0 +1,215 @@
+/*
+ * http_metadata_client.c — the client half of the HTTP metadata protocol (http_metadata.h):
+ * GET|PUT|DELETE <url>?key=<escaped key> with libcurl, as upstream's HTTPStoragePlugin does.
+ *
+ * Each call uses its own easy handle, so calls are thread-safe and share nothing but
+ * curl_global_init(), which runs once. Metadata traffic is a handful of requests per segment, so
+ * connection reuse is not worth a shared handle and its lock. HTTP statuses map to store codes in
+ * md_status_to_code() only.
+ */
+#include "mooncake/errors.h"
+#include "mooncake/http_metadata.h"
+
+#include "log.h"
+
+#include <curl/curl.h>
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MD_CLIENT_TIMEOUT_MS 5000L
+#define MD_CLIENT_CONNECT_TIMEOUT_MS 2000L
+/* A response body is a value (at most MC_HTTP_METADATA_MAX_VALUE) or a short message. */
+#define MD_CLIENT_MAX_BODY ((size_t)MC_HTTP_METADATA_MAX_VALUE)
+/* Log lines quote at most this much of a key or of the server's error message. */
+#define MD_LOG_KEY_MAX 256
+#define MD_LOG_BODY_MAX 200
+
+static pthread_once_t md_curl_once = PTHREAD_ONCE_INIT;
+static CURLcode md_curl_init_rc = CURLE_FAILED_INIT;
+
+static void md_curl_global_init(void)
+{
+    md_curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+/* Response body, bounded by MD_CLIENT_MAX_BODY. */
+typedef struct md_body {
+    char *data;
+    size_t len;
+    size_t cap;
+    int overflow;
+} md_body_t;
+
+static size_t md_body_write(char *ptr, size_t size, size_t nmemb, void *userdata)
+{
+    md_body_t *b = userdata;
+    size_t n = size * nmemb;
+    if (n > MD_CLIENT_MAX_BODY - b->len) {
+        b->overflow = 1;
+        return 0; /* makes curl fail with CURLE_WRITE_ERROR */
+    }
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->len + n + 1)
+            cap *= 2;
+        char *d = realloc(b->data, cap);
+        if (!d)
+            return 0;
+        b->data = d;
+        b->cap = cap;
+    }
+    memcpy(b->data + b->len, ptr, n);
+    b->len += n;
+    b->data[b->len] = '\0';
+    return n;
+}
+
+/* "<url>?key=<escaped>" (or "&key=" when url already has a query). malloc'd; NULL on failure. */
+static char *md_build_url(CURL *curl, const char *url, const char *key)
+{
+    char *escaped = curl_easy_escape(curl, key, (int)strlen(key));
+    if (!escaped)
+        return NULL;
+    const char *sep = strchr(url, '?') ? "&key=" : "?key=";
+    size_t n = strlen(url) + strlen(sep) + strlen(escaped) + 1;
+    char *full = malloc(n);
+    if (full)
+        snprintf(full, n, "%s%s%s", url, sep, escaped);
+    curl_free(escaped);
+    return full;
+}
+
+/*
+ * Sends one request. On return *status holds the HTTP status and *resp the response body
+ * (caller frees resp->data). Returns 0 when an HTTP answer arrived, or MC_ERR_RPC_FAIL (logged)
+ * when none did.
+ */
+static int md_perform(const char *method, const char *url, const char *key, const char *body,
+                      size_t body_len, long *status, md_body_t *resp)
+{
+    *status = 0;
+    pthread_once(&md_curl_once, md_curl_global_init);
+    if (md_curl_init_rc != CURLE_OK) {
+        MC_ERROR("HTTP metadata %s %s: curl_global_init failed: %s", method, url,
+                 curl_easy_strerror(md_curl_init_rc));
+        return MC_ERR_RPC_FAIL;
+    }
+    CURL *curl = curl_easy_init();
+    if (!curl) {
+        MC_ERROR("HTTP metadata %s %s: curl_easy_init failed", method, url);
+        return MC_ERR_RPC_FAIL;
+    }
+    char *full_url = md_build_url(curl, url, key);
+    if (!full_url) {
+        MC_ERROR("HTTP metadata %s %s: cannot build the request URL", method, url);
+        curl_easy_cleanup(curl);
+        return MC_ERR_RPC_FAIL;
+    }
+
+    char errbuf[CURL_ERROR_SIZE] = "";
+    struct curl_slist *headers = NULL;
+    curl_easy_setopt(curl, CURLOPT_URL, full_url);
+    curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, MD_CLIENT_TIMEOUT_MS);
+    curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, MD_CLIENT_CONNECT_TIMEOUT_MS);
+    curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, errbuf);
+    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, md_body_write);
+    curl_easy_setopt(curl, CURLOPT_WRITEDATA, resp);
+    if (!strcmp(method, "PUT")) {
+        headers = curl_slist_append(headers, "Content-Type: application/json");
+        curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+        curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, "PUT");
+        curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body ? body : "");
+        curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body_len);
+    } else if (!strcmp(method, "DELETE")) {
+        curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, "DELETE");
+    }
+
+    CURLcode cc = curl_easy_perform(curl);
+    int rc = 0;
+    if (cc != CURLE_OK) {
+        MC_ERROR("HTTP metadata %s %s key '%.*s' failed: curl error %d: %s%s", method, url,
+                 MD_LOG_KEY_MAX, key, (int)cc, errbuf[0] ? errbuf : curl_easy_strerror(cc),
+                 resp->overflow ? " (response larger than the value limit)" : "");
+        rc = MC_ERR_RPC_FAIL;
+    } else {
+        curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, status);
+    }
+    curl_slist_free_all(headers);
+    curl_easy_cleanup(curl);
+    free(full_url);
+    return rc;
+}
+
+/*
+ * Maps an HTTP answer to a store code: 200 -> 0; 404 -> MC_ERR_OBJECT_NOT_FOUND when the call
+ * treats absence as an outcome (get, del); 400 -> MC_ERR_INVALID_PARAMS; anything else ->
+ * MC_ERR_RPC_FAIL. Every failure but an expected 404 is logged with the server's message.
+ */
+static int md_status_to_code(const char *method, const char *url, const char *key, long status,
+                             const md_body_t *resp, int absent_ok)
+{
+    if (status == 200)
+        return 0;
+    if (status == 404 && absent_ok)
+        return MC_ERR_OBJECT_NOT_FOUND;
+    MC_ERROR("HTTP metadata %s %s key '%.*s': HTTP %ld: %.*s", method, url, MD_LOG_KEY_MAX, key,
+             status, MD_LOG_BODY_MAX, resp->data ? resp->data : "");
+    return status == 400 ? MC_ERR_INVALID_PARAMS : MC_ERR_RPC_FAIL;
+}
+
+int mc_http_metadata_get(const char *url, const char *key, char **value, size_t *len)
+{
+    if (!url || !key || !*key || !value || !len)
+        return MC_ERR_INVALID_PARAMS;
+    *value = NULL;
+    *len = 0;
+    md_body_t resp = {0};
+    long status;
+    int rc = md_perform("GET", url, key, NULL, 0, &status, &resp);
+    if (rc == 0)
+        rc = md_status_to_code("GET", url, key, status, &resp, 1);
+    if (rc == 0 && !resp.data) {
+        resp.data = malloc(1); /* an empty value is still a NUL-terminated string */
+        if (resp.data)
+            resp.data[0] = '\0';
+        else
+            rc = MC_ERR_INTERNAL_ERROR;
+    }
+    if (rc == 0) {
+        *value = resp.data;
+        *len = resp.len;
+    } else {
+        free(resp.data);
+    }
+    return rc;
+}
+
+int mc_http_metadata_put(const char *url, const char *key, const char *value, size_t len)
+{
+    if (!url || !key || !*key || (!value && len > 0))
+        return MC_ERR_INVALID_PARAMS;
+    md_body_t resp = {0};
+    long status;
+    int rc = md_perform("PUT", url, key, value, len, &status, &resp);
+    if (rc == 0)
+        rc = md_status_to_code("PUT", url, key, status, &resp, 0);
+    free(resp.data);
+    return rc;
+}
+
+int mc_http_metadata_del(const char *url, const char *key)
+{
+    if (!url || !key || !*key)
+        return MC_ERR_INVALID_PARAMS;
+    md_body_t resp = {0};
+    long status;
+    int rc = md_perform("DELETE", url, key, NULL, 0, &status, &resp);
+    if (rc == 0)
+        rc = md_status_to_code("DELETE", url, key, status, &resp, 1);
+    free(resp.data);
+    return rc;
+}

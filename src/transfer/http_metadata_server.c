@@ -1,0 +1,553 @@
+/*
+ * http_metadata_server.c — the HTTP metadata service (http_metadata.h): an in-memory key/value map
+ * served over libmicrohttpd as GET|PUT|DELETE /metadata?key=K plus GET /health, compatible with
+ * upstream Mooncake's http_metadata_server.cpp. Peers publish segment descriptors here.
+ *
+ * One MHD polling thread (epoll) runs every connection, so handlers never run concurrently with
+ * each other; the mutex exists for mc_http_metadata_server_size() and keeps the map safe should
+ * the threading model change. It is held only for a lookup/insert/erase and, on GET, one copy.
+ *
+ * A PUT body is accumulated per request in md_request_t and never grows past
+ * MC_HTTP_METADATA_MAX_VALUE: a declared Content-Length above it is refused before the body is
+ * read; a chunked body that overflows is drained without being stored and then refused (413).
+ */
+#include "mooncake/errors.h"
+#include "mooncake/http_metadata.h"
+
+#include "log.h"
+
+#include <microhttpd.h>
+
+#include <netdb.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#define MD_MAX_KEY_BYTES 4096
+#define MD_CONNECTION_TIMEOUT_S 30u
+#define MD_INITIAL_BUCKETS 64
+#define MD_INITIAL_BODY_BYTES 4096
+#define MD_RPC_META_MARKER "rpc_meta"
+#define MD_METADATA_PATH "/metadata"
+#define MD_HEALTH_PATH "/health"
+
+/* One key and its value. key is not NUL-terminated text: a %00 in the query is a legal byte. */
+typedef struct md_entry {
+    struct md_entry *next;
+    uint64_t hash;
+    char *value; /* malloc'd, value_len bytes; NULL when value_len == 0 */
+    size_t value_len;
+    size_t key_len;
+    char key[];
+} md_entry_t;
+
+/* Chained hash table. Invariant: nbuckets is a power of two and count <= nbuckets. */
+typedef struct md_map {
+    md_entry_t **buckets;
+    size_t nbuckets;
+    size_t count;
+} md_map_t;
+
+struct mc_http_metadata_server {
+    struct MHD_Daemon *daemon;
+    pthread_mutex_t lock; /* guards map */
+    md_map_t map;
+    int port;
+};
+
+/*
+ * Per-request state, created on the header call and freed by md_request_completed(). Every
+ * request is answered only once fully received (except a declared oversize PUT): a response
+ * queued earlier makes libmicrohttpd close the connection instead of keeping it alive.
+ */
+typedef struct md_request {
+    int is_put;
+    char *body; /* PUT only; other methods' bodies are discarded */
+    size_t len;
+    size_t cap;
+    int too_large; /* the body overflowed MC_HTTP_METADATA_MAX_VALUE: drained, not stored */
+} md_request_t;
+
+/* ---- map ---------------------------------------------------------------------------------- */
+
+static uint64_t md_hash(const char *key, size_t len)
+{
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (size_t i = 0; i < len; i++) {
+        h ^= (unsigned char)key[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+static int md_map_init(md_map_t *map)
+{
+    map->buckets = calloc(MD_INITIAL_BUCKETS, sizeof(*map->buckets));
+    map->nbuckets = MD_INITIAL_BUCKETS;
+    map->count = 0;
+    return map->buckets ? 0 : MC_ERR_INTERNAL_ERROR;
+}
+
+static void md_map_free(md_map_t *map)
+{
+    for (size_t i = 0; i < map->nbuckets; i++) {
+        md_entry_t *e = map->buckets[i];
+        while (e) {
+            md_entry_t *next = e->next;
+            free(e->value);
+            free(e);
+            e = next;
+        }
+    }
+    free(map->buckets);
+    map->buckets = NULL;
+    map->count = 0;
+}
+
+/* Returns the link pointing at the entry for key (so it can be unlinked), or NULL. */
+static md_entry_t **md_map_find(md_map_t *map, const char *key, size_t len, uint64_t hash)
+{
+    md_entry_t **link = &map->buckets[hash & (map->nbuckets - 1)];
+    for (; *link; link = &(*link)->next) {
+        md_entry_t *e = *link;
+        if (e->hash == hash && e->key_len == len && memcmp(e->key, key, len) == 0)
+            return link;
+    }
+    return NULL;
+}
+
+/* Doubles the bucket array; on allocation failure the map simply stays denser. */
+static void md_map_grow(md_map_t *map)
+{
+    size_t n = map->nbuckets * 2;
+    md_entry_t **b = calloc(n, sizeof(*b));
+    if (!b)
+        return;
+    for (size_t i = 0; i < map->nbuckets; i++) {
+        md_entry_t *e = map->buckets[i];
+        while (e) {
+            md_entry_t *next = e->next;
+            e->next = b[e->hash & (n - 1)];
+            b[e->hash & (n - 1)] = e;
+            e = next;
+        }
+    }
+    free(map->buckets);
+    map->buckets = b;
+    map->nbuckets = n;
+}
+
+/* Inserts a new key owning `value`. Caller checked the key is absent. */
+static int md_map_insert(md_map_t *map, const char *key, size_t len, uint64_t hash, char *value,
+                         size_t value_len)
+{
+    md_entry_t *e = malloc(sizeof(*e) + len);
+    if (!e)
+        return MC_ERR_INTERNAL_ERROR;
+    memcpy(e->key, key, len);
+    e->key_len = len;
+    e->hash = hash;
+    e->value = value;
+    e->value_len = value_len;
+    if (map->count >= map->nbuckets)
+        md_map_grow(map);
+    md_entry_t **bucket = &map->buckets[hash & (map->nbuckets - 1)];
+    e->next = *bucket;
+    *bucket = e;
+    map->count++;
+    return 0;
+}
+
+/* ---- responses ---------------------------------------------------------------------------- */
+
+/* Answers with a static text body. */
+static enum MHD_Result md_respond_text(struct MHD_Connection *conn, unsigned int status,
+                                       const char *text)
+{
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(strlen(text), (void *)text, MHD_RESPMEM_PERSISTENT);
+    if (!r)
+        return MHD_NO;
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain");
+    enum MHD_Result ret = MHD_queue_response(conn, status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+static enum MHD_Result md_respond_not_allowed(struct MHD_Connection *conn, const char *allow)
+{
+    static const char text[] = "Method not allowed";
+    struct MHD_Response *r = MHD_create_response_from_buffer(sizeof(text) - 1, (void *)text,
+                                                             MHD_RESPMEM_PERSISTENT);
+    if (!r)
+        return MHD_NO;
+    MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow);
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain");
+    enum MHD_Result ret = MHD_queue_response(conn, MHD_HTTP_METHOD_NOT_ALLOWED, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+/* ---- handlers ----------------------------------------------------------------------------- */
+
+/* The `key` query argument, or NULL when missing or empty. */
+static const char *md_request_key(struct MHD_Connection *conn, size_t *len)
+{
+    const char *key = NULL;
+    *len = 0;
+    if (MHD_lookup_connection_value_n(conn, MHD_GET_ARGUMENT_KIND, "key", 3, &key, len) != MHD_YES)
+        return NULL;
+    return key && *len > 0 ? key : NULL;
+}
+
+static enum MHD_Result md_handle_get(mc_http_metadata_server_t *s, struct MHD_Connection *conn,
+                                     const char *key, size_t key_len)
+{
+    uint64_t hash = md_hash(key, key_len);
+    char *copy = NULL;
+    size_t len = 0;
+
+    pthread_mutex_lock(&s->lock);
+    md_entry_t **link = md_map_find(&s->map, key, key_len, hash);
+    int found = link != NULL;
+    if (found && (*link)->value_len > 0) {
+        len = (*link)->value_len;
+        copy = malloc(len);
+        if (copy)
+            memcpy(copy, (*link)->value, len);
+    }
+    pthread_mutex_unlock(&s->lock);
+
+    if (!found)
+        return md_respond_text(conn, MHD_HTTP_NOT_FOUND, "metadata not found");
+    if (len > 0 && !copy)
+        return md_respond_text(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+
+    struct MHD_Response *r =
+        len > 0 ? MHD_create_response_from_buffer(len, copy, MHD_RESPMEM_MUST_FREE)
+                : MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+    if (!r) {
+        free(copy);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    enum MHD_Result ret = MHD_queue_response(conn, MHD_HTTP_OK, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+static enum MHD_Result md_handle_delete(mc_http_metadata_server_t *s, struct MHD_Connection *conn,
+                                        const char *key, size_t key_len)
+{
+    uint64_t hash = md_hash(key, key_len);
+    md_entry_t *victim = NULL;
+
+    pthread_mutex_lock(&s->lock);
+    md_entry_t **link = md_map_find(&s->map, key, key_len, hash);
+    if (link) {
+        victim = *link;
+        *link = victim->next;
+        s->map.count--;
+    }
+    pthread_mutex_unlock(&s->lock);
+
+    if (!victim)
+        return md_respond_text(conn, MHD_HTTP_NOT_FOUND, "metadata not found");
+    free(victim->value);
+    free(victim);
+    return md_respond_text(conn, MHD_HTTP_OK, "metadata deleted");
+}
+
+/*
+ * Stores the finished PUT body under key, taking ownership of req->body on success. A key naming
+ * an rpc_meta endpoint may be rewritten only with the identical body: two processes claiming the
+ * same segment name must not silently replace each other's handshake address (upstream's rule).
+ */
+static enum MHD_Result md_handle_put_done(mc_http_metadata_server_t *s,
+                                          struct MHD_Connection *conn, md_request_t *req,
+                                          const char *key, size_t key_len)
+{
+    if (req->too_large)
+        return md_respond_text(conn, MHD_HTTP_CONTENT_TOO_LARGE, "value too large");
+
+    /* Give back the growth slack: stored values live as long as the server. */
+    if (req->len > 0 && req->len < req->cap) {
+        char *shrunk = realloc(req->body, req->len);
+        if (shrunk)
+            req->body = shrunk;
+    }
+    char *body = req->len > 0 ? req->body : NULL;
+    char *replaced = NULL;
+    uint64_t hash = md_hash(key, key_len);
+    int is_rpc_meta = memmem(key, key_len, MD_RPC_META_MARKER, strlen(MD_RPC_META_MARKER)) != NULL;
+    int stored = 0;
+    int duplicate = 0;
+
+    pthread_mutex_lock(&s->lock);
+    md_entry_t **link = md_map_find(&s->map, key, key_len, hash);
+    if (link) {
+        md_entry_t *e = *link;
+        int same = e->value_len == req->len && (req->len == 0 || !memcmp(e->value, body, req->len));
+        if (is_rpc_meta && !same) {
+            duplicate = 1;
+        } else {
+            replaced = e->value;
+            e->value = body;
+            e->value_len = req->len;
+            stored = 1;
+        }
+    } else {
+        stored = md_map_insert(&s->map, key, key_len, hash, body, req->len) == 0;
+    }
+    pthread_mutex_unlock(&s->lock);
+
+    if (duplicate)
+        return md_respond_text(conn, MHD_HTTP_BAD_REQUEST, "Duplicate rpc_meta key not allowed");
+    if (!stored)
+        return md_respond_text(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+    if (body)
+        req->body = NULL; /* the map owns it now */
+    free(replaced);
+    return md_respond_text(conn, MHD_HTTP_OK, "metadata updated");
+}
+
+/* Appends one upload chunk, keeping at most MC_HTTP_METADATA_MAX_VALUE bytes. */
+static void md_request_append(md_request_t *req, const char *data, size_t n)
+{
+    if (req->too_large)
+        return;
+    if (n > MC_HTTP_METADATA_MAX_VALUE - req->len) {
+        req->too_large = 1;
+        free(req->body);
+        req->body = NULL;
+        req->len = req->cap = 0;
+        return;
+    }
+    if (req->len + n > req->cap) {
+        size_t cap = req->cap ? req->cap : MD_INITIAL_BODY_BYTES;
+        while (cap < req->len + n)
+            cap *= 2;
+        if (cap > MC_HTTP_METADATA_MAX_VALUE)
+            cap = MC_HTTP_METADATA_MAX_VALUE;
+        char *b = realloc(req->body, cap);
+        if (!b) {
+            /* Treated like an oversize body: refused, and the connection stays usable. */
+            req->too_large = 1;
+            free(req->body);
+            req->body = NULL;
+            req->len = req->cap = 0;
+            return;
+        }
+        req->body = b;
+        req->cap = cap;
+    }
+    memcpy(req->body + req->len, data, n);
+    req->len += n;
+}
+
+static enum MHD_Result md_handle_health(struct MHD_Connection *conn, const char *method)
+{
+    if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
+        return md_respond_not_allowed(conn, "GET, HEAD");
+    return md_respond_text(conn, MHD_HTTP_OK, "OK");
+}
+
+/* Answers a fully received request. */
+static enum MHD_Result md_dispatch(mc_http_metadata_server_t *s, struct MHD_Connection *conn,
+                                   const char *url, const char *method, md_request_t *req)
+{
+    if (strcmp(url, MD_HEALTH_PATH) == 0)
+        return md_handle_health(conn, method);
+    if (strcmp(url, MD_METADATA_PATH) != 0)
+        return md_respond_text(conn, MHD_HTTP_NOT_FOUND, "Not found");
+
+    int is_get = !strcmp(method, MHD_HTTP_METHOD_GET) || !strcmp(method, MHD_HTTP_METHOD_HEAD);
+    int is_delete = !strcmp(method, MHD_HTTP_METHOD_DELETE);
+    if (!is_get && !is_delete && !req->is_put)
+        return md_respond_not_allowed(conn, "GET, HEAD, PUT, DELETE");
+
+    size_t key_len;
+    const char *key = md_request_key(conn, &key_len);
+    if (!key)
+        return md_respond_text(conn, MHD_HTTP_BAD_REQUEST, "Missing key parameter");
+    if (key_len > MD_MAX_KEY_BYTES)
+        return md_respond_text(conn, MHD_HTTP_BAD_REQUEST, "Key too long");
+
+    if (is_get)
+        return md_handle_get(s, conn, key, key_len);
+    if (is_delete)
+        return md_handle_delete(s, conn, key, key_len);
+    return md_handle_put_done(s, conn, req, key, key_len);
+}
+
+/* The header-only first call: refuses a declared oversize PUT body before reading it. */
+static enum MHD_Result md_request_begin(struct MHD_Connection *conn, const char *method,
+                                        void **req_cls)
+{
+    int is_put = !strcmp(method, MHD_HTTP_METHOD_PUT);
+    unsigned long long declared = 0;
+    if (is_put) {
+        const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                     MHD_HTTP_HEADER_CONTENT_LENGTH);
+        declared = cl ? strtoull(cl, NULL, 10) : 0;
+        if (declared > MC_HTTP_METADATA_MAX_VALUE)
+            return md_respond_text(conn, MHD_HTTP_CONTENT_TOO_LARGE, "value too large");
+    }
+    md_request_t *req = calloc(1, sizeof(*req));
+    if (!req)
+        return MHD_NO;
+    req->is_put = is_put;
+    if (declared > 0) {
+        req->body = malloc((size_t)declared);
+        req->cap = req->body ? (size_t)declared : 0;
+    }
+    *req_cls = req;
+    return MHD_YES;
+}
+
+/* MHD access handler: called once with the headers, then per body chunk, then once at the end. */
+static enum MHD_Result md_handle(void *cls, struct MHD_Connection *conn, const char *url,
+                                 const char *method, const char *version, const char *upload_data,
+                                 size_t *upload_data_size, void **req_cls)
+{
+    md_request_t *req = *req_cls;
+    if (!req)
+        return md_request_begin(conn, method, req_cls);
+    if (*upload_data_size > 0) {
+        if (req->is_put)
+            md_request_append(req, upload_data, *upload_data_size);
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    return md_dispatch(cls, conn, url, method, req);
+}
+
+static void md_request_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
+                                 enum MHD_RequestTerminationCode toe)
+{
+    md_request_t *req = *req_cls;
+    if (!req)
+        return;
+    free(req->body);
+    free(req);
+    *req_cls = NULL;
+}
+
+/* Routes libmicrohttpd's own diagnostics (bind failures, malformed requests) into our log. */
+static void md_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    char buf[512];
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    size_t n = strlen(buf);
+    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
+        buf[--n] = '\0';
+    MC_WARN("libmicrohttpd: %s", buf);
+}
+
+/* ---- lifecycle ---------------------------------------------------------------------------- */
+
+static int md_is_wildcard(const char *host)
+{
+    return !host || !*host || !strcmp(host, "0.0.0.0") || !strcmp(host, "*");
+}
+
+/* Resolves host:port to one bind address, preferring IPv4 ("localhost" binds 127.0.0.1). */
+static int md_resolve(const char *host, int port, struct sockaddr_storage *addr, socklen_t *len)
+{
+    struct addrinfo hints;
+    struct addrinfo *res = NULL;
+    char portstr[16];
+
+    memset(&hints, 0, sizeof(hints));
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    snprintf(portstr, sizeof(portstr), "%d", port);
+    int rc = getaddrinfo(md_is_wildcard(host) ? "0.0.0.0" : host, portstr, &hints, &res);
+    if (rc != 0) {
+        MC_ERROR("HTTP metadata server: cannot resolve host '%s': %s", host, gai_strerror(rc));
+        return MC_ERR_INVALID_PARAMS;
+    }
+    struct addrinfo *pick = res;
+    for (struct addrinfo *a = res; a; a = a->ai_next) {
+        if (a->ai_family == AF_INET) {
+            pick = a;
+            break;
+        }
+    }
+    memcpy(addr, pick->ai_addr, pick->ai_addrlen);
+    *len = pick->ai_addrlen;
+    freeaddrinfo(res);
+    return 0;
+}
+
+int mc_http_metadata_server_start(const char *host, int port, mc_http_metadata_server_t **out)
+{
+    struct sockaddr_storage addr;
+    socklen_t addr_len = 0;
+
+    if (!out || port < 0 || port > 65535)
+        return MC_ERR_INVALID_PARAMS;
+    *out = NULL;
+    int rc = md_resolve(host, port, &addr, &addr_len);
+    if (rc != 0)
+        return rc;
+
+    mc_http_metadata_server_t *s = calloc(1, sizeof(*s));
+    if (!s)
+        return MC_ERR_INTERNAL_ERROR;
+    if (md_map_init(&s->map) != 0) {
+        free(s);
+        return MC_ERR_INTERNAL_ERROR;
+    }
+    pthread_mutex_init(&s->lock, NULL);
+
+    unsigned int flags =
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC | MHD_USE_ERROR_LOG;
+    if (addr.ss_family == AF_INET6)
+        flags |= !strcmp(host, "::") ? MHD_USE_DUAL_STACK : MHD_USE_IPv6;
+    /* The logger goes first so that option errors, too, reach our log. */
+    s->daemon = MHD_start_daemon(
+        flags, (uint16_t)port, NULL, NULL, md_handle, s, MHD_OPTION_EXTERNAL_LOGGER, md_mhd_log,
+        NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_NOTIFY_COMPLETED,
+        md_request_completed, s, MHD_OPTION_CONNECTION_TIMEOUT, MD_CONNECTION_TIMEOUT_S,
+        MHD_OPTION_END);
+    if (!s->daemon) {
+        MC_ERROR("HTTP metadata server: cannot listen on %s:%d", host ? host : "", port);
+        md_map_free(&s->map);
+        pthread_mutex_destroy(&s->lock);
+        free(s);
+        return MC_ERR_INTERNAL_ERROR;
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    s->port = info ? (int)info->port : port;
+    *out = s;
+    return 0;
+}
+
+int mc_http_metadata_server_port(const mc_http_metadata_server_t *server)
+{
+    return server->port;
+}
+
+size_t mc_http_metadata_server_size(mc_http_metadata_server_t *server)
+{
+    pthread_mutex_lock(&server->lock);
+    size_t n = server->map.count;
+    pthread_mutex_unlock(&server->lock);
+    return n;
+}
+
+void mc_http_metadata_server_stop(mc_http_metadata_server_t *server)
+{
+    if (!server)
+        return;
+    MHD_stop_daemon(server->daemon);
+    md_map_free(&server->map);
+    pthread_mutex_destroy(&server->lock);
+    free(server);
+}

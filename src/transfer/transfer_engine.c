@@ -1,0 +1,645 @@
+/*
+ * transfer_engine.c — the Transfer Engine handle, opened segments, batches and worker threads.
+ *
+ * Submitting a batch dispatches each request by transport: the engine's own segment is a memcpy
+ * in the caller's thread; a same-host peer's shared memory is a memcpy in the caller's thread
+ * too (one copy, no hop); everything else is cut into slices (MC_SLICE_SIZE, default 4 MiB) that
+ * the worker threads move over pooled tcp connections in parallel. A request completes when its
+ * last slice does; the batch's waiters are woken when its last request does.
+ */
+#include "transfer_internal.h"
+
+#include "log.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#define MC_TE_DEFAULT_WORKERS 4
+#define MC_TE_DEFAULT_SLICE_BYTES (4ull << 20)
+
+/* ---- configuration --------------------------------------------------------------------- */
+
+static int env_int(const char *name, int fallback)
+{
+    const char *s = getenv(name);
+    if (!s || !*s)
+        return fallback;
+    char *end;
+    long v = strtol(s, &end, 10);
+    return (*end == '\0' && v > 0 && v < (1L << 30)) ? (int)v : fallback;
+}
+
+static int configure(mc_transfer_engine_t *te, const mc_transfer_engine_config_t *cfg,
+                     char bind_host[MC_HOST_MAX], int *port)
+{
+    const char *protocol = cfg->protocol && *cfg->protocol ? cfg->protocol : "tcp";
+    if (!strcmp(protocol, "rdma")) {
+        MC_ERROR("protocol rdma: the rdma transport is not built into this binary; rebuild with "
+                 "-DUSE_RDMA=ON (needs UCX: libucx-dev) or use --protocol=tcp");
+        return MC_ERR_NOT_SUPPORTED;
+    }
+    if (strcmp(protocol, "tcp") != 0) {
+        MC_ERROR("unknown protocol \"%s\" (expected tcp or rdma)", protocol);
+        return MC_ERR_INVALID_PARAMS;
+    }
+    snprintf(te->protocol, sizeof(te->protocol), "%s", protocol);
+
+    const char *meta = cfg->metadata_server;
+    if (!meta || !*meta || !strcmp(meta, "P2PHANDSHAKE")) {
+        te->metadata_url[0] = '\0';
+    } else if (!strncmp(meta, "http://", 7) || !strncmp(meta, "https://", 8)) {
+        if (strlen(meta) >= sizeof(te->metadata_url))
+            return MC_ERR_INVALID_PARAMS;
+        snprintf(te->metadata_url, sizeof(te->metadata_url), "%s", meta);
+    } else {
+        MC_ERROR("metadata server \"%s\" is not supported: use P2PHANDSHAKE or "
+                 "http://host:port/metadata",
+                 meta);
+        return MC_ERR_INVALID_PARAMS;
+    }
+
+    const char *local = cfg->local_server_name && *cfg->local_server_name
+                            ? cfg->local_server_name
+                            : "0.0.0.0:0";
+    if (mc_net_split_endpoint(local, 0, bind_host, port) != 0) {
+        MC_ERROR("local server name \"%s\" is not host or host:port", local);
+        return MC_ERR_INVALID_PARAMS;
+    }
+    te->disable_shm = cfg->disable_shm || env_int("MC_DISABLE_SHM", 0) == 1;
+    te->timeout_ms = cfg->transfer_timeout_ms > 0
+                         ? cfg->transfer_timeout_ms
+                         : env_int("MC_TRANSFER_TIMEOUT", MC_TE_DEFAULT_TIMEOUT_MS / 1000) * 1000;
+    te->slice_bytes = (uint64_t)env_int("MC_SLICE_SIZE", (int)MC_TE_DEFAULT_SLICE_BYTES);
+    te->worker_count = cfg->worker_threads > 0 ? (size_t)cfg->worker_threads
+                                               : (size_t)MC_TE_DEFAULT_WORKERS;
+    mc_net_host_id(te->host_id);
+    return 0;
+}
+
+/* ---- workers --------------------------------------------------------------------------- */
+
+static void request_finish_slice(mc_batch_t *b, uint32_t index, int rc, uint64_t bytes)
+{
+    mc_req_state_t *r = &b->reqs[index];
+    if (rc != 0) {
+        int expected = 0;
+        atomic_compare_exchange_strong(&r->error, &expected, rc);
+    } else {
+        atomic_fetch_add(&r->done_bytes, bytes);
+    }
+    if (atomic_fetch_sub(&r->slices_left, 1) != 1)
+        return;
+    atomic_store(&r->state, atomic_load(&r->error) ? MC_TRANSFER_FAILED : MC_TRANSFER_COMPLETED);
+    pthread_mutex_lock(&b->lock);
+    if (--b->outstanding == 0)
+        pthread_cond_broadcast(&b->cond);
+    pthread_mutex_unlock(&b->lock);
+}
+
+static void *worker_main(void *p)
+{
+    mc_transfer_engine_t *te = p;
+    for (;;) {
+        pthread_mutex_lock(&te->queue_lock);
+        while (te->queue_count == 0 && !atomic_load(&te->stopping))
+            pthread_cond_wait(&te->queue_cond, &te->queue_lock);
+        if (te->queue_count == 0) {
+            pthread_mutex_unlock(&te->queue_lock);
+            return NULL;
+        }
+        mc_slice_t s = te->queue[te->queue_head];
+        te->queue_head = (te->queue_head + 1) % te->queue_capacity;
+        te->queue_count--;
+        pthread_mutex_unlock(&te->queue_lock);
+
+        mc_req_state_t *r = &s.batch->reqs[s.index];
+        int rc = MC_ERR_TRANSFER_FAIL;
+        if (!atomic_load(&r->error)) { /* a failed request's remaining slices are skipped */
+            mc_peer_t *peer = mc_te_peer(te, r->req.target_id);
+            int op = r->req.opcode == MC_TRANSFER_WRITE ? MC_TE_OP_WRITE : MC_TE_OP_READ;
+            rc = peer ? mc_tcp_transfer(te, peer, op, (char *)r->req.source + s.offset,
+                                        r->req.target_offset + s.offset, s.length)
+                      : MC_ERR_SEGMENT_NOT_FOUND;
+        }
+        request_finish_slice(s.batch, s.index, rc, s.length);
+    }
+}
+
+/* Queues the slices of one request. With queue_lock held. */
+static int enqueue_slices_locked(mc_transfer_engine_t *te, mc_batch_t *b, uint32_t index,
+                                 uint64_t nslices)
+{
+    if (te->queue_count + nslices > te->queue_capacity) {
+        size_t cap = te->queue_capacity ? te->queue_capacity : 256;
+        while (cap < te->queue_count + nslices)
+            cap *= 2;
+        mc_slice_t *q = malloc(cap * sizeof(*q));
+        if (!q)
+            return MC_ERR_INTERNAL_ERROR;
+        for (size_t i = 0; i < te->queue_count; i++)
+            q[i] = te->queue[(te->queue_head + i) % te->queue_capacity];
+        free(te->queue);
+        te->queue = q;
+        te->queue_head = 0;
+        te->queue_capacity = cap;
+    }
+    const mc_transfer_req_t *req = &b->reqs[index].req;
+    for (uint64_t off = 0; off < req->length; off += te->slice_bytes) {
+        uint64_t len = req->length - off < te->slice_bytes ? req->length - off : te->slice_bytes;
+        size_t tail = (te->queue_head + te->queue_count) % te->queue_capacity;
+        te->queue[tail] = (mc_slice_t){b, index, off, len};
+        te->queue_count++;
+    }
+    return 0;
+}
+
+/* ---- engine lifecycle ------------------------------------------------------------------- */
+
+int mc_te_create(const mc_transfer_engine_config_t *config, mc_transfer_engine_t **out)
+{
+    if (!config || !out)
+        return MC_ERR_INVALID_PARAMS;
+    *out = NULL;
+    mc_transfer_engine_t *te = calloc(1, sizeof(*te));
+    if (!te)
+        return MC_ERR_INTERNAL_ERROR;
+    te->listen_fd = -1;
+    te->shm_listen_fd = -1;
+    mc_registry_init(&te->registry);
+    pthread_mutex_init(&te->conn_lock, NULL);
+    pthread_cond_init(&te->conn_cond, NULL);
+    pthread_mutex_init(&te->peers_lock, NULL);
+    pthread_mutex_init(&te->queue_lock, NULL);
+    pthread_cond_init(&te->queue_cond, NULL);
+    pthread_mutex_init(&te->shm_lock, NULL);
+
+    char bind_host[MC_HOST_MAX], adv_host[MC_HOST_MAX];
+    int port = 0;
+    int rc = configure(te, config, bind_host, &port);
+    if (rc == 0)
+        rc = mc_tcp_server_start(te, "0.0.0.0", port);
+    if (rc != 0) {
+        if (rc != MC_ERR_NOT_SUPPORTED && rc != MC_ERR_INVALID_PARAMS)
+            MC_ERROR("transfer engine cannot listen on port %d", port);
+        mc_te_destroy(te);
+        return rc;
+    }
+    mc_net_advertised_host(bind_host, adv_host);
+    if (strchr(adv_host, ':'))
+        snprintf(te->name, sizeof(te->name), "[%s]:%d", adv_host, te->listen_port);
+    else
+        snprintf(te->name, sizeof(te->name), "%s:%d", adv_host, te->listen_port);
+    mc_shm_server_start(te);
+
+    te->workers = calloc(te->worker_count, sizeof(*te->workers));
+    if (!te->workers) {
+        mc_te_destroy(te);
+        return MC_ERR_INTERNAL_ERROR;
+    }
+    for (size_t i = 0; i < te->worker_count; i++) {
+        if (pthread_create(&te->workers[i], NULL, worker_main, te) != 0) {
+            te->worker_count = i;
+            mc_te_destroy(te);
+            return MC_ERR_INTERNAL_ERROR;
+        }
+    }
+    rc = mc_metadata_publish(te);
+    if (rc != 0) {
+        mc_te_destroy(te);
+        return rc;
+    }
+    MC_INFO("transfer engine ready: segment %s, protocol %s, metadata %s, shm %s", te->name,
+            te->protocol, te->metadata_url[0] ? te->metadata_url : "P2PHANDSHAKE",
+            te->shm_socket[0] ? "on" : "off");
+    *out = te;
+    return 0;
+}
+
+void mc_te_destroy(mc_transfer_engine_t *te)
+{
+    if (!te)
+        return;
+    if (te->name[0])
+        mc_metadata_unpublish(te);
+    atomic_store(&te->stopping, 1);
+    pthread_mutex_lock(&te->queue_lock);
+    pthread_cond_broadcast(&te->queue_cond);
+    pthread_mutex_unlock(&te->queue_lock);
+    for (size_t i = 0; i < te->worker_count; i++)
+        pthread_join(te->workers[i], NULL);
+    free(te->workers);
+    mc_tcp_server_stop(te);
+    mc_shm_server_stop(te);
+    for (size_t i = 0; i < te->peer_count; i++) {
+        mc_peer_t *p = te->peers[i];
+        mc_tcp_pool_close(p);
+        mc_shm_peer_close(p);
+        mc_desc_free(&p->desc);
+        pthread_mutex_destroy(&p->lock);
+        pthread_rwlock_destroy(&p->shm_rw);
+        free(p);
+    }
+    free(te->peers);
+    free(te->queue);
+    mc_registry_destroy(&te->registry);
+    pthread_mutex_destroy(&te->conn_lock);
+    pthread_cond_destroy(&te->conn_cond);
+    pthread_mutex_destroy(&te->peers_lock);
+    pthread_mutex_destroy(&te->queue_lock);
+    pthread_cond_destroy(&te->queue_cond);
+    pthread_mutex_destroy(&te->shm_lock);
+    free(te);
+}
+
+const char *mc_te_local_segment_name(const mc_transfer_engine_t *te)
+{
+    return te ? te->name : "";
+}
+
+const char *mc_te_protocol(const mc_transfer_engine_t *te)
+{
+    return te ? te->protocol : "";
+}
+
+/* ---- memory ----------------------------------------------------------------------------- */
+
+int mc_te_alloc_segment_memory(mc_transfer_engine_t *te, size_t length, void **addr)
+{
+    if (!te || !addr || length == 0)
+        return MC_ERR_INVALID_PARAMS;
+    int rc = mc_shm_alloc(te, length, addr);
+    if (rc == 0)
+        mc_metadata_publish(te);
+    return rc;
+}
+
+int mc_te_free_segment_memory(mc_transfer_engine_t *te, void *addr)
+{
+    if (!te || !addr)
+        return MC_ERR_INVALID_PARAMS;
+    mc_local_region_t g;
+    int rc = mc_registry_remove(&te->registry, (uint64_t)(uintptr_t)addr, &g);
+    if (rc != 0)
+        return rc;
+    if (!g.owned) {
+        mc_registry_add(&te->registry, &g); /* not ours to free: put it back */
+        return MC_ERR_INVALID_PARAMS;
+    }
+    mc_shm_notify_revoke(te);
+    munmap(addr, g.length);
+    if (g.memfd >= 0)
+        close(g.memfd);
+    mc_metadata_publish(te);
+    return 0;
+}
+
+int mc_te_register_memory(mc_transfer_engine_t *te, void *addr, size_t length)
+{
+    if (!te || !addr || length == 0)
+        return MC_ERR_INVALID_PARAMS;
+    mc_local_region_t g = {(uint64_t)(uintptr_t)addr, length, -1, -1, 0};
+    int rc = mc_registry_add(&te->registry, &g);
+    if (rc == 0)
+        mc_metadata_publish(te);
+    return rc;
+}
+
+int mc_te_unregister_memory(mc_transfer_engine_t *te, void *addr)
+{
+    if (!te || !addr)
+        return MC_ERR_INVALID_PARAMS;
+    mc_local_region_t g;
+    int rc = mc_registry_remove(&te->registry, (uint64_t)(uintptr_t)addr, &g);
+    if (rc != 0)
+        return rc;
+    if (g.owned) {
+        mc_registry_add(&te->registry, &g); /* engine-allocated: use mc_te_free_segment_memory */
+        return MC_ERR_INVALID_PARAMS;
+    }
+    mc_metadata_publish(te);
+    return 0;
+}
+
+/* ---- segments --------------------------------------------------------------------------- */
+
+mc_peer_t *mc_te_peer(mc_transfer_engine_t *te, mc_segment_id_t id)
+{
+    mc_peer_t *p = NULL;
+    pthread_mutex_lock(&te->peers_lock);
+    if (id >= 0 && (size_t)id < te->peer_count)
+        p = te->peers[id];
+    pthread_mutex_unlock(&te->peers_lock);
+    return p;
+}
+
+int mc_peer_should_log(mc_peer_t *peer)
+{
+    uint64_t now = mc_now_ms();
+    uint64_t last = atomic_load(&peer->last_error_log_ms);
+    if (last && now - last < 1000)
+        return 0;
+    return atomic_compare_exchange_strong(&peer->last_error_log_ms, &last, now);
+}
+
+int mc_peer_refresh(mc_transfer_engine_t *te, mc_peer_t *peer)
+{
+    if (peer->is_self)
+        return 0;
+    mc_segment_desc_t d;
+    int rc = mc_metadata_lookup(te, peer->name, &d);
+    if (rc != 0)
+        return rc;
+    pthread_mutex_lock(&peer->lock);
+    mc_desc_free(&peer->desc);
+    peer->desc = d;
+    pthread_mutex_unlock(&peer->lock);
+    return 0;
+}
+
+int mc_te_open_segment(mc_transfer_engine_t *te, const char *segment_name, mc_segment_id_t *out)
+{
+    if (!te || !segment_name || !out)
+        return MC_ERR_INVALID_PARAMS;
+    char host[MC_HOST_MAX];
+    int port;
+    if (mc_net_split_endpoint(segment_name, -1, host, &port) != 0 || port <= 0) {
+        MC_ERROR("segment name \"%s\" is not host:port", segment_name);
+        return MC_ERR_INVALID_PARAMS;
+    }
+    pthread_mutex_lock(&te->peers_lock);
+    for (size_t i = 0; i < te->peer_count; i++) {
+        if (!strcmp(te->peers[i]->name, segment_name)) {
+            *out = (mc_segment_id_t)i;
+            pthread_mutex_unlock(&te->peers_lock);
+            return 0;
+        }
+    }
+    pthread_mutex_unlock(&te->peers_lock);
+
+    mc_peer_t *p = calloc(1, sizeof(*p));
+    if (!p)
+        return MC_ERR_INTERNAL_ERROR;
+    snprintf(p->name, sizeof(p->name), "%s", segment_name);
+    snprintf(p->host, sizeof(p->host), "%s", host);
+    p->port = port;
+    p->shm_sock = -1;
+    p->is_self = !strcmp(segment_name, te->name);
+    pthread_mutex_init(&p->lock, NULL);
+    pthread_rwlock_init(&p->shm_rw, NULL);
+    if (!p->is_self) {
+        int rc = mc_metadata_lookup(te, segment_name, &p->desc);
+        if (rc != 0) {
+            pthread_mutex_destroy(&p->lock);
+            pthread_rwlock_destroy(&p->shm_rw);
+            free(p);
+            return rc;
+        }
+    }
+
+    pthread_mutex_lock(&te->peers_lock);
+    for (size_t i = 0; i < te->peer_count; i++) { /* lost a race with another opener */
+        if (!strcmp(te->peers[i]->name, segment_name)) {
+            *out = (mc_segment_id_t)i;
+            pthread_mutex_unlock(&te->peers_lock);
+            mc_desc_free(&p->desc);
+            pthread_mutex_destroy(&p->lock);
+            pthread_rwlock_destroy(&p->shm_rw);
+            free(p);
+            return 0;
+        }
+    }
+    if (te->peer_count == te->peer_capacity) {
+        size_t cap = te->peer_capacity ? te->peer_capacity * 2 : 8;
+        mc_peer_t **n = realloc(te->peers, cap * sizeof(*n));
+        if (!n) {
+            pthread_mutex_unlock(&te->peers_lock);
+            mc_desc_free(&p->desc);
+            free(p);
+            return MC_ERR_INTERNAL_ERROR;
+        }
+        te->peers = n;
+        te->peer_capacity = cap;
+    }
+    te->peers[te->peer_count] = p;
+    *out = (mc_segment_id_t)te->peer_count++;
+    pthread_mutex_unlock(&te->peers_lock);
+    return 0;
+}
+
+/* ---- batches ---------------------------------------------------------------------------- */
+
+int mc_te_batch_create(mc_transfer_engine_t *te, size_t capacity, mc_batch_t **out)
+{
+    if (!te || !out || capacity == 0)
+        return MC_ERR_INVALID_PARAMS;
+    mc_batch_t *b = calloc(1, sizeof(*b));
+    if (!b)
+        return MC_ERR_INTERNAL_ERROR;
+    b->reqs = calloc(capacity, sizeof(*b->reqs));
+    if (!b->reqs) {
+        free(b);
+        return MC_ERR_INTERNAL_ERROR;
+    }
+    b->te = te;
+    b->capacity = capacity;
+    pthread_mutex_init(&b->lock, NULL);
+    pthread_cond_init(&b->cond, NULL);
+    *out = b;
+    return 0;
+}
+
+static void finish_now(mc_batch_t *b, mc_req_state_t *r, int rc)
+{
+    atomic_store(&r->error, rc);
+    if (rc == 0)
+        atomic_store(&r->done_bytes, r->req.length);
+    atomic_store(&r->state, rc ? MC_TRANSFER_FAILED : MC_TRANSFER_COMPLETED);
+    pthread_mutex_lock(&b->lock);
+    b->outstanding--;
+    pthread_mutex_unlock(&b->lock);
+}
+
+/* The engine's own segment: memcpy under the registry read lock. */
+static int transfer_local(mc_transfer_engine_t *te, const mc_transfer_req_t *req)
+{
+    pthread_rwlock_rdlock(&te->registry.lock);
+    const mc_local_region_t *g =
+        mc_registry_find_locked(&te->registry, req->target_offset, req->length);
+    if (g) {
+        void *target = (void *)(uintptr_t)req->target_offset;
+        if (req->opcode == MC_TRANSFER_WRITE)
+            memmove(target, req->source, req->length);
+        else
+            memmove(req->source, target, req->length);
+    }
+    pthread_rwlock_unlock(&te->registry.lock);
+    if (g)
+        return 0;
+    MC_ERROR("%s [%#llx, +%zu) is outside the registered memory of local segment %s",
+             req->opcode == MC_TRANSFER_WRITE ? "write" : "read",
+             (unsigned long long)req->target_offset, req->length, te->name);
+    return req->opcode == MC_TRANSFER_WRITE ? MC_ERR_INVALID_WRITE : MC_ERR_INVALID_READ;
+}
+
+/* Range check against the peer's descriptor, refreshing it once on a miss. */
+static int check_remote_range(mc_transfer_engine_t *te, mc_peer_t *peer,
+                              const mc_transfer_req_t *req)
+{
+    for (int attempt = 0; attempt < 2; attempt++) {
+        pthread_mutex_lock(&peer->lock);
+        int ok = mc_desc_find(&peer->desc, req->target_offset, req->length) != NULL;
+        pthread_mutex_unlock(&peer->lock);
+        if (ok)
+            return 0;
+        if (attempt == 0 && mc_peer_refresh(te, peer) != 0)
+            break;
+    }
+    MC_ERROR("%s [%#llx, +%zu) is outside the registered memory of segment %s",
+             req->opcode == MC_TRANSFER_WRITE ? "write" : "read",
+             (unsigned long long)req->target_offset, req->length, peer->name);
+    return req->opcode == MC_TRANSFER_WRITE ? MC_ERR_INVALID_WRITE : MC_ERR_INVALID_READ;
+}
+
+int mc_te_submit(mc_batch_t *b, const mc_transfer_req_t *reqs, size_t n)
+{
+    if (!b || (!reqs && n))
+        return MC_ERR_INVALID_PARAMS;
+    mc_transfer_engine_t *te = b->te;
+    if (n > b->capacity - b->count) {
+        MC_ERROR("batch of %zu requests cannot take %zu more", b->capacity, n);
+        return MC_ERR_INVALID_PARAMS;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const mc_transfer_req_t *q = &reqs[i];
+        if ((q->opcode != MC_TRANSFER_READ && q->opcode != MC_TRANSFER_WRITE) || !q->source ||
+            q->length == 0 || !mc_te_peer(te, q->target_id)) {
+            MC_ERROR("transfer request %zu is malformed (opcode %d, length %zu, segment %lld)", i,
+                     (int)q->opcode, q->length, (long long)q->target_id);
+            return MC_ERR_INVALID_PARAMS;
+        }
+    }
+    size_t first = b->count;
+    pthread_mutex_lock(&b->lock);
+    b->outstanding += n;
+    pthread_mutex_unlock(&b->lock);
+    for (size_t i = 0; i < n; i++) {
+        mc_req_state_t *r = &b->reqs[first + i];
+        r->req = reqs[i];
+        atomic_store(&r->state, MC_TRANSFER_WAITING);
+        atomic_store(&r->error, 0);
+        atomic_store(&r->done_bytes, 0);
+    }
+    b->count += n;
+
+    int queued = 0;
+    for (size_t i = 0; i < n; i++) {
+        mc_req_state_t *r = &b->reqs[first + i];
+        mc_peer_t *peer = mc_te_peer(te, r->req.target_id);
+        if (peer->is_self) {
+            finish_now(b, r, transfer_local(te, &r->req));
+            continue;
+        }
+        int rc = check_remote_range(te, peer, &r->req);
+        if (rc == 0) {
+            int op = r->req.opcode == MC_TRANSFER_WRITE ? MC_TE_OP_WRITE : MC_TE_OP_READ;
+            rc = mc_shm_transfer(te, peer, op, r->req.source, r->req.target_offset,
+                                 r->req.length);
+            if (rc <= 0) {
+                finish_now(b, r, rc);
+                continue;
+            }
+        } else {
+            finish_now(b, r, rc);
+            continue;
+        }
+        uint64_t nslices = (r->req.length + te->slice_bytes - 1) / te->slice_bytes;
+        atomic_store(&r->slices_left, (unsigned)nslices);
+        pthread_mutex_lock(&te->queue_lock);
+        rc = enqueue_slices_locked(te, b, (uint32_t)(first + i), nslices);
+        pthread_mutex_unlock(&te->queue_lock);
+        if (rc != 0) {
+            finish_now(b, r, rc);
+            continue;
+        }
+        queued++;
+    }
+    if (queued) {
+        pthread_mutex_lock(&te->queue_lock);
+        pthread_cond_broadcast(&te->queue_cond);
+        pthread_mutex_unlock(&te->queue_lock);
+    }
+    return 0;
+}
+
+int mc_te_get_status(mc_batch_t *b, size_t index, mc_transfer_status_t *status)
+{
+    if (!b || !status || index >= b->count)
+        return MC_ERR_INVALID_PARAMS;
+    mc_req_state_t *r = &b->reqs[index];
+    status->state = (mc_transfer_state_t)atomic_load(&r->state);
+    status->error = atomic_load(&r->error);
+    status->transferred_bytes = atomic_load(&r->done_bytes);
+    return 0;
+}
+
+int mc_te_wait(mc_batch_t *b, int timeout_ms)
+{
+    if (!b)
+        return MC_ERR_INVALID_PARAMS;
+    struct timespec deadline;
+    if (timeout_ms >= 0) {
+        clock_gettime(CLOCK_REALTIME, &deadline);
+        deadline.tv_sec += timeout_ms / 1000;
+        deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+        if (deadline.tv_nsec >= 1000000000L) {
+            deadline.tv_sec++;
+            deadline.tv_nsec -= 1000000000L;
+        }
+    }
+    pthread_mutex_lock(&b->lock);
+    while (b->outstanding > 0) {
+        if (timeout_ms < 0) {
+            pthread_cond_wait(&b->cond, &b->lock);
+        } else if (pthread_cond_timedwait(&b->cond, &b->lock, &deadline) == ETIMEDOUT) {
+            break;
+        }
+    }
+    int timed_out = b->outstanding > 0;
+    pthread_mutex_unlock(&b->lock);
+    if (timed_out)
+        return MC_ERR_RPC_TIMEOUT;
+    for (size_t i = 0; i < b->count; i++) {
+        int e = atomic_load(&b->reqs[i].error);
+        if (e)
+            return e;
+    }
+    return 0;
+}
+
+void mc_te_batch_free(mc_batch_t *b)
+{
+    if (!b)
+        return;
+    mc_te_wait(b, -1);
+    pthread_mutex_destroy(&b->lock);
+    pthread_cond_destroy(&b->cond);
+    free(b->reqs);
+    free(b);
+}
+
+int mc_te_transfer_sync(mc_transfer_engine_t *te, const mc_transfer_req_t *reqs, size_t n)
+{
+    mc_batch_t *b;
+    int rc = mc_te_batch_create(te, n ? n : 1, &b);
+    if (rc != 0)
+        return rc;
+    rc = mc_te_submit(b, reqs, n);
+    if (rc == 0)
+        rc = mc_te_wait(b, -1);
+    mc_te_batch_free(b);
+    return rc;
+}

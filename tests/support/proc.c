@@ -1,0 +1,118 @@
+/*
+ * proc.c — child-process helpers for the integration tests (proc.h).
+ */
+#include "proc.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+static long long now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
+}
+
+int mc_proc_start(mc_proc_t *p, char *const argv[], const char *ready_prefix, int timeout_ms)
+{
+    int in[2], out[2];
+    memset(p, 0, sizeof(*p));
+    p->pid = -1;
+    if (pipe2(in, O_CLOEXEC) || pipe2(out, O_CLOEXEC))
+        return -1;
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, in[0], STDIN_FILENO);
+    posix_spawn_file_actions_adddup2(&fa, out[1], STDOUT_FILENO);
+    int rc = posix_spawn(&p->pid, argv[0], &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    close(in[0]);
+    close(out[1]);
+    p->stdin_fd = in[1];
+    p->stdout_fd = out[0];
+    if (rc != 0) {
+        fprintf(stderr, "cannot start %s: %s\n", argv[0], strerror(rc));
+        close(in[1]);
+        close(out[0]);
+        p->pid = -1;
+        return -1;
+    }
+    size_t used = 0;
+    long long deadline = now_ms() + timeout_ms;
+    while (now_ms() < deadline) {
+        struct pollfd pfd = {.fd = p->stdout_fd, .events = POLLIN};
+        if (poll(&pfd, 1, 100) <= 0)
+            continue;
+        ssize_t n = read(p->stdout_fd, p->ready_line + used, sizeof(p->ready_line) - 1 - used);
+        if (n <= 0)
+            break;
+        used += (size_t)n;
+        p->ready_line[used] = '\0';
+        char *line = p->ready_line;
+        for (char *nl; (nl = strchr(line, '\n')) != NULL; line = nl + 1) {
+            if (!strncmp(line, ready_prefix, strlen(ready_prefix))) {
+                *nl = '\0';
+                memmove(p->ready_line, line, strlen(line) + 1);
+                return 0;
+            }
+        }
+        if (used == sizeof(p->ready_line) - 1)
+            used = 0;
+    }
+    fprintf(stderr, "%s did not print \"%s\" in time\n", argv[0], ready_prefix);
+    mc_proc_stop(p, SIGKILL, 5000);
+    return -1;
+}
+
+int mc_proc_stop(mc_proc_t *p, int sig, int timeout_ms)
+{
+    if (p->pid <= 0)
+        return -1;
+    kill(p->pid, sig);
+    long long deadline = now_ms() + timeout_ms;
+    int status = -1;
+    for (;;) {
+        pid_t r = waitpid(p->pid, &status, WNOHANG);
+        if (r == p->pid)
+            break;
+        if (now_ms() > deadline) {
+            kill(p->pid, SIGKILL);
+            waitpid(p->pid, &status, 0);
+            status = -1;
+            break;
+        }
+        usleep(10000);
+    }
+    close(p->stdin_fd);
+    close(p->stdout_fd);
+    p->pid = -1;
+    return status;
+}
+
+int mc_test_free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t sl = sizeof(sin);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&sin, sizeof(sin)) != 0 ||
+        getsockname(fd, (struct sockaddr *)&sin, &sl) != 0) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    close(fd);
+    return ntohs(sin.sin_port);
+}

@@ -1,0 +1,28 @@
+/*
+ * proc.h — starting and stopping real child processes in integration tests.
+ *
+ * mc_proc_start() runs argv with stdin and stdout on pipes (stderr inherited, so the child's log
+ * shows in the test output) and reads the child's stdout until a line starting with `ready_prefix`
+ * appears (or timeout_ms passes). Not a test double: these are the real programs.
+ */
+#ifndef MC_TEST_PROC_H
+#define MC_TEST_PROC_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+typedef struct mc_proc {
+    pid_t pid;
+    int stdin_fd;  /* write end of the child's stdin; closing it is EOF for the child */
+    int stdout_fd; /* read end of the child's stdout */
+    char ready_line[1024];
+} mc_proc_t;
+
+/* 0 when the child printed its ready line; -1 otherwise (the child is killed and reaped). */
+int mc_proc_start(mc_proc_t *p, char *const argv[], const char *ready_prefix, int timeout_ms);
+/* Sends sig and waits up to timeout_ms; returns the wait status, or -1 on timeout (then SIGKILL). */
+int mc_proc_stop(mc_proc_t *p, int sig, int timeout_ms);
+/* A free TCP port on 127.0.0.1 (bound then released). */
+int mc_test_free_port(void);
+
+#endif

@@ -1,0 +1,69 @@
+/*
+ * mooncake_http_metadata_server.c — the standalone HTTP metadata server, the C counterpart of
+ * upstream's `mooncake_http_metadata_server --host 0.0.0.0 --port 8080` (Python/aiohttp). Serves
+ * GET|PUT|DELETE /metadata?key=K and GET /health (http_metadata.h) until SIGINT or SIGTERM, then
+ * exits 0.
+ *
+ * Once listening it logs (at INFO) one line ending in `HTTP metadata server listening on HOST:PORT`
+ * with the port actually bound, so `--port 0` is usable by scripts and tests that read stderr.
+ * Exit status: 0 after a signal or --help/--version, 1 on bad flags (one line on stderr) or when
+ * the port cannot be bound.
+ */
+#include "mooncake/http_metadata.h"
+
+#include "flags.h"
+#include "log.h"
+
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define MD_DEFAULT_PORT 8080
+
+int main(int argc, char **argv)
+{
+    int64_t port = MD_DEFAULT_PORT;
+    char default_host[] = "0.0.0.0";
+    char *host = default_host;
+    mc_flag_t flags[] = {
+        {"host", MC_FLAG_STRING, &host, "address to listen on (0.0.0.0 = every interface)"},
+        {"port", MC_FLAG_INT, &port, "port to listen on (0 = any free port)", 0, 65535},
+    };
+    size_t nflags = sizeof(flags) / sizeof(flags[0]);
+    char err[512];
+
+    int rc = mc_flags_parse(flags, nflags, NULL, argc, argv, "mooncake_http_metadata_server",
+                            "Usage: mooncake_http_metadata_server [--host 0.0.0.0] [--port 8080]",
+                            err, sizeof(err));
+    if (rc == MC_FLAGS_EXIT_OK)
+        return 0;
+    if (rc != 0) {
+        fprintf(stderr, "mooncake_http_metadata_server: %s\n", err);
+        return 1;
+    }
+
+    /*
+     * Block the stop signals before the server thread exists, so it inherits the mask and the
+     * signals are taken only by sigwait() below: shutdown runs in plain code, not a handler.
+     */
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGINT);
+    sigaddset(&stop, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    mc_http_metadata_server_t *server = NULL;
+    if (mc_http_metadata_server_start(host, (int)port, &server) != 0)
+        return 1; /* the reason is already logged */
+    MC_INFO("HTTP metadata server listening on %s:%d", host,
+            mc_http_metadata_server_port(server));
+
+    int sig = 0;
+    while (sigwait(&stop, &sig) != 0)
+        ;
+    MC_INFO("received signal %d, stopping (%zu keys held)", sig,
+            mc_http_metadata_server_size(server));
+    mc_http_metadata_server_stop(server);
+    return 0;
+}
