@@ -17,6 +17,7 @@
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #define MD_DEFAULT_PORT 8080
 
@@ -54,9 +55,11 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
 
     mc_http_metadata_server_t *server = NULL;
+    /* On failure the reason is already logged. */
     if (mc_http_metadata_server_start(host, (int)port, &server) != 0)
-        return 1; /* the reason is already logged */
-    MC_INFO("HTTP metadata server listening on %s:%d", host,
+        return 1;
+    int v6 = strchr(host, ':') != NULL; /* "[::]:8080", as URLs write IPv6 */
+    MC_INFO("HTTP metadata server listening on %s%s%s:%d", v6 ? "[" : "", host, v6 ? "]" : "",
             mc_http_metadata_server_port(server));
 
     int sig = 0;

@@ -21,8 +21,9 @@
  * Our additions to upstream: comma lists for --block_size and --batch_size (one row per value);
  * the machine's limits measured in the same run at every block size — single-thread memcpy over a
  * 256 MiB working set and a raw loopback TCP stream (two threads, same socket options as the
- * engine) — printed next to each row as vs_memcpy / vs_raw_tcp; --json FILE with machine info,
- * the configuration, every row and the limits.
+ * engine; both in bench_limits.c, shared with mooncake_store_bench) — printed next to each row as
+ * vs_memcpy / vs_raw_tcp; --json FILE with machine info, the configuration, every row and the
+ * limits.
  *
  * Requests of a batch use distinct block-sized slots of the target buffer; each thread walks the
  * whole buffer (wrapping around), so the target side is not an artificially cache-hot range. The
@@ -35,11 +36,12 @@
  * takes it as --target_addr; in loopback mode the child hands it over through the pipe, whose fd
  * it finds in the environment variable MC_TE_BENCH_READY_FD.
  *
- * Single process, single engine; the main thread owns everything, worker threads only read the
+ * One engine per process; the main thread owns everything, the submitting threads only read the
  * run description and write their own result slot.
  */
 #include "mooncake/transfer_engine.h"
 
+#include "bench_limits.h"
 #include "flags.h"
 #include "log.h"
 #include "net.h"
@@ -57,10 +59,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
-#include <sys/utsname.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #define PROGRAM "transfer_engine_bench"
@@ -71,13 +70,10 @@
 #define MIB (UINT64_C(1) << 20)
 #define GIB (UINT64_C(1) << 30)
 
-#define MAX_LIST 32                    /* values in --block_size / --batch_size lists */
-#define WARMUP_NS NS_PER_S             /* not counted at the start of every row */
-#define WAIT_TIMEOUT_MS 120000         /* a batch not done by then: the engine is stuck */
-#define OVERRUN_NS (60 * NS_PER_S)     /* longest a row runs past --duration for 1 batch */
-#define MEMCPY_WORKING_SET (256 * MIB) /* per buffer (source and destination) */
-#define MEMCPY_SECONDS 1.0
-#define RAW_TCP_SECONDS 2.0
+#define MAX_LIST 32                         /* values in --block_size / --batch_size lists */
+#define WARMUP_NS NS_PER_S                  /* not counted at the start of every row */
+#define WAIT_TIMEOUT_MS 120000              /* a batch not done by then: the engine is stuck */
+#define OVERRUN_NS (60 * NS_PER_S)          /* longest a row runs past --duration for 1 batch */
 #define CHILD_READY_TIMEOUT_MS (300 * 1000) /* the target warms --buffer_size first */
 #define CHILD_STOP_TIMEOUT_MS (10 * 1000)
 
@@ -235,23 +231,6 @@ static const char *format_block(uint64_t b, char *buf, size_t n)
     return buf;
 }
 
-/* Anonymous, page-aligned memory; NULL on failure. Free with munmap(p, len). */
-static void *map_anonymous(size_t len)
-{
-    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    return p == MAP_FAILED ? NULL : p;
-}
-
-/*
- * Touches every page twice: these VMs are slow on the first touch of fresh memory, and a
- * benchmark must not time page faults.
- */
-static void warm_memory(void *p, size_t len)
-{
-    memset(p, 0, len);
-    memset(p, 0xA5, len);
-}
-
 static void print_engine_error(const char *what, int rc)
 {
     fprintf(stderr, PROGRAM ": %s: %s (%d)\n", what, mc_error_name(rc), rc);
@@ -311,7 +290,7 @@ static int run_target(const bench_opts_t *o)
         mc_te_destroy(te);
         return 1;
     }
-    warm_memory(buf, o->buffer_size);
+    bench_warm_memory(buf, o->buffer_size);
 
     const char *name = mc_te_local_segment_name(te);
     char size_text[32];
@@ -331,123 +310,6 @@ static int run_target(const bench_opts_t *o)
     mc_te_free_segment_memory(te, buf);
     mc_te_destroy(te);
     return 0;
-}
-
-/* ---- limits: memcpy and raw loopback TCP ------------------------------------------------- */
-
-typedef struct limits {
-    double memcpy_gbps; /* < 0: not measured */
-    double raw_tcp_gbps;
-} limits_t;
-
-typedef struct memcpy_area {
-    uint8_t *src, *dst;
-    size_t len; /* each */
-} memcpy_area_t;
-
-/* Single-thread memcpy in block-sized chunks over the working set, MEMCPY_SECONDS. */
-static double measure_memcpy(const memcpy_area_t *a, uint64_t block)
-{
-    uint64_t ws = (a->len / block) * block;
-    uint64_t chunks_per_check = block >= MIB ? 1 : MIB / block;
-    uint64_t off = 0, bytes = 0;
-    uint64_t t0 = mc_now_ns();
-    uint64_t deadline = t0 + (uint64_t)(MEMCPY_SECONDS * NS_PER_S), now;
-    do {
-        for (uint64_t i = 0; i < chunks_per_check; i++) {
-            memcpy(a->dst + off, a->src + off, block);
-            __asm__ volatile("" ::: "memory");
-            off += block;
-            if (off >= ws)
-                off = 0;
-        }
-        bytes += chunks_per_check * block;
-        now = mc_now_ns();
-    } while (now < deadline);
-    return (double)bytes / (double)(now - t0);
-}
-
-typedef struct raw_sender {
-    int fd;
-    uint64_t block;
-    uint64_t deadline_ns;
-    int failed;
-} raw_sender_t;
-
-static void *raw_sender_main(void *arg)
-{
-    raw_sender_t *s = arg;
-    void *buf = map_anonymous(s->block);
-    if (!buf) {
-        s->failed = 1;
-        shutdown(s->fd, SHUT_WR);
-        return NULL;
-    }
-    warm_memory(buf, s->block);
-    while (mc_now_ns() < s->deadline_ns) {
-        if (mc_net_send_all(s->fd, buf, s->block) != 0) {
-            s->failed = 1;
-            break;
-        }
-    }
-    shutdown(s->fd, SHUT_WR);
-    munmap(buf, s->block);
-    return NULL;
-}
-
-/*
- * A plain TCP stream over 127.0.0.1 between two threads: the sender send()s block-sized chunks
- * for RAW_TCP_SECONDS, the receiver recv()s them into one buffer with MSG_WAITALL. Both sockets
- * get the engine's options (mc_net_tune_socket) so the comparison isolates the engine's own
- * overhead. Returns GB/s, or -1 when the measurement failed.
- */
-static double measure_raw_tcp(uint64_t block)
-{
-    int port = 0;
-    int lfd = mc_net_listen_tcp("127.0.0.1", 0, 1, &port);
-    if (lfd < 0)
-        return -1;
-    int cfd = mc_net_connect_tcp("127.0.0.1", port, 5000);
-    if (cfd < 0) {
-        close(lfd);
-        return -1;
-    }
-    int sfd = accept(lfd, NULL, NULL);
-    close(lfd);
-    if (sfd < 0) {
-        close(cfd);
-        return -1;
-    }
-    mc_net_tune_socket(sfd);
-
-    double gbps = -1;
-    void *buf = map_anonymous(block);
-    if (buf) {
-        warm_memory(buf, block);
-        uint64_t t0 = mc_now_ns();
-        raw_sender_t s = {
-            .fd = cfd, .block = block, .deadline_ns = t0 + (uint64_t)(RAW_TCP_SECONDS * NS_PER_S)};
-        pthread_t tid;
-        if (pthread_create(&tid, NULL, raw_sender_main, &s) == 0) {
-            uint64_t bytes = 0;
-            for (;;) {
-                ssize_t n = recv(sfd, buf, block, MSG_WAITALL);
-                if (n < 0 && errno == EINTR)
-                    continue;
-                if (n <= 0)
-                    break;
-                bytes += (uint64_t)n;
-            }
-            uint64_t t1 = mc_now_ns();
-            pthread_join(tid, NULL);
-            if (!s.failed)
-                gbps = (double)bytes / (double)(t1 - t0);
-        }
-        munmap(buf, block);
-    }
-    close(sfd);
-    close(cfd);
-    return gbps;
 }
 
 /* ---- initiator: one configuration (block, batch, threads) --------------------------------- */
@@ -602,7 +464,7 @@ typedef struct bench_row {
     double seconds;
     double gbps;
     double lat_avg_us, lat_p50_us, lat_p99_us;
-    limits_t limits;
+    bench_limits_t limits;
     int first_error;
 } bench_row_t;
 
@@ -667,7 +529,10 @@ static int summarize(bench_thread_t *ts, int nthreads, const bench_run_t *r, ben
     return stuck;
 }
 
-/* Runs one configuration with r->threads threads. Returns 0, or 1 when the engine got stuck. */
+/*
+ * Runs one configuration with r->threads threads (row->threads says how many started). Returns 0,
+ * or 1 when the engine got stuck.
+ */
 static int run_config(bench_run_t *r, uint64_t duration_s, bench_row_t *row)
 {
     bench_thread_t *ts = calloc((size_t)r->threads, sizeof(*ts));
@@ -690,12 +555,12 @@ static int run_config(bench_run_t *r, uint64_t duration_s, bench_row_t *row)
         pthread_join(ts[i].tid, NULL);
     row->block = r->block;
     row->batch = r->batch;
-    row->threads = r->threads;
+    row->threads = started;
     int stuck = summarize(ts, started, r, row);
     for (int i = 0; i < r->threads; i++)
         free(ts[i].lat_us);
     free(ts);
-    return stuck || started < r->threads;
+    return stuck;
 }
 
 /* ---- output ------------------------------------------------------------------------------ */
@@ -737,41 +602,6 @@ static json_t *json_ratio(double gbps, double limit)
     return limit > 0 ? json_real(gbps / limit) : json_null();
 }
 
-static json_t *machine_json(void)
-{
-    json_t *m = json_object();
-    struct utsname u;
-    char date[64];
-    time_t now = time(NULL);
-    struct tm tm;
-    strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&now, &tm));
-    json_object_set_new(m, "date", json_string(date));
-    json_object_set_new(m, "nproc", json_integer(sysconf(_SC_NPROCESSORS_ONLN)));
-    json_object_set_new(m, "memory_bytes",
-                        json_integer((json_int_t)sysconf(_SC_PHYS_PAGES) * sysconf(_SC_PAGESIZE)));
-    if (uname(&u) == 0) {
-        json_object_set_new(m, "hostname", json_string(u.nodename));
-        json_object_set_new(m, "kernel", json_string(u.release));
-        json_object_set_new(m, "kernel_version", json_string(u.version));
-        json_object_set_new(m, "arch", json_string(u.machine));
-    }
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    if (f) {
-        char line[512];
-        while (fgets(line, sizeof(line), f)) {
-            char *colon = strchr(line, ':');
-            if (strncmp(line, "model name", 10) != 0 || !colon)
-                continue;
-            colon += 1 + strspn(colon + 1, " \t");
-            colon[strcspn(colon, "\n")] = '\0';
-            json_object_set_new(m, "cpu", json_string(colon));
-            break;
-        }
-        fclose(f);
-    }
-    return m;
-}
-
 static json_t *config_json(const bench_opts_t *o, const char *segment, uint64_t target_addr)
 {
     json_t *c = json_object();
@@ -798,9 +628,10 @@ static json_t *config_json(const bench_opts_t *o, const char *segment, uint64_t 
     json_object_set_new(c, "block_sizes", blocks);
     json_object_set_new(c, "batch_sizes", batches);
     json_object_set_new(c, "limits_measured", json_boolean(o->limits));
-    json_object_set_new(c, "memcpy_working_set", json_integer((json_int_t)MEMCPY_WORKING_SET));
-    json_object_set_new(c, "memcpy_seconds", json_real(MEMCPY_SECONDS));
-    json_object_set_new(c, "raw_tcp_seconds", json_real(RAW_TCP_SECONDS));
+    json_object_set_new(c, "memcpy_working_set",
+                        json_integer((json_int_t)BENCH_MEMCPY_WORKING_SET));
+    json_object_set_new(c, "memcpy_seconds", json_real(BENCH_MEMCPY_SECONDS));
+    json_object_set_new(c, "raw_tcp_seconds", json_real(BENCH_RAW_TCP_SECONDS));
     return c;
 }
 
@@ -844,7 +675,8 @@ static uint64_t largest_local_buffer(const bench_opts_t *o)
 }
 
 /* Measures the limits at `block` (memcpy area allocated and warmed on first use). */
-static int measure_limits(const bench_opts_t *o, memcpy_area_t *area, uint64_t block, limits_t *out)
+static int measure_limits(const bench_opts_t *o, bench_memcpy_area_t *area, uint64_t block,
+                          bench_limits_t *out)
 {
     out->memcpy_gbps = -1;
     out->raw_tcp_gbps = -1;
@@ -854,21 +686,15 @@ static int measure_limits(const bench_opts_t *o, memcpy_area_t *area, uint64_t b
         uint64_t max_block = 0;
         for (size_t i = 0; i < o->nblocks; i++)
             max_block = o->blocks[i] > max_block ? o->blocks[i] : max_block;
-        area->len = max_block > MEMCPY_WORKING_SET ? max_block : MEMCPY_WORKING_SET;
-        area->src = map_anonymous(area->len);
-        area->dst = map_anonymous(area->len);
-        if (!area->src || !area->dst) {
-            fprintf(stderr, PROGRAM ": cannot allocate %zu bytes for the memcpy limit\n",
-                    2 * area->len);
+        if (bench_memcpy_area_init(area, max_block) != 0) {
+            fprintf(stderr, PROGRAM ": cannot allocate the memcpy limit's working set\n");
             return 1;
         }
-        warm_memory(area->src, area->len);
-        warm_memory(area->dst, area->len);
     }
     MC_INFO("measuring limits at %" PRIu64 " B blocks: memcpy %.0f s, raw loopback tcp %.0f s",
-            block, MEMCPY_SECONDS, RAW_TCP_SECONDS);
-    out->memcpy_gbps = measure_memcpy(area, block);
-    out->raw_tcp_gbps = measure_raw_tcp(block);
+            block, BENCH_MEMCPY_SECONDS, BENCH_RAW_TCP_SECONDS);
+    out->memcpy_gbps = bench_measure_memcpy(area, block);
+    out->raw_tcp_gbps = bench_measure_raw_tcp(block);
     if (out->raw_tcp_gbps < 0)
         MC_WARN("raw loopback tcp measurement failed: %s", strerror(errno));
     return 0;
@@ -880,7 +706,7 @@ static int write_json(const bench_opts_t *o, json_t *rows, const char *segment,
     json_t *root = json_object();
     json_object_set_new(root, "benchmark", json_string(PROGRAM));
     json_object_set_new(root, "version", json_string(MC_VERSION_STRING));
-    json_object_set_new(root, "machine", machine_json());
+    json_object_set_new(root, "machine", bench_machine_json());
     json_object_set_new(root, "config", config_json(o, segment, target_addr));
     json_object_set_new(root, "rows", json_incref(rows));
     int rc = json_dump_file(root, o->json_path, JSON_INDENT(2) | JSON_REAL_PRECISION(6));
@@ -902,13 +728,14 @@ static int run_initiator(const bench_opts_t *o, const char *local_server_name, c
     mc_transfer_engine_t *te = create_engine(o, local_server_name);
     if (!te)
         return 1;
-    if (!o->disable_shm && getenv("MC_DISABLE_SHM") && !strcmp(getenv("MC_DISABLE_SHM"), "1"))
+    const char *no_shm = getenv("MC_DISABLE_SHM");
+    if (!o->disable_shm && no_shm && !strcmp(no_shm, "1"))
         MC_WARN("MC_DISABLE_SHM=1 is set: --protocol=shm will measure tcp");
 
     int status = 1;
     uint64_t local_len = largest_local_buffer(o);
     uint8_t *local = NULL;
-    memcpy_area_t area = {0};
+    bench_memcpy_area_t area = {0};
     json_t *rows = json_array();
     mc_segment_id_t seg;
     int rc = mc_te_open_segment(te, segment, &seg);
@@ -916,12 +743,12 @@ static int run_initiator(const bench_opts_t *o, const char *local_server_name, c
         print_engine_error("cannot open the target segment", rc);
         goto out;
     }
-    local = map_anonymous(local_len);
+    local = bench_map_anonymous(local_len);
     if (!local) {
         fprintf(stderr, PROGRAM ": cannot allocate %" PRIu64 " bytes of local buffer\n", local_len);
         goto out;
     }
-    warm_memory(local, local_len);
+    bench_warm_memory(local, local_len);
     rc = mc_te_register_memory(te, local, local_len);
     if (rc != 0) {
         print_engine_error("cannot register the local buffer", rc);
@@ -936,7 +763,7 @@ static int run_initiator(const bench_opts_t *o, const char *local_server_name, c
     int stuck = 0;
     print_header();
     for (size_t i = 0; i < o->nblocks && !stuck; i++) {
-        limits_t lim;
+        bench_limits_t lim;
         if (measure_limits(o, &area, o->blocks[i], &lim) != 0)
             goto unregister;
         for (size_t j = 0; j < o->nbatches && !stuck; j++) {
@@ -978,10 +805,7 @@ unregister:
     mc_te_unregister_memory(te, local);
 out:
     json_decref(rows);
-    if (area.src)
-        munmap(area.src, area.len);
-    if (area.dst)
-        munmap(area.dst, area.len);
+    bench_memcpy_area_free(&area);
     if (local)
         munmap(local, local_len);
     mc_te_destroy(te);

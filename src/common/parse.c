@@ -25,15 +25,14 @@
 #include <string.h>
 #include <strings.h>
 
-__attribute__((format(printf, 3, 4))) static int fail(char *err, size_t errlen, const char *fmt,
-                                                      ...)
+__attribute__((format(printf, 3, 4))) static int parse_fail(char *err, size_t errlen,
+                                                            const char *fmt, ...)
 {
-    if (err && errlen > 0) {
-        va_list ap;
-        va_start(ap, fmt);
+    va_list ap;
+    va_start(ap, fmt);
+    if (err && errlen > 0)
         vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
+    va_end(ap);
     return MC_ERR_INVALID_PARAMS;
 }
 
@@ -138,19 +137,21 @@ static int parse_scaled(const struct quantity *q, const char *text, uint64_t *ou
                         size_t errlen)
 {
     if (!text)
-        return fail(err, errlen, "invalid %s: no text given", q->what);
+        return parse_fail(err, errlen, "invalid %s: no text given", q->what);
     if (!out)
-        return fail(err, errlen, "invalid %s \"%s\": nowhere to store the result", q->what, text);
+        return parse_fail(err, errlen, "invalid %s \"%s\": nowhere to store the result", q->what,
+                          text);
 
     const char *p, *end;
     trim(text, &p, &end);
     if (p == end)
-        return fail(err, errlen, "invalid %s \"%s\": empty; %s", q->what, text, q->hint);
+        return parse_fail(err, errlen, "invalid %s \"%s\": empty; %s", q->what, text, q->hint);
     if (*p == '-')
-        return fail(err, errlen, "invalid %s \"%s\": negative %s are not allowed", q->what, text,
-                    q->plural);
+        return parse_fail(err, errlen, "invalid %s \"%s\": negative %s are not allowed", q->what,
+                          text, q->plural);
     if (!isdigit((unsigned char)*p))
-        return fail(err, errlen, "invalid %s \"%s\": not a number; %s", q->what, text, q->hint);
+        return parse_fail(err, errlen, "invalid %s \"%s\": not a number; %s", q->what, text,
+                          q->hint);
 
     uint64_t whole = 0;
     int too_large = 0;
@@ -170,18 +171,19 @@ static int parse_scaled(const struct quantity *q, const char *text, uint64_t *ou
             p++;
         nfrac = (size_t)(p - frac);
         if (nfrac == 0)
-            return fail(err, errlen, "invalid %s \"%s\": not a number; %s", q->what, text, q->hint);
+            return parse_fail(err, errlen, "invalid %s \"%s\": not a number; %s", q->what, text,
+                              q->hint);
     }
 
     while (p < end && isspace((unsigned char)*p))
         p++;
     if (p < end && *p == '%')
-        return fail(err, errlen, "invalid %s \"%s\": percentages are not %s; %s", q->what, text,
-                    q->plural, q->hint);
+        return parse_fail(err, errlen, "invalid %s \"%s\": percentages are not %s; %s", q->what,
+                          text, q->plural, q->hint);
     if (p + 1 < end && (*p == 'e' || *p == 'E') &&
         (isdigit((unsigned char)p[1]) || p[1] == '+' || p[1] == '-'))
-        return fail(err, errlen, "invalid %s \"%s\": exponent notation is not supported; %s",
-                    q->what, text, q->hint);
+        return parse_fail(err, errlen, "invalid %s \"%s\": exponent notation is not supported; %s",
+                          q->what, text, q->hint);
 
     uint64_t scale = 1;
     if (p < end) {
@@ -194,13 +196,13 @@ static int parse_scaled(const struct quantity *q, const char *text, uint64_t *ou
             const char *junk = unit ? p : u;
             while (isspace((unsigned char)*junk))
                 junk++;
-            return fail(err, errlen,
-                        "invalid %s \"%s\": unexpected text \"%.*s\" after the number; %s", q->what,
-                        text, (int)(end - junk), junk, q->hint);
+            return parse_fail(err, errlen,
+                              "invalid %s \"%s\": unexpected text \"%.*s\" after the number; %s",
+                              q->what, text, (int)(end - junk), junk, q->hint);
         }
         if (!unit)
-            return fail(err, errlen, "invalid %s \"%s\": unknown unit \"%.*s\"; use %s", q->what,
-                        text, (int)(p - u), u, q->unit_list);
+            return parse_fail(err, errlen, "invalid %s \"%s\": unknown unit \"%.*s\"; use %s",
+                              q->what, text, (int)(p - u), u, q->unit_list);
         scale = unit->scale;
     }
 
@@ -216,9 +218,9 @@ static int parse_scaled(const struct quantity *q, const char *text, uint64_t *ou
         too_large = 1;
     }
     if (too_large)
-        return fail(err, errlen,
-                    "invalid %s \"%s\": too large; the maximum is 2^63-1 (%" PRId64 ")", q->what,
-                    text, INT64_MAX);
+        return parse_fail(err, errlen,
+                          "invalid %s \"%s\": too large; the maximum is 2^63-1 (%" PRId64 ")",
+                          q->what, text, INT64_MAX);
     *out = value;
     return 0;
 }
@@ -239,9 +241,9 @@ int mc_parse_bool(const char *text, int *value, char *err, size_t errlen)
     static const char *const lies[] = {"0", "false", "no", "off"};
 
     if (!text)
-        return fail(err, errlen, "invalid boolean: no text given");
+        return parse_fail(err, errlen, "invalid boolean: no text given");
     if (!value)
-        return fail(err, errlen, "invalid boolean \"%s\": nowhere to store the result", text);
+        return parse_fail(err, errlen, "invalid boolean \"%s\": nowhere to store the result", text);
 
     const char *b, *e;
     trim(text, &b, &e);
@@ -256,18 +258,18 @@ int mc_parse_bool(const char *text, int *value, char *err, size_t errlen)
             return 0;
         }
     }
-    return fail(err, errlen,
-                "invalid boolean \"%s\": not a boolean; use true|false, 1|0, yes|no or on|off",
-                text);
+    return parse_fail(
+        err, errlen, "invalid boolean \"%s\": not a boolean; use true|false, 1|0, yes|no or on|off",
+        text);
 }
 
 int mc_parse_int64(const char *text, int64_t min, int64_t max, int64_t *value, char *err,
                    size_t errlen)
 {
     if (!text)
-        return fail(err, errlen, "invalid integer: no text given");
+        return parse_fail(err, errlen, "invalid integer: no text given");
     if (!value)
-        return fail(err, errlen, "invalid integer \"%s\": nowhere to store the result", text);
+        return parse_fail(err, errlen, "invalid integer \"%s\": nowhere to store the result", text);
 
     const char *p, *end;
     trim(text, &p, &end);
@@ -275,7 +277,7 @@ int mc_parse_int64(const char *text, int64_t min, int64_t max, int64_t *value, c
     if (p < end && (*p == '+' || *p == '-'))
         negative = *p++ == '-';
     if (p == end)
-        return fail(err, errlen, "invalid integer \"%s\": not an integer", text);
+        return parse_fail(err, errlen, "invalid integer \"%s\": not an integer", text);
 
     /* Accumulate the magnitude; INT64_MIN's magnitude is one more than INT64_MAX's. */
     uint64_t limit = negative ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX;
@@ -283,7 +285,7 @@ int mc_parse_int64(const char *text, int64_t min, int64_t max, int64_t *value, c
     int too_large = 0;
     for (; p < end; p++) {
         if (!isdigit((unsigned char)*p))
-            return fail(err, errlen, "invalid integer \"%s\": not an integer", text);
+            return parse_fail(err, errlen, "invalid integer \"%s\": not an integer", text);
         unsigned d = (unsigned)(*p - '0');
         if (mag > (limit - d) / 10)
             too_large = 1;
@@ -291,15 +293,16 @@ int mc_parse_int64(const char *text, int64_t min, int64_t max, int64_t *value, c
             mag = mag * 10 + d;
     }
     if (too_large)
-        return fail(err, errlen, "invalid integer \"%s\": out of range for a 64-bit integer", text);
+        return parse_fail(err, errlen, "invalid integer \"%s\": out of range for a 64-bit integer",
+                          text);
 
     int64_t v =
         negative ? (mag == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)mag) : (int64_t)mag;
     if (v < min || v > max)
-        return fail(err, errlen,
-                    "invalid integer \"%s\": out of range; must be between %" PRId64
-                    " and %" PRId64,
-                    text, min, max);
+        return parse_fail(err, errlen,
+                          "invalid integer \"%s\": out of range; must be between %" PRId64
+                          " and %" PRId64,
+                          text, min, max);
     *value = v;
     return 0;
 }
@@ -308,30 +311,31 @@ int mc_parse_double(const char *text, double min, double max, double *value, cha
                     size_t errlen)
 {
     if (!text)
-        return fail(err, errlen, "invalid number: no text given");
+        return parse_fail(err, errlen, "invalid number: no text given");
     if (!value)
-        return fail(err, errlen, "invalid number \"%s\": nowhere to store the result", text);
+        return parse_fail(err, errlen, "invalid number \"%s\": nowhere to store the result", text);
 
     const char *b, *e;
     trim(text, &b, &e);
     /* strtod also reads hex floats, "inf" and "nan"; only decimal text is a number here. */
     for (const char *p = b; p < e; p++) {
         if (!isdigit((unsigned char)*p) && !strchr("+-.eE", *p))
-            return fail(err, errlen, "invalid number \"%s\": not a number", text);
+            return parse_fail(err, errlen, "invalid number \"%s\": not a number", text);
     }
     if (b == e)
-        return fail(err, errlen, "invalid number \"%s\": not a number", text);
+        return parse_fail(err, errlen, "invalid number \"%s\": not a number", text);
 
     char *stop;
     errno = 0;
     double v = strtod(b, &stop);
     if (stop != e)
-        return fail(err, errlen, "invalid number \"%s\": not a number", text);
+        return parse_fail(err, errlen, "invalid number \"%s\": not a number", text);
     if (!isfinite(v))
-        return fail(err, errlen, "invalid number \"%s\": out of range for a double", text);
+        return parse_fail(err, errlen, "invalid number \"%s\": out of range for a double", text);
     if (!(v >= min && v <= max))
-        return fail(err, errlen, "invalid number \"%s\": out of range; must be between %g and %g",
-                    text, min, max);
+        return parse_fail(err, errlen,
+                          "invalid number \"%s\": out of range; must be between %g and %g", text,
+                          min, max);
     *value = v;
     return 0;
 }

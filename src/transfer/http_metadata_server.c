@@ -181,8 +181,8 @@ static enum MHD_Result md_respond_text(struct MHD_Connection *conn, unsigned int
 static enum MHD_Result md_respond_not_allowed(struct MHD_Connection *conn, const char *allow)
 {
     static const char text[] = "Method not allowed";
-    struct MHD_Response *r = MHD_create_response_from_buffer(sizeof(text) - 1, (void *)text,
-                                                             MHD_RESPMEM_PERSISTENT);
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(sizeof(text) - 1, (void *)text, MHD_RESPMEM_PERSISTENT);
     if (!r)
         return MHD_NO;
     MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow);
@@ -267,9 +267,8 @@ static enum MHD_Result md_handle_delete(mc_http_metadata_server_t *s, struct MHD
  * an rpc_meta endpoint may be rewritten only with the identical body: two processes claiming the
  * same segment name must not silently replace each other's handshake address (upstream's rule).
  */
-static enum MHD_Result md_handle_put_done(mc_http_metadata_server_t *s,
-                                          struct MHD_Connection *conn, md_request_t *req,
-                                          const char *key, size_t key_len)
+static enum MHD_Result md_handle_put_done(mc_http_metadata_server_t *s, struct MHD_Connection *conn,
+                                          md_request_t *req, const char *key, size_t key_len)
 {
     if (req->too_large)
         return md_respond_text(conn, MHD_HTTP_CONTENT_TOO_LARGE, "value too large");
@@ -391,8 +390,8 @@ static enum MHD_Result md_request_begin(struct MHD_Connection *conn, const char 
     int is_put = !strcmp(method, MHD_HTTP_METHOD_PUT);
     unsigned long long declared = 0;
     if (is_put) {
-        const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
-                                                     MHD_HTTP_HEADER_CONTENT_LENGTH);
+        const char *cl =
+            MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         declared = cl ? strtoull(cl, NULL, 10) : 0;
         if (declared > MC_HTTP_METADATA_MAX_VALUE)
             return md_respond_text(conn, MHD_HTTP_CONTENT_TOO_LARGE, "value too large");
@@ -456,7 +455,7 @@ static int md_is_wildcard(const char *host)
 }
 
 /* Resolves host:port to one bind address, preferring IPv4 ("localhost" binds 127.0.0.1). */
-static int md_resolve(const char *host, int port, struct sockaddr_storage *addr, socklen_t *len)
+static int md_resolve(const char *host, int port, struct sockaddr_storage *addr)
 {
     struct addrinfo hints;
     struct addrinfo *res = NULL;
@@ -468,8 +467,9 @@ static int md_resolve(const char *host, int port, struct sockaddr_storage *addr,
     hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
     snprintf(portstr, sizeof(portstr), "%d", port);
     int rc = getaddrinfo(md_is_wildcard(host) ? "0.0.0.0" : host, portstr, &hints, &res);
-    if (rc != 0) {
-        MC_ERROR("HTTP metadata server: cannot resolve host '%s': %s", host, gai_strerror(rc));
+    if (rc != 0 || !res) {
+        MC_ERROR("HTTP metadata server: cannot resolve host '%s': %s", host,
+                 rc ? gai_strerror(rc) : "no address");
         return MC_ERR_INVALID_PARAMS;
     }
     struct addrinfo *pick = res;
@@ -480,7 +480,6 @@ static int md_resolve(const char *host, int port, struct sockaddr_storage *addr,
         }
     }
     memcpy(addr, pick->ai_addr, pick->ai_addrlen);
-    *len = pick->ai_addrlen;
     freeaddrinfo(res);
     return 0;
 }
@@ -488,12 +487,11 @@ static int md_resolve(const char *host, int port, struct sockaddr_storage *addr,
 int mc_http_metadata_server_start(const char *host, int port, mc_http_metadata_server_t **out)
 {
     struct sockaddr_storage addr;
-    socklen_t addr_len = 0;
 
     if (!out || port < 0 || port > 65535)
         return MC_ERR_INVALID_PARAMS;
     *out = NULL;
-    int rc = md_resolve(host, port, &addr, &addr_len);
+    int rc = md_resolve(host, port, &addr);
     if (rc != 0)
         return rc;
 
@@ -511,11 +509,11 @@ int mc_http_metadata_server_start(const char *host, int port, mc_http_metadata_s
     if (addr.ss_family == AF_INET6)
         flags |= !strcmp(host, "::") ? MHD_USE_DUAL_STACK : MHD_USE_IPv6;
     /* The logger goes first so that option errors, too, reach our log. */
-    s->daemon = MHD_start_daemon(
-        flags, (uint16_t)port, NULL, NULL, md_handle, s, MHD_OPTION_EXTERNAL_LOGGER, md_mhd_log,
-        NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_NOTIFY_COMPLETED,
-        md_request_completed, s, MHD_OPTION_CONNECTION_TIMEOUT, MD_CONNECTION_TIMEOUT_S,
-        MHD_OPTION_END);
+    s->daemon = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, md_handle, s,
+                                 MHD_OPTION_EXTERNAL_LOGGER, md_mhd_log, NULL, MHD_OPTION_SOCK_ADDR,
+                                 (struct sockaddr *)&addr, MHD_OPTION_NOTIFY_COMPLETED,
+                                 md_request_completed, s, MHD_OPTION_CONNECTION_TIMEOUT,
+                                 MD_CONNECTION_TIMEOUT_S, MHD_OPTION_END);
     if (!s->daemon) {
         MC_ERROR("HTTP metadata server: cannot listen on %s:%d", host ? host : "", port);
         md_map_free(&s->map);

@@ -307,7 +307,7 @@ static void test_keys_with_reserved_characters_are_escaped(void **state)
     fixture_t *f = *state;
     /* Each key differs from the others only in characters a naive URL would mangle. */
     const char *keys[] = {
-        "mooncake/ram/host a/b?c&d=e", "mooncake/ram/host a/b", "a+b", "a b", "100%", "x#frag",
+        "mooncake/ram/host a/b?c&d=e", "mooncake/ram/host a/b",    "a+b", "a b", "100%", "x#frag",
         "key=value&key=other",         "caf\xc3\xa9/\xe2\x9c\x93",
     };
     size_t nkeys = sizeof(keys) / sizeof(keys[0]);

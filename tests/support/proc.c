@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -73,6 +74,93 @@ int mc_proc_start(mc_proc_t *p, char *const argv[], const char *ready_prefix, in
             used = 0;
     }
     fprintf(stderr, "%s did not print \"%s\" in time\n", argv[0], ready_prefix);
+    mc_proc_stop(p, SIGKILL, 5000);
+    return -1;
+}
+
+/* Copies the first line of `text` containing `marker` into out; 1 when there is one. */
+static int find_marked_line(const char *text, const char *marker, char *out, size_t cap)
+{
+    const char *m = strstr(text, marker);
+    if (!m)
+        return 0;
+    const char *eol = strchr(m, '\n');
+    if (!eol)
+        return 0; /* the line is still being written */
+    const char *bol = m;
+    while (bol > text && bol[-1] != '\n')
+        bol--;
+    size_t n = (size_t)(eol - bol) < cap - 1 ? (size_t)(eol - bol) : cap - 1;
+    memcpy(out, bol, n);
+    out[n] = '\0';
+    return 1;
+}
+
+int mc_proc_start_logged(mc_proc_t *p, char *const argv[], const char *log_path,
+                         const char *ready_marker, int timeout_ms)
+{
+    int in[2], out[2];
+    memset(p, 0, sizeof(*p));
+    p->pid = -1;
+    int log_fd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (log_fd < 0) {
+        fprintf(stderr, "cannot create %s: %s\n", log_path, strerror(errno));
+        return -1;
+    }
+    if (pipe2(in, O_CLOEXEC) || pipe2(out, O_CLOEXEC)) {
+        close(log_fd);
+        return -1;
+    }
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, in[0], STDIN_FILENO);
+    posix_spawn_file_actions_adddup2(&fa, out[1], STDOUT_FILENO);
+    posix_spawn_file_actions_adddup2(&fa, log_fd, STDERR_FILENO);
+    int rc = posix_spawn(&p->pid, argv[0], &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    close(in[0]);
+    close(out[1]);
+    close(log_fd);
+    p->stdin_fd = in[1];
+    p->stdout_fd = out[0];
+    if (rc != 0) {
+        fprintf(stderr, "cannot start %s: %s\n", argv[0], strerror(rc));
+        close(in[1]);
+        close(out[0]);
+        p->pid = -1;
+        return -1;
+    }
+    const size_t cap = 1 << 20;
+    char *text = malloc(cap);
+    if (!text) {
+        mc_proc_stop(p, SIGKILL, 5000);
+        return -1;
+    }
+    long long deadline = now_ms() + timeout_ms;
+    while (now_ms() < deadline) {
+        FILE *f = fopen(log_path, "r");
+        size_t n = f ? fread(text, 1, cap - 1, f) : 0;
+        if (f)
+            fclose(f);
+        text[n] = '\0';
+        if (find_marked_line(text, ready_marker, p->ready_line, sizeof(p->ready_line))) {
+            free(text);
+            return 0;
+        }
+        int status;
+        if (waitpid(p->pid, &status, WNOHANG) == p->pid) {
+            fprintf(stderr, "%s exited before printing \"%s\"; its log:\n%s\n", argv[0],
+                    ready_marker, text);
+            close(p->stdin_fd);
+            close(p->stdout_fd);
+            p->pid = -1;
+            free(text);
+            return -1;
+        }
+        usleep(20000);
+    }
+    free(text);
+    fprintf(stderr, "%s did not log \"%s\" in time\n", argv[0], ready_marker);
     mc_proc_stop(p, SIGKILL, 5000);
     return -1;
 }

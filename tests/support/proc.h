@@ -20,7 +20,16 @@ typedef struct mc_proc {
 
 /* 0 when the child printed its ready line; -1 otherwise (the child is killed and reaped). */
 int mc_proc_start(mc_proc_t *p, char *const argv[], const char *ready_prefix, int timeout_ms);
-/* Sends sig and waits up to timeout_ms; returns the wait status, or -1 on timeout (then SIGKILL). */
+/*
+ * Like mc_proc_start, for programs whose ready line is a log line on stderr: the child's stderr
+ * goes to the file `log_path` (created or truncated; read it afterwards for the whole log) and
+ * the child is ready once a line containing `ready_marker` appears there. p->ready_line receives
+ * that line. Returns -1 (child killed and reaped) on timeout or when the child exits first.
+ */
+int mc_proc_start_logged(mc_proc_t *p, char *const argv[], const char *log_path,
+                         const char *ready_marker, int timeout_ms);
+/* Sends sig and waits up to timeout_ms; returns the wait status, or -1 on timeout (then SIGKILL).
+ */
 int mc_proc_stop(mc_proc_t *p, int sig, int timeout_ms);
 /* A free TCP port on 127.0.0.1 (bound then released). */
 int mc_test_free_port(void);

@@ -1,0 +1,187 @@
+/*
+ * store.h — the Mooncake Store client: put and get objects in the cluster-wide memory pool.
+ *
+ * A store (mc_store_t, a long-lived handle) connects to mooncake_master, optionally contributes a
+ * memory segment of global_segment_size bytes that other clients write replicas into, and moves
+ * object bytes client-to-client through the Transfer Engine. The operations mirror upstream
+ * Mooncake's client (`mooncake.store.MooncakeDistributedStore`), with upstream's error codes
+ * (mooncake/errors.h). Thread-safe: any number of threads may share one store.
+ *
+ * Keys: NUL-terminated strings of 1..MC_MAX_KEY_LEN bytes; any byte but NUL (so '/' is fine).
+ * Anything else is MC_ERR_INVALID_KEY (-400). Values: 0..2^40 bytes; an empty value is an object
+ * (get returns 0 bytes), distinct from a missing key (MC_ERR_OBJECT_NOT_FOUND, -704).
+ *
+ * Errors every call may return besides those listed: MC_ERR_INVALID_PARAMS (-600: NULL/bad
+ * arguments, a store with local_buffer_size 0 asked to put or get, a closed store),
+ * MC_ERR_RPC_FAIL (-900: master unreachable), MC_ERR_TRANSFER_FAIL (-800: a peer failed mid-copy).
+ */
+#ifndef MOONCAKE_STORE_H
+#define MOONCAKE_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mooncake/errors.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MC_MAX_KEY_LEN 4096
+#define MC_MAX_REPLICAS 8
+#define MC_MAX_VALUE_SIZE (1ull << 40)
+
+typedef struct mc_store mc_store_t; /* handle */
+
+typedef struct mc_store_config {
+    const char *local_hostname;     /* "host" or "host:port" this client serves its segment on */
+    const char *metadata_server;    /* "P2PHANDSHAKE" or "http://host:port/metadata" */
+    uint64_t global_segment_size;   /* bytes contributed to the pool; 0 = pure client */
+    uint64_t local_buffer_size;     /* bytes of local staging; 0 = pure server (no put/get) */
+    const char *protocol;           /* "tcp" (default) or "rdma" */
+    const char *device_name;        /* rdma devices, comma list; "" = automatic */
+    const char *master_server_addr; /* "host:port" of mooncake_master (default 127.0.0.1:50051) */
+} mc_store_config_t;
+
+typedef enum mc_soft_pin_action {
+    MC_SOFT_PIN_PRESERVE = 0,
+    MC_SOFT_PIN_ENABLE = 1,
+    MC_SOFT_PIN_DISABLE = 2,
+} mc_soft_pin_action_t;
+
+/* Placement and pinning of a put (upstream's ReplicateConfig). Zero-initialise, or use _INIT. */
+typedef struct mc_replicate_config {
+    uint32_t replica_num;                   /* replicas on distinct segments, best effort; 0 = 1 */
+    const char *preferred_segment;          /* "host:port" tried first; NULL/"" = none */
+    const char *const *preferred_segments;  /* more preferences, in order */
+    size_t preferred_segment_count;
+    mc_soft_pin_action_t soft_pin_action;   /* ENABLE: evicted last, until the soft-pin TTL */
+    int has_soft_pin_ttl;                   /* 1: soft_pin_ttl_ms overrides the master default */
+    uint64_t soft_pin_ttl_ms;
+    int with_hard_pin;                      /* 1: never evicted; removable explicitly */
+} mc_replicate_config_t;
+
+#define MC_REPLICATE_CONFIG_INIT {1, NULL, NULL, 0, MC_SOFT_PIN_PRESERVE, 0, 0, 0}
+
+typedef enum mc_replica_type {
+    MC_REPLICA_MEMORY = 0,
+    MC_REPLICA_DISK = 1,
+    MC_REPLICA_LOCAL_DISK = 2,
+    MC_REPLICA_DFS = 100,
+} mc_replica_type_t;
+
+typedef enum mc_replica_status {
+    MC_REPLICA_UNDEFINED = 0,
+    MC_REPLICA_INITIALIZED = 1,
+    MC_REPLICA_PROCESSING = 2,
+    MC_REPLICA_COMPLETE = 3,
+    MC_REPLICA_REMOVED = 4,
+    MC_REPLICA_FAILED = 5,
+} mc_replica_status_t;
+
+/* Where one replica of an object lives. */
+typedef struct mc_replica_desc {
+    mc_replica_type_t type;
+    mc_replica_status_t status;
+    char segment_name[272]; /* memory: the segment's endpoint "host:port" */
+    uint64_t address;       /* memory: address in the owner's registered memory */
+    uint64_t size;          /* bytes */
+    char file_path[512];    /* disk replicas */
+} mc_replica_desc_t;
+
+/*
+ * Connects to the master, starts the Transfer Engine on local_hostname, allocates and mounts the
+ * segment, allocates the local buffer, starts the liveness ping. *out receives the store.
+ * Returns 0, MC_ERR_INVALID_PARAMS (bad config: the log says which field), MC_ERR_RPC_FAIL
+ * (master unreachable), MC_ERR_INVALID_VERSION (-300: master of another version),
+ * MC_ERR_NOT_SUPPORTED (protocol rdma not built).
+ */
+int mc_store_setup(const mc_store_config_t *config, mc_store_t **out);
+/* Unmounts the segment, stops threads, frees everything. Idempotent; NULL is a no-op. After it
+ * every call on the store returns MC_ERR_INVALID_PARAMS, until mc_store_free(). */
+int mc_store_close(mc_store_t *store);
+/* close + free the handle. */
+void mc_store_free(mc_store_t *store);
+
+/* 0 healthy, 1 not set up or closed, 2 master unreachable (upstream's health_check). */
+int mc_store_health_check(mc_store_t *store);
+/* This client's segment name "host:port" (static for the store's life). */
+const char *mc_store_get_hostname(const mc_store_t *store);
+
+/*
+ * Stores a copy of value[0..size). Matches upstream put: 0 also when the key already exists
+ * (objects are immutable; the existing value is kept). MC_ERR_NO_AVAILABLE_HANDLE (-200) when no
+ * segment has room even after eviction (vLLM treats it as back-pressure).
+ */
+int mc_store_put(mc_store_t *store, const char *key, const void *value, size_t size,
+                 const mc_replicate_config_t *config);
+/* Insert-or-replace: like put, but an existing value is replaced atomically for readers. */
+int mc_store_upsert(mc_store_t *store, const char *key, const void *value, size_t size,
+                    const mc_replicate_config_t *config);
+
+/*
+ * Reads the object into buf[0..capacity). Returns its size in bytes (>= 0), MC_ERR_OBJECT_NOT_FOUND
+ * (-704) when absent, MC_ERR_BUFFER_OVERFLOW (-10) when capacity is smaller than the object.
+ */
+int64_t mc_store_get(mc_store_t *store, const char *key, void *buf, size_t capacity);
+/* Size of the object in bytes, or MC_ERR_OBJECT_NOT_FOUND. Grants a read lease as upstream. */
+int64_t mc_store_get_size(mc_store_t *store, const char *key);
+
+/*
+ * Zero-copy forms on memory registered with mc_store_register_buffer(): same results as put/get.
+ * MC_ERR_INVALID_PARAMS when the range is not inside a registered buffer.
+ */
+int mc_store_put_from(mc_store_t *store, const char *key, const void *buf, size_t size,
+                      const mc_replicate_config_t *config);
+int mc_store_upsert_from(mc_store_t *store, const char *key, const void *buf, size_t size,
+                         const mc_replicate_config_t *config);
+int64_t mc_store_get_into(mc_store_t *store, const char *key, void *buf, size_t capacity);
+
+/*
+ * Batches: results[i] receives what the single call would return for keys[i]. The function
+ * returns 0 when every key succeeded, else the first failing key's code. A key repeated within
+ * one batch is handled as the single calls would be in order: each get destination is filled,
+ * each put after the first finds the key existing (0).
+ */
+int mc_store_put_batch(mc_store_t *store, const char *const *keys, const void *const *values,
+                       const size_t *sizes, size_t n, const mc_replicate_config_t *config,
+                       int *results);
+int mc_store_get_batch(mc_store_t *store, const char *const *keys, void *const *bufs,
+                       const size_t *capacities, size_t n, int64_t *results);
+int mc_store_put_from_batch(mc_store_t *store, const char *const *keys, const void *const *bufs,
+                            const size_t *sizes, size_t n, const mc_replicate_config_t *config,
+                            int *results);
+int mc_store_upsert_from_batch(mc_store_t *store, const char *const *keys,
+                               const void *const *bufs, const size_t *sizes, size_t n,
+                               const mc_replicate_config_t *config, int *results);
+int mc_store_get_into_batch(mc_store_t *store, const char *const *keys, void *const *bufs,
+                            const size_t *capacities, size_t n, int64_t *results);
+
+/* 1 exists, 0 absent, negative error. Grants a read lease when it exists (upstream ExistKey). */
+int mc_store_exist(mc_store_t *store, const char *key);
+int mc_store_batch_exist(mc_store_t *store, const char *const *keys, size_t n, int *results);
+
+/*
+ * Removes the object. MC_ERR_OBJECT_HAS_LEASE (-706) while a read lease is active unless force;
+ * MC_ERR_OBJECT_NOT_FOUND (-704) when absent.
+ */
+int mc_store_remove(mc_store_t *store, const char *key, int force);
+int mc_store_batch_remove(mc_store_t *store, const char *const *keys, size_t n, int force,
+                          int *results);
+/* Number of objects removed (leased ones are skipped unless force), or a negative error. */
+int64_t mc_store_remove_all(mc_store_t *store, int force);
+/* POSIX extended regex over keys; count removed or negative (MC_ERR_INVALID_PARAMS: bad regex). */
+int64_t mc_store_remove_by_regex(mc_store_t *store, const char *regex, int force);
+
+/* Registers caller memory for the zero-copy calls; the caller keeps ownership. */
+int mc_store_register_buffer(mc_store_t *store, void *buf, size_t size);
+int mc_store_unregister_buffer(mc_store_t *store, void *buf);
+
+/* Replicas of a complete object: up to `capacity` written to out, *count receives how many exist. */
+int mc_store_get_replica_desc(mc_store_t *store, const char *key, mc_replica_desc_t *out,
+                              size_t capacity, size_t *count);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* MOONCAKE_STORE_H */

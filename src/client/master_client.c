@@ -1,0 +1,59 @@
+/*
+ * master_client.c — typed store.proto calls to the master (master_client.h).
+ *
+ * One generic pack/call/unpack routine serves every message pair; the typed functions only name
+ * their descriptors.
+ */
+#include "master_client.h"
+
+#include "mooncake/errors.h"
+
+#include <stdlib.h>
+
+static int call(mc_rpc_client_t *rpc, uint16_t opcode, const ProtobufCMessage *req,
+                const ProtobufCMessageDescriptor *reply_desc, ProtobufCMessage **resp)
+{
+    size_t len = req ? protobuf_c_message_get_packed_size(req) : 0;
+    uint8_t *body = malloc(len ? len : 1);
+    if (!body)
+        return MC_ERR_INTERNAL_ERROR;
+    if (req)
+        protobuf_c_message_pack(req, body);
+    uint8_t *reply = NULL;
+    size_t reply_len = 0;
+    int rc = mc_rpc_call(rpc, opcode, body, len, &reply, &reply_len);
+    free(body);
+    if (rc != 0)
+        return rc;
+    *resp = protobuf_c_message_unpack(reply_desc, NULL, reply_len, reply);
+    free(reply);
+    return *resp ? 0 : MC_ERR_DESERIALIZE_FAIL;
+}
+
+int mc_master_call_keys(mc_rpc_client_t *rpc, uint16_t opcode, const Mc__KeysRequest *req,
+                        Mc__KeysResponse **resp)
+{
+    return call(rpc, opcode, &req->base, &mc__keys_response__descriptor,
+                (ProtobufCMessage **)resp);
+}
+
+int mc_master_call_segments(mc_rpc_client_t *rpc, uint16_t opcode, const Mc__SegmentRequest *req,
+                            Mc__StatusResponse **resp)
+{
+    return call(rpc, opcode, &req->base, &mc__status_response__descriptor,
+                (ProtobufCMessage **)resp);
+}
+
+int mc_master_call_ping(mc_rpc_client_t *rpc, const char *client_id, Mc__PingResponse **resp)
+{
+    Mc__PingRequest req = MC__PING_REQUEST__INIT;
+    req.client_id = (char *)client_id;
+    return call(rpc, MC_RPC_PING, &req.base, &mc__ping_response__descriptor,
+                (ProtobufCMessage **)resp);
+}
+
+int mc_master_call_service_ready(mc_rpc_client_t *rpc, Mc__ServiceReadyResponse **resp)
+{
+    return call(rpc, MC_RPC_SERVICE_READY, NULL, &mc__service_ready_response__descriptor,
+                (ProtobufCMessage **)resp);
+}

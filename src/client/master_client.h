@@ -1,0 +1,22 @@
+/*
+ * master_client.h — typed calls from a store client to mooncake_master: packs store.proto
+ * requests, runs them over the RPC client (rpc.h) and unpacks the replies. Thread-safe.
+ *
+ * Each call returns 0 with *resp set (free it with the matching mc__*__free_unpacked(resp, NULL)),
+ * or a negative code: MC_ERR_RPC_FAIL / MC_ERR_RPC_TIMEOUT (transport),
+ * MC_ERR_DESERIALIZE_FAIL (a reply that does not decode), MC_ERR_INTERNAL_ERROR (memory).
+ */
+#ifndef MC_CLIENT_MASTER_CLIENT_H
+#define MC_CLIENT_MASTER_CLIENT_H
+
+#include "rpc.h"
+#include "store.pb-c.h"
+
+int mc_master_call_keys(mc_rpc_client_t *rpc, uint16_t opcode, const Mc__KeysRequest *req,
+                        Mc__KeysResponse **resp);
+int mc_master_call_segments(mc_rpc_client_t *rpc, uint16_t opcode, const Mc__SegmentRequest *req,
+                            Mc__StatusResponse **resp);
+int mc_master_call_ping(mc_rpc_client_t *rpc, const char *client_id, Mc__PingResponse **resp);
+int mc_master_call_service_ready(mc_rpc_client_t *rpc, Mc__ServiceReadyResponse **resp);
+
+#endif /* MC_CLIENT_MASTER_CLIENT_H */

@@ -1,0 +1,1092 @@
+/*
+ * store_client.c — the store client (include/mooncake/store.h).
+ *
+ * A put asks the master for space (PutStart: one extent per replica, on distinct segments),
+ * writes the value straight into every extent through the Transfer Engine, then publishes it
+ * (PutEnd) — or gives the space back (PutRevoke) if any write failed. A get asks for the complete
+ * replicas (GetReplicaList, which grants a read lease), reads from the best one straight into the
+ * caller's buffer, falls back to the other replicas if that read fails, and refuses the result if
+ * the lease ran out before the bytes were in (the extent may have been reused). Batches make one
+ * master call per phase and one Transfer Engine batch for all their bytes.
+ *
+ * A background thread pings the master every second; when the master answers NEED_REMOUNT (it
+ * restarted, or this client was expired) the segment is mounted again.
+ */
+#include "mooncake/store.h"
+
+#include "log.h"
+#include "master_client.h"
+#include "mooncake/transfer_engine.h"
+#include "net.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#define MC_PING_INTERVAL_MS 1000
+#define MC_DEFAULT_MASTER "127.0.0.1:50051"
+
+typedef struct mc_buffer_range {
+    uintptr_t addr;
+    size_t length;
+} mc_buffer_range_t;
+
+struct mc_store {
+    char client_id[40];
+    char segment_id[40];
+    char *master_addr;
+    uint64_t global_segment_size;
+    uint64_t local_buffer_size;
+    mc_transfer_engine_t *te;
+    mc_rpc_client_t *rpc;
+    void *segment;
+    void *local_buffer;
+    atomic_int closed;
+    atomic_int master_reachable;
+    /* Every public call holds op_lock for reading; close takes it for writing, so it waits for
+     * calls in flight and no call runs on a half-torn-down store. */
+    pthread_rwlock_t op_lock;
+    pthread_mutex_t close_lock;
+
+    pthread_t ping_thread;
+    int ping_started;
+    pthread_mutex_t ping_lock;
+    pthread_cond_t ping_cond;
+    int ping_stop;
+
+    pthread_rwlock_t buffers_lock; /* user buffers registered for the zero-copy calls */
+    mc_buffer_range_t *buffers;
+    size_t buffer_count, buffer_capacity;
+};
+
+/* ---- helpers ---------------------------------------------------------------------------- */
+
+static void make_uuid(char out[40])
+{
+    FILE *f = fopen("/proc/sys/kernel/random/uuid", "r");
+    if (f && fgets(out, 40, f)) {
+        out[strcspn(out, "\n")] = '\0';
+    } else {
+        snprintf(out, 40, "%08x-%04x-%llx", (unsigned)getpid(), (unsigned)rand() & 0xffff,
+                 (unsigned long long)mc_now_ns());
+    }
+    if (f)
+        fclose(f);
+}
+
+static int check_key(const char *key)
+{
+    if (!key)
+        return MC_ERR_INVALID_KEY;
+    size_t n = strnlen(key, MC_MAX_KEY_LEN + 1);
+    return (n == 0 || n > MC_MAX_KEY_LEN) ? MC_ERR_INVALID_KEY : 0;
+}
+
+/* Starts a public call: 0 with op_lock held for reading, or an error with nothing held. */
+static int enter(mc_store_t *s, int needs_local_buffer)
+{
+    if (!s)
+        return MC_ERR_INVALID_PARAMS;
+    pthread_rwlock_rdlock(&s->op_lock);
+    int rc = 0;
+    if (atomic_load(&s->closed)) {
+        rc = MC_ERR_INVALID_PARAMS;
+    } else if (needs_local_buffer && s->local_buffer_size == 0) {
+        MC_ERROR("this store has local_buffer_size 0: it is a pure server and cannot put or get");
+        rc = MC_ERR_INVALID_PARAMS;
+    }
+    if (rc != 0)
+        pthread_rwlock_unlock(&s->op_lock);
+    return rc;
+}
+
+static void leave(mc_store_t *s)
+{
+    pthread_rwlock_unlock(&s->op_lock);
+}
+
+/* Ends a public call, passing its result through. */
+#define LEAVE(s, value) (leave(s), (value))
+
+/* Keeps the strings of a replicate config alive for the protobuf request. */
+typedef struct pb_config {
+    Mc__ReplicateConfig msg;
+    char **preferred;
+} pb_config_t;
+
+static int config_to_pb(const mc_replicate_config_t *c, pb_config_t *out)
+{
+    mc__replicate_config__init(&out->msg);
+    out->preferred = NULL;
+    mc_replicate_config_t def = MC_REPLICATE_CONFIG_INIT;
+    if (!c)
+        c = &def;
+    out->msg.replica_num = c->replica_num ? c->replica_num : 1;
+    size_t n = (c->preferred_segment && *c->preferred_segment ? 1 : 0) +
+               (c->preferred_segments ? c->preferred_segment_count : 0);
+    if (n) {
+        out->preferred = calloc(n, sizeof(char *));
+        if (!out->preferred)
+            return MC_ERR_INTERNAL_ERROR;
+        size_t k = 0;
+        if (c->preferred_segment && *c->preferred_segment)
+            out->preferred[k++] = (char *)c->preferred_segment;
+        for (size_t i = 0; c->preferred_segments && i < c->preferred_segment_count; i++) {
+            if (!c->preferred_segments[i])
+                return MC_ERR_INVALID_PARAMS;
+            out->preferred[k++] = (char *)c->preferred_segments[i];
+        }
+        out->msg.n_preferred_segments = k;
+        out->msg.preferred_segments = out->preferred;
+    }
+    out->msg.soft_pin_action = (int32_t)c->soft_pin_action;
+    out->msg.has_soft_pin_ttl = c->has_soft_pin_ttl ? 1 : 0;
+    out->msg.soft_pin_ttl_ms = c->soft_pin_ttl_ms;
+    out->msg.with_hard_pin = c->with_hard_pin ? 1 : 0;
+    return 0;
+}
+
+static int keys_call(mc_store_t *s, uint16_t opcode, char **keys, uint64_t *sizes, size_t n,
+                     Mc__ReplicateConfig *config, int force, const char *regex,
+                     Mc__KeysResponse **resp)
+{
+    Mc__KeysRequest req = MC__KEYS_REQUEST__INIT;
+    req.client_id = s->client_id;
+    req.n_keys = n;
+    req.keys = keys;
+    if (sizes) {
+        req.n_sizes = n;
+        req.sizes = sizes;
+    }
+    req.config = config;
+    req.force = force ? 1 : 0;
+    req.regex = (char *)(regex ? regex : "");
+    int rc = mc_master_call_keys(s->rpc, opcode, &req, resp);
+    if (rc != 0) {
+        MC_ERROR("master %s: request %u failed: %s", s->master_addr, opcode, mc_error_name(rc));
+        return rc;
+    }
+    if ((*resp)->code != 0 || (*resp)->n_results != (opcode == MC_RPC_REMOVE_ALL ||
+                                                             opcode == MC_RPC_REMOVE_BY_REGEX
+                                                         ? (*resp)->n_results
+                                                         : n)) {
+        rc = (*resp)->code ? (*resp)->code : MC_ERR_DESERIALIZE_FAIL;
+        mc__keys_response__free_unpacked(*resp, NULL);
+        *resp = NULL;
+    }
+    return rc;
+}
+
+/* ---- write path ------------------------------------------------------------------------- */
+
+typedef struct write_job {
+    size_t key_index;
+    int failed;
+} write_job_t;
+
+/*
+ * Puts (or upserts) n objects. results[i] gets each key's outcome; returns 0 or the first error.
+ */
+static int write_objects(mc_store_t *s, int upsert, const char *const *keys,
+                         const void *const *values, const size_t *sizes, size_t n,
+                         const mc_replicate_config_t *config, int *results)
+{
+    uint16_t op_start = upsert ? MC_RPC_UPSERT_START : MC_RPC_PUT_START;
+    uint16_t op_end = upsert ? MC_RPC_UPSERT_END : MC_RPC_PUT_END;
+    uint16_t op_revoke = upsert ? MC_RPC_UPSERT_REVOKE : MC_RPC_PUT_REVOKE;
+    int rc = 0;
+    char **ks = calloc(n ? n : 1, sizeof(char *));
+    uint64_t *sz = calloc(n ? n : 1, sizeof(uint64_t));
+    size_t *idx = calloc(n ? n : 1, sizeof(size_t));
+    int *started = calloc(n ? n : 1, sizeof(int));
+    pb_config_t pbc;
+    Mc__KeysResponse *resp = NULL;
+    mc_transfer_req_t *reqs = NULL;
+    size_t *req_owner = NULL;
+    if (!ks || !sz || !idx || !started || config_to_pb(config, &pbc) != 0) {
+        free(ks);
+        free(sz);
+        free(idx);
+        free(started);
+        return MC_ERR_INTERNAL_ERROR;
+    }
+
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        results[i] = check_key(keys[i]);
+        if (results[i] == 0 && sizes[i] > 0 && !values[i])
+            results[i] = MC_ERR_INVALID_PARAMS;
+        if (results[i] == 0 && sizes[i] > MC_MAX_VALUE_SIZE)
+            results[i] = MC_ERR_INVALID_PARAMS;
+        if (results[i] == 0) {
+            ks[m] = (char *)keys[i];
+            sz[m] = sizes[i];
+            idx[m] = i;
+            m++;
+        }
+    }
+    if (m == 0)
+        goto done;
+    rc = keys_call(s, op_start, ks, sz, m, &pbc.msg, 0, NULL, &resp);
+    if (rc != 0) {
+        for (size_t j = 0; j < m; j++)
+            results[idx[j]] = rc;
+        goto done;
+    }
+
+    size_t nreq = 0;
+    for (size_t j = 0; j < m; j++)
+        nreq += resp->results[j]->code == 0 ? resp->results[j]->n_replicas : 0;
+    reqs = calloc(nreq ? nreq : 1, sizeof(*reqs));
+    req_owner = calloc(nreq ? nreq : 1, sizeof(*req_owner));
+    if (!reqs || !req_owner) {
+        rc = MC_ERR_INTERNAL_ERROR;
+        goto done;
+    }
+    nreq = 0;
+    for (size_t j = 0; j < m; j++) {
+        Mc__KeyResult *r = resp->results[j];
+        size_t i = idx[j];
+        if (r->code == MC_ERR_OBJECT_ALREADY_EXISTS && !upsert) {
+            results[i] = 0; /* upstream put: an existing key is success; the value is kept */
+            continue;
+        }
+        if (r->code != 0) {
+            results[i] = r->code;
+            continue;
+        }
+        started[j] = 1;
+        for (size_t k = 0; k < r->n_replicas && sizes[i] > 0; k++) {
+            mc_segment_id_t seg;
+            int orc = mc_te_open_segment(s->te, r->replicas[k]->segment_name, &seg);
+            if (orc != 0) {
+                results[i] = MC_ERR_TRANSFER_FAIL;
+                break;
+            }
+            reqs[nreq] = (mc_transfer_req_t){MC_TRANSFER_WRITE, (void *)values[i], seg,
+                                             r->replicas[k]->address, sizes[i]};
+            req_owner[nreq++] = j;
+        }
+    }
+    if (nreq > 0) {
+        mc_batch_t *b;
+        int brc = mc_te_batch_create(s->te, nreq, &b);
+        if (brc == 0)
+            brc = mc_te_submit(b, reqs, nreq);
+        if (brc == 0) {
+            mc_te_wait(b, -1);
+            for (size_t q = 0; q < nreq; q++) {
+                mc_transfer_status_t st;
+                mc_te_get_status(b, q, &st);
+                if (st.state != MC_TRANSFER_COMPLETED)
+                    results[idx[req_owner[q]]] = st.error ? st.error : MC_ERR_TRANSFER_FAIL;
+            }
+        }
+        mc_te_batch_free(b);
+        if (brc != 0) {
+            for (size_t q = 0; q < nreq; q++)
+                results[idx[req_owner[q]]] = brc;
+        }
+    }
+
+    /* Publish what was written, give back what was not. */
+    size_t nend = 0, nrevoke = 0;
+    char **end_keys = ks, **revoke_keys = calloc(m, sizeof(char *));
+    size_t *end_idx = sz ? (size_t *)calloc(m, sizeof(size_t)) : NULL;
+    if (!revoke_keys || !end_idx) {
+        free(revoke_keys);
+        free(end_idx);
+        rc = MC_ERR_INTERNAL_ERROR;
+        goto done;
+    }
+    for (size_t j = 0; j < m; j++) {
+        if (!started[j])
+            continue;
+        if (results[idx[j]] == 0) {
+            end_keys[nend] = (char *)keys[idx[j]];
+            end_idx[nend++] = idx[j];
+        } else {
+            revoke_keys[nrevoke++] = (char *)keys[idx[j]];
+        }
+    }
+    if (nend) {
+        Mc__KeysResponse *er = NULL;
+        int erc = keys_call(s, op_end, end_keys, NULL, nend, NULL, 0, NULL, &er);
+        for (size_t j = 0; j < nend; j++)
+            results[end_idx[j]] = erc ? erc : er->results[j]->code;
+        if (er)
+            mc__keys_response__free_unpacked(er, NULL);
+    }
+    if (nrevoke) {
+        Mc__KeysResponse *rr = NULL;
+        if (keys_call(s, op_revoke, revoke_keys, NULL, nrevoke, NULL, 0, NULL, &rr) == 0)
+            mc__keys_response__free_unpacked(rr, NULL);
+    }
+    free(revoke_keys);
+    free(end_idx);
+
+done:
+    if (resp)
+        mc__keys_response__free_unpacked(resp, NULL);
+    free(reqs);
+    free(req_owner);
+    free(pbc.preferred);
+    free(ks);
+    free(sz);
+    free(idx);
+    free(started);
+    if (rc == 0) {
+        for (size_t i = 0; i < n; i++) {
+            if (results[i] != 0) {
+                rc = results[i];
+                break;
+            }
+        }
+    }
+    return rc;
+}
+
+/* ---- read path -------------------------------------------------------------------------- */
+
+/* Replica order: this client's own segment first (a memcpy), then as the master listed them. */
+static size_t pick_order(mc_store_t *s, const Mc__KeyResult *r, size_t *order)
+{
+    size_t k = 0;
+    const char *self = mc_te_local_segment_name(s->te);
+    for (size_t i = 0; i < r->n_replicas; i++) {
+        if (r->replicas[i]->type == MC_REPLICA_MEMORY && !strcmp(r->replicas[i]->segment_name, self))
+            order[k++] = i;
+    }
+    for (size_t i = 0; i < r->n_replicas; i++) {
+        if (r->replicas[i]->type == MC_REPLICA_MEMORY && strcmp(r->replicas[i]->segment_name, self))
+            order[k++] = i;
+    }
+    return k;
+}
+
+static int read_one_replica(mc_store_t *s, const Mc__Replica *rep, void *buf, uint64_t size)
+{
+    mc_segment_id_t seg;
+    int rc = mc_te_open_segment(s->te, rep->segment_name, &seg);
+    if (rc != 0)
+        return MC_ERR_TRANSFER_FAIL;
+    mc_transfer_req_t req = {MC_TRANSFER_READ, buf, seg, rep->address, size};
+    return mc_te_transfer_sync(s->te, &req, 1);
+}
+
+static int read_objects(mc_store_t *s, const char *const *keys, void *const *bufs,
+                        const size_t *caps, size_t n, int64_t *results)
+{
+    int rc = 0;
+    char **ks = calloc(n ? n : 1, sizeof(char *));
+    size_t *idx = calloc(n ? n : 1, sizeof(size_t));
+    size_t *first = calloc(n ? n : 1, sizeof(size_t)); /* replica tried first, per valid key */
+    Mc__KeysResponse *resp = NULL;
+    mc_transfer_req_t *reqs = NULL;
+    size_t *req_owner = NULL;
+    if (!ks || !idx || !first) {
+        rc = MC_ERR_INTERNAL_ERROR;
+        goto done;
+    }
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        results[i] = check_key(keys[i]);
+        if (results[i] == 0) {
+            ks[m] = (char *)keys[i];
+            idx[m++] = i;
+        }
+    }
+    if (m == 0)
+        goto done;
+    uint64_t t0 = mc_now_ms();
+    rc = keys_call(s, MC_RPC_GET_REPLICA_LIST, ks, NULL, m, NULL, 0, NULL, &resp);
+    if (rc != 0) {
+        for (size_t j = 0; j < m; j++)
+            results[idx[j]] = rc;
+        goto done;
+    }
+    reqs = calloc(m, sizeof(*reqs));
+    req_owner = calloc(m, sizeof(*req_owner));
+    if (!reqs || !req_owner) {
+        rc = MC_ERR_INTERNAL_ERROR;
+        goto done;
+    }
+    size_t nreq = 0;
+    for (size_t j = 0; j < m; j++) {
+        Mc__KeyResult *r = resp->results[j];
+        size_t i = idx[j];
+        if (r->code != 0) {
+            results[i] = r->code;
+            continue;
+        }
+        if (r->size > caps[i]) {
+            results[i] = MC_ERR_BUFFER_OVERFLOW;
+            continue;
+        }
+        results[i] = (int64_t)r->size;
+        if (r->size == 0)
+            continue;
+        if (!bufs[i]) {
+            results[i] = MC_ERR_INVALID_PARAMS;
+            continue;
+        }
+        size_t order[MC_MAX_REPLICAS * 2];
+        if (r->n_replicas > MC_MAX_REPLICAS * 2 || pick_order(s, r, order) == 0) {
+            results[i] = MC_ERR_REPLICA_IS_NOT_READY;
+            continue;
+        }
+        first[j] = order[0];
+        mc_segment_id_t seg;
+        if (mc_te_open_segment(s->te, r->replicas[order[0]]->segment_name, &seg) != 0) {
+            results[i] = MC_ERR_TRANSFER_FAIL; /* retried on the other replicas below */
+            continue;
+        }
+        reqs[nreq] = (mc_transfer_req_t){MC_TRANSFER_READ, bufs[i], seg,
+                                         r->replicas[order[0]]->address, r->size};
+        req_owner[nreq++] = j;
+    }
+    if (nreq > 0) {
+        mc_batch_t *b;
+        int brc = mc_te_batch_create(s->te, nreq, &b);
+        if (brc == 0)
+            brc = mc_te_submit(b, reqs, nreq);
+        if (brc == 0)
+            mc_te_wait(b, -1);
+        for (size_t q = 0; q < nreq; q++) {
+            mc_transfer_status_t st = {MC_TRANSFER_FAILED, brc, 0};
+            if (brc == 0)
+                mc_te_get_status(b, q, &st);
+            if (st.state != MC_TRANSFER_COMPLETED)
+                results[idx[req_owner[q]]] = MC_ERR_TRANSFER_FAIL;
+        }
+        mc_te_batch_free(b);
+    }
+    /* A failed read tries the object's other replicas, one at a time. */
+    for (size_t j = 0; j < m; j++) {
+        size_t i = idx[j];
+        Mc__KeyResult *r = resp->results[j];
+        if (r->code != 0 || results[i] != MC_ERR_TRANSFER_FAIL)
+            continue;
+        size_t order[MC_MAX_REPLICAS * 2];
+        size_t k = pick_order(s, r, order);
+        for (size_t t = 0; t < k; t++) {
+            if (order[t] == first[j])
+                continue;
+            if (read_one_replica(s, r->replicas[order[t]], bufs[i], r->size) == 0) {
+                results[i] = (int64_t)r->size;
+                break;
+            }
+        }
+    }
+    /* Bytes read after the lease ran out may come from an extent already reused. */
+    if (resp->lease_ttl_ms > 0 && mc_now_ms() - t0 > resp->lease_ttl_ms) {
+        for (size_t j = 0; j < m; j++) {
+            if (results[idx[j]] > 0) {
+                MC_WARN("get of %s took longer than its %llu ms read lease; result dropped",
+                        keys[idx[j]], (unsigned long long)resp->lease_ttl_ms);
+                results[idx[j]] = MC_ERR_LEASE_EXPIRED;
+            }
+        }
+    }
+done:
+    if (resp)
+        mc__keys_response__free_unpacked(resp, NULL);
+    free(reqs);
+    free(req_owner);
+    free(ks);
+    free(idx);
+    free(first);
+    if (rc == 0) {
+        for (size_t i = 0; i < n; i++) {
+            if (results[i] < 0) {
+                rc = (int)results[i];
+                break;
+            }
+        }
+    }
+    return rc;
+}
+
+/* ---- registered buffers ----------------------------------------------------------------- */
+
+static int buffer_registered(mc_store_t *s, const void *p, size_t len)
+{
+    uintptr_t a = (uintptr_t)p;
+    int ok = 0;
+    pthread_rwlock_rdlock(&s->buffers_lock);
+    for (size_t i = 0; i < s->buffer_count && !ok; i++) {
+        const mc_buffer_range_t *b = &s->buffers[i];
+        ok = a >= b->addr && len <= b->length && a - b->addr <= b->length - len;
+    }
+    pthread_rwlock_unlock(&s->buffers_lock);
+    if (!ok)
+        MC_ERROR("buffer %p (+%zu) is not inside a registered buffer", p, len);
+    return ok;
+}
+
+int mc_store_register_buffer(mc_store_t *s, void *buf, size_t size)
+{
+    int rc = enter(s, 0);
+    if (rc != 0)
+        return rc;
+    if (!buf || size == 0)
+        return LEAVE(s, MC_ERR_INVALID_PARAMS);
+    rc = mc_te_register_memory(s->te, buf, size);
+    if (rc != 0)
+        return LEAVE(s, rc);
+    pthread_rwlock_wrlock(&s->buffers_lock);
+    if (s->buffer_count == s->buffer_capacity) {
+        size_t cap = s->buffer_capacity ? s->buffer_capacity * 2 : 8;
+        mc_buffer_range_t *nb = realloc(s->buffers, cap * sizeof(*nb));
+        if (!nb) {
+            pthread_rwlock_unlock(&s->buffers_lock);
+            mc_te_unregister_memory(s->te, buf);
+            return LEAVE(s, MC_ERR_INTERNAL_ERROR);
+        }
+        s->buffers = nb;
+        s->buffer_capacity = cap;
+    }
+    s->buffers[s->buffer_count++] = (mc_buffer_range_t){(uintptr_t)buf, size};
+    pthread_rwlock_unlock(&s->buffers_lock);
+    return LEAVE(s, 0);
+}
+
+int mc_store_unregister_buffer(mc_store_t *s, void *buf)
+{
+    int rc = enter(s, 0);
+    if (rc != 0)
+        return rc;
+    if (!buf)
+        return LEAVE(s, MC_ERR_INVALID_PARAMS);
+    rc = MC_ERR_INVALID_PARAMS;
+    pthread_rwlock_wrlock(&s->buffers_lock);
+    for (size_t i = 0; i < s->buffer_count; i++) {
+        if (s->buffers[i].addr == (uintptr_t)buf) {
+            s->buffers[i] = s->buffers[--s->buffer_count];
+            rc = 0;
+            break;
+        }
+    }
+    pthread_rwlock_unlock(&s->buffers_lock);
+    if (rc == 0)
+        rc = mc_te_unregister_memory(s->te, buf);
+    return LEAVE(s, rc);
+}
+
+/* ---- public API: objects ---------------------------------------------------------------- */
+
+static int check_registered_all(mc_store_t *s, const void *const *bufs, const size_t *sizes,
+                                size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (sizes[i] > 0 && !buffer_registered(s, bufs[i], sizes[i]))
+            return MC_ERR_INVALID_PARAMS;
+    }
+    return 0;
+}
+
+/* put / upsert, plain or zero-copy, single or batch: one path. */
+static int write_call(mc_store_t *s, int upsert, int zero_copy, const char *const *keys,
+                      const void *const *values, const size_t *sizes, size_t n,
+                      const mc_replicate_config_t *config, int *results)
+{
+    int rc = enter(s, 1);
+    if (rc != 0)
+        return rc;
+    if ((!keys || !values || !sizes || !results) && n)
+        return LEAVE(s, MC_ERR_INVALID_PARAMS);
+    if (zero_copy && check_registered_all(s, values, sizes, n) != 0) {
+        for (size_t i = 0; i < n; i++)
+            results[i] = MC_ERR_INVALID_PARAMS; /* nothing of the batch is written */
+        return LEAVE(s, MC_ERR_INVALID_PARAMS);
+    }
+    return LEAVE(s, write_objects(s, upsert, keys, values, sizes, n, config, results));
+}
+
+int mc_store_put(mc_store_t *s, const char *key, const void *value, size_t size,
+                 const mc_replicate_config_t *config)
+{
+    int result = 0;
+    return write_call(s, 0, 0, &key, &value, &size, 1, config, &result);
+}
+
+int mc_store_upsert(mc_store_t *s, const char *key, const void *value, size_t size,
+                    const mc_replicate_config_t *config)
+{
+    int result = 0;
+    return write_call(s, 1, 0, &key, &value, &size, 1, config, &result);
+}
+
+int mc_store_put_from(mc_store_t *s, const char *key, const void *buf, size_t size,
+                      const mc_replicate_config_t *config)
+{
+    int result = 0;
+    return write_call(s, 0, 1, &key, &buf, &size, 1, config, &result);
+}
+
+int mc_store_upsert_from(mc_store_t *s, const char *key, const void *buf, size_t size,
+                         const mc_replicate_config_t *config)
+{
+    int result = 0;
+    return write_call(s, 1, 1, &key, &buf, &size, 1, config, &result);
+}
+
+int mc_store_put_batch(mc_store_t *s, const char *const *keys, const void *const *values,
+                       const size_t *sizes, size_t n, const mc_replicate_config_t *config,
+                       int *results)
+{
+    return write_call(s, 0, 0, keys, values, sizes, n, config, results);
+}
+
+int mc_store_put_from_batch(mc_store_t *s, const char *const *keys, const void *const *bufs,
+                            const size_t *sizes, size_t n, const mc_replicate_config_t *config,
+                            int *results)
+{
+    return write_call(s, 0, 1, keys, bufs, sizes, n, config, results);
+}
+
+int mc_store_upsert_from_batch(mc_store_t *s, const char *const *keys, const void *const *bufs,
+                               const size_t *sizes, size_t n, const mc_replicate_config_t *config,
+                               int *results)
+{
+    return write_call(s, 1, 1, keys, bufs, sizes, n, config, results);
+}
+
+/* get, plain or zero-copy, single or batch: one path. */
+static int read_call(mc_store_t *s, int zero_copy, const char *const *keys, void *const *bufs,
+                     const size_t *capacities, size_t n, int64_t *results)
+{
+    int rc = enter(s, 1);
+    if (rc != 0)
+        return rc;
+    if ((!keys || !bufs || !capacities || !results) && n)
+        return LEAVE(s, MC_ERR_INVALID_PARAMS);
+    if (zero_copy && check_registered_all(s, (const void *const *)bufs, capacities, n) != 0) {
+        for (size_t i = 0; i < n; i++)
+            results[i] = MC_ERR_INVALID_PARAMS;
+        return LEAVE(s, MC_ERR_INVALID_PARAMS);
+    }
+    return LEAVE(s, read_objects(s, keys, bufs, capacities, n, results));
+}
+
+int64_t mc_store_get(mc_store_t *s, const char *key, void *buf, size_t capacity)
+{
+    int64_t result = 0;
+    int rc = read_call(s, 0, &key, &buf, &capacity, 1, &result);
+    return rc < 0 && result >= 0 ? rc : result;
+}
+
+int64_t mc_store_get_into(mc_store_t *s, const char *key, void *buf, size_t capacity)
+{
+    int64_t result = 0;
+    int rc = read_call(s, 1, &key, &buf, &capacity, 1, &result);
+    return rc < 0 && result >= 0 ? rc : result;
+}
+
+int mc_store_get_batch(mc_store_t *s, const char *const *keys, void *const *bufs,
+                       const size_t *capacities, size_t n, int64_t *results)
+{
+    return read_call(s, 0, keys, bufs, capacities, n, results);
+}
+
+int mc_store_get_into_batch(mc_store_t *s, const char *const *keys, void *const *bufs,
+                            const size_t *capacities, size_t n, int64_t *results)
+{
+    return read_call(s, 1, keys, bufs, capacities, n, results);
+}
+
+/* GetReplicaList for one key (grants the read lease, as upstream's get_size does). */
+static int replica_list(mc_store_t *s, const char *key, Mc__KeysResponse **resp)
+{
+    int rc = check_key(key);
+    if (rc != 0)
+        return rc;
+    char *k = (char *)key;
+    rc = keys_call(s, MC_RPC_GET_REPLICA_LIST, &k, NULL, 1, NULL, 0, NULL, resp);
+    if (rc == 0 && (*resp)->results[0]->code != 0) {
+        rc = (*resp)->results[0]->code;
+        mc__keys_response__free_unpacked(*resp, NULL);
+    }
+    return rc;
+}
+
+int64_t mc_store_get_size(mc_store_t *s, const char *key)
+{
+    int rc = enter(s, 0);
+    if (rc != 0)
+        return rc;
+    Mc__KeysResponse *resp;
+    rc = replica_list(s, key, &resp);
+    if (rc != 0)
+        return LEAVE(s, rc);
+    int64_t size = (int64_t)resp->results[0]->size;
+    mc__keys_response__free_unpacked(resp, NULL);
+    return LEAVE(s, size);
+}
+
+int mc_store_get_replica_desc(mc_store_t *s, const char *key, mc_replica_desc_t *out,
+                              size_t capacity, size_t *count)
+{
+    int rc = enter(s, 0);
+    if (rc != 0)
+        return rc;
+    if (!count || (capacity && !out))
+        return LEAVE(s, MC_ERR_INVALID_PARAMS);
+    *count = 0;
+    Mc__KeysResponse *resp;
+    rc = replica_list(s, key, &resp);
+    if (rc != 0)
+        return LEAVE(s, rc);
+    Mc__KeyResult *r = resp->results[0];
+    *count = r->n_replicas;
+    for (size_t i = 0; i < r->n_replicas && i < capacity; i++) {
+        mc_replica_desc_t *d = &out[i];
+        memset(d, 0, sizeof(*d));
+        d->type = (mc_replica_type_t)r->replicas[i]->type;
+        d->status = (mc_replica_status_t)r->replicas[i]->status;
+        snprintf(d->segment_name, sizeof(d->segment_name), "%s", r->replicas[i]->segment_name);
+        d->address = r->replicas[i]->address;
+        d->size = r->replicas[i]->size;
+        snprintf(d->file_path, sizeof(d->file_path), "%s", r->replicas[i]->file_path);
+    }
+    mc__keys_response__free_unpacked(resp, NULL);
+    return LEAVE(s, 0);
+}
+
+/* One RPC over keys whose results are per-key codes (exist, remove). */
+static int per_key_call(mc_store_t *s, uint16_t opcode, const char *const *keys, size_t n,
+                        int force, int *results)
+{
+    int rc = enter(s, 0);
+    if (rc != 0)
+        return rc;
+    if ((!keys || !results) && n)
+        return LEAVE(s, MC_ERR_INVALID_PARAMS);
+    char **ks = calloc(n ? n : 1, sizeof(char *));
+    size_t *idx = calloc(n ? n : 1, sizeof(size_t));
+    if (!ks || !idx) {
+        free(ks);
+        free(idx);
+        return LEAVE(s, MC_ERR_INTERNAL_ERROR);
+    }
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        results[i] = check_key(keys[i]);
+        if (results[i] == 0) {
+            ks[m] = (char *)keys[i];
+            idx[m++] = i;
+        }
+    }
+    Mc__KeysResponse *resp = NULL;
+    if (m > 0) {
+        rc = keys_call(s, opcode, ks, NULL, m, NULL, force, NULL, &resp);
+        for (size_t j = 0; j < m; j++) {
+            if (rc != 0)
+                results[idx[j]] = rc;
+            else if (opcode == MC_RPC_EXIST_KEY && resp->results[j]->code == 0)
+                results[idx[j]] = resp->results[j]->exists ? 1 : 0;
+            else
+                results[idx[j]] = resp->results[j]->code;
+        }
+        if (resp)
+            mc__keys_response__free_unpacked(resp, NULL);
+    }
+    free(ks);
+    free(idx);
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        if (results[i] < 0)
+            rc = results[i];
+    }
+    return LEAVE(s, rc);
+}
+
+int mc_store_exist(mc_store_t *s, const char *key)
+{
+    int result = 0;
+    int rc = per_key_call(s, MC_RPC_EXIST_KEY, &key, 1, 0, &result);
+    return rc < 0 ? rc : result;
+}
+
+int mc_store_batch_exist(mc_store_t *s, const char *const *keys, size_t n, int *results)
+{
+    return per_key_call(s, MC_RPC_EXIST_KEY, keys, n, 0, results);
+}
+
+int mc_store_remove(mc_store_t *s, const char *key, int force)
+{
+    int result = 0;
+    int rc = per_key_call(s, MC_RPC_REMOVE, &key, 1, force, &result);
+    return rc < 0 ? rc : result;
+}
+
+int mc_store_batch_remove(mc_store_t *s, const char *const *keys, size_t n, int force,
+                          int *results)
+{
+    return per_key_call(s, MC_RPC_REMOVE, keys, n, force, results);
+}
+
+static int64_t count_call(mc_store_t *s, uint16_t opcode, const char *regex, int force)
+{
+    int rc = enter(s, 0);
+    if (rc != 0)
+        return rc;
+    Mc__KeysResponse *resp;
+    rc = keys_call(s, opcode, NULL, NULL, 0, NULL, force, regex, &resp);
+    if (rc != 0)
+        return LEAVE(s, rc);
+    int64_t count = resp->count;
+    mc__keys_response__free_unpacked(resp, NULL);
+    return LEAVE(s, count);
+}
+
+int64_t mc_store_remove_all(mc_store_t *s, int force)
+{
+    return count_call(s, MC_RPC_REMOVE_ALL, NULL, force);
+}
+
+int64_t mc_store_remove_by_regex(mc_store_t *s, const char *regex, int force)
+{
+    if (!regex)
+        return MC_ERR_INVALID_PARAMS;
+    return count_call(s, MC_RPC_REMOVE_BY_REGEX, regex, force);
+}
+
+/* ---- lifecycle -------------------------------------------------------------------------- */
+
+static int segment_call(mc_store_t *s, uint16_t opcode)
+{
+    Mc__Segment seg = MC__SEGMENT__INIT;
+    Mc__Segment *segs[1] = {&seg};
+    Mc__SegmentRequest req = MC__SEGMENT_REQUEST__INIT;
+    seg.id = s->segment_id;
+    seg.name = (char *)mc_te_local_segment_name(s->te);
+    seg.base_address = (uint64_t)(uintptr_t)s->segment;
+    seg.size = s->global_segment_size;
+    seg.protocol = (char *)mc_te_protocol(s->te);
+    req.client_id = s->client_id;
+    req.n_segments = s->segment ? 1 : 0; /* none: a pure client registers itself for liveness */
+    req.segments = segs;
+    Mc__StatusResponse *resp;
+    int rc = mc_master_call_segments(s->rpc, opcode, &req, &resp);
+    if (rc != 0)
+        return rc;
+    rc = resp->code;
+    if (rc != 0)
+        MC_ERROR("master refused segment %s: %s %s", seg.name, mc_error_name(rc),
+                 resp->message ? resp->message : "");
+    mc__status_response__free_unpacked(resp, NULL);
+    return rc;
+}
+
+static void *ping_main(void *arg)
+{
+    mc_store_t *s = arg;
+    pthread_mutex_lock(&s->ping_lock);
+    while (!s->ping_stop) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += MC_PING_INTERVAL_MS / 1000;
+        pthread_cond_timedwait(&s->ping_cond, &s->ping_lock, &ts);
+        if (s->ping_stop)
+            break;
+        pthread_mutex_unlock(&s->ping_lock);
+
+        Mc__PingResponse *resp = NULL;
+        int rc = mc_master_call_ping(s->rpc, s->client_id, &resp);
+        if (rc != 0) {
+            if (atomic_exchange(&s->master_reachable, 0))
+                MC_WARN("master %s unreachable (%s); will re-mount when it is back",
+                        s->master_addr, mc_error_name(rc));
+            mc_rpc_client_reset(s->rpc);
+        } else {
+            if (resp->client_status == 2 /* NEED_REMOUNT */) {
+                int mrc = segment_call(s, MC_RPC_REMOUNT_SEGMENT);
+                if (mrc == 0 && s->segment)
+                    MC_INFO("re-mounted segment %s (%s) at master %s",
+                            mc_te_local_segment_name(s->te), s->segment_id, s->master_addr);
+            }
+            if (!atomic_exchange(&s->master_reachable, 1))
+                MC_INFO("master %s reachable", s->master_addr);
+            mc__ping_response__free_unpacked(resp, NULL);
+        }
+        pthread_mutex_lock(&s->ping_lock);
+    }
+    pthread_mutex_unlock(&s->ping_lock);
+    return NULL;
+}
+
+static int setup_checked(mc_store_t *s, const mc_store_config_t *c)
+{
+    int rc = mc_rpc_client_create(c->master_server_addr && *c->master_server_addr
+                                      ? c->master_server_addr
+                                      : MC_DEFAULT_MASTER,
+                                  MC_RPC_DEFAULT_TIMEOUT_MS, &s->rpc);
+    if (rc != 0)
+        return rc;
+    Mc__ServiceReadyResponse *ready;
+    rc = mc_master_call_service_ready(s->rpc, &ready);
+    if (rc != 0) {
+        MC_ERROR("cannot reach mooncake_master at %s: %s", s->master_addr, mc_error_name(rc));
+        return MC_ERR_RPC_FAIL;
+    }
+    int same = ready->version && !strcmp(ready->version, MC_VERSION_STRING);
+    if (!same)
+        MC_ERROR("master %s runs version %s, this client %s", s->master_addr,
+                 ready->version ? ready->version : "?", MC_VERSION_STRING);
+    mc__service_ready_response__free_unpacked(ready, NULL);
+    if (!same)
+        return MC_ERR_INVALID_VERSION;
+
+    mc_transfer_engine_config_t tc = {.local_server_name = c->local_hostname,
+                                      .metadata_server = c->metadata_server,
+                                      .protocol = c->protocol,
+                                      .device_names = c->device_name};
+    rc = mc_te_create(&tc, &s->te);
+    if (rc != 0)
+        return rc;
+    long page = sysconf(_SC_PAGESIZE);
+    if (s->global_segment_size > 0) {
+        s->global_segment_size = (s->global_segment_size + (uint64_t)page - 1) & ~((uint64_t)page - 1);
+        rc = mc_te_alloc_segment_memory(s->te, s->global_segment_size, &s->segment);
+        if (rc != 0)
+            return rc;
+        make_uuid(s->segment_id);
+        rc = segment_call(s, MC_RPC_MOUNT_SEGMENT);
+        if (rc != 0)
+            return rc;
+    } else {
+        /* Registers this client, so the master expires it (and revokes its puts) on silence. */
+        rc = segment_call(s, MC_RPC_REMOUNT_SEGMENT);
+        if (rc != 0)
+            return rc;
+    }
+    if (s->local_buffer_size > 0) {
+        void *p = mmap(NULL, s->local_buffer_size, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (p == MAP_FAILED) {
+            MC_ERROR("cannot map a local buffer of %llu bytes: %s",
+                     (unsigned long long)s->local_buffer_size, strerror(errno));
+            return MC_ERR_INTERNAL_ERROR;
+        }
+        s->local_buffer = p;
+    }
+    atomic_store(&s->master_reachable, 1);
+    if (pthread_create(&s->ping_thread, NULL, ping_main, s) != 0)
+        return MC_ERR_INTERNAL_ERROR;
+    s->ping_started = 1;
+    return 0;
+}
+
+int mc_store_setup(const mc_store_config_t *c, mc_store_t **out)
+{
+    if (!c || !out)
+        return MC_ERR_INVALID_PARAMS;
+    *out = NULL;
+    if (c->global_segment_size > MC_MAX_VALUE_SIZE || c->local_buffer_size > MC_MAX_VALUE_SIZE) {
+        MC_ERROR("segment or local buffer larger than 1 TiB");
+        return MC_ERR_INVALID_PARAMS;
+    }
+    if (!c->local_hostname || !*c->local_hostname) {
+        MC_ERROR("local_hostname is required (host or host:port)");
+        return MC_ERR_INVALID_PARAMS;
+    }
+    mc_store_t *s = calloc(1, sizeof(*s));
+    if (!s)
+        return MC_ERR_INTERNAL_ERROR;
+    make_uuid(s->client_id);
+    s->master_addr = strdup(c->master_server_addr && *c->master_server_addr
+                                ? c->master_server_addr
+                                : MC_DEFAULT_MASTER);
+    s->global_segment_size = c->global_segment_size;
+    s->local_buffer_size = c->local_buffer_size;
+    pthread_mutex_init(&s->close_lock, NULL);
+    pthread_mutex_init(&s->ping_lock, NULL);
+    pthread_cond_init(&s->ping_cond, NULL);
+    pthread_rwlock_init(&s->buffers_lock, NULL);
+    pthread_rwlock_init(&s->op_lock, NULL);
+    int rc = s->master_addr ? setup_checked(s, c) : MC_ERR_INTERNAL_ERROR;
+    if (rc != 0) {
+        mc_store_free(s);
+        return rc;
+    }
+    MC_INFO("store client %s ready: segment %s (%llu bytes), local buffer %llu bytes, master %s",
+            s->client_id, mc_te_local_segment_name(s->te),
+            (unsigned long long)s->global_segment_size,
+            (unsigned long long)s->local_buffer_size, s->master_addr);
+    *out = s;
+    return 0;
+}
+
+int mc_store_close(mc_store_t *s)
+{
+    if (!s)
+        return 0;
+    pthread_mutex_lock(&s->close_lock);
+    pthread_rwlock_wrlock(&s->op_lock); /* waits for calls in flight */
+    int was_closed = atomic_exchange(&s->closed, 1);
+    pthread_rwlock_unlock(&s->op_lock);
+    if (was_closed) {
+        pthread_mutex_unlock(&s->close_lock);
+        return 0;
+    }
+    if (s->ping_started) {
+        pthread_mutex_lock(&s->ping_lock);
+        s->ping_stop = 1;
+        pthread_cond_broadcast(&s->ping_cond);
+        pthread_mutex_unlock(&s->ping_lock);
+        pthread_join(s->ping_thread, NULL);
+        s->ping_started = 0;
+    }
+    if (s->segment && s->rpc && s->segment_id[0]) {
+        int rc = segment_call(s, MC_RPC_UNMOUNT_SEGMENT);
+        if (rc != 0 && rc != MC_ERR_SEGMENT_NOT_FOUND)
+            MC_WARN("unmounting segment %s at close: %s", s->segment_id, mc_error_name(rc));
+    }
+    if (s->te)
+        mc_te_destroy(s->te); /* frees the segment memory and unregisters user buffers */
+    s->te = NULL;
+    s->segment = NULL;
+    if (s->local_buffer)
+        munmap(s->local_buffer, s->local_buffer_size);
+    s->local_buffer = NULL;
+    mc_rpc_client_destroy(s->rpc);
+    s->rpc = NULL;
+    pthread_mutex_unlock(&s->close_lock);
+    return 0;
+}
+
+void mc_store_free(mc_store_t *s)
+{
+    if (!s)
+        return;
+    mc_store_close(s);
+    pthread_mutex_destroy(&s->close_lock);
+    pthread_mutex_destroy(&s->ping_lock);
+    pthread_cond_destroy(&s->ping_cond);
+    pthread_rwlock_destroy(&s->buffers_lock);
+    pthread_rwlock_destroy(&s->op_lock);
+    free(s->buffers);
+    free(s->master_addr);
+    free(s);
+}
+
+int mc_store_health_check(mc_store_t *s)
+{
+    if (enter(s, 0) != 0)
+        return 1;
+    Mc__ServiceReadyResponse *r;
+    if (mc_master_call_service_ready(s->rpc, &r) != 0)
+        return LEAVE(s, 2);
+    mc__service_ready_response__free_unpacked(r, NULL);
+    return LEAVE(s, 0);
+}
+
+const char *mc_store_get_hostname(const mc_store_t *s)
+{
+    return s && s->te ? mc_te_local_segment_name(s->te) : "";
+}

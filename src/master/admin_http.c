@@ -1,0 +1,387 @@
+/*
+ * admin_http.c — the master's admin/metrics HTTP server (admin_http.h) on libmicrohttpd.
+ *
+ * Every route is a read of the Master Service (mc_master_get_stats, list_segments, query_key)
+ * and of the RPC server's counters, rendered into a fresh buffer per request; nothing here holds
+ * state of its own besides the start time. The listening socket is opened with
+ * mc_net_listen_tcp and handed to libmicrohttpd, so a bind failure is reported exactly once, in
+ * the same words as the RPC server's.
+ */
+#include "admin_http.h"
+
+#include "log.h"
+#include "mooncake/errors.h"
+#include "net.h"
+#include "parse.h"
+
+#include <inttypes.h>
+#include <jansson.h>
+#include <microhttpd.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define ADMIN_BACKLOG 128
+#define ADMIN_CONNECTION_TIMEOUT_S 30u
+#define ADMIN_QUERY_REPLICAS 32
+#define ADMIN_CONTENT_PROMETHEUS "text/plain; version=0.0.4; charset=utf-8"
+#define ADMIN_CONTENT_TEXT "text/plain; charset=utf-8"
+#define ADMIN_CONTENT_JSON "application/json"
+
+struct mc_admin_http {
+    struct MHD_Daemon *daemon;
+    mc_master_t *master;
+    mc_rpc_server_t *rpc;
+    char *settings;
+    uint64_t started_ms;
+    int port;
+};
+
+/* A response body: text built with open_memstream, or JSON dumped by jansson. */
+typedef struct admin_reply {
+    unsigned int status;
+    const char *content_type;
+    char *body; /* malloc'd */
+    size_t len;
+} admin_reply_t;
+
+/* ---- rendering --------------------------------------------------------------------------- */
+
+static void metric(FILE *f, const char *name, const char *type, const char *help, uint64_t value)
+{
+    fprintf(f, "# HELP %s %s\n# TYPE %s %s\n%s %" PRIu64 "\n", name, help, name, type, name, value);
+}
+
+static void render_metrics(mc_admin_http_t *a, FILE *f)
+{
+    mc_master_stats_t st;
+    mc_rpc_server_stats_t rs;
+    mc_rpc_method_stats_t ms[MC_RPC_METHOD_COUNT];
+    mc_master_get_stats(a->master, &st);
+    size_t nm = mc_rpc_server_get_stats(a->rpc, &rs, ms, MC_RPC_METHOD_COUNT);
+
+    metric(f, "master_total_capacity_bytes", "gauge",
+           "Total size of all mounted memory segments, in bytes.", st.capacity_bytes);
+    metric(f, "master_allocated_bytes", "gauge", "Bytes allocated to object replicas.",
+           st.used_bytes);
+    metric(f, "master_key_count", "gauge", "Objects in the index (complete and in-progress).",
+           st.key_count);
+    metric(f, "master_processing_keys", "gauge", "Objects whose put is still in progress.",
+           st.processing_count);
+    metric(f, "master_active_clients", "gauge", "Clients whose liveness TTL has not expired.",
+           st.client_count);
+    metric(f, "master_segment_count", "gauge", "Mounted memory segments.", st.segment_count);
+    metric(f, "master_evicted_key_count", "counter", "Objects evicted since start.",
+           st.evicted_keys);
+    metric(f, "master_eviction_runs_total", "counter", "Eviction rounds run since start.",
+           st.eviction_runs);
+    metric(f, "master_leased_keys", "gauge", "Objects with an active read lease.", st.leased_count);
+    metric(f, "master_soft_pinned_keys", "gauge", "Soft-pinned objects.", st.soft_pinned_count);
+    metric(f, "master_hard_pinned_keys", "gauge", "Hard-pinned objects.", st.hard_pinned_count);
+    metric(f, "master_expired_clients_total", "counter",
+           "Clients dropped after their liveness TTL since start.", st.expired_clients);
+    metric(f, "master_revoked_puts_total", "counter",
+           "Puts revoked by timeout or client expiry since start.", st.revoked_puts);
+    metric(f, "master_rpc_connections_active", "gauge", "Open RPC connections.",
+           rs.connections_active);
+    metric(f, "master_rpc_connections_total", "counter", "RPC connections accepted since start.",
+           rs.connections_accepted);
+    metric(f, "master_rpc_connections_rejected_total", "counter",
+           "RPC connections refused over the connection limit.", rs.connections_rejected);
+    metric(f, "master_rpc_protocol_errors_total", "counter",
+           "RPC connections closed for a malformed frame or body.", rs.protocol_errors);
+
+    fprintf(f, "# HELP master_rpc_requests_total RPC requests handled, by method.\n"
+               "# TYPE master_rpc_requests_total counter\n");
+    for (size_t i = 0; i < nm; i++)
+        fprintf(f, "master_rpc_requests_total{method=\"%s\"} %" PRIu64 "\n", ms[i].method,
+                ms[i].total);
+    fprintf(f, "# HELP master_rpc_success_total RPC requests that succeeded for every key, by "
+               "method.\n# TYPE master_rpc_success_total counter\n");
+    for (size_t i = 0; i < nm; i++)
+        fprintf(f, "master_rpc_success_total{method=\"%s\"} %" PRIu64 "\n", ms[i].method,
+                ms[i].success);
+}
+
+static void render_summary(mc_admin_http_t *a, FILE *f)
+{
+    mc_master_stats_t st;
+    mc_rpc_server_stats_t rs;
+    mc_rpc_method_stats_t ms[MC_RPC_METHOD_COUNT];
+    char used[32], cap[32];
+    mc_master_get_stats(a->master, &st);
+    size_t nm = mc_rpc_server_get_stats(a->rpc, &rs, ms, MC_RPC_METHOD_COUNT);
+    double pct = st.capacity_bytes ? 100.0 * (double)st.used_bytes / (double)st.capacity_bytes : 0;
+
+    fprintf(f, "Mooncake master %s, up %" PRIu64 " s\n", MC_VERSION_STRING,
+            (mc_now_ms() - a->started_ms) / 1000);
+    fprintf(f, "Memory: %s used of %s (%.1f%%) in %" PRIu64 " segments\n",
+            mc_format_size(st.used_bytes, used, sizeof(used)),
+            mc_format_size(st.capacity_bytes, cap, sizeof(cap)), pct, st.segment_count);
+    fprintf(f,
+            "Keys: %" PRIu64 " (complete %" PRIu64 ", processing %" PRIu64 "; leased %" PRIu64
+            ", soft-pinned %" PRIu64 ", hard-pinned %" PRIu64 ")\n",
+            st.key_count, st.complete_count, st.processing_count, st.leased_count,
+            st.soft_pinned_count, st.hard_pinned_count);
+    fprintf(f, "Clients: %" PRIu64 " live, %" PRIu64 " expired since start\n", st.client_count,
+            st.expired_clients);
+    fprintf(f, "Eviction: %" PRIu64 " keys in %" PRIu64 " runs; revoked puts: %" PRIu64 "\n",
+            st.evicted_keys, st.eviction_runs, st.revoked_puts);
+    fprintf(f,
+            "RPC connections: %" PRIu64 " open, %" PRIu64 " accepted, %" PRIu64
+            " rejected, %" PRIu64 " protocol errors\n",
+            rs.connections_active, rs.connections_accepted, rs.connections_rejected,
+            rs.protocol_errors);
+    fprintf(f, "Requests (success/total):");
+    for (size_t i = 0; i < nm; i++)
+        fprintf(f, " %s=%" PRIu64 "/%" PRIu64, ms[i].method, ms[i].success, ms[i].total);
+    fprintf(f, "\n");
+    if (a->settings)
+        fprintf(f, "Settings: %s\n", a->settings);
+}
+
+/* Every mounted segment name once, one per line, in mount order. */
+static void render_segments(mc_admin_http_t *a, FILE *f)
+{
+    size_t cap = 64;
+    mc_segment_info_t *segs = NULL;
+    size_t n;
+    for (;;) {
+        mc_segment_info_t *more = realloc(segs, cap * sizeof(*segs));
+        if (!more) {
+            free(segs);
+            return;
+        }
+        segs = more;
+        n = mc_master_list_segments(a->master, segs, cap);
+        if (n <= cap)
+            break;
+        cap = n + 16; /* more were mounted than fit: retry with room for them */
+    }
+    for (size_t i = 0; i < n; i++) {
+        int seen = 0;
+        for (size_t j = 0; j < i && !seen; j++)
+            seen = strcmp(segs[i].name, segs[j].name) == 0;
+        if (!seen)
+            fprintf(f, "%s\n", segs[i].name);
+    }
+    free(segs);
+}
+
+static const char *replica_type_name(mc_replica_type_t t)
+{
+    switch (t) {
+    case MC_REPLICA_MEMORY:
+        return "MEMORY";
+    case MC_REPLICA_DISK:
+        return "DISK";
+    case MC_REPLICA_LOCAL_DISK:
+        return "LOCAL_DISK";
+    case MC_REPLICA_DFS:
+        return "DFS";
+    }
+    return "UNKNOWN";
+}
+
+static const char *replica_status_name(mc_replica_status_t s)
+{
+    static const char *const names[] = {"UNDEFINED", "INITIALIZED", "PROCESSING",
+                                        "COMPLETE",  "REMOVED",     "FAILED"};
+    return (unsigned)s < sizeof(names) / sizeof(names[0]) ? names[s] : "UNKNOWN";
+}
+
+static void reply_json(admin_reply_t *r, unsigned int status, json_t *obj)
+{
+    r->status = status;
+    r->content_type = ADMIN_CONTENT_JSON;
+    r->body = obj ? json_dumps(obj, JSON_COMPACT) : NULL;
+    r->len = r->body ? strlen(r->body) : 0;
+    json_decref(obj);
+}
+
+static void reply_error_json(admin_reply_t *r, unsigned int status, const char *error,
+                             const char *key)
+{
+    json_t *o = json_pack("{s:s}", "error", error);
+    if (o && key)
+        json_object_set_new(o, "key", json_string_nocheck(key));
+    reply_json(r, status, o);
+}
+
+static void route_query_key(mc_admin_http_t *a, struct MHD_Connection *conn, admin_reply_t *r)
+{
+    const char *key = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "key");
+    if (!key || !*key) {
+        reply_error_json(r, MHD_HTTP_BAD_REQUEST, "missing key parameter", NULL);
+        return;
+    }
+    mc_replica_desc_t reps[ADMIN_QUERY_REPLICAS];
+    size_t n = 0;
+    uint64_t size = 0, lease = 0;
+    int rc = mc_master_query_key(a->master, key, reps, ADMIN_QUERY_REPLICAS, &n, &size, &lease);
+    if (rc == MC_ERR_OBJECT_NOT_FOUND) {
+        reply_error_json(r, MHD_HTTP_NOT_FOUND, "key not found", key);
+        return;
+    }
+    if (rc != 0) {
+        reply_error_json(r, MHD_HTTP_BAD_REQUEST, mc_error_name(rc), key);
+        return;
+    }
+    if (n > ADMIN_QUERY_REPLICAS)
+        n = ADMIN_QUERY_REPLICAS;
+    json_t *list = json_array();
+    for (size_t i = 0; list && i < n; i++) {
+        json_t *o =
+            json_pack("{s:s,s:s,s:s,s:I,s:I}", "type", replica_type_name(reps[i].type), "status",
+                      replica_status_name(reps[i].status), "segment_name", reps[i].segment_name,
+                      "address", (json_int_t)reps[i].address, "size", (json_int_t)reps[i].size);
+        if (o && reps[i].file_path[0])
+            json_object_set_new(o, "file_path", json_string(reps[i].file_path));
+        json_array_append_new(list, o);
+    }
+    json_t *obj = json_pack("{s:s,s:I,s:I,s:o}", "key", key, "size", (json_int_t)size,
+                            "lease_remaining_ms", (json_int_t)lease, "replicas", list);
+    if (!obj)
+        reply_error_json(r, MHD_HTTP_INTERNAL_SERVER_ERROR, "cannot encode the reply", NULL);
+    else
+        reply_json(r, MHD_HTTP_OK, obj);
+}
+
+static void route_health(mc_admin_http_t *a, admin_reply_t *r)
+{
+    mc_master_stats_t st;
+    mc_master_get_stats(a->master, &st);
+    json_t *o = json_pack("{s:s,s:s,s:I,s:I,s:I,s:I}", "status", "ok", "version", MC_VERSION_STRING,
+                          "uptime_seconds", (json_int_t)((mc_now_ms() - a->started_ms) / 1000),
+                          "segments", (json_int_t)st.segment_count, "keys",
+                          (json_int_t)st.key_count, "clients", (json_int_t)st.client_count);
+    reply_json(r, MHD_HTTP_OK, o);
+}
+
+/* Runs a text renderer into r. */
+static void reply_text(admin_reply_t *r, const char *type,
+                       void (*render)(mc_admin_http_t *, FILE *), mc_admin_http_t *a)
+{
+    FILE *f = open_memstream(&r->body, &r->len);
+    r->status = MHD_HTTP_OK;
+    r->content_type = type;
+    if (!f) {
+        r->body = NULL;
+        r->len = 0;
+        return;
+    }
+    render(a, f);
+    fclose(f);
+}
+
+static void route(mc_admin_http_t *a, struct MHD_Connection *conn, const char *url,
+                  admin_reply_t *r)
+{
+    if (!strcmp(url, "/metrics"))
+        reply_text(r, ADMIN_CONTENT_PROMETHEUS, render_metrics, a);
+    else if (!strcmp(url, "/metrics/summary"))
+        reply_text(r, ADMIN_CONTENT_TEXT, render_summary, a);
+    else if (!strcmp(url, "/get_all_segments"))
+        reply_text(r, ADMIN_CONTENT_TEXT, render_segments, a);
+    else if (!strcmp(url, "/health"))
+        route_health(a, r);
+    else if (!strcmp(url, "/query_key"))
+        route_query_key(a, conn, r);
+    else
+        reply_error_json(r, MHD_HTTP_NOT_FOUND, "no such path", NULL);
+}
+
+/* ---- libmicrohttpd glue ------------------------------------------------------------------ */
+
+static enum MHD_Result admin_handle(void *cls, struct MHD_Connection *conn, const char *url,
+                                    const char *method, const char *version,
+                                    const char *upload_data, size_t *upload_data_size,
+                                    void **req_cls)
+{
+    mc_admin_http_t *a = cls;
+    admin_reply_t r = {0};
+
+    if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
+        reply_error_json(&r, MHD_HTTP_METHOD_NOT_ALLOWED, "only GET is served", NULL);
+    else
+        route(a, conn, url, &r);
+
+    if (!r.body)
+        return MHD_NO; /* out of memory: libmicrohttpd closes the connection */
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer(r.len, r.body, MHD_RESPMEM_MUST_FREE);
+    if (!resp) {
+        free(r.body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, r.content_type);
+    enum MHD_Result ret = MHD_queue_response(conn, r.status, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
+static void admin_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    char buf[512];
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    size_t n = strlen(buf);
+    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
+        buf[--n] = '\0';
+    MC_WARN("admin HTTP: libmicrohttpd: %s", buf);
+}
+
+int mc_admin_http_start(const mc_admin_http_config_t *config, mc_admin_http_t **out)
+{
+    if (!config || !config->master || !out || config->port < 0 || config->port > 65535)
+        return MC_ERR_INVALID_PARAMS;
+    *out = NULL;
+    mc_admin_http_t *a = calloc(1, sizeof(*a));
+    if (!a)
+        return MC_ERR_INTERNAL_ERROR;
+    a->master = config->master;
+    a->rpc = config->rpc;
+    a->started_ms = mc_now_ms();
+    if (config->settings && !(a->settings = strdup(config->settings))) {
+        free(a);
+        return MC_ERR_INTERNAL_ERROR;
+    }
+    int fd = mc_net_listen_tcp(config->host, config->port, ADMIN_BACKLOG, &a->port);
+    if (fd < 0) {
+        free(a->settings);
+        free(a);
+        return fd; /* mc_net_listen_tcp logged host:port and the reason */
+    }
+    /* libmicrohttpd owns fd from here: MHD_stop_daemon closes it. */
+    unsigned int flags =
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC | MHD_USE_ERROR_LOG;
+    a->daemon =
+        MHD_start_daemon(flags, 0, NULL, NULL, admin_handle, a, MHD_OPTION_EXTERNAL_LOGGER,
+                         admin_mhd_log, NULL, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
+                         MHD_OPTION_CONNECTION_TIMEOUT, ADMIN_CONNECTION_TIMEOUT_S, MHD_OPTION_END);
+    if (!a->daemon) {
+        MC_ERROR("admin HTTP: cannot start serving on %s:%d", config->host ? config->host : "",
+                 a->port);
+        close(fd);
+        free(a->settings);
+        free(a);
+        return MC_ERR_INTERNAL_ERROR;
+    }
+    *out = a;
+    return 0;
+}
+
+int mc_admin_http_port(const mc_admin_http_t *server)
+{
+    return server ? server->port : -1;
+}
+
+void mc_admin_http_stop(mc_admin_http_t *server)
+{
+    if (!server)
+        return;
+    MHD_stop_daemon(server->daemon);
+    free(server->settings);
+    free(server);
+}

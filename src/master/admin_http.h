@@ -1,0 +1,46 @@
+/*
+ * admin_http.h — the master's admin and metrics HTTP server (upstream's master_admin_service),
+ * on libmicrohttpd, served on --metrics_host:--metrics_port (0.0.0.0:9003). Read-only:
+ *
+ *   GET /metrics           Prometheus text exposition (# HELP / # TYPE per family): master_*
+ *                          gauges and counters from mc_master_get_stats, and per-RPC
+ *                          master_rpc_requests_total{method="PutStart"} / master_rpc_success_total
+ *   GET /metrics/summary   the same numbers as human-readable lines, plus the effective settings
+ *   GET /health            200 {"status":"ok","version":...,"uptime_seconds":...,...}
+ *   GET /get_all_segments  text/plain, one mounted segment name per line (empty body when none),
+ *                          as upstream: SGLang's check_server polls it until non-empty
+ *   GET /query_key?key=K   200 JSON {key,size,lease_remaining_ms,replicas:[...]}; 404 JSON when
+ *                          absent; 400 when `key` is missing or not a valid key
+ *   other paths -> 404, other methods -> 405.
+ *
+ * One libmicrohttpd polling thread serves every connection. Ownership: the server borrows
+ * `master` and `rpc` (which must outlive it); `settings` is copied. Thread-safety: start/stop
+ * from one thread.
+ */
+#ifndef MC_MASTER_ADMIN_HTTP_H
+#define MC_MASTER_ADMIN_HTTP_H
+
+#include "master_service.h"
+#include "rpc_server.h"
+
+typedef struct mc_admin_http mc_admin_http_t; /* handle */
+
+typedef struct mc_admin_http_config {
+    const char *host;     /* "0.0.0.0" = every interface */
+    int port;             /* 0 = any free port */
+    mc_master_t *master;  /* required */
+    mc_rpc_server_t *rpc; /* may be NULL: RPC counters read as 0 */
+    const char *settings; /* may be NULL: one line of effective settings for /metrics/summary */
+} mc_admin_http_config_t;
+
+/*
+ * Binds and starts serving. Returns 0, MC_ERR_INVALID_PARAMS (bad host/port, no master) or
+ * MC_ERR_INTERNAL_ERROR (cannot bind: one ERROR line names host:port and the reason).
+ */
+int mc_admin_http_start(const mc_admin_http_config_t *config, mc_admin_http_t **out);
+/* The port actually bound. */
+int mc_admin_http_port(const mc_admin_http_t *server);
+/* Stops the thread and frees the server. NULL is a no-op. */
+void mc_admin_http_stop(mc_admin_http_t *server);
+
+#endif /* MC_MASTER_ADMIN_HTTP_H */

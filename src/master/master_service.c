@@ -1,0 +1,1287 @@
+/*
+ * master_service.c — the Master Service core (master_service.h): segments and their allocators,
+ * the client table and its liveness, placement, the put/upsert protocol, reads and leases,
+ * removal, deferred frees, stats, and the two background threads. Eviction policy is in
+ * eviction.c; the state both share is in master_internal.h.
+ *
+ * One mutex guards all state: every operation is a few hash probes and allocator steps, so
+ * sharding would buy little below millions of operations per second and cost clarity. The only
+ * O(objects) work under the lock is an eviction pass, remove_all/regex, and the stats scan.
+ *
+ * How a value's extents are released depends on who may still read them: a reader holds a read
+ * lease (lease_timeout), so extents of a value that is removed with force, or replaced by an
+ * upsert, while the lease runs go on the deferred-free list and are freed when it ends; otherwise
+ * at once. Extents of puts in progress are invisible to readers and freed at once on revoke.
+ */
+#include "master_internal.h"
+
+#include "log.h"
+#include "net.h"
+
+#include <assert.h>
+#include <inttypes.h>
+#include <regex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* ---- configuration, clock, small helpers ---------------------------------------------------- */
+
+void mc_master_config_default(mc_master_config_t *config)
+{
+    *config = (mc_master_config_t){
+        .default_kv_lease_ttl_ms = 10000,
+        .default_kv_soft_pin_ttl_ms = 1800000,
+        .max_kv_soft_pin_ttl_ms = 86400000,
+        .allow_evict_soft_pinned_objects = 1,
+        .eviction_ratio = 0.05,
+        .eviction_high_watermark_ratio = 0.90,
+        .client_ttl_ms = 10000,
+        .put_start_discard_timeout_ms = 30000,
+        .put_start_release_timeout_ms = 600000,
+        .enable_offload = 0,
+        .offload_on_evict = 0,
+    };
+}
+
+static uint64_t monotonic_clock(void *arg)
+{
+    (void)arg;
+    return mc_now_ms();
+}
+
+uint64_t mc_master_now_locked(mc_master_t *m)
+{
+    return m->clock(m->clock_arg);
+}
+
+/* Milliseconds from `since` to `now`; 0 if a test clock went backwards. */
+static uint64_t elapsed_ms(uint64_t now, uint64_t since)
+{
+    return now > since ? now - since : 0;
+}
+
+static uint64_t align_up(uint64_t size)
+{
+    return (size + MC_ALLOC_ALIGN - 1) & ~(uint64_t)(MC_ALLOC_ALIGN - 1);
+}
+
+static uint64_t next_random(mc_master_t *m)
+{
+    uint64_t x = m->rng;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    m->rng = x;
+    return x;
+}
+
+/* Length of a valid key, or MC_ERR_INVALID_KEY. */
+static int64_t key_length(const char *key)
+{
+    if (!key)
+        return MC_ERR_INVALID_KEY;
+    size_t n = strnlen(key, MC_MAX_KEY_LEN + 1);
+    if (n == 0 || n > MC_MAX_KEY_LEN)
+        return MC_ERR_INVALID_KEY;
+    return (int64_t)n;
+}
+
+/* A NUL-terminated, non-empty string that fits in `cap` bytes. */
+static int text_ok(const char *s, size_t cap)
+{
+    return s && s[0] && strnlen(s, cap) < cap;
+}
+
+static int client_id_ok(const char *id)
+{
+    return text_ok(id, MC_CLIENT_ID_MAX);
+}
+
+/* ---- segments -------------------------------------------------------------------------------- */
+
+static mc_segment_t *segment_at(const mc_master_t *m, uint32_t slot)
+{
+    return slot < m->seg_cap ? m->segs[slot] : NULL;
+}
+
+static int segment_find(const mc_master_t *m, const char *id)
+{
+    for (size_t k = 0; k < m->seg_cap; k++) {
+        if (m->segs[k] && strcmp(m->segs[k]->info.id, id) == 0)
+            return (int)k;
+    }
+    return -1;
+}
+
+void mc_master_usage_locked(mc_master_t *m, uint64_t *used, uint64_t *capacity)
+{
+    *used = *capacity = 0;
+    for (size_t k = 0; k < m->seg_cap; k++) {
+        if (m->segs[k]) {
+            *used += mc_alloc_used(m->segs[k]->alloc);
+            *capacity += m->segs[k]->info.size;
+        }
+    }
+}
+
+/* Recomputes m->largest_capacity after a mount or unmount. */
+static void update_largest_capacity(mc_master_t *m)
+{
+    m->largest_capacity = 0;
+    for (size_t k = 0; k < m->seg_cap; k++) {
+        if (m->segs[k] && mc_alloc_capacity(m->segs[k]->alloc) > m->largest_capacity)
+            m->largest_capacity = mc_alloc_capacity(m->segs[k]->alloc);
+    }
+}
+
+/* ---- extents --------------------------------------------------------------------------------- */
+
+static void extent_free(mc_master_t *m, mc_replica_ref_t ref)
+{
+    int rc = mc_alloc_free(segment_at(m, ref.seg)->alloc, ref.handle);
+    assert(rc == 0);
+    (void)rc;
+}
+
+/* Frees the extent now, or once `lease_until` has passed. */
+static void extent_release(mc_master_t *m, mc_replica_ref_t ref, uint64_t lease_until, uint64_t now)
+{
+    if (lease_until <= now) {
+        extent_free(m, ref);
+        return;
+    }
+    mc_alloc_set_cookie(segment_at(m, ref.seg)->alloc, ref.handle, NULL);
+    if (m->deferred_count == m->deferred_cap) {
+        size_t cap = m->deferred_cap ? m->deferred_cap * 2 : 64;
+        mc_deferred_free_t *d = realloc(m->deferred, cap * sizeof(*d));
+        if (!d) {
+            /* Freeing now could hand a leased reader's bytes to a writer; keeping the extent
+             * until its segment is unmounted only costs space. */
+            MC_ERROR("out of memory deferring a free: extent kept until its segment unmounts");
+            return;
+        }
+        m->deferred = d;
+        m->deferred_cap = cap;
+    }
+    m->deferred[m->deferred_count++] =
+        (mc_deferred_free_t){.seg = ref.seg, .handle = ref.handle, .free_at = lease_until};
+}
+
+static void set_cookies(mc_master_t *m, const mc_replica_ref_t *rep, unsigned n, uint64_t size,
+                        void *cookie)
+{
+    if (size == 0)
+        return; /* nominal replicas: nothing allocated */
+    for (unsigned i = 0; i < n; i++)
+        mc_alloc_set_cookie(segment_at(m, rep[i].seg)->alloc, rep[i].handle, cookie);
+}
+
+static int replicas_use_segment(const mc_replica_ref_t *rep, unsigned n, uint32_t slot)
+{
+    for (unsigned i = 0; i < n; i++) {
+        if (rep[i].seg == slot)
+            return 1;
+    }
+    return 0;
+}
+
+/* ---- objects and puts in progress ------------------------------------------------------------ */
+
+static void object_forget(mc_master_t *m, mc_object_t *o)
+{
+    assert(!o->complete && !o->pending);
+    mc_index_remove(&m->index, o);
+    mc_object_free(o);
+}
+
+static void pending_link(mc_master_t *m, mc_pending_put_t *p)
+{
+    p->next = &m->pending;
+    p->prev = m->pending.prev;
+    m->pending.prev->next = p;
+    m->pending.prev = p;
+    m->pending_count++;
+}
+
+static void pending_unlink(mc_master_t *m, mc_pending_put_t *p)
+{
+    p->prev->next = p->next;
+    p->next->prev = p->prev;
+    m->pending_count--;
+}
+
+/*
+ * Drops the put in progress on `o` and frees its extents (nobody reads them). `counted`: revoked
+ * by the master (timeout, client expiry), not by the writer. Returns 1 when `o` was deleted (it
+ * had no readable value).
+ */
+static int pending_revoke(mc_master_t *m, mc_object_t *o, int counted)
+{
+    mc_pending_put_t *p = o->pending;
+    if (p->size > 0) {
+        for (unsigned i = 0; i < p->nrep; i++)
+            extent_free(m, p->rep[i]);
+    }
+    pending_unlink(m, p);
+    o->pending = NULL;
+    free(p);
+    if (counted)
+        m->revoked_puts++;
+    if (o->complete)
+        return 0;
+    object_forget(m, o);
+    return 1;
+}
+
+/* The readable value is gone (its extents already released): PROCESSING again, or deleted. */
+static int value_lost(mc_master_t *m, mc_object_t *o)
+{
+    o->complete = 0;
+    o->nrep = 0;
+    o->lease_timeout = 0;
+    o->soft_pin_until = 0;
+    o->hard_pinned = 0;
+    m->complete_count--;
+    if (o->pending)
+        return 0;
+    object_forget(m, o);
+    return 1;
+}
+
+int mc_master_drop_value_locked(mc_master_t *m, mc_object_t *o, uint64_t now)
+{
+    assert(o->complete);
+    if (o->size > 0) {
+        for (unsigned i = 0; i < o->nrep; i++)
+            extent_release(m, o->rep[i], o->lease_timeout, now);
+    }
+    return value_lost(m, o);
+}
+
+/* Moves `o` into a record with room for `cap` replicas; NULL (and `o` untouched) on no memory. */
+static mc_object_t *object_regrow(mc_master_t *m, mc_object_t *o, unsigned cap)
+{
+    mc_object_t *n = mc_object_new(mc_object_key(o), o->key_len, cap);
+    if (!n)
+        return NULL;
+    n->size = o->size;
+    n->lease_timeout = o->lease_timeout;
+    n->soft_pin_until = o->soft_pin_until;
+    n->complete_ms = o->complete_ms;
+    n->pending = o->pending;
+    n->nrep = o->nrep;
+    n->complete = o->complete;
+    n->hard_pinned = o->hard_pinned;
+    memcpy(n->rep, o->rep, o->nrep * sizeof(n->rep[0]));
+    mc_index_replace(&m->index, o, n);
+    if (n->complete)
+        set_cookies(m, n->rep, n->nrep, n->size, n);
+    if (n->pending) {
+        n->pending->obj = n;
+        set_cookies(m, n->pending->rep, n->pending->nrep, n->pending->size, n);
+    }
+    mc_object_free(o);
+    return n;
+}
+
+/* PROCESSING -> COMPLETE (or an upsert's swap). */
+static int pending_commit(mc_master_t *m, mc_object_t *o, uint64_t now)
+{
+    mc_pending_put_t *p = o->pending;
+    if (p->nrep > o->rep_cap) {
+        o = object_regrow(m, o, p->nrep);
+        if (!o)
+            return MC_ERR_INTERNAL_ERROR;
+    }
+    if (o->complete) {
+        if (o->size > 0) {
+            for (unsigned i = 0; i < o->nrep; i++)
+                extent_release(m, o->rep[i], o->lease_timeout, now);
+        }
+    } else {
+        m->complete_count++;
+    }
+    memcpy(o->rep, p->rep, p->nrep * sizeof(o->rep[0]));
+    o->nrep = p->nrep;
+    o->size = p->size;
+    o->complete = 1;
+    o->complete_ms = now;
+    if (p->soft_pin_action == MC_SOFT_PIN_ENABLE)
+        o->soft_pin_until = now + p->soft_pin_ttl_ms;
+    else if (p->soft_pin_action == MC_SOFT_PIN_DISABLE)
+        o->soft_pin_until = 0;
+    o->hard_pinned |= p->hard_pin;
+    set_cookies(m, o->rep, o->nrep, o->size, o);
+    pending_unlink(m, p);
+    o->pending = NULL;
+    free(p);
+    m->evict_retry_at = 0; /* a new eviction candidate exists */
+    return 0;
+}
+
+/* ---- placement ------------------------------------------------------------------------------- */
+
+/* Adds a replica on segment `slot` to p when it is mounted, unused by p, and has room. */
+static void place_on(mc_master_t *m, uint32_t slot, mc_pending_put_t *p)
+{
+    mc_segment_t *s = segment_at(m, slot);
+    if (!s || replicas_use_segment(p->rep, p->nrep, slot))
+        return;
+    mc_replica_ref_t ref = {.seg = slot, .handle = s->gen};
+    if (p->size > 0) {
+        uint64_t addr;
+        if (mc_alloc_alloc(s->alloc, p->size, NULL, &addr, &ref.handle) != 0)
+            return;
+    }
+    p->rep[p->nrep++] = ref;
+}
+
+static void place_on_named(mc_master_t *m, const char *name, mc_pending_put_t *p, unsigned want)
+{
+    if (!name || !name[0])
+        return;
+    for (size_t k = 0; k < m->seg_cap && p->nrep < want; k++) {
+        if (m->segs[k] && strcmp(m->segs[k]->info.name, name) == 0)
+            place_on(m, (uint32_t)k, p);
+    }
+}
+
+/*
+ * Fills p->rep with up to `want` replicas on distinct segments: the preferred segments (by name,
+ * in order) first, then every other segment from a random start. A 0-byte value gets one nominal
+ * replica. Best effort: p->nrep may end below `want`, or 0.
+ */
+static void place(mc_master_t *m, const mc_replicate_config_t *cfg, unsigned want,
+                  mc_pending_put_t *p)
+{
+    p->nrep = 0;
+    if (p->size == 0)
+        want = 1;
+    place_on_named(m, cfg->preferred_segment, p, want);
+    for (size_t i = 0; i < cfg->preferred_segment_count && p->nrep < want; i++)
+        place_on_named(m, cfg->preferred_segments[i], p, want);
+    if (m->seg_count == 0 || p->nrep >= want)
+        return;
+    size_t start = (size_t)(next_random(m) % m->seg_cap);
+    for (size_t i = 0; i < m->seg_cap && p->nrep < want; i++)
+        place_on(m, (uint32_t)((start + i) % m->seg_cap), p);
+}
+
+/* ---- clients --------------------------------------------------------------------------------- */
+
+static mc_client_t *client_find(mc_master_t *m, const char *id)
+{
+    for (size_t i = 0; i < m->client_count; i++) {
+        if (strcmp(m->clients[i].id, id) == 0)
+            return &m->clients[i];
+    }
+    return NULL;
+}
+
+/* Registers the client or refreshes its liveness. */
+static int client_touch(mc_master_t *m, const char *id, uint64_t now)
+{
+    mc_client_t *c = client_find(m, id);
+    if (c) {
+        c->last_seen_ms = now;
+        return 0;
+    }
+    if (m->client_count == m->client_cap) {
+        size_t cap = m->client_cap ? m->client_cap * 2 : 16;
+        mc_client_t *v = realloc(m->clients, cap * sizeof(*v));
+        if (!v)
+            return MC_ERR_INTERNAL_ERROR;
+        m->clients = v;
+        m->client_cap = cap;
+    }
+    c = &m->clients[m->client_count++];
+    snprintf(c->id, sizeof(c->id), "%s", id);
+    c->last_seen_ms = now;
+    MC_INFO("client %s registered", id);
+    return 0;
+}
+
+/* ---- mount / unmount ------------------------------------------------------------------------- */
+
+static int segment_info_ok(const mc_segment_info_t *seg)
+{
+    return text_ok(seg->id, sizeof(seg->id)) && text_ok(seg->name, sizeof(seg->name)) &&
+           strnlen(seg->protocol, sizeof(seg->protocol)) < sizeof(seg->protocol) && seg->size > 0 &&
+           seg->size <= UINT64_MAX - seg->base;
+}
+
+static int segment_overlaps(const mc_master_t *m, const mc_segment_info_t *seg)
+{
+    for (size_t k = 0; k < m->seg_cap; k++) {
+        const mc_segment_info_t *s = m->segs[k] ? &m->segs[k]->info : NULL;
+        if (s && strcmp(s->name, seg->name) == 0 && seg->base < s->base + s->size &&
+            s->base < seg->base + seg->size)
+            return 1;
+    }
+    return 0;
+}
+
+/* A free slot index, growing the table; -1 when out of memory. */
+static int segment_free_slot(mc_master_t *m)
+{
+    for (size_t k = 0; k < m->seg_cap; k++) {
+        if (!m->segs[k])
+            return (int)k;
+    }
+    size_t cap = m->seg_cap ? m->seg_cap * 2 : 8;
+    mc_segment_t **v = realloc(m->segs, cap * sizeof(*v));
+    if (!v)
+        return -1;
+    memset(v + m->seg_cap, 0, (cap - m->seg_cap) * sizeof(*v));
+    int slot = (int)m->seg_cap;
+    m->segs = v;
+    m->seg_cap = cap;
+    return slot;
+}
+
+static int mount_locked(mc_master_t *m, const char *client_id, const mc_segment_info_t *seg,
+                        uint64_t now)
+{
+    int rc = client_touch(m, client_id, now);
+    if (rc != 0)
+        return rc;
+    int k = segment_find(m, seg->id);
+    if (k >= 0) {
+        if (strcmp(m->segs[k]->info.client_id, client_id) == 0)
+            return 0;
+        MC_WARN("mount of segment %s by %s refused: it belongs to client %s", seg->id, client_id,
+                m->segs[k]->info.client_id);
+        return MC_ERR_SEGMENT_ALREADY_EXISTS;
+    }
+    if (segment_overlaps(m, seg)) {
+        MC_WARN("mount of segment %s refused: [0x%" PRIx64 ", +%" PRIu64 ") of %s overlaps a "
+                "mounted segment",
+                seg->id, seg->base, seg->size, seg->name);
+        return MC_ERR_SEGMENT_ALREADY_EXISTS;
+    }
+    int slot = segment_free_slot(m);
+    mc_segment_t *s = slot >= 0 ? calloc(1, sizeof(*s)) : NULL;
+    if (!s)
+        return MC_ERR_INTERNAL_ERROR;
+    rc = mc_alloc_create(seg->base, seg->size, &s->alloc);
+    if (rc != 0) {
+        free(s);
+        return rc;
+    }
+    s->info = *seg;
+    snprintf(s->info.client_id, sizeof(s->info.client_id), "%s", client_id);
+    s->info.used = 0;
+    s->gen = ++m->mount_gen;
+    m->segs[slot] = s;
+    m->seg_count++;
+    update_largest_capacity(m);
+    MC_INFO("mounted segment %s (%s, %" PRIu64 " bytes, %s) for client %s", seg->id, seg->name,
+            seg->size, seg->protocol, client_id);
+    return 0;
+}
+
+int mc_master_mount_segment(mc_master_t *m, const char *client_id, const mc_segment_info_t *seg)
+{
+    if (!m || !client_id_ok(client_id) || !seg || !segment_info_ok(seg))
+        return MC_ERR_INVALID_PARAMS;
+    pthread_mutex_lock(&m->lock);
+    int rc = mount_locked(m, client_id, seg, mc_master_now_locked(m));
+    pthread_mutex_unlock(&m->lock);
+    return rc;
+}
+
+int mc_master_remount_segments(mc_master_t *m, const char *client_id, const mc_segment_info_t *segs,
+                               size_t n)
+{
+    if (!m || !client_id_ok(client_id) || (n > 0 && !segs))
+        return MC_ERR_INVALID_PARAMS;
+    for (size_t i = 0; i < n; i++) {
+        if (!segment_info_ok(&segs[i]))
+            return MC_ERR_INVALID_PARAMS;
+    }
+    pthread_mutex_lock(&m->lock);
+    uint64_t now = mc_master_now_locked(m);
+    int rc = client_touch(m, client_id, now); /* registers a client with no segments too */
+    for (size_t i = 0; i < n && rc == 0; i++)
+        rc = mount_locked(m, client_id, &segs[i], now);
+    pthread_mutex_unlock(&m->lock);
+    return rc;
+}
+
+typedef struct owner_list {
+    mc_object_t **v;
+    size_t n;
+} owner_list_t;
+
+static void collect_owner(void *arg, uint32_t handle, uint64_t addr, uint64_t size, void *cookie)
+{
+    owner_list_t *list = arg;
+    if (cookie) /* NULL: a deferred free */
+        list->v[list->n++] = cookie;
+}
+
+static int ptr_cmp(const void *a, const void *b)
+{
+    uintptr_t x = (uintptr_t) * (mc_object_t *const *)a;
+    uintptr_t y = (uintptr_t) * (mc_object_t *const *)b;
+    return (x > y) - (x < y);
+}
+
+/* Takes everything in segment `slot` away from `o`. */
+static void detach_segment(mc_master_t *m, mc_object_t *o, uint32_t slot, int counted)
+{
+    mc_pending_put_t *p = o->pending;
+    if (p && p->size > 0 && replicas_use_segment(p->rep, p->nrep, slot)) {
+        if (pending_revoke(m, o, counted))
+            return;
+    }
+    if (!o->complete || o->size == 0 || !replicas_use_segment(o->rep, o->nrep, slot))
+        return;
+    unsigned kept = 0;
+    for (unsigned i = 0; i < o->nrep; i++) {
+        if (o->rep[i].seg == slot)
+            extent_free(m, o->rep[i]); /* the memory is going away with the segment */
+        else
+            o->rep[kept++] = o->rep[i];
+    }
+    o->nrep = (uint8_t)kept;
+    if (kept == 0)
+        value_lost(m, o);
+}
+
+/*
+ * Unmounts the segment in `slot`: objects lose their replicas there (and are deleted when none is
+ * left), puts with an extent there are revoked, deferred frees there are forgotten.
+ */
+static int unmount_locked(mc_master_t *m, uint32_t slot, int counted)
+{
+    mc_segment_t *s = m->segs[slot];
+    owner_list_t owners = {.v = malloc((mc_alloc_extent_count(s->alloc) + 1) * sizeof(void *))};
+    if (!owners.v)
+        return MC_ERR_INTERNAL_ERROR;
+    mc_alloc_foreach_used(s->alloc, collect_owner, &owners);
+    /* An object may own two extents here (its value and its upsert in progress): visit once. */
+    qsort(owners.v, owners.n, sizeof(owners.v[0]), ptr_cmp);
+    for (size_t i = 0; i < owners.n; i++) {
+        if (i == 0 || owners.v[i] != owners.v[i - 1])
+            detach_segment(m, owners.v[i], slot, counted);
+    }
+    free(owners.v);
+
+    size_t kept = 0;
+    for (size_t i = 0; i < m->deferred_count; i++) {
+        if (m->deferred[i].seg != slot)
+            m->deferred[kept++] = m->deferred[i];
+    }
+    m->deferred_count = kept;
+
+    MC_INFO("unmounted segment %s (%s) of client %s: %zu objects affected", s->info.id,
+            s->info.name, s->info.client_id, owners.n);
+    mc_alloc_destroy(s->alloc);
+    free(s);
+    m->segs[slot] = NULL;
+    m->seg_count--;
+    update_largest_capacity(m);
+    return 0;
+}
+
+int mc_master_unmount_segment(mc_master_t *m, const char *client_id, const char *segment_id)
+{
+    if (!m || !segment_id)
+        return MC_ERR_INVALID_PARAMS;
+    pthread_mutex_lock(&m->lock);
+    int k = segment_find(m, segment_id);
+    int rc = MC_ERR_SEGMENT_NOT_FOUND;
+    if (k >= 0 &&
+        (!client_id || !client_id[0] || strcmp(m->segs[k]->info.client_id, client_id) == 0))
+        rc = unmount_locked(m, (uint32_t)k, 0);
+    pthread_mutex_unlock(&m->lock);
+    return rc;
+}
+
+int mc_master_ping(mc_master_t *m, const char *client_id, uint64_t *view_version,
+                   mc_client_status_t *status)
+{
+    if (!m || !client_id_ok(client_id) || !status)
+        return MC_ERR_INVALID_PARAMS;
+    pthread_mutex_lock(&m->lock);
+    mc_client_t *c = client_find(m, client_id);
+    if (c)
+        c->last_seen_ms = mc_master_now_locked(m);
+    *status = c ? MC_CLIENT_OK : MC_CLIENT_NEED_REMOUNT;
+    if (view_version)
+        *view_version = m->view_version;
+    pthread_mutex_unlock(&m->lock);
+    return 0;
+}
+
+/* ---- put / upsert ---------------------------------------------------------------------------- */
+
+static int config_ok(const mc_master_t *m, const mc_replicate_config_t *cfg)
+{
+    if (cfg->replica_num > MC_MAX_REPLICAS)
+        return 0;
+    if (cfg->soft_pin_action != MC_SOFT_PIN_PRESERVE &&
+        cfg->soft_pin_action != MC_SOFT_PIN_ENABLE && cfg->soft_pin_action != MC_SOFT_PIN_DISABLE)
+        return 0;
+    if (cfg->has_soft_pin_ttl && (cfg->soft_pin_action != MC_SOFT_PIN_ENABLE ||
+                                  cfg->soft_pin_ttl_ms > m->cfg.max_kv_soft_pin_ttl_ms))
+        return 0;
+    return cfg->preferred_segment_count == 0 || cfg->preferred_segments;
+}
+
+static void fill_desc(const mc_master_t *m, mc_replica_ref_t ref, uint64_t size,
+                      mc_replica_status_t status, mc_replica_desc_t *out)
+{
+    const mc_segment_t *s = segment_at(m, ref.seg);
+    memset(out, 0, sizeof(*out));
+    out->type = MC_REPLICA_MEMORY;
+    out->status = status;
+    snprintf(out->segment_name, sizeof(out->segment_name), "%s", s->info.name);
+    out->address = size > 0 ? mc_alloc_extent_addr(s->alloc, ref.handle) : s->info.base;
+    out->size = size;
+}
+
+/* A 0-byte value's nominal replica is shown only while its segment is still the one it named. */
+static int replica_visible(const mc_master_t *m, mc_replica_ref_t ref, uint64_t size)
+{
+    if (size > 0)
+        return 1;
+    const mc_segment_t *s = segment_at(m, ref.seg);
+    return s && s->gen == ref.handle;
+}
+
+/* Writes up to `capacity` descriptors; returns how many replicas there are. */
+static size_t fill_descs(const mc_master_t *m, const mc_replica_ref_t *rep, unsigned nrep,
+                         uint64_t size, mc_replica_status_t status, mc_replica_desc_t *out,
+                         size_t capacity)
+{
+    size_t n = 0;
+    for (unsigned i = 0; i < nrep; i++) {
+        if (!replica_visible(m, rep[i], size))
+            continue;
+        if (n < capacity)
+            fill_desc(m, rep[i], size, status, &out[n]);
+        n++;
+    }
+    return n;
+}
+
+/* Attaches the placed put `p` to `o` (an upsert), or to a new PROCESSING object. */
+static int pending_attach(mc_master_t *m, mc_object_t *o, const char *key, size_t len,
+                          mc_pending_put_t *p, uint64_t now)
+{
+    if (!o) {
+        o = mc_object_new(key, len, p->nrep);
+        if (!o || mc_index_insert(&m->index, o) != 0) {
+            mc_object_free(o);
+            return MC_ERR_INTERNAL_ERROR;
+        }
+        o->size = p->size;
+    }
+    p->obj = o;
+    p->start_ms = now;
+    o->pending = p;
+    set_cookies(m, p->rep, p->nrep, p->size, o);
+    pending_link(m, p);
+    return 0;
+}
+
+static int start_locked(mc_master_t *m, const char *key, size_t len, int upsert,
+                        const mc_replicate_config_t *cfg, unsigned want, mc_pending_put_t *p,
+                        uint64_t now)
+{
+    if (p->size > 0 && align_up(p->size) > m->largest_capacity)
+        return MC_ERR_NO_AVAILABLE_HANDLE; /* no eviction can make room for it */
+    for (int attempt = 0;; attempt++) {
+        mc_object_t *o = mc_index_find(&m->index, key, len);
+        if (o && o->complete && !upsert)
+            return MC_ERR_OBJECT_ALREADY_EXISTS;
+        if (o && o->pending) {
+            uint64_t age = elapsed_ms(now, o->pending->start_ms);
+            if (age < m->cfg.put_start_discard_timeout_ms)
+                return MC_ERR_OBJECT_ALREADY_EXISTS;
+            MC_INFO("put of %.64s by %s abandoned for %" PRIu64 " ms: replaced", key,
+                    o->pending->client_id, age);
+            if (pending_revoke(m, o, 1))
+                o = NULL;
+        }
+        place(m, cfg, want, p);
+        if (p->nrep > 0 || p->size == 0) {
+            int rc = pending_attach(m, o, key, len, p, now);
+            if (rc != 0 && p->size > 0) {
+                for (unsigned i = 0; i < p->nrep; i++)
+                    extent_free(m, p->rep[i]);
+            }
+            return rc;
+        }
+        if (attempt > 0)
+            return MC_ERR_NO_AVAILABLE_HANDLE;
+        mc_eviction_run_locked(m, now, 1, NULL); /* may delete `o`: looked up again above */
+    }
+}
+
+static int start_put(mc_master_t *m, const char *client_id, const char *key, uint64_t size,
+                     const mc_replicate_config_t *cfg, mc_replica_desc_t *out, size_t capacity,
+                     size_t *count, int upsert)
+{
+    static const mc_replicate_config_t default_cfg = MC_REPLICATE_CONFIG_INIT;
+    int64_t len = key_length(key);
+    if (len < 0)
+        return (int)len;
+    if (!cfg)
+        cfg = &default_cfg;
+    if (!m || !client_id_ok(client_id) || !count || size > MC_MAX_VALUE_SIZE || !config_ok(m, cfg))
+        return MC_ERR_INVALID_PARAMS;
+    unsigned want = cfg->replica_num ? cfg->replica_num : 1;
+    if (!out || capacity < want)
+        return MC_ERR_INVALID_PARAMS;
+    *count = 0;
+
+    mc_pending_put_t *p = calloc(1, sizeof(*p));
+    if (!p)
+        return MC_ERR_INTERNAL_ERROR;
+    p->size = size;
+    p->soft_pin_action = (uint8_t)cfg->soft_pin_action;
+    p->soft_pin_ttl_ms =
+        cfg->has_soft_pin_ttl ? cfg->soft_pin_ttl_ms : m->cfg.default_kv_soft_pin_ttl_ms;
+    p->hard_pin = cfg->with_hard_pin ? 1 : 0;
+    snprintf(p->client_id, sizeof(p->client_id), "%s", client_id);
+
+    pthread_mutex_lock(&m->lock);
+    int rc = start_locked(m, key, (size_t)len, upsert, cfg, want, p, mc_master_now_locked(m));
+    if (rc == 0)
+        *count = fill_descs(m, p->rep, p->nrep, size, MC_REPLICA_PROCESSING, out, capacity);
+    pthread_mutex_unlock(&m->lock);
+    if (rc != 0)
+        free(p);
+    return rc;
+}
+
+int mc_master_put_start(mc_master_t *m, const char *client_id, const char *key, uint64_t size,
+                        const mc_replicate_config_t *config, mc_replica_desc_t *out,
+                        size_t capacity, size_t *count)
+{
+    return start_put(m, client_id, key, size, config, out, capacity, count, 0);
+}
+
+int mc_master_upsert_start(mc_master_t *m, const char *client_id, const char *key, uint64_t size,
+                           const mc_replicate_config_t *config, mc_replica_desc_t *out,
+                           size_t capacity, size_t *count)
+{
+    return start_put(m, client_id, key, size, config, out, capacity, count, 1);
+}
+
+/* End (commit = 1) or revoke the caller's put in progress on key. */
+static int finish_put(mc_master_t *m, const char *client_id, const char *key, int commit)
+{
+    int64_t len = key_length(key);
+    if (len < 0)
+        return (int)len;
+    if (!m || !client_id_ok(client_id))
+        return MC_ERR_INVALID_PARAMS;
+    pthread_mutex_lock(&m->lock);
+    int rc = 0;
+    mc_object_t *o = mc_index_find(&m->index, key, (size_t)len);
+    if (!o || !o->pending)
+        rc = MC_ERR_OBJECT_NOT_FOUND;
+    else if (strcmp(o->pending->client_id, client_id) != 0)
+        rc = MC_ERR_ILLEGAL_CLIENT;
+    else if (commit)
+        rc = pending_commit(m, o, mc_master_now_locked(m));
+    else
+        pending_revoke(m, o, 0);
+    pthread_mutex_unlock(&m->lock);
+    return rc;
+}
+
+int mc_master_put_end(mc_master_t *m, const char *client_id, const char *key)
+{
+    return finish_put(m, client_id, key, 1);
+}
+
+int mc_master_put_revoke(mc_master_t *m, const char *client_id, const char *key)
+{
+    return finish_put(m, client_id, key, 0);
+}
+
+int mc_master_upsert_end(mc_master_t *m, const char *client_id, const char *key)
+{
+    return finish_put(m, client_id, key, 1);
+}
+
+int mc_master_upsert_revoke(mc_master_t *m, const char *client_id, const char *key)
+{
+    return finish_put(m, client_id, key, 0);
+}
+
+/* ---- reads ----------------------------------------------------------------------------------- */
+
+/* The COMPLETE object for a valid key, NULL when absent; *rc the key error otherwise. */
+static mc_object_t *find_complete(mc_master_t *m, const char *key, int *rc)
+{
+    int64_t len = key_length(key);
+    *rc = len < 0 ? (int)len : 0;
+    if (len < 0)
+        return NULL;
+    mc_object_t *o = mc_index_find(&m->index, key, (size_t)len);
+    return o && o->complete ? o : NULL;
+}
+
+static void grant_lease(mc_master_t *m, mc_object_t *o, uint64_t now)
+{
+    uint64_t until = now + m->cfg.default_kv_lease_ttl_ms;
+    if (until > o->lease_timeout)
+        o->lease_timeout = until;
+}
+
+int mc_master_get_replica_list(mc_master_t *m, const char *key, mc_replica_desc_t *out,
+                               size_t capacity, size_t *count, uint64_t *size,
+                               uint64_t *lease_ttl_ms)
+{
+    if (!m || !count || (capacity > 0 && !out))
+        return MC_ERR_INVALID_PARAMS;
+    int rc;
+    pthread_mutex_lock(&m->lock);
+    mc_object_t *o = find_complete(m, key, &rc);
+    if (o) {
+        grant_lease(m, o, mc_master_now_locked(m));
+        *count = fill_descs(m, o->rep, o->nrep, o->size, MC_REPLICA_COMPLETE, out, capacity);
+        if (size)
+            *size = o->size;
+        if (lease_ttl_ms)
+            *lease_ttl_ms = m->cfg.default_kv_lease_ttl_ms;
+    } else if (rc == 0) {
+        rc = MC_ERR_OBJECT_NOT_FOUND;
+    }
+    pthread_mutex_unlock(&m->lock);
+    return rc;
+}
+
+int mc_master_exist_key(mc_master_t *m, const char *key)
+{
+    if (!m)
+        return MC_ERR_INVALID_PARAMS;
+    int rc;
+    pthread_mutex_lock(&m->lock);
+    mc_object_t *o = find_complete(m, key, &rc);
+    if (o)
+        grant_lease(m, o, mc_master_now_locked(m));
+    pthread_mutex_unlock(&m->lock);
+    return rc < 0 ? rc : o != NULL;
+}
+
+int mc_master_query_key(mc_master_t *m, const char *key, mc_replica_desc_t *out, size_t capacity,
+                        size_t *count, uint64_t *size, uint64_t *lease_remaining_ms)
+{
+    if (!m || !count || (capacity > 0 && !out))
+        return MC_ERR_INVALID_PARAMS;
+    int rc;
+    pthread_mutex_lock(&m->lock);
+    mc_object_t *o = find_complete(m, key, &rc);
+    if (o) {
+        *count = fill_descs(m, o->rep, o->nrep, o->size, MC_REPLICA_COMPLETE, out, capacity);
+        if (size)
+            *size = o->size;
+        if (lease_remaining_ms)
+            *lease_remaining_ms = elapsed_ms(o->lease_timeout, mc_master_now_locked(m));
+    } else if (rc == 0) {
+        rc = MC_ERR_OBJECT_NOT_FOUND;
+    }
+    pthread_mutex_unlock(&m->lock);
+    return rc;
+}
+
+/* ---- removal --------------------------------------------------------------------------------- */
+
+int mc_master_remove(mc_master_t *m, const char *key, int force)
+{
+    if (!m)
+        return MC_ERR_INVALID_PARAMS;
+    int rc;
+    pthread_mutex_lock(&m->lock);
+    uint64_t now = mc_master_now_locked(m);
+    mc_object_t *o = find_complete(m, key, &rc);
+    if (o && o->lease_timeout > now && !force)
+        rc = MC_ERR_OBJECT_HAS_LEASE;
+    else if (o)
+        mc_master_drop_value_locked(m, o, now);
+    else if (rc == 0)
+        rc = MC_ERR_OBJECT_NOT_FOUND;
+    pthread_mutex_unlock(&m->lock);
+    return rc;
+}
+
+/* Removes COMPLETE objects whose key matches `re` (NULL: all); leased ones only with force. */
+static int64_t remove_matching(mc_master_t *m, const regex_t *re, int force)
+{
+    pthread_mutex_lock(&m->lock);
+    uint64_t now = mc_master_now_locked(m);
+    mc_object_t **victims = malloc((mc_index_count(&m->index) + 1) * sizeof(*victims));
+    if (!victims) {
+        pthread_mutex_unlock(&m->lock);
+        return MC_ERR_INTERNAL_ERROR;
+    }
+    size_t n = 0, cursor = 0;
+    mc_object_t *o;
+    while ((o = mc_index_next(&m->index, &cursor)) != NULL) {
+        if (!o->complete || (o->lease_timeout > now && !force))
+            continue;
+        if (re && regexec(re, mc_object_key(o), 0, NULL, 0) != 0)
+            continue;
+        victims[n++] = o;
+    }
+    for (size_t i = 0; i < n; i++)
+        mc_master_drop_value_locked(m, victims[i], now);
+    pthread_mutex_unlock(&m->lock);
+    free(victims);
+    return (int64_t)n;
+}
+
+int64_t mc_master_remove_all(mc_master_t *m, int force)
+{
+    if (!m)
+        return MC_ERR_INVALID_PARAMS;
+    return remove_matching(m, NULL, force);
+}
+
+int64_t mc_master_remove_by_regex(mc_master_t *m, const char *regex, int force)
+{
+    regex_t re;
+    if (!m || !regex || regcomp(&re, regex, REG_EXTENDED | REG_NOSUB) != 0)
+        return MC_ERR_INVALID_PARAMS;
+    int64_t n = remove_matching(m, &re, force);
+    regfree(&re);
+    return n;
+}
+
+/* ---- observation ----------------------------------------------------------------------------- */
+
+void mc_master_get_stats(mc_master_t *m, mc_master_stats_t *out)
+{
+    memset(out, 0, sizeof(*out));
+    pthread_mutex_lock(&m->lock);
+    uint64_t now = mc_master_now_locked(m);
+    mc_master_usage_locked(m, &out->used_bytes, &out->capacity_bytes);
+    out->key_count = mc_index_count(&m->index);
+    out->complete_count = m->complete_count;
+    out->processing_count = out->key_count - m->complete_count;
+    out->client_count = m->client_count;
+    out->segment_count = m->seg_count;
+    size_t cursor = 0;
+    mc_object_t *o;
+    while ((o = mc_index_next(&m->index, &cursor)) != NULL) {
+        if (!o->complete)
+            continue;
+        out->leased_count += o->lease_timeout > now;
+        out->soft_pinned_count += o->soft_pin_until > now;
+        out->hard_pinned_count += o->hard_pinned;
+    }
+    out->evicted_keys = m->evicted_keys;
+    out->eviction_runs = m->eviction_runs;
+    out->expired_clients = m->expired_clients;
+    out->revoked_puts = m->revoked_puts;
+    pthread_mutex_unlock(&m->lock);
+}
+
+size_t mc_master_list_segments(mc_master_t *m, mc_segment_info_t *out, size_t capacity)
+{
+    pthread_mutex_lock(&m->lock);
+    size_t n = 0;
+    for (size_t k = 0; k < m->seg_cap; k++) {
+        mc_segment_t *s = m->segs[k];
+        if (!s)
+            continue;
+        if (n < capacity) {
+            out[n] = s->info;
+            out[n].used = mc_alloc_used(s->alloc);
+        }
+        n++;
+    }
+    pthread_mutex_unlock(&m->lock);
+    return n;
+}
+
+/* ---- liveness, timeouts, deferred frees ------------------------------------------------------ */
+
+/* Drops a client that stopped pinging: its segments, its puts, itself. 0 when it is gone. */
+static int expire_client(mc_master_t *m, size_t idx, uint64_t now)
+{
+    char id[MC_CLIENT_ID_MAX];
+    snprintf(id, sizeof(id), "%s", m->clients[idx].id);
+    MC_WARN("client %s expired (no ping for %" PRIu64 " ms): unmounting its segments", id,
+            elapsed_ms(now, m->clients[idx].last_seen_ms));
+    for (size_t k = 0; k < m->seg_cap; k++) {
+        if (m->segs[k] && strcmp(m->segs[k]->info.client_id, id) == 0 &&
+            unmount_locked(m, (uint32_t)k, 1) != 0)
+            return -1; /* out of memory: try again on the next sweep */
+    }
+    for (mc_pending_put_t *p = m->pending.next, *next; p != &m->pending; p = next) {
+        next = p->next;
+        if (strcmp(p->client_id, id) == 0)
+            pending_revoke(m, p->obj, 1);
+    }
+    m->clients[idx] = m->clients[--m->client_count];
+    m->expired_clients++;
+    return 0;
+}
+
+static void monitor_sweep_locked(mc_master_t *m, uint64_t now)
+{
+    for (size_t i = 0; i < m->client_count;) {
+        if (elapsed_ms(now, m->clients[i].last_seen_ms) > m->cfg.client_ttl_ms &&
+            expire_client(m, i, now) == 0)
+            continue; /* slot i now holds another client */
+        i++;
+    }
+    for (mc_pending_put_t *p = m->pending.next, *next; p != &m->pending; p = next) {
+        next = p->next;
+        if (elapsed_ms(now, p->start_ms) >= m->cfg.put_start_release_timeout_ms) {
+            MC_WARN("put of %.64s by %s unfinished after %" PRIu64 " ms: revoked",
+                    mc_object_key(p->obj), p->client_id, elapsed_ms(now, p->start_ms));
+            pending_revoke(m, p->obj, 1);
+        }
+    }
+    size_t kept = 0;
+    for (size_t i = 0; i < m->deferred_count; i++) {
+        mc_deferred_free_t d = m->deferred[i];
+        if (d.free_at <= now)
+            extent_free(m, (mc_replica_ref_t){.seg = d.seg, .handle = d.handle});
+        else
+            m->deferred[kept++] = d;
+    }
+    m->deferred_count = kept;
+}
+
+#ifndef NDEBUG
+#define INVARIANT(cond, ...)                                                                       \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            MC_ERROR("master invariant broken: " __VA_ARGS__);                                     \
+            return 0;                                                                              \
+        }                                                                                          \
+    } while (0)
+
+/* Every replica ref is a live extent owned by its object, counted once per segment. */
+static int refs_hold(mc_master_t *m, const mc_object_t *o, const mc_replica_ref_t *rep, unsigned n,
+                     uint64_t size, uint64_t *seg_used)
+{
+    for (unsigned i = 0; i < n; i++) {
+        INVARIANT(!replicas_use_segment(rep, i, rep[i].seg), "%s: two replicas on one segment",
+                  mc_object_key(o));
+        if (size == 0)
+            continue;
+        mc_segment_t *s = segment_at(m, rep[i].seg);
+        INVARIANT(s && mc_alloc_is_live(s->alloc, rep[i].handle) &&
+                      mc_alloc_cookie(s->alloc, rep[i].handle) == o &&
+                      mc_alloc_extent_size(s->alloc, rep[i].handle) == align_up(size),
+                  "%s: replica %u is not its live extent", mc_object_key(o), i);
+        seg_used[rep[i].seg] += align_up(size);
+    }
+    return 1;
+}
+
+/* Walks everything (O(objects)); used by mc_master_tick in debug builds. */
+static int invariants_hold(mc_master_t *m)
+{
+    uint64_t *seg_used = calloc(m->seg_cap + 1, sizeof(*seg_used));
+    if (!seg_used)
+        return 1; /* cannot check without memory; not a violation */
+    int ok = 1;
+    size_t cursor = 0, complete = 0, pending = 0;
+    mc_object_t *o;
+    while (ok && (o = mc_index_next(&m->index, &cursor)) != NULL) {
+        complete += o->complete;
+        ok = (o->complete || o->pending) && (o->complete || o->nrep == 0) &&
+             (!o->complete || o->size == 0 || o->nrep > 0) &&
+             refs_hold(m, o, o->rep, o->nrep, o->complete ? o->size : 0, seg_used);
+        if (ok && o->pending) {
+            const mc_pending_put_t *p = o->pending;
+            pending++;
+            ok = p->obj == o && (p->size == 0 || p->nrep > 0) &&
+                 refs_hold(m, o, p->rep, p->nrep, p->size, seg_used);
+        }
+    }
+    for (size_t i = 0; ok && i < m->deferred_count; i++) {
+        mc_segment_t *s = segment_at(m, m->deferred[i].seg);
+        ok = s && mc_alloc_is_live(s->alloc, m->deferred[i].handle) &&
+             !mc_alloc_cookie(s->alloc, m->deferred[i].handle);
+        if (ok)
+            seg_used[m->deferred[i].seg] += mc_alloc_extent_size(s->alloc, m->deferred[i].handle);
+    }
+    for (size_t k = 0; ok && k < m->seg_cap; k++) {
+        if (m->segs[k])
+            ok = mc_alloc_check(m->segs[k]->alloc) == 0 &&
+                 mc_alloc_used(m->segs[k]->alloc) == seg_used[k];
+    }
+    free(seg_used);
+    if (ok && (complete != m->complete_count || pending != m->pending_count))
+        ok = 0;
+    if (!ok)
+        MC_ERROR("master invariant broken (see above, or per-segment used bytes / counts)");
+    return ok;
+}
+#endif
+
+void mc_master_tick(mc_master_t *m)
+{
+    pthread_mutex_lock(&m->lock);
+    uint64_t now = mc_master_now_locked(m);
+    monitor_sweep_locked(m, now);
+    mc_eviction_run_locked(m, now, 0, NULL);
+    assert(invariants_hold(m));
+    pthread_mutex_unlock(&m->lock);
+}
+
+void mc_master_set_clock(mc_master_t *m, uint64_t (*now_ms)(void *arg), void *arg)
+{
+    pthread_mutex_lock(&m->lock);
+    m->clock = now_ms ? now_ms : monotonic_clock;
+    m->clock_arg = now_ms ? arg : NULL;
+    pthread_mutex_unlock(&m->lock);
+}
+
+/* ---- background threads and lifetime --------------------------------------------------------- */
+
+/* Waits up to ms on m->wake (lock held); returns early on shutdown. */
+static void timed_wait_locked(mc_master_t *m, unsigned ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(&m->wake, &m->lock, &ts);
+}
+
+static void *eviction_thread(void *arg)
+{
+    mc_master_t *m = arg;
+    pthread_mutex_lock(&m->lock);
+    while (!m->stopping) {
+        timed_wait_locked(m, MC_EVICTION_PERIOD_MS);
+        if (m->stopping || mc_now_ms() < m->evict_retry_at)
+            continue;
+        int ran;
+        size_t evicted = mc_eviction_run_locked(m, mc_master_now_locked(m), 0, &ran);
+        /* Above the watermark with nothing evictable: rescanning every 10 ms would only burn
+         * the lock; look again after a commit or a second. */
+        if (ran && evicted == 0)
+            m->evict_retry_at = mc_now_ms() + MC_EVICTION_IDLE_RETRY_MS;
+    }
+    pthread_mutex_unlock(&m->lock);
+    return NULL;
+}
+
+static void *monitor_thread(void *arg)
+{
+    mc_master_t *m = arg;
+    pthread_mutex_lock(&m->lock);
+    while (!m->stopping) {
+        timed_wait_locked(m, MC_MONITOR_PERIOD_MS);
+        if (!m->stopping)
+            monitor_sweep_locked(m, mc_master_now_locked(m));
+    }
+    pthread_mutex_unlock(&m->lock);
+    return NULL;
+}
+
+static int config_valid(const mc_master_config_t *c)
+{
+    return c->eviction_ratio >= 0.0 && c->eviction_ratio <= 1.0 &&
+           c->eviction_high_watermark_ratio >= 0.0 && c->eviction_high_watermark_ratio <= 1.0;
+}
+
+static uint64_t instance_token(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Frees all state; threads must be stopped. */
+static void master_free(mc_master_t *m)
+{
+    size_t cursor = 0;
+    mc_object_t *o;
+    while ((o = mc_index_next(&m->index, &cursor)) != NULL) {
+        free(o->pending);
+        mc_object_free(o);
+    }
+    mc_index_fini(&m->index);
+    for (size_t k = 0; k < m->seg_cap; k++) {
+        if (m->segs[k]) {
+            mc_alloc_destroy(m->segs[k]->alloc);
+            free(m->segs[k]);
+        }
+    }
+    free(m->segs);
+    free(m->clients);
+    free(m->deferred);
+    free(m->cand);
+    pthread_cond_destroy(&m->wake);
+    pthread_mutex_destroy(&m->lock);
+    free(m);
+}
+
+int mc_master_create(const mc_master_config_t *config, mc_master_t **out)
+{
+    if (!out)
+        return MC_ERR_INVALID_PARAMS;
+    *out = NULL;
+    mc_master_config_t defaults;
+    mc_master_config_default(&defaults);
+    if (!config)
+        config = &defaults;
+    if (!config_valid(config))
+        return MC_ERR_INVALID_PARAMS;
+    mc_master_t *m = calloc(1, sizeof(*m));
+    if (!m)
+        return MC_ERR_INTERNAL_ERROR;
+    m->cfg = *config;
+    m->view_version = instance_token();
+    m->clock = monotonic_clock;
+    m->rng = m->view_version | 1;
+    m->pending.next = m->pending.prev = &m->pending;
+    mc_index_init(&m->index);
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_mutex_init(&m->lock, NULL);
+    pthread_cond_init(&m->wake, &attr);
+    pthread_condattr_destroy(&attr);
+
+    if (pthread_create(&m->evict_thread, NULL, eviction_thread, m) != 0) {
+        master_free(m);
+        return MC_ERR_INTERNAL_ERROR;
+    }
+    if (pthread_create(&m->monitor_thread, NULL, monitor_thread, m) != 0) {
+        pthread_mutex_lock(&m->lock);
+        m->stopping = 1;
+        pthread_cond_broadcast(&m->wake);
+        pthread_mutex_unlock(&m->lock);
+        pthread_join(m->evict_thread, NULL);
+        master_free(m);
+        return MC_ERR_INTERNAL_ERROR;
+    }
+    *out = m;
+    return 0;
+}
+
+void mc_master_destroy(mc_master_t *master)
+{
+    if (!master)
+        return;
+    pthread_mutex_lock(&master->lock);
+    master->stopping = 1;
+    pthread_cond_broadcast(&master->wake);
+    pthread_mutex_unlock(&master->lock);
+    pthread_join(master->evict_thread, NULL);
+    pthread_join(master->monitor_thread, NULL);
+    master_free(master);
+}

@@ -1,0 +1,185 @@
+/*
+ * master_service.h — the Master Service: the store's metadata, with no I/O of its own.
+ *
+ * It owns the object index (key -> size, replicas, lease, pins, state), the mounted segments and
+ * a space allocator for each, the client table (liveness), and the eviction policy. The RPC
+ * server (rpc_server.c) and the admin HTTP server (admin_http.c) call into it; it never touches
+ * object bytes. Semantics follow upstream Mooncake's MasterService
+ * (../shared/reference/mooncake-interfaces.md §1.3–1.8), with its known bugs fixed.
+ *
+ * Thread-safety: every function may be called from any thread. Background threads (started by
+ * mc_master_create): eviction (every 10 ms: high watermark, and after an allocation failure) and
+ * the monitor (every 1 s: client TTL, put-start timeouts, deferred frees).
+ *
+ * Object states: PROCESSING (PutStart done, bytes being written; invisible to readers) ->
+ * COMPLETE (PutEnd; readable) -> gone (Remove, eviction, unmount of its last replica's segment).
+ * Invariants:
+ *  - Only COMPLETE replicas are ever returned to readers (no dirty reads).
+ *  - Every memory replica's extent is allocated in a mounted segment; unmounting a segment drops
+ *    those replicas first, so no replica points at memory the master no longer owns.
+ *  - An extent is freed only when no reader may still hold it: eviction skips leased objects;
+ *    an upsert's replaced extents, and force-removed leased ones, are freed when the lease ends.
+ *  - A leased object (lease_timeout > now) is not removed without force and never evicted;
+ *    hard-pinned objects are never evicted; PROCESSING objects are never evicted.
+ */
+#ifndef MC_MASTER_SERVICE_H
+#define MC_MASTER_SERVICE_H
+
+#include "mooncake/store.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct mc_master mc_master_t;
+
+typedef struct mc_master_config {
+    uint64_t default_kv_lease_ttl_ms;      /* 10000; 0 = no lease (reads never block removal) */
+    uint64_t default_kv_soft_pin_ttl_ms;   /* 1800000 */
+    uint64_t max_kv_soft_pin_ttl_ms;       /* 86400000 */
+    int allow_evict_soft_pinned_objects;   /* 1 */
+    double eviction_ratio;                 /* 0.05, in [0, 1] */
+    double eviction_high_watermark_ratio;  /* 0.90, in [0, 1] */
+    uint64_t client_ttl_ms;                /* 10000 */
+    uint64_t put_start_discard_timeout_ms; /* 30000: a newer PutStart may replace an older one */
+    uint64_t put_start_release_timeout_ms; /* 600000: an unfinished put is revoked */
+    int enable_offload;                    /* 0 */
+    int offload_on_evict;                  /* 0 */
+} mc_master_config_t;
+
+void mc_master_config_default(mc_master_config_t *config);
+
+/* Returns 0, MC_ERR_INVALID_PARAMS (a ratio outside [0,1], ...), MC_ERR_INTERNAL_ERROR. */
+int mc_master_create(const mc_master_config_t *config, mc_master_t **out);
+/* Stops the background threads and frees everything. NULL is a no-op. */
+void mc_master_destroy(mc_master_t *master);
+
+/* ---- clients and segments ----------------------------------------------------------------- */
+
+#define MC_SEGMENT_ID_MAX 64
+#define MC_CLIENT_ID_MAX 64
+
+typedef enum mc_client_status {
+    MC_CLIENT_UNDEFINED = 0,
+    MC_CLIENT_OK = 1,
+    MC_CLIENT_NEED_REMOUNT = 2,
+} mc_client_status_t;
+
+typedef struct mc_segment_info {
+    char id[MC_SEGMENT_ID_MAX];    /* UUID text chosen by the client */
+    char name[272];                /* the owner's endpoint "host:port" */
+    uint64_t base;                 /* first address, in the owner's address space */
+    uint64_t size;                 /* bytes */
+    char protocol[16];             /* "tcp" | "rdma" */
+    /* filled by mc_master_list_segments */
+    char client_id[MC_CLIENT_ID_MAX];
+    uint64_t used;                 /* bytes allocated */
+} mc_segment_info_t;
+
+/*
+ * Mounts a segment for a client (registering the client, as a ping would). Mounting the same id
+ * again for the same client is a no-op (0). MC_ERR_SEGMENT_ALREADY_EXISTS when the id belongs to
+ * another client or [base, base+size) of that name overlaps a mounted segment;
+ * MC_ERR_INVALID_PARAMS for size 0, an empty id or name.
+ */
+int mc_master_mount_segment(mc_master_t *m, const char *client_id, const mc_segment_info_t *seg);
+/* After NEED_REMOUNT: mounts each segment (already-mounted ones are kept). */
+int mc_master_remount_segments(mc_master_t *m, const char *client_id,
+                               const mc_segment_info_t *segs, size_t n);
+/*
+ * Unmounts: every replica in the segment is dropped (objects left without replicas are removed;
+ * PROCESSING objects with an extent there are revoked). MC_ERR_SEGMENT_NOT_FOUND when absent.
+ */
+int mc_master_unmount_segment(mc_master_t *m, const char *client_id, const char *segment_id);
+/*
+ * Records liveness. *status: OK for a known client, NEED_REMOUNT for one the master does not
+ * know (it expired, or the master restarted) — the client then remounts.
+ */
+int mc_master_ping(mc_master_t *m, const char *client_id, uint64_t *view_version,
+                   mc_client_status_t *status);
+
+/* ---- objects ------------------------------------------------------------------------------ */
+
+/*
+ * Starts a put: allocates `size` bytes in up to replica_num distinct segments (preferred segments
+ * first, then the others, best effort: at least one), records the object PROCESSING for
+ * client_id, and returns the replicas (status PROCESSING) in out[0..*count).
+ * Errors: MC_ERR_INVALID_KEY (empty or longer than MC_MAX_KEY_LEN), MC_ERR_INVALID_PARAMS
+ * (size > MC_MAX_VALUE_SIZE, replica_num > MC_MAX_REPLICAS, soft-pin TTL with PRESERVE/DISABLE
+ * or above the max), MC_ERR_OBJECT_ALREADY_EXISTS (complete, or a put in progress younger than
+ * put_start_discard_timeout), MC_ERR_NO_AVAILABLE_HANDLE (no segment can hold it even after
+ * eviction; at once, without evicting, when size exceeds every segment's capacity).
+ * A 0-byte value allocates nothing and has one replica of size 0 on some segment (or none when
+ * no segment is mounted: then it is still a valid, empty object).
+ */
+int mc_master_put_start(mc_master_t *m, const char *client_id, const char *key, uint64_t size,
+                        const mc_replicate_config_t *config, mc_replica_desc_t *out,
+                        size_t capacity, size_t *count);
+/* PROCESSING -> COMPLETE. MC_ERR_OBJECT_NOT_FOUND when there is no put in progress for it;
+ * MC_ERR_ILLEGAL_CLIENT when another client started it. */
+int mc_master_put_end(mc_master_t *m, const char *client_id, const char *key);
+/* Drops a PROCESSING put and frees its extents. Same errors as put_end. */
+int mc_master_put_revoke(mc_master_t *m, const char *client_id, const char *key);
+
+/*
+ * Upsert: like put_start, but an existing COMPLETE object is not an error: the new extents are
+ * allocated beside it (readers keep seeing the old value) and upsert_end swaps them in atomically;
+ * the old extents are freed once no read lease can still cover them. upsert_revoke keeps the old.
+ */
+int mc_master_upsert_start(mc_master_t *m, const char *client_id, const char *key, uint64_t size,
+                           const mc_replicate_config_t *config, mc_replica_desc_t *out,
+                           size_t capacity, size_t *count);
+int mc_master_upsert_end(mc_master_t *m, const char *client_id, const char *key);
+int mc_master_upsert_revoke(mc_master_t *m, const char *client_id, const char *key);
+
+/*
+ * COMPLETE replicas of a key, *size its size, and a read lease: lease_timeout = max(old,
+ * now + default_kv_lease_ttl); *lease_ttl_ms receives the TTL granted (0 = none).
+ * MC_ERR_OBJECT_NOT_FOUND when absent or still PROCESSING.
+ */
+int mc_master_get_replica_list(mc_master_t *m, const char *key, mc_replica_desc_t *out,
+                               size_t capacity, size_t *count, uint64_t *size,
+                               uint64_t *lease_ttl_ms);
+/* 1 when a COMPLETE object exists (and grants the lease), 0 when not, negative on bad key. */
+int mc_master_exist_key(mc_master_t *m, const char *key);
+/* As get_replica_list without granting a lease (admin /query_key). */
+int mc_master_query_key(mc_master_t *m, const char *key, mc_replica_desc_t *out, size_t capacity,
+                        size_t *count, uint64_t *size, uint64_t *lease_remaining_ms);
+
+/* MC_ERR_OBJECT_HAS_LEASE while leased unless force; MC_ERR_OBJECT_NOT_FOUND when absent. */
+int mc_master_remove(mc_master_t *m, const char *key, int force);
+/* Removes every COMPLETE object (leased ones only with force); returns the count. */
+int64_t mc_master_remove_all(mc_master_t *m, int force);
+/* POSIX extended regex; count, or MC_ERR_INVALID_PARAMS for a bad pattern. */
+int64_t mc_master_remove_by_regex(mc_master_t *m, const char *regex, int force);
+
+/* ---- observation --------------------------------------------------------------------------- */
+
+typedef struct mc_master_stats {
+    uint64_t capacity_bytes;   /* sum of mounted segment sizes */
+    uint64_t used_bytes;       /* allocated */
+    uint64_t key_count;        /* COMPLETE + PROCESSING objects */
+    uint64_t complete_count;
+    uint64_t processing_count;
+    uint64_t client_count;     /* live clients */
+    uint64_t segment_count;
+    uint64_t leased_count;     /* objects whose lease is active now */
+    uint64_t soft_pinned_count;
+    uint64_t hard_pinned_count;
+    uint64_t evicted_keys;     /* total since start */
+    uint64_t eviction_runs;
+    uint64_t expired_clients;  /* clients dropped by TTL since start */
+    uint64_t revoked_puts;     /* puts revoked by timeout or client expiry since start */
+} mc_master_stats_t;
+
+void mc_master_get_stats(mc_master_t *m, mc_master_stats_t *out);
+/* Up to capacity segments into out; returns how many are mounted. */
+size_t mc_master_list_segments(mc_master_t *m, mc_segment_info_t *out, size_t capacity);
+
+/* ---- for tests ---------------------------------------------------------------------------- */
+
+/* Replaces the millisecond clock (monotonic by default); NULL restores it. */
+void mc_master_set_clock(mc_master_t *m, uint64_t (*now_ms)(void *arg), void *arg);
+/* Runs one monitor sweep (client TTL, put timeouts, deferred frees) and one eviction check now. */
+void mc_master_tick(mc_master_t *m);
+
+#endif /* MC_MASTER_SERVICE_H */

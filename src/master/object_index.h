@@ -1,0 +1,101 @@
+/*
+ * object_index.h — the master's object record and the key -> object hash map.
+ *
+ * An object record (mc_object_t) is one heap block: fixed fields, then rep_cap replica refs, then
+ * the key and its NUL. The master owns the meaning of the fields (master_service.c); this file
+ * only creates, finds, iterates and drops records. The map is open addressing with linear probing
+ * over 16-byte slots {XXH3 hash, record}; deletion shifts later entries back, so there are no
+ * tombstones and lookups never degrade with churn. It grows at 3/4 load and shrinks at 1/8.
+ *
+ * Not thread-safe: the master calls it under its lock.
+ */
+#ifndef MC_MASTER_OBJECT_INDEX_H
+#define MC_MASTER_OBJECT_INDEX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct mc_pending_put; /* master_internal.h */
+
+/*
+ * Where one replica lives: segment slot and allocator handle. For a 0-byte object nothing is
+ * allocated and `handle` holds the segment's mount generation instead, so a replica whose segment
+ * was unmounted (and the slot perhaps reused) is recognised as gone.
+ */
+typedef struct mc_replica_ref {
+    uint32_t seg;
+    uint32_t handle;
+} mc_replica_ref_t;
+
+/*
+ * Invariants (the master's; checked in debug builds by mc_master_tick):
+ *  - complete || pending != NULL (a record with neither is deleted).
+ *  - complete && size > 0 => nrep >= 1, every rep[i] a live extent of a mounted segment whose
+ *    cookie is this record, on pairwise distinct segments.
+ *  - !complete => nrep == 0 (a PROCESSING object is readable by no one; its extents are in
+ *    pending).
+ *  - lease_timeout == 0 means never leased; leased means lease_timeout > now.
+ */
+typedef struct mc_object {
+    uint64_t size;                  /* bytes of the readable value */
+    uint64_t lease_timeout;         /* ms (master clock); 0 = never leased */
+    uint64_t soft_pin_until;        /* ms; pinned while > now; 0 = not pinned */
+    uint64_t complete_ms;           /* when the readable value was committed (eviction tie-break) */
+    struct mc_pending_put *pending; /* a put or upsert in progress, or NULL */
+    uint16_t key_len;
+    uint8_t nrep;           /* readable replicas in rep[0..nrep) */
+    uint8_t rep_cap;        /* room in rep[] */
+    uint8_t complete;       /* 1: a readable value exists */
+    uint8_t hard_pinned;    /* 1: never evicted */
+    mc_replica_ref_t rep[]; /* rep_cap entries, then key_len + 1 bytes of key */
+} mc_object_t;
+
+static inline const char *mc_object_key(const mc_object_t *o)
+{
+    return (const char *)(o->rep + o->rep_cap);
+}
+
+/* A zeroed record for key[0..len) with room for rep_cap replicas; NULL when out of memory. */
+mc_object_t *mc_object_new(const char *key, size_t len, unsigned rep_cap);
+void mc_object_free(mc_object_t *o);
+/* Heap bytes of one record (without malloc's own overhead). */
+size_t mc_object_bytes(const mc_object_t *o);
+
+typedef struct mc_index_slot {
+    uint64_t hash;
+    mc_object_t *obj; /* NULL: empty */
+} mc_index_slot_t;
+
+/* Invariant: every record is reachable from slot hash & mask by linear probing without crossing
+ * an empty slot; count <= 3/4 of cap; cap is a power of two (or 0 before the first insert). */
+typedef struct mc_index {
+    mc_index_slot_t *slots;
+    size_t cap;
+    size_t count;
+} mc_index_t;
+
+void mc_index_init(mc_index_t *idx);
+/* Frees the table (not the records: iterate and free them first). */
+void mc_index_fini(mc_index_t *idx);
+
+mc_object_t *mc_index_find(const mc_index_t *idx, const char *key, size_t len);
+/* Adds a record whose key is absent. 0 or MC_ERR_INTERNAL_ERROR (no memory to grow). */
+int mc_index_insert(mc_index_t *idx, mc_object_t *o);
+/* Drops the record (which must be present) from the map; does not free it. */
+void mc_index_remove(mc_index_t *idx, mc_object_t *o);
+/* Puts `repl` (same key) where `o` was. */
+void mc_index_replace(mc_index_t *idx, mc_object_t *o, mc_object_t *repl);
+
+/* Iteration: start with *cursor = 0; returns the next record or NULL at the end. The map must
+ * not change during an iteration (collect first, then remove). */
+mc_object_t *mc_index_next(const mc_index_t *idx, size_t *cursor);
+
+static inline size_t mc_index_count(const mc_index_t *idx)
+{
+    return idx->count;
+}
+
+/* Bytes of the slot array. */
+size_t mc_index_table_bytes(const mc_index_t *idx);
+
+#endif /* MC_MASTER_OBJECT_INDEX_H */

@@ -1,0 +1,419 @@
+/*
+ * rpc_handlers.c — what each master RPC does: decodes the store.proto request of an opcode
+ * (rpc.h), calls the Master Service (master_service.h) and replies through the transport
+ * (rpc_internal.h). Per-key RPCs are batches: the handler loops over the keys and gives each its
+ * own KeyResult; a malformed batch (too many keys, sizes missing, a bad replicate config) gets a
+ * whole-request MC_ERR_INVALID_PARAMS.
+ *
+ * Everything a reply points to (results, replicas, strings) comes from a per-request arena freed
+ * once the reply is packed. A PutStart/UpsertStart whose reply would not fit MC_RPC_MAX_BODY is
+ * undone (every started put revoked) before MC_ERR_BUFFER_OVERFLOW is returned, so no allocation
+ * outlives a reply the client never saw.
+ */
+#include "rpc_internal.h"
+
+#include "log.h"
+#include "mooncake/errors.h"
+#include "rpc.h"
+#include "store.pb-c.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define RPC_REPLICAS_PER_KEY ((size_t)2 * MC_MAX_REPLICAS) /* memory plus disk/DFS replicas */
+#define RPC_ARENA_CHUNK (64u << 10)
+
+/* ---- per-request arena ------------------------------------------------------------------- */
+
+typedef struct rpc_arena_chunk {
+    struct rpc_arena_chunk *next;
+    size_t used;
+    size_t cap;
+    max_align_t data[];
+} rpc_arena_chunk_t;
+
+typedef struct rpc_arena {
+    rpc_arena_chunk_t *head;
+} rpc_arena_t;
+
+/* Zeroed memory that lives until rpc_arena_free; NULL when out of memory. */
+static void *rpc_arena_alloc(rpc_arena_t *a, size_t n)
+{
+    const size_t align = sizeof(max_align_t);
+    n = (n + align - 1) / align * align;
+    if (n == 0)
+        n = align;
+    rpc_arena_chunk_t *c = a->head;
+    if (!c || c->cap - c->used < n) {
+        size_t cap = n > RPC_ARENA_CHUNK ? n : RPC_ARENA_CHUNK;
+        c = malloc(sizeof(*c) + cap);
+        if (!c)
+            return NULL;
+        c->cap = cap;
+        c->used = 0;
+        c->next = a->head;
+        a->head = c;
+    }
+    void *p = (char *)c->data + c->used;
+    c->used += n;
+    memset(p, 0, n);
+    return p;
+}
+
+static char *rpc_arena_strdup(rpc_arena_t *a, const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *p = rpc_arena_alloc(a, n);
+    if (p)
+        memcpy(p, s, n);
+    return p;
+}
+
+static void rpc_arena_free(rpc_arena_t *a)
+{
+    while (a->head) {
+        rpc_arena_chunk_t *next = a->head->next;
+        free(a->head);
+        a->head = next;
+    }
+}
+
+/* ---- handlers: service, ping, segments --------------------------------------------------- */
+
+static int handle_service_ready(rpc_conn_t *c, uint16_t opcode, uint64_t id, const uint8_t *body,
+                                size_t len)
+{
+    Mc__ServiceReadyResponse resp = MC__SERVICE_READY_RESPONSE__INIT;
+    resp.version = (char *)MC_VERSION_STRING;
+    return mc_rpc_conn_reply(c, opcode, id, &resp.base, 1);
+}
+
+static int handle_ping(rpc_conn_t *c, uint16_t opcode, uint64_t id, const uint8_t *body, size_t len)
+{
+    Mc__PingRequest *req = mc__ping_request__unpack(NULL, len, body);
+    if (!req)
+        return MC_ERR_DESERIALIZE_FAIL;
+    Mc__PingResponse resp = MC__PING_RESPONSE__INIT;
+    uint64_t view = 0;
+    mc_client_status_t status = MC_CLIENT_UNDEFINED;
+    resp.code = mc_master_ping(mc_rpc_conn_master(c), req->client_id, &view, &status);
+    resp.view_version = view;
+    resp.client_status = (int32_t)status;
+    int rc = mc_rpc_conn_reply(c, opcode, id, &resp.base, resp.code == 0);
+    mc__ping_request__free_unpacked(req, NULL);
+    return rc;
+}
+
+/* Copies a wire segment into the master's form; MC_ERR_INVALID_PARAMS when a field is too long. */
+static int rpc_segment_from_proto(const Mc__Segment *p, mc_segment_info_t *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (strlen(p->id) >= sizeof(out->id) || strlen(p->name) >= sizeof(out->name) ||
+        strlen(p->protocol) >= sizeof(out->protocol))
+        return MC_ERR_INVALID_PARAMS;
+    strcpy(out->id, p->id);
+    strcpy(out->name, p->name);
+    strcpy(out->protocol, p->protocol);
+    out->base = p->base_address;
+    out->size = p->size;
+    return 0;
+}
+
+/* Runs a Mount/ReMount/Unmount request; returns its code and fills msg on failure. */
+static int rpc_run_segments(mc_master_t *m, uint16_t opcode, const Mc__SegmentRequest *req,
+                            char *msg, size_t msglen)
+{
+    if (req->n_segments > MC_RPC_MAX_SEGMENTS) {
+        snprintf(msg, msglen, "%zu segments in one request; the limit is %d", req->n_segments,
+                 MC_RPC_MAX_SEGMENTS);
+        return MC_ERR_INVALID_PARAMS;
+    }
+    if (opcode == MC_RPC_UNMOUNT_SEGMENT) {
+        for (size_t i = 0; i < req->n_segments; i++) {
+            int rc = mc_master_unmount_segment(m, req->client_id, req->segments[i]->id);
+            if (rc != 0) {
+                snprintf(msg, msglen, "unmount of segment \"%s\": %s", req->segments[i]->id,
+                         mc_error_name(rc));
+                return rc;
+            }
+        }
+        return 0;
+    }
+    mc_segment_info_t *segs = calloc(req->n_segments ? req->n_segments : 1, sizeof(*segs));
+    if (!segs)
+        return MC_ERR_INTERNAL_ERROR;
+    int rc = 0;
+    for (size_t i = 0; i < req->n_segments && rc == 0; i++) {
+        rc = rpc_segment_from_proto(req->segments[i], &segs[i]);
+        if (rc != 0)
+            snprintf(msg, msglen, "segment %zu: id, name or protocol too long", i);
+    }
+    if (rc == 0 && opcode == MC_RPC_REMOUNT_SEGMENT) {
+        rc = mc_master_remount_segments(m, req->client_id, segs, req->n_segments);
+        if (rc != 0)
+            snprintf(msg, msglen, "remount: %s", mc_error_name(rc));
+    }
+    for (size_t i = 0; rc == 0 && opcode == MC_RPC_MOUNT_SEGMENT && i < req->n_segments; i++) {
+        rc = mc_master_mount_segment(m, req->client_id, &segs[i]);
+        if (rc != 0)
+            snprintf(msg, msglen, "mount of segment \"%s\" (%s): %s", segs[i].id, segs[i].name,
+                     mc_error_name(rc));
+    }
+    free(segs);
+    return rc;
+}
+
+static int handle_segments(rpc_conn_t *c, uint16_t opcode, uint64_t id, const uint8_t *body,
+                           size_t len)
+{
+    Mc__SegmentRequest *req = mc__segment_request__unpack(NULL, len, body);
+    if (!req)
+        return MC_ERR_DESERIALIZE_FAIL;
+    char msg[512] = "";
+    Mc__StatusResponse resp = MC__STATUS_RESPONSE__INIT;
+    resp.code = rpc_run_segments(mc_rpc_conn_master(c), opcode, req, msg, sizeof(msg));
+    resp.message = msg;
+    int rc = mc_rpc_conn_reply(c, opcode, id, &resp.base, resp.code == 0);
+    mc__segment_request__free_unpacked(req, NULL);
+    return rc;
+}
+
+/* ---- handlers: keys ---------------------------------------------------------------------- */
+
+/* A decoded KeysRequest, the reply being built, and the arena the reply points into. */
+typedef struct rpc_keys_call {
+    mc_master_t *master;
+    uint16_t opcode;
+    const Mc__KeysRequest *req;
+    Mc__KeysResponse resp;
+    rpc_arena_t arena;
+} rpc_keys_call_t;
+
+static int rpc_config_from_proto(const Mc__ReplicateConfig *p, mc_replicate_config_t *out)
+{
+    mc_replicate_config_t def = MC_REPLICATE_CONFIG_INIT;
+    *out = def;
+    if (!p)
+        return 0;
+    if (p->soft_pin_action < MC_SOFT_PIN_PRESERVE || p->soft_pin_action > MC_SOFT_PIN_DISABLE ||
+        p->n_preferred_segments > MC_RPC_MAX_SEGMENTS)
+        return MC_ERR_INVALID_PARAMS;
+    out->replica_num = p->replica_num;
+    out->preferred_segments = (const char *const *)p->preferred_segments;
+    out->preferred_segment_count = p->n_preferred_segments;
+    out->soft_pin_action = (mc_soft_pin_action_t)p->soft_pin_action;
+    out->has_soft_pin_ttl = p->has_soft_pin_ttl;
+    out->soft_pin_ttl_ms = p->soft_pin_ttl_ms;
+    out->with_hard_pin = p->with_hard_pin;
+    return 0;
+}
+
+/* Copies descs into r->replicas (arena memory). */
+static int rpc_fill_replicas(rpc_arena_t *a, Mc__KeyResult *r, const mc_replica_desc_t *descs,
+                             size_t n)
+{
+    if (n == 0)
+        return 0;
+    Mc__Replica **ptrs = rpc_arena_alloc(a, n * sizeof(*ptrs));
+    Mc__Replica *reps = rpc_arena_alloc(a, n * sizeof(*reps));
+    if (!ptrs || !reps)
+        return MC_ERR_INTERNAL_ERROR;
+    for (size_t i = 0; i < n; i++) {
+        Mc__Replica init = MC__REPLICA__INIT;
+        reps[i] = init;
+        reps[i].type = (int32_t)descs[i].type;
+        reps[i].status = (int32_t)descs[i].status;
+        reps[i].address = descs[i].address;
+        reps[i].size = descs[i].size;
+        reps[i].segment_name = rpc_arena_strdup(a, descs[i].segment_name);
+        reps[i].file_path = rpc_arena_strdup(a, descs[i].file_path);
+        if (!reps[i].segment_name || !reps[i].file_path)
+            return MC_ERR_INTERNAL_ERROR;
+        ptrs[i] = &reps[i];
+    }
+    r->replicas = ptrs;
+    r->n_replicas = n;
+    return 0;
+}
+
+/* One key of a per-key RPC: fills r (code, replicas, size, exists). */
+static int rpc_run_key(rpc_keys_call_t *k, size_t i, const mc_replicate_config_t *cfg,
+                       Mc__KeyResult *r)
+{
+    mc_master_t *m = k->master;
+    const char *cid = k->req->client_id;
+    const char *key = k->req->keys[i];
+    mc_replica_desc_t descs[RPC_REPLICAS_PER_KEY];
+    size_t n = 0;
+    uint64_t size = 0, ttl = 0;
+    int rc;
+
+    switch (k->opcode) {
+    case MC_RPC_PUT_START:
+        rc = mc_master_put_start(m, cid, key, k->req->sizes[i], cfg, descs, RPC_REPLICAS_PER_KEY,
+                                 &n);
+        break;
+    case MC_RPC_UPSERT_START:
+        rc = mc_master_upsert_start(m, cid, key, k->req->sizes[i], cfg, descs, RPC_REPLICAS_PER_KEY,
+                                    &n);
+        break;
+    case MC_RPC_PUT_END:
+        rc = mc_master_put_end(m, cid, key);
+        break;
+    case MC_RPC_PUT_REVOKE:
+        rc = mc_master_put_revoke(m, cid, key);
+        break;
+    case MC_RPC_UPSERT_END:
+        rc = mc_master_upsert_end(m, cid, key);
+        break;
+    case MC_RPC_UPSERT_REVOKE:
+        rc = mc_master_upsert_revoke(m, cid, key);
+        break;
+    case MC_RPC_GET_REPLICA_LIST:
+        rc = mc_master_get_replica_list(m, key, descs, RPC_REPLICAS_PER_KEY, &n, &size, &ttl);
+        if (rc == 0) {
+            r->size = size;
+            k->resp.lease_ttl_ms = ttl;
+        }
+        break;
+    case MC_RPC_EXIST_KEY:
+        rc = mc_master_exist_key(m, key);
+        r->exists = rc == 1;
+        if (rc > 0)
+            rc = 0;
+        break;
+    case MC_RPC_REMOVE:
+        rc = mc_master_remove(m, key, k->req->force);
+        break;
+    default:
+        rc = MC_ERR_INVALID_PARAMS;
+        break;
+    }
+    r->code = rc;
+    if (rc != 0)
+        return 0;
+    if (n > RPC_REPLICAS_PER_KEY)
+        n = RPC_REPLICAS_PER_KEY;
+    return rpc_fill_replicas(&k->arena, r, descs, n);
+}
+
+/* Fills k->resp for a per-key opcode; returns the whole-request code. */
+static int rpc_run_keys(rpc_keys_call_t *k)
+{
+    const Mc__KeysRequest *req = k->req;
+    int starts = k->opcode == MC_RPC_PUT_START || k->opcode == MC_RPC_UPSERT_START;
+    mc_replicate_config_t cfg;
+
+    if (starts && req->n_sizes != req->n_keys)
+        return MC_ERR_INVALID_PARAMS;
+    if (rpc_config_from_proto(req->config, &cfg) != 0)
+        return MC_ERR_INVALID_PARAMS;
+    size_t n = req->n_keys;
+    if (n == 0)
+        return 0;
+    Mc__KeyResult **ptrs = rpc_arena_alloc(&k->arena, n * sizeof(*ptrs));
+    Mc__KeyResult *res = rpc_arena_alloc(&k->arena, n * sizeof(*res));
+    if (!ptrs || !res)
+        return MC_ERR_INTERNAL_ERROR;
+    k->resp.results = ptrs;
+    for (size_t i = 0; i < n; i++) {
+        Mc__KeyResult init = MC__KEY_RESULT__INIT;
+        res[i] = init;
+        ptrs[i] = &res[i];
+        k->resp.n_results = i + 1;
+        if (rpc_run_key(k, i, &cfg, &res[i]) != 0)
+            return MC_ERR_INTERNAL_ERROR;
+    }
+    return 0;
+}
+
+/* Undoes the successful starts of a PutStart/UpsertStart whose reply cannot be sent. */
+static void rpc_undo_starts(rpc_keys_call_t *k)
+{
+    for (size_t i = 0; i < k->resp.n_results; i++) {
+        if (k->resp.results[i]->code != 0)
+            continue;
+        if (k->opcode == MC_RPC_PUT_START)
+            mc_master_put_revoke(k->master, k->req->client_id, k->req->keys[i]);
+        else if (k->opcode == MC_RPC_UPSERT_START)
+            mc_master_upsert_revoke(k->master, k->req->client_id, k->req->keys[i]);
+    }
+}
+
+static int rpc_keys_code(const Mc__KeysResponse *r)
+{
+    if (r->code != 0)
+        return r->code;
+    for (size_t i = 0; i < r->n_results; i++) {
+        if (r->results[i]->code != 0)
+            return r->results[i]->code;
+    }
+    return 0;
+}
+
+static int handle_keys(rpc_conn_t *c, uint16_t opcode, uint64_t id, const uint8_t *body, size_t len)
+{
+    Mc__KeysRequest *req = mc__keys_request__unpack(NULL, len, body);
+    if (!req)
+        return MC_ERR_DESERIALIZE_FAIL;
+    rpc_keys_call_t k = {.master = mc_rpc_conn_master(c), .opcode = opcode, .req = req};
+    Mc__KeysResponse init = MC__KEYS_RESPONSE__INIT;
+    k.resp = init;
+
+    if (req->n_keys > MC_RPC_MAX_BATCH) {
+        k.resp.code = MC_ERR_INVALID_PARAMS;
+    } else if (opcode == MC_RPC_REMOVE_ALL || opcode == MC_RPC_REMOVE_BY_REGEX) {
+        int64_t n = opcode == MC_RPC_REMOVE_ALL
+                        ? mc_master_remove_all(k.master, req->force)
+                        : mc_master_remove_by_regex(k.master, req->regex, req->force);
+        k.resp.code = n < 0 ? (int32_t)n : 0;
+        k.resp.count = n < 0 ? 0 : n;
+    } else {
+        k.resp.code = rpc_run_keys(&k);
+    }
+
+    int rc = mc_rpc_conn_reply(c, opcode, id, &k.resp.base, rpc_keys_code(&k.resp) == 0);
+    if (rc == MC_ERR_BUFFER_OVERFLOW) {
+        MC_WARN("RPC: the reply to %s from %s would exceed %u bytes; refusing the batch of %zu",
+                mc_rpc_methods[mc_rpc_method_index(opcode)].name, mc_rpc_conn_peer(c),
+                MC_RPC_MAX_BODY, req->n_keys);
+        rpc_undo_starts(&k);
+        Mc__KeysResponse small = MC__KEYS_RESPONSE__INIT;
+        small.code = MC_ERR_BUFFER_OVERFLOW;
+        rc = mc_rpc_conn_reply(c, opcode, id, &small.base, 0);
+    }
+    rpc_arena_free(&k.arena);
+    mc__keys_request__free_unpacked(req, NULL);
+    return rc;
+}
+
+/* ---- method table ------------------------------------------------------------------------ */
+
+const mc_rpc_method_t mc_rpc_methods[MC_RPC_METHOD_COUNT] = {
+    {MC_RPC_SERVICE_READY, "ServiceReady", handle_service_ready},
+    {MC_RPC_PING, "Ping", handle_ping},
+    {MC_RPC_MOUNT_SEGMENT, "MountSegment", handle_segments},
+    {MC_RPC_REMOUNT_SEGMENT, "ReMountSegment", handle_segments},
+    {MC_RPC_UNMOUNT_SEGMENT, "UnmountSegment", handle_segments},
+    {MC_RPC_PUT_START, "PutStart", handle_keys},
+    {MC_RPC_PUT_END, "PutEnd", handle_keys},
+    {MC_RPC_PUT_REVOKE, "PutRevoke", handle_keys},
+    {MC_RPC_UPSERT_START, "UpsertStart", handle_keys},
+    {MC_RPC_UPSERT_END, "UpsertEnd", handle_keys},
+    {MC_RPC_UPSERT_REVOKE, "UpsertRevoke", handle_keys},
+    {MC_RPC_GET_REPLICA_LIST, "GetReplicaList", handle_keys},
+    {MC_RPC_EXIST_KEY, "ExistKey", handle_keys},
+    {MC_RPC_REMOVE, "Remove", handle_keys},
+    {MC_RPC_REMOVE_ALL, "RemoveAll", handle_keys},
+    {MC_RPC_REMOVE_BY_REGEX, "RemoveByRegex", handle_keys},
+};
+
+int mc_rpc_method_index(uint16_t opcode)
+{
+    for (int i = 0; i < MC_RPC_METHOD_COUNT; i++) {
+        if (mc_rpc_methods[i].opcode == opcode)
+            return i;
+    }
+    return -1;
+}

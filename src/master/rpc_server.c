@@ -1,0 +1,623 @@
+/*
+ * rpc_server.c — the master's RPC server on libuv (rpc_server.h).
+ *
+ * Structure: N workers, each a uv_loop on its own thread. Worker 0 also watches the listening
+ * socket (a uv_poll on a plain non-blocking fd), accepts, and queues each new fd to the workers
+ * round-robin through a mutex-guarded list and a uv_async wake-up; the receiving worker wraps the
+ * fd in a uv_tcp_t. From then on a connection lives entirely on its worker's thread.
+ *
+ * A connection reads into one growable buffer holding the bytes received but not yet handled,
+ * [start, len). Frames are handled in order as soon as they are complete; a header is validated
+ * the moment its 24 bytes are in, so a bad magic or an oversize body_len is refused before any
+ * body memory is reserved. Replies are packed straight into the uv_write request's own buffer
+ * (one allocation per reply). When a peer stops reading its replies and more than
+ * MC_RPC_MAX_PENDING_REPLY_BYTES are queued, the connection stops reading until the queue halves.
+ *
+ * What a frame means is rpc_handlers.c's business (through rpc_internal.h); this file only moves
+ * frames and counts calls per method.
+ */
+#include "rpc_server.h"
+
+#include "frame.h"
+#include "log.h"
+#include "mooncake/errors.h"
+#include "net.h"
+#include "rpc.h"
+#include "rpc_internal.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <uv.h>
+
+#define RPC_BACKLOG 1024
+#define RPC_READ_CHUNK (64u << 10)     /* bytes offered to each read */
+#define RPC_IDLE_BUFFER_MAX (1u << 20) /* an empty buffer bigger than this is released */
+#define RPC_ACCEPT_BURST 64            /* accepts per readiness event */
+#define RPC_ACCEPT_BACKOFF_MS 100      /* pause accepting after EMFILE and the like */
+#define RPC_REJECT_LOG_INTERVAL_MS 1000
+
+/* ---- server state ------------------------------------------------------------------------ */
+
+typedef struct rpc_worker rpc_worker_t;
+
+struct rpc_conn {
+    uv_tcp_t tcp; /* tcp.data points back here */
+    rpc_worker_t *worker;
+    char peer[MC_ENDPOINT_MAX];
+    uint8_t *buf; /* bytes [start, len) are received and not yet handled */
+    size_t start;
+    size_t len;
+    size_t cap;
+    int paused;  /* reading stopped: too many reply bytes queued */
+    int closing; /* uv_close called; the conn is freed by its close callback */
+};
+
+typedef struct rpc_reply {
+    uv_write_t req;
+    uint8_t bytes[]; /* frame header + body */
+} rpc_reply_t;
+
+struct rpc_worker {
+    mc_rpc_server_t *server;
+    uv_loop_t loop;
+    uv_async_t wakeup; /* new fds queued, or the server is stopping */
+    uv_thread_t thread;
+    pthread_mutex_t lock; /* guards pending */
+    int *pending;         /* accepted fds waiting for this worker */
+    size_t npending;
+    size_t pending_cap;
+    int loop_ready;
+    int thread_started;
+    /* worker 0 only: the acceptor */
+    uv_poll_t accept_poll;
+    uv_timer_t accept_backoff;
+};
+
+struct mc_rpc_server {
+    mc_master_t *master;
+    int listen_fd;
+    int port;
+    int nworkers;
+    rpc_worker_t *workers;
+    size_t next_worker; /* acceptor thread only */
+    atomic_int stopping;
+    atomic_uint_fast64_t accepted;
+    atomic_uint_fast64_t active;
+    atomic_uint_fast64_t rejected;
+    atomic_uint_fast64_t protocol_errors;
+    atomic_uint_fast64_t last_reject_log_ms;
+    atomic_uint_fast64_t method_total[MC_RPC_METHOD_COUNT];
+    atomic_uint_fast64_t method_success[MC_RPC_METHOD_COUNT];
+};
+
+/* ---- connections ------------------------------------------------------------------------- */
+
+static void rpc_conn_closed(uv_handle_t *h)
+{
+    rpc_conn_t *c = h->data;
+    atomic_fetch_sub(&c->worker->server->active, 1);
+    free(c->buf);
+    free(c);
+}
+
+static void rpc_conn_close(rpc_conn_t *c)
+{
+    if (c->closing)
+        return;
+    c->closing = 1;
+    uv_close((uv_handle_t *)&c->tcp, rpc_conn_closed);
+}
+
+__attribute__((format(printf, 2, 3))) static void rpc_conn_reject(rpc_conn_t *c, const char *fmt,
+                                                                  ...)
+{
+    char why[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof(why), fmt, ap);
+    va_end(ap);
+    atomic_fetch_add(&c->worker->server->protocol_errors, 1);
+    MC_WARN("RPC: closing connection from %s: %s", c->peer, why);
+    rpc_conn_close(c);
+}
+
+static void rpc_conn_process(rpc_conn_t *c);
+static void rpc_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
+static void rpc_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
+
+static void rpc_resume(rpc_conn_t *c)
+{
+    c->paused = 0;
+    rpc_conn_process(c);
+    if (!c->paused && !c->closing && uv_read_start((uv_stream_t *)&c->tcp, rpc_alloc, rpc_read))
+        rpc_conn_close(c);
+}
+
+static void rpc_write_done(uv_write_t *req, int status)
+{
+    rpc_conn_t *c = req->handle->data;
+    free(req->data);
+    if (c->closing)
+        return;
+    if (status < 0) {
+        MC_VLOG(1, "RPC: write to %s failed: %s", c->peer, uv_strerror(status));
+        rpc_conn_close(c);
+        return;
+    }
+    if (c->paused && uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) <=
+                         MC_RPC_MAX_PENDING_REPLY_BYTES / 2)
+        rpc_resume(c);
+}
+
+/* Counts one call of method idx (a valid index). */
+static void rpc_count(mc_rpc_server_t *s, int idx, int ok)
+{
+    atomic_fetch_add(&s->method_total[idx], 1);
+    if (ok)
+        atomic_fetch_add(&s->method_success[idx], 1);
+}
+
+int mc_rpc_conn_reply(rpc_conn_t *c, uint16_t opcode, uint64_t id, const ProtobufCMessage *msg,
+                      int ok)
+{
+    size_t body = protobuf_c_message_get_packed_size(msg);
+    if (body > MC_RPC_MAX_BODY)
+        return MC_ERR_BUFFER_OVERFLOW;
+    rpc_reply_t *r = malloc(sizeof(*r) + MC_FRAME_HEADER_SIZE + body);
+    if (!r)
+        return MC_ERR_INTERNAL_ERROR;
+    int idx = mc_rpc_method_index(opcode);
+    if (idx >= 0)
+        rpc_count(c->worker->server, idx, ok);
+    mc_frame_encode((uint16_t)(opcode | MC_RPC_REPLY), id, (uint32_t)body, 0, r->bytes);
+    protobuf_c_message_pack(msg, r->bytes + MC_FRAME_HEADER_SIZE);
+    r->req.data = r;
+    uv_buf_t b = uv_buf_init((char *)r->bytes, (unsigned int)(MC_FRAME_HEADER_SIZE + body));
+    int rc = uv_write(&r->req, (uv_stream_t *)&c->tcp, &b, 1, rpc_write_done);
+    if (rc < 0) {
+        free(r);
+        MC_VLOG(1, "RPC: cannot queue a reply to %s: %s", c->peer, uv_strerror(rc));
+        rpc_conn_close(c);
+        return 0; /* the connection is gone; nothing more to report */
+    }
+    if (!c->paused &&
+        uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) > MC_RPC_MAX_PENDING_REPLY_BYTES) {
+        c->paused = 1;
+        uv_read_stop((uv_stream_t *)&c->tcp);
+    }
+    return 0;
+}
+
+mc_master_t *mc_rpc_conn_master(const rpc_conn_t *c)
+{
+    return c->worker->server->master;
+}
+
+const char *mc_rpc_conn_peer(const rpc_conn_t *c)
+{
+    return c->peer;
+}
+
+/* Handles one complete frame; may close the connection. */
+static void rpc_dispatch(rpc_conn_t *c, const mc_frame_header_t *h, const uint8_t *body)
+{
+    mc_rpc_server_t *s = c->worker->server;
+    int idx = mc_rpc_method_index(h->opcode);
+    if (idx < 0) {
+        rpc_conn_reject(c, "unknown opcode %u (request id %" PRIu64 ")", h->opcode, h->request_id);
+        return;
+    }
+    int rc = mc_rpc_methods[idx].handler(c, h->opcode, h->request_id, body, h->body_len);
+    if (rc == MC_ERR_DESERIALIZE_FAIL) {
+        rpc_conn_reject(c, "%s (opcode %u): body of %u bytes does not decode",
+                        mc_rpc_methods[idx].name, h->opcode, h->body_len);
+        return;
+    }
+    if (rc != 0) { /* no reply went out, so the call was not counted yet */
+        rpc_count(s, idx, 0);
+        MC_ERROR("RPC: cannot answer %s from %s: %s", mc_rpc_methods[idx].name, c->peer,
+                 mc_error_name(rc));
+        rpc_conn_close(c);
+    }
+}
+
+/* Handles every complete frame in the buffer, in order, until paused or closed. */
+static void rpc_conn_process(rpc_conn_t *c)
+{
+    while (!c->paused && !c->closing) {
+        size_t have = c->len - c->start;
+        if (have < MC_FRAME_HEADER_SIZE)
+            break;
+        const uint8_t *p = c->buf + c->start;
+        mc_frame_header_t h;
+        int rc = mc_frame_decode(p, MC_RPC_MAX_BODY, &h);
+        if (rc == MC_ERR_BUFFER_OVERFLOW) {
+            uint32_t declared = (uint32_t)p[16] | (uint32_t)p[17] << 8 | (uint32_t)p[18] << 16 |
+                                (uint32_t)p[19] << 24;
+            rpc_conn_reject(c, "frame body of %u bytes exceeds the %u-byte limit", declared,
+                            MC_RPC_MAX_BODY);
+            return;
+        }
+        if (rc != 0) {
+            rpc_conn_reject(c, "bad frame header (magic 0x%02x%02x%02x%02x, version %u)", p[3],
+                            p[2], p[1], p[0], (unsigned)(p[4] | p[5] << 8));
+            return;
+        }
+        if (have < MC_FRAME_HEADER_SIZE + (size_t)h.body_len)
+            break;
+        c->start += MC_FRAME_HEADER_SIZE + (size_t)h.body_len;
+        rpc_dispatch(c, &h, p + MC_FRAME_HEADER_SIZE);
+    }
+    if (c->closing)
+        return;
+    if (c->start == c->len) {
+        c->start = c->len = 0;
+        if (c->cap > RPC_IDLE_BUFFER_MAX) {
+            free(c->buf);
+            c->buf = NULL;
+            c->cap = 0;
+        }
+    }
+}
+
+/*
+ * Offers the free tail of the buffer. A large frame's room grows with what has arrived (at most
+ * doubling the bytes held per step, up to the frame's end), so memory follows the bytes a peer
+ * really sent, not the body_len it declared.
+ */
+static void rpc_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    rpc_conn_t *c = h->data;
+    size_t have = c->len - c->start;
+    size_t want = RPC_READ_CHUNK;
+    mc_frame_header_t fh;
+    if (have >= MC_FRAME_HEADER_SIZE &&
+        mc_frame_decode(c->buf + c->start, MC_RPC_MAX_BODY, &fh) == 0) {
+        size_t missing = MC_FRAME_HEADER_SIZE + (size_t)fh.body_len - have;
+        size_t step = have > RPC_READ_CHUNK ? have : RPC_READ_CHUNK;
+        want = missing > RPC_READ_CHUNK ? missing : RPC_READ_CHUNK;
+        if (want > step)
+            want = step;
+    }
+    if (c->cap - c->len < want && c->start > 0) {
+        memmove(c->buf, c->buf + c->start, have);
+        c->start = 0;
+        c->len = have;
+    }
+    if (c->cap - c->len < want) {
+        uint8_t *nb = realloc(c->buf, c->len + want);
+        if (!nb) {
+            *buf = uv_buf_init(NULL, 0); /* read_cb gets UV_ENOBUFS */
+            return;
+        }
+        c->buf = nb;
+        c->cap = c->len + want;
+    }
+    *buf = uv_buf_init((char *)c->buf + c->len, (unsigned int)(c->cap - c->len));
+}
+
+static void rpc_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    rpc_conn_t *c = s->data;
+    if (nread > 0) {
+        c->len += (size_t)nread;
+        rpc_conn_process(c);
+        return;
+    }
+    if (nread == 0)
+        return;
+    if (nread == UV_ENOBUFS)
+        MC_WARN("RPC: closing connection from %s: out of memory for its frame", c->peer);
+    else if (nread != UV_EOF)
+        MC_VLOG(1, "RPC: connection from %s failed: %s", c->peer, uv_strerror((int)nread));
+    rpc_conn_close(c);
+}
+
+static void rpc_format_peer(int fd, char out[MC_ENDPOINT_MAX])
+{
+    struct sockaddr_storage ss = {0};
+    socklen_t len = sizeof(ss);
+    char host[INET6_ADDRSTRLEN] = "?";
+    snprintf(out, MC_ENDPOINT_MAX, "unknown peer");
+    if (getpeername(fd, (struct sockaddr *)&ss, &len) != 0)
+        return;
+    if (ss.ss_family == AF_INET) {
+        const struct sockaddr_in *sin = (const struct sockaddr_in *)&ss;
+        inet_ntop(AF_INET, &sin->sin_addr, host, sizeof(host));
+        snprintf(out, MC_ENDPOINT_MAX, "%s:%d", host, ntohs(sin->sin_port));
+    } else if (ss.ss_family == AF_INET6) {
+        const struct sockaddr_in6 *sin6 = (const struct sockaddr_in6 *)&ss;
+        inet_ntop(AF_INET6, &sin6->sin6_addr, host, sizeof(host));
+        snprintf(out, MC_ENDPOINT_MAX, "[%s]:%d", host, ntohs(sin6->sin6_port));
+    }
+}
+
+/* Adopts an accepted fd on worker w's loop (w's thread). */
+static void rpc_conn_open(rpc_worker_t *w, int fd)
+{
+    rpc_conn_t *c = calloc(1, sizeof(*c));
+    if (!c) {
+        MC_WARN("RPC: out of memory for a new connection; closing it");
+        close(fd);
+        atomic_fetch_sub(&w->server->active, 1);
+        return;
+    }
+    c->worker = w;
+    rpc_format_peer(fd, c->peer);
+    uv_tcp_init(&w->loop, &c->tcp);
+    c->tcp.data = c;
+    int rc = uv_tcp_open(&c->tcp, fd);
+    if (rc < 0) {
+        MC_WARN("RPC: cannot adopt the connection from %s: %s", c->peer, uv_strerror(rc));
+        close(fd);
+        rpc_conn_close(c);
+        return;
+    }
+    uv_tcp_nodelay(&c->tcp, 1);
+    rc = uv_read_start((uv_stream_t *)&c->tcp, rpc_alloc, rpc_read);
+    if (rc < 0) {
+        MC_WARN("RPC: cannot read from %s: %s", c->peer, uv_strerror(rc));
+        rpc_conn_close(c);
+    }
+}
+
+/* ---- workers and the acceptor ------------------------------------------------------------ */
+
+static void rpc_close_walk(uv_handle_t *h, void *arg)
+{
+    if (uv_is_closing(h))
+        return;
+    if (h->type == UV_TCP)
+        rpc_conn_close(h->data);
+    else
+        uv_close(h, NULL);
+}
+
+/* Takes every queued fd (closing them when stopping). */
+static void rpc_worker_wakeup(uv_async_t *a)
+{
+    rpc_worker_t *w = a->data;
+    int stopping = atomic_load(&w->server->stopping);
+    for (;;) {
+        pthread_mutex_lock(&w->lock);
+        int fd = w->npending ? w->pending[--w->npending] : -1;
+        pthread_mutex_unlock(&w->lock);
+        if (fd < 0)
+            break;
+        if (stopping) {
+            close(fd);
+            atomic_fetch_sub(&w->server->active, 1);
+        } else {
+            rpc_conn_open(w, fd);
+        }
+    }
+    if (stopping)
+        uv_walk(&w->loop, rpc_close_walk, NULL);
+}
+
+static int rpc_worker_push(rpc_worker_t *w, int fd)
+{
+    pthread_mutex_lock(&w->lock);
+    if (w->npending == w->pending_cap) {
+        size_t cap = w->pending_cap ? 2 * w->pending_cap : 64;
+        int *p = realloc(w->pending, cap * sizeof(*p));
+        if (!p) {
+            pthread_mutex_unlock(&w->lock);
+            return MC_ERR_INTERNAL_ERROR;
+        }
+        w->pending = p;
+        w->pending_cap = cap;
+    }
+    w->pending[w->npending++] = fd;
+    pthread_mutex_unlock(&w->lock);
+    uv_async_send(&w->wakeup);
+    return 0;
+}
+
+static void rpc_accept_cb(uv_poll_t *p, int status, int events);
+
+static void rpc_accept_resume(uv_timer_t *t)
+{
+    rpc_worker_t *w = t->data;
+    uv_poll_start(&w->accept_poll, UV_READABLE, rpc_accept_cb);
+}
+
+static void rpc_accept_one(mc_rpc_server_t *s, int fd)
+{
+    if (atomic_load(&s->active) >= MC_RPC_MAX_CONNECTIONS) {
+        close(fd);
+        atomic_fetch_add(&s->rejected, 1);
+        uint64_t now = mc_now_ms();
+        uint64_t last = atomic_load(&s->last_reject_log_ms);
+        if (now - last >= RPC_REJECT_LOG_INTERVAL_MS &&
+            atomic_compare_exchange_strong(&s->last_reject_log_ms, &last, now))
+            MC_WARN("RPC: %d connections are open, the limit; refusing new ones",
+                    MC_RPC_MAX_CONNECTIONS);
+        return;
+    }
+    atomic_fetch_add(&s->active, 1);
+    atomic_fetch_add(&s->accepted, 1);
+    rpc_worker_t *w = &s->workers[s->next_worker++ % (size_t)s->nworkers];
+    if (rpc_worker_push(w, fd) != 0) {
+        MC_WARN("RPC: out of memory queueing a new connection; closing it");
+        close(fd);
+        atomic_fetch_sub(&s->active, 1);
+    }
+}
+
+static void rpc_accept_cb(uv_poll_t *p, int status, int events)
+{
+    rpc_worker_t *w = p->data;
+    mc_rpc_server_t *s = w->server;
+    for (int i = 0; i < RPC_ACCEPT_BURST; i++) {
+        int fd = accept4(s->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd >= 0) {
+            rpc_accept_one(s, fd);
+            continue;
+        }
+        if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO)
+            continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK)
+            return;
+        /* Out of descriptors or memory: the socket stays readable; back off, do not spin. */
+        MC_WARN("RPC: accept failed: %s; pausing accepts for %d ms", strerror(errno),
+                RPC_ACCEPT_BACKOFF_MS);
+        uv_poll_stop(&w->accept_poll);
+        uv_timer_start(&w->accept_backoff, rpc_accept_resume, RPC_ACCEPT_BACKOFF_MS, 0);
+        return;
+    }
+}
+
+static void rpc_worker_run(void *arg)
+{
+    rpc_worker_t *w = arg;
+    uv_run(&w->loop, UV_RUN_DEFAULT);
+}
+
+static int rpc_worker_init(mc_rpc_server_t *s, rpc_worker_t *w, int acceptor)
+{
+    w->server = s;
+    pthread_mutex_init(&w->lock, NULL);
+    int rc = uv_loop_init(&w->loop);
+    if (rc < 0) {
+        MC_ERROR("RPC: cannot create an event loop: %s", uv_strerror(rc));
+        return MC_ERR_INTERNAL_ERROR;
+    }
+    w->loop_ready = 1;
+    uv_async_init(&w->loop, &w->wakeup, rpc_worker_wakeup);
+    w->wakeup.data = w;
+    if (!acceptor)
+        return 0;
+    uv_timer_init(&w->loop, &w->accept_backoff);
+    w->accept_backoff.data = w;
+    rc = uv_poll_init(&w->loop, &w->accept_poll, s->listen_fd);
+    if (rc == 0) {
+        w->accept_poll.data = w;
+        rc = uv_poll_start(&w->accept_poll, UV_READABLE, rpc_accept_cb);
+    }
+    if (rc < 0) {
+        MC_ERROR("RPC: cannot watch the listening socket: %s", uv_strerror(rc));
+        return MC_ERR_INTERNAL_ERROR;
+    }
+    return 0;
+}
+
+/*
+ * Stops, joins and frees everything; works on a partly started server. Worker 0 (the acceptor)
+ * stops first: it is the only thread that wakes the others, so once it is joined no
+ * uv_async_send can race with a worker closing its async handle.
+ */
+static void rpc_server_free(mc_rpc_server_t *s)
+{
+    atomic_store(&s->stopping, 1);
+    for (int i = 0; i < s->nworkers; i++) {
+        rpc_worker_t *w = &s->workers[i];
+        if (w->thread_started) {
+            uv_async_send(&w->wakeup);
+            uv_thread_join(&w->thread);
+        } else if (w->loop_ready) {
+            uv_walk(&w->loop, rpc_close_walk, NULL);
+            uv_run(&w->loop, UV_RUN_DEFAULT);
+        }
+        if (w->loop_ready && uv_loop_close(&w->loop) != 0)
+            MC_WARN("RPC: worker %d's loop still has handles at exit", i);
+        for (size_t j = 0; j < w->npending; j++)
+            close(w->pending[j]);
+        free(w->pending);
+        pthread_mutex_destroy(&w->lock);
+    }
+    if (s->listen_fd >= 0)
+        close(s->listen_fd);
+    free(s->workers);
+    free(s);
+}
+
+int mc_rpc_server_start(mc_master_t *master, const char *host, int port, int threads,
+                        mc_rpc_server_t **out)
+{
+    if (!master || !out || port < 0 || port > 65535 || threads < 1 || threads > MC_RPC_MAX_THREADS)
+        return MC_ERR_INVALID_PARAMS;
+    *out = NULL;
+    mc_rpc_server_t *s = calloc(1, sizeof(*s));
+    rpc_worker_t *workers = calloc((size_t)threads, sizeof(*workers));
+    if (!s || !workers) {
+        free(s);
+        free(workers);
+        return MC_ERR_INTERNAL_ERROR;
+    }
+    s->master = master;
+    s->workers = workers;
+    s->nworkers = threads;
+    s->listen_fd = mc_net_listen_tcp(host, port, RPC_BACKLOG, &s->port);
+    if (s->listen_fd < 0) {
+        int rc = s->listen_fd; /* mc_net_listen_tcp logged host:port and the reason */
+        s->listen_fd = -1;
+        s->nworkers = 0;
+        rpc_server_free(s);
+        return rc;
+    }
+    int fl = fcntl(s->listen_fd, F_GETFL);
+    fcntl(s->listen_fd, F_SETFL, fl | O_NONBLOCK);
+
+    int rc = 0;
+    for (int i = 0; i < threads && rc == 0; i++)
+        rc = rpc_worker_init(s, &workers[i], i == 0);
+    for (int i = 0; i < threads && rc == 0; i++) {
+        if (uv_thread_create(&workers[i].thread, rpc_worker_run, &workers[i]) != 0) {
+            MC_ERROR("RPC: cannot start worker thread %d", i);
+            rc = MC_ERR_INTERNAL_ERROR;
+            break;
+        }
+        workers[i].thread_started = 1;
+    }
+    if (rc != 0) {
+        rpc_server_free(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
+int mc_rpc_server_port(const mc_rpc_server_t *server)
+{
+    return server ? server->port : -1;
+}
+
+void mc_rpc_server_stop(mc_rpc_server_t *server)
+{
+    if (server)
+        rpc_server_free(server);
+}
+
+size_t mc_rpc_server_get_stats(const mc_rpc_server_t *server, mc_rpc_server_stats_t *out,
+                               mc_rpc_method_stats_t *methods, size_t capacity)
+{
+    mc_rpc_server_t *s = (mc_rpc_server_t *)server; /* atomics are read, never written */
+    if (out) {
+        memset(out, 0, sizeof(*out));
+        if (s) {
+            out->connections_accepted = atomic_load(&s->accepted);
+            out->connections_active = atomic_load(&s->active);
+            out->connections_rejected = atomic_load(&s->rejected);
+            out->protocol_errors = atomic_load(&s->protocol_errors);
+        }
+    }
+    size_t n = 0;
+    for (; methods && n < capacity && n < MC_RPC_METHOD_COUNT; n++) {
+        methods[n].method = mc_rpc_methods[n].name;
+        methods[n].total = s ? atomic_load(&s->method_total[n]) : 0;
+        methods[n].success = s ? atomic_load(&s->method_success[n]) : 0;
+    }
+    return n;
+}

@@ -1,0 +1,57 @@
+/*
+ * rpc.h — request/response RPC over the frame protocol (frame.h), used between store clients and
+ * mooncake_master. A call sends one frame (opcode, request id, protobuf body from store.proto)
+ * and reads one reply frame with the same request id and opcode | MC_RPC_REPLY.
+ *
+ * The client side is a small pool of blocking connections to one server address, safe to share
+ * between threads: a call borrows an idle connection (or opens one, connect timeout 3 s), and a
+ * connection that failed is closed, never reused. A call fails with MC_ERR_RPC_FAIL when the
+ * server is unreachable or closed the connection, MC_ERR_RPC_TIMEOUT when it did not answer in
+ * the call timeout (default 10 s), MC_ERR_DESERIALIZE_FAIL for a malformed reply.
+ */
+#ifndef MC_WIRE_RPC_H
+#define MC_WIRE_RPC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Master RPC opcodes. Request body / reply body (store.proto). */
+enum mc_rpc_opcode {
+    MC_RPC_SERVICE_READY = 100,   /* (empty) / ServiceReadyResponse */
+    MC_RPC_PING = 101,            /* PingRequest / PingResponse */
+    MC_RPC_MOUNT_SEGMENT = 102,   /* SegmentRequest / StatusResponse */
+    MC_RPC_REMOUNT_SEGMENT = 103, /* SegmentRequest / StatusResponse */
+    MC_RPC_UNMOUNT_SEGMENT = 104, /* SegmentRequest (ids) / StatusResponse */
+    MC_RPC_PUT_START = 110,       /* KeysRequest (keys, sizes, config) / KeysResponse (replicas) */
+    MC_RPC_PUT_END = 111,         /* KeysRequest / KeysResponse */
+    MC_RPC_PUT_REVOKE = 112,      /* KeysRequest / KeysResponse */
+    MC_RPC_UPSERT_START = 113,
+    MC_RPC_UPSERT_END = 114,
+    MC_RPC_UPSERT_REVOKE = 115,
+    MC_RPC_GET_REPLICA_LIST = 120, /* KeysRequest / KeysResponse (replicas, size, lease_ttl_ms) */
+    MC_RPC_EXIST_KEY = 121,        /* KeysRequest / KeysResponse (exists) */
+    MC_RPC_REMOVE = 130,           /* KeysRequest (keys, force) / KeysResponse */
+    MC_RPC_REMOVE_ALL = 131,       /* KeysRequest (force) / KeysResponse (count) */
+    MC_RPC_REMOVE_BY_REGEX = 132,  /* KeysRequest (regex, force) / KeysResponse (count) */
+};
+
+#define MC_RPC_REPLY 0x8000u
+#define MC_RPC_MAX_BODY (64u << 20)
+#define MC_RPC_DEFAULT_TIMEOUT_MS 10000
+
+typedef struct mc_rpc_client mc_rpc_client_t;
+
+/* address: "host:port". Does not connect yet. */
+int mc_rpc_client_create(const char *address, int timeout_ms, mc_rpc_client_t **out);
+void mc_rpc_client_destroy(mc_rpc_client_t *c);
+/* Closes every pooled connection (after a server restart the next call reconnects). */
+void mc_rpc_client_reset(mc_rpc_client_t *c);
+
+/*
+ * One call: sends `body` (len bytes) with `opcode`; on success *reply is a malloc'd buffer
+ * (caller frees) of *reply_len bytes holding the reply's protobuf body. Thread-safe.
+ */
+int mc_rpc_call(mc_rpc_client_t *c, uint16_t opcode, const uint8_t *body, size_t len,
+                uint8_t **reply, size_t *reply_len);
+
+#endif /* MC_WIRE_RPC_H */

@@ -1,0 +1,167 @@
+/*
+ * rpc_client.c — blocking request/response calls to one RPC server, over a pool of connections
+ * (rpc.h). Each call borrows an idle connection or opens one, sends one frame, reads one reply
+ * frame, and returns the connection to the pool only after a clean exchange.
+ */
+#include "rpc.h"
+
+#include "frame.h"
+#include "log.h"
+#include "mooncake/errors.h"
+#include "net.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#define MC_RPC_CONNECT_TIMEOUT_MS 3000
+#define MC_RPC_MAX_IDLE 32
+
+struct mc_rpc_client {
+    char host[MC_HOST_MAX];
+    int port;
+    int timeout_ms;
+    pthread_mutex_t lock;
+    int idle[MC_RPC_MAX_IDLE];
+    size_t idle_count;
+    atomic_uint_fast64_t next_id;
+};
+
+int mc_rpc_client_create(const char *address, int timeout_ms, mc_rpc_client_t **out)
+{
+    mc_rpc_client_t *c = calloc(1, sizeof(*c));
+    if (!c)
+        return MC_ERR_INTERNAL_ERROR;
+    if (mc_net_split_endpoint(address, -1, c->host, &c->port) != 0 || c->port <= 0) {
+        MC_ERROR("master address \"%s\" is not host:port", address ? address : "");
+        free(c);
+        return MC_ERR_INVALID_PARAMS;
+    }
+    c->timeout_ms = timeout_ms > 0 ? timeout_ms : MC_RPC_DEFAULT_TIMEOUT_MS;
+    pthread_mutex_init(&c->lock, NULL);
+    atomic_init(&c->next_id, 1);
+    *out = c;
+    return 0;
+}
+
+void mc_rpc_client_reset(mc_rpc_client_t *c)
+{
+    pthread_mutex_lock(&c->lock);
+    for (size_t i = 0; i < c->idle_count; i++)
+        close(c->idle[i]);
+    c->idle_count = 0;
+    pthread_mutex_unlock(&c->lock);
+}
+
+void mc_rpc_client_destroy(mc_rpc_client_t *c)
+{
+    if (!c)
+        return;
+    mc_rpc_client_reset(c);
+    pthread_mutex_destroy(&c->lock);
+    free(c);
+}
+
+static int borrow(mc_rpc_client_t *c)
+{
+    pthread_mutex_lock(&c->lock);
+    if (c->idle_count > 0) {
+        int fd = c->idle[--c->idle_count];
+        pthread_mutex_unlock(&c->lock);
+        return fd;
+    }
+    pthread_mutex_unlock(&c->lock);
+    int fd = mc_net_connect_tcp(c->host, c->port, MC_RPC_CONNECT_TIMEOUT_MS);
+    if (fd >= 0)
+        mc_net_set_timeouts(fd, c->timeout_ms);
+    return fd;
+}
+
+static void give_back(mc_rpc_client_t *c, int fd)
+{
+    pthread_mutex_lock(&c->lock);
+    if (c->idle_count < MC_RPC_MAX_IDLE) {
+        c->idle[c->idle_count++] = fd;
+        fd = -1;
+    }
+    pthread_mutex_unlock(&c->lock);
+    if (fd >= 0)
+        close(fd);
+}
+
+static int exchange(mc_rpc_client_t *c, int fd, uint16_t opcode, const uint8_t *body, size_t len,
+                    uint8_t **reply, size_t *reply_len)
+{
+    uint64_t id = atomic_fetch_add(&c->next_id, 1);
+    uint8_t hdr[MC_FRAME_HEADER_SIZE];
+    mc_frame_encode(opcode, id, (uint32_t)len, 0, hdr);
+    struct iovec iov[2] = {{hdr, sizeof(hdr)}, {(void *)body, len}};
+    struct msghdr msg = {.msg_iov = iov, .msg_iovlen = len ? 2 : 1};
+    size_t total = sizeof(hdr) + len, sent = 0;
+    while (sent < total) {
+        ssize_t n = sendmsg(fd, &msg, MSG_NOSIGNAL);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return errno == EAGAIN ? MC_ERR_RPC_TIMEOUT : MC_ERR_RPC_FAIL;
+        }
+        sent += (size_t)n;
+        if (sent < total) { /* rare partial send: finish the rest plainly */
+            size_t off = sent;
+            if (off < sizeof(hdr)) {
+                if (mc_net_send_all(fd, hdr + off, sizeof(hdr) - off) != 0)
+                    return MC_ERR_RPC_FAIL;
+                off = sizeof(hdr);
+            }
+            if (mc_net_send_all(fd, body + (off - sizeof(hdr)), len - (off - sizeof(hdr))) != 0)
+                return MC_ERR_RPC_FAIL;
+            break;
+        }
+    }
+    uint8_t raw[MC_FRAME_HEADER_SIZE];
+    if (mc_net_recv_all(fd, raw, sizeof(raw)) != 0)
+        return errno == EAGAIN ? MC_ERR_RPC_TIMEOUT : MC_ERR_RPC_FAIL;
+    mc_frame_header_t h;
+    if (mc_frame_decode(raw, MC_RPC_MAX_BODY, &h) != 0 || h.request_id != id ||
+        h.opcode != (uint16_t)(opcode | MC_RPC_REPLY))
+        return MC_ERR_DESERIALIZE_FAIL;
+    uint8_t *buf = malloc(h.body_len ? h.body_len : 1);
+    if (!buf)
+        return MC_ERR_INTERNAL_ERROR;
+    if (mc_net_recv_all(fd, buf, h.body_len) != 0) {
+        free(buf);
+        return errno == EAGAIN ? MC_ERR_RPC_TIMEOUT : MC_ERR_RPC_FAIL;
+    }
+    *reply = buf;
+    *reply_len = h.body_len;
+    return 0;
+}
+
+int mc_rpc_call(mc_rpc_client_t *c, uint16_t opcode, const uint8_t *body, size_t len,
+                uint8_t **reply, size_t *reply_len)
+{
+    if (!c || !reply || !reply_len || (len && !body) || len > MC_RPC_MAX_BODY)
+        return MC_ERR_INVALID_PARAMS;
+    *reply = NULL;
+    *reply_len = 0;
+    /* A pooled connection may have been closed by a restarted server: one retry on a fresh one. */
+    for (int attempt = 0; attempt < 2; attempt++) {
+        int fd = borrow(c);
+        if (fd < 0)
+            return fd == MC_ERR_RPC_TIMEOUT ? MC_ERR_RPC_TIMEOUT : MC_ERR_RPC_FAIL;
+        int rc = exchange(c, fd, opcode, body, len, reply, reply_len);
+        if (rc == 0) {
+            give_back(c, fd);
+            return 0;
+        }
+        close(fd);
+        if (rc != MC_ERR_RPC_FAIL)
+            return rc;
+    }
+    return MC_ERR_RPC_FAIL;
+}

@@ -1,0 +1,614 @@
+/*
+ * test_store.c — store integration tests: a real mooncake_master, real mooncake_client processes
+ * holding segments, and this process as a store client with no segment (global_segment_size 0),
+ * all on loopback with no extra environment.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "mooncake/store.h"
+#include "proc.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MiB (1024ull * 1024ull)
+#define MASTER_BIN MC_BUILD_DIR "/tools/mooncake_master"
+#define CLIENT_BIN MC_BUILD_DIR "/tools/mooncake_client"
+
+extern char **environ;
+
+typedef struct master {
+    pid_t pid;
+    int rpc_port, metrics_port;
+    char addr[64];
+} master_t;
+
+static int port_open(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    int ok = connect(fd, (struct sockaddr *)&sin, sizeof(sin)) == 0;
+    close(fd);
+    return ok;
+}
+
+/* Starts mooncake_master with extra flags (NULL-terminated) and waits for its RPC port. */
+static int start_master_on(master_t *m, int rpc_port, const char *const *extra)
+{
+    char rpc[32], metrics[32];
+    m->rpc_port = rpc_port;
+    m->metrics_port = mc_test_free_port();
+    snprintf(rpc, sizeof(rpc), "--rpc_port=%d", m->rpc_port);
+    snprintf(metrics, sizeof(metrics), "--metrics_port=%d", m->metrics_port);
+    snprintf(m->addr, sizeof(m->addr), "127.0.0.1:%d", m->rpc_port);
+    char *argv[32] = {MASTER_BIN, rpc, metrics, "--rpc_address=127.0.0.1",
+                      "--metrics_host=127.0.0.1"};
+    int argc = 5;
+    for (int i = 0; extra && extra[i] && argc < 31; i++)
+        argv[argc++] = (char *)extra[i];
+    argv[argc] = NULL;
+    if (posix_spawn(&m->pid, MASTER_BIN, NULL, NULL, argv, environ) != 0)
+        return -1;
+    for (int i = 0; i < 200; i++) {
+        if (port_open(m->rpc_port))
+            return 0;
+        usleep(50000);
+    }
+    return -1;
+}
+
+static int start_master(master_t *m, const char *const *extra)
+{
+    return start_master_on(m, mc_test_free_port(), extra);
+}
+
+static int stop_master(master_t *m, int sig)
+{
+    int status = -1;
+    kill(m->pid, sig);
+    for (int i = 0; i < 500; i++) {
+        if (waitpid(m->pid, &status, WNOHANG) == m->pid)
+            return status;
+        usleep(20000);
+    }
+    kill(m->pid, SIGKILL);
+    waitpid(m->pid, &status, 0);
+    return -1;
+}
+
+typedef struct holder {
+    mc_proc_t proc;
+    char segment[300];
+} holder_t;
+
+/* A mooncake_client holding a segment of `segment` bytes. */
+static int start_holder(holder_t *h, const master_t *m, const char *segment, int disable_shm)
+{
+    char master_flag[96], port_flag[32], seg_flag[64];
+    snprintf(master_flag, sizeof(master_flag), "--master_server_address=%s", m->addr);
+    snprintf(port_flag, sizeof(port_flag), "--port=%d", mc_test_free_port());
+    snprintf(seg_flag, sizeof(seg_flag), "--global_segment_size=%s", segment);
+    char *argv[] = {CLIENT_BIN, master_flag, "--metadata_server=P2PHANDSHAKE", "--host=127.0.0.1",
+                    port_flag, seg_flag, NULL};
+    if (disable_shm)
+        setenv("MC_DISABLE_SHM", "1", 1);
+    int rc = mc_proc_start(&h->proc, argv, "mooncake_client ready: segment ", 20000);
+    unsetenv("MC_DISABLE_SHM");
+    if (rc != 0)
+        return -1;
+    sscanf(h->proc.ready_line, "mooncake_client ready: segment %299s", h->segment);
+    return 0;
+}
+
+static mc_store_t *new_client(const master_t *m)
+{
+    mc_store_config_t cfg = {.local_hostname = "127.0.0.1",
+                             .metadata_server = "P2PHANDSHAKE",
+                             .global_segment_size = 0,
+                             .local_buffer_size = 16 * MiB,
+                             .protocol = "tcp",
+                             .master_server_addr = m->addr};
+    mc_store_t *s = NULL;
+    assert_int_equal(mc_store_setup(&cfg, &s), 0);
+    return s;
+}
+
+static void fill(uint8_t *buf, size_t len, uint64_t seed)
+{
+    uint64_t x = seed * 0x9E3779B97F4A7C15ull + 12345;
+    for (size_t i = 0; i < len; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        buf[i] = (uint8_t)x;
+    }
+}
+
+/* ---- one cluster for most tests: master (lease 10 s) + one 256 MiB holder ---------------- */
+
+static master_t cluster;
+static holder_t holder_a;
+
+static void test_64_values_of_1_mib_round_trip_byte_exact(void **state)
+{
+    mc_store_t *s = new_client(&cluster);
+    uint8_t *src = malloc(MiB), *dst = malloc(MiB);
+    char key[64];
+    for (int i = 0; i < 64; i++) {
+        snprintf(key, sizeof(key), "mib/%d", i);
+        fill(src, MiB, (uint64_t)i);
+        assert_int_equal(mc_store_put(s, key, src, MiB, NULL), 0);
+    }
+    for (int i = 0; i < 64; i++) {
+        snprintf(key, sizeof(key), "mib/%d", i);
+        fill(src, MiB, (uint64_t)i);
+        memset(dst, 0, MiB);
+        assert_int_equal(mc_store_get(s, key, dst, MiB), (int64_t)MiB);
+        assert_memory_equal(src, dst, MiB);
+    }
+    assert_int_equal(mc_store_remove_by_regex(s, "^mib/", 1), 64);
+    free(src);
+    free(dst);
+    mc_store_free(s);
+}
+
+static void test_batch_put_and_get_with_duplicate_keys(void **state)
+{
+    mc_store_t *s = new_client(&cluster);
+    enum { N = 6 };
+    const char *keys[N] = {"b/0", "b/1", "b/0", "b/2", "b/1", "b/3"};
+    uint8_t vals[N][4096], out[N][4096];
+    const void *vp[N];
+    void *op[N];
+    size_t sizes[N], caps[N];
+    int res[N];
+    int64_t got[N];
+    for (int i = 0; i < N; i++) {
+        fill(vals[i], sizeof(vals[i]), (uint64_t)i + 500);
+        vp[i] = vals[i];
+        op[i] = out[i];
+        sizes[i] = 1000 + (size_t)i;
+        caps[i] = sizeof(out[i]);
+    }
+    assert_int_equal(mc_store_put_batch(s, keys, vp, sizes, N, NULL, res), 0);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(res[i], 0);
+    memset(out, 0, sizeof(out));
+    assert_int_equal(mc_store_get_batch(s, keys, op, caps, N, got), 0);
+    /* The first put of a key wins; every destination of a repeated key is filled with it. */
+    const int first[N] = {0, 1, 0, 3, 1, 5};
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(got[i], (int64_t)sizes[first[i]]);
+        assert_memory_equal(out[i], vals[first[i]], sizes[first[i]]);
+    }
+    int ex[3];
+    const char *ekeys[3] = {"b/0", "b/missing", "b/3"};
+    assert_int_equal(mc_store_batch_exist(s, ekeys, 3, ex), 0);
+    assert_int_equal(ex[0], 1);
+    assert_int_equal(ex[1], 0);
+    assert_int_equal(ex[2], 1);
+    assert_int_equal(mc_store_remove_by_regex(s, "^b/", 1), 4);
+    mc_store_free(s);
+}
+
+static void test_empty_value_differs_from_missing_key(void **state)
+{
+    mc_store_t *s = new_client(&cluster);
+    uint8_t buf[8];
+    assert_int_equal(mc_store_put(s, "empty", "", 0, NULL), 0);
+    assert_int_equal(mc_store_get(s, "empty", buf, sizeof(buf)), 0);
+    assert_int_equal(mc_store_get_size(s, "empty"), 0);
+    assert_int_equal(mc_store_exist(s, "empty"), 1);
+    assert_int_equal(mc_store_get(s, "never-put", buf, sizeof(buf)), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc_store_get_size(s, "never-put"), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc_store_exist(s, "never-put"), 0);
+    assert_int_equal(mc_store_remove(s, "empty", 1), 0);
+    mc_store_free(s);
+}
+
+static void test_key_length_limits(void **state)
+{
+    mc_store_t *s = new_client(&cluster);
+    static char key[MC_MAX_KEY_LEN + 2];
+    const size_t ok_lengths[] = {1, 255, 256, MC_MAX_KEY_LEN};
+    uint8_t v[32], out[32];
+    for (size_t i = 0; i < 4; i++) {
+        memset(key, 'k', ok_lengths[i]);
+        key[ok_lengths[i]] = '\0';
+        key[0] = (char)('a' + i);
+        fill(v, sizeof(v), i);
+        assert_int_equal(mc_store_put(s, key, v, sizeof(v), NULL), 0);
+        assert_int_equal(mc_store_get(s, key, out, sizeof(out)), (int64_t)sizeof(v));
+        assert_memory_equal(v, out, sizeof(v));
+        assert_int_equal(mc_store_remove(s, key, 1), 0);
+    }
+    memset(key, 'k', MC_MAX_KEY_LEN + 1);
+    key[MC_MAX_KEY_LEN + 1] = '\0';
+    assert_int_equal(mc_store_put(s, key, v, sizeof(v), NULL), MC_ERR_INVALID_KEY);
+    assert_int_equal(mc_store_get(s, key, out, sizeof(out)), MC_ERR_INVALID_KEY);
+    assert_int_equal(mc_store_put(s, "", v, sizeof(v), NULL), MC_ERR_INVALID_KEY);
+    assert_int_equal(mc_store_put(s, NULL, v, sizeof(v), NULL), MC_ERR_INVALID_KEY);
+    assert_int_equal(mc_store_put(s, "a/b/c//d", v, sizeof(v), NULL), 0);
+    assert_int_equal(mc_store_get(s, "a/b/c//d", out, sizeof(out)), (int64_t)sizeof(v));
+    assert_int_equal(mc_store_remove(s, "a/b/c//d", 1), 0);
+    mc_store_free(s);
+}
+
+static void test_lease_blocks_remove_until_force(void **state)
+{
+    mc_store_t *s = new_client(&cluster);
+    uint8_t v[100], out[100];
+    fill(v, sizeof(v), 3);
+    assert_int_equal(mc_store_put(s, "leased", v, sizeof(v), NULL), 0);
+    assert_int_equal(mc_store_get(s, "leased", out, sizeof(out)), 100);
+    assert_int_equal(mc_store_remove(s, "leased", 0), MC_ERR_OBJECT_HAS_LEASE);
+    assert_int_equal(mc_store_remove(s, "leased", 1), 0);
+    assert_int_equal(mc_store_remove(s, "leased", 1), MC_ERR_OBJECT_NOT_FOUND);
+    mc_store_free(s);
+}
+
+static void test_immutable_put_keeps_first_value_and_upsert_replaces(void **state)
+{
+    mc_store_t *s = new_client(&cluster);
+    uint8_t a[300], b[200], out[300];
+    fill(a, sizeof(a), 10);
+    fill(b, sizeof(b), 11);
+    assert_int_equal(mc_store_put(s, "imm", a, sizeof(a), NULL), 0);
+    assert_int_equal(mc_store_put(s, "imm", b, sizeof(b), NULL), 0); /* exists: success, kept */
+    assert_int_equal(mc_store_get(s, "imm", out, sizeof(out)), 300);
+    assert_memory_equal(out, a, sizeof(a));
+    assert_int_equal(mc_store_upsert(s, "imm", b, sizeof(b), NULL), 0);
+    assert_int_equal(mc_store_get(s, "imm", out, sizeof(out)), 200);
+    assert_memory_equal(out, b, sizeof(b));
+    assert_int_equal(mc_store_get(s, "imm", out, 10), MC_ERR_BUFFER_OVERFLOW);
+    assert_int_equal(mc_store_remove(s, "imm", 1), 0);
+    mc_store_free(s);
+}
+
+typedef struct same_key_arg {
+    mc_store_t *s;
+    int id;
+    int rc;
+} same_key_arg_t;
+
+#define SAME_KEY_SIZE (2 * MiB)
+
+static void *put_same_key(void *p)
+{
+    same_key_arg_t *a = p;
+    uint8_t *v = malloc(SAME_KEY_SIZE);
+    fill(v, SAME_KEY_SIZE, 1000 + (uint64_t)a->id);
+    a->rc = mc_store_put(a->s, "contended", v, SAME_KEY_SIZE, NULL);
+    free(v);
+    return NULL;
+}
+
+static void test_8_threads_putting_one_key_leave_one_intact_value(void **state)
+{
+    mc_store_t *s = new_client(&cluster);
+    pthread_t t[8];
+    same_key_arg_t args[8];
+    for (int i = 0; i < 8; i++) {
+        args[i] = (same_key_arg_t){s, i, -1};
+        pthread_create(&t[i], NULL, put_same_key, &args[i]);
+    }
+    for (int i = 0; i < 8; i++) {
+        pthread_join(t[i], NULL);
+        assert_int_equal(args[i].rc, 0);
+    }
+    uint8_t *out = malloc(SAME_KEY_SIZE), *expect = malloc(SAME_KEY_SIZE);
+    assert_int_equal(mc_store_get(s, "contended", out, SAME_KEY_SIZE), (int64_t)SAME_KEY_SIZE);
+    int matches = 0;
+    for (int i = 0; i < 8; i++) {
+        fill(expect, SAME_KEY_SIZE, 1000 + (uint64_t)i);
+        matches += memcmp(out, expect, SAME_KEY_SIZE) == 0;
+    }
+    assert_int_equal(matches, 1); /* exactly one writer's bytes, whole */
+    assert_int_equal(mc_store_remove(s, "contended", 1), 0);
+    free(out);
+    free(expect);
+    mc_store_free(s);
+}
+
+static void test_pure_server_cannot_put_and_closed_store_refuses(void **state)
+{
+    mc_store_config_t cfg = {.local_hostname = "127.0.0.1", .metadata_server = "P2PHANDSHAKE",
+                             .global_segment_size = 4 * MiB, .local_buffer_size = 0,
+                             .master_server_addr = cluster.addr};
+    mc_store_t *s = NULL;
+    assert_int_equal(mc_store_setup(&cfg, &s), 0);
+    uint8_t v[16] = {0};
+    assert_int_not_equal(mc_store_put(s, "pure", v, sizeof(v), NULL), 0);
+    assert_int_equal(mc_store_health_check(s), 0);
+    assert_int_equal(mc_store_close(s), 0);
+    assert_int_equal(mc_store_close(s), 0); /* idempotent */
+    assert_int_equal(mc_store_health_check(s), 1);
+    assert_int_equal(mc_store_exist(s, "pure"), MC_ERR_INVALID_PARAMS);
+    mc_store_free(s);
+}
+
+static void test_zero_copy_calls_need_registered_buffers(void **state)
+{
+    mc_store_t *s = new_client(&cluster);
+    size_t len = 3 * MiB + 5;
+    uint8_t *buf = malloc(len), *out = malloc(len);
+    fill(buf, len, 77);
+    assert_int_equal(mc_store_put_from(s, "zc", buf, len, NULL), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_store_register_buffer(s, buf, len), 0);
+    assert_int_equal(mc_store_register_buffer(s, out, len), 0);
+    assert_int_equal(mc_store_put_from(s, "zc", buf, len, NULL), 0);
+    assert_int_equal(mc_store_get_into(s, "zc", out, len), (int64_t)len);
+    assert_memory_equal(buf, out, len);
+    mc_replica_desc_t d[2];
+    size_t n = 0;
+    assert_int_equal(mc_store_get_replica_desc(s, "zc", d, 2, &n), 0);
+    assert_int_equal(n, 1);
+    assert_string_equal(d[0].segment_name, holder_a.segment);
+    assert_int_equal(d[0].size, len);
+    assert_int_equal(mc_store_unregister_buffer(s, out), 0);
+    assert_int_equal(mc_store_get_into(s, "zc", out, len), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_store_remove(s, "zc", 1), 0);
+    assert_int_equal(mc_store_unregister_buffer(s, buf), 0);
+    free(buf);
+    free(out);
+    mc_store_free(s);
+}
+
+static void test_value_of_segment_size_fits_and_one_byte_more_does_not(void **state)
+{
+    /* Its own cluster: one 64 MiB segment, nothing else in it. */
+    master_t m;
+    holder_t h;
+    assert_int_equal(start_master(&m, NULL), 0);
+    assert_int_equal(start_holder(&h, &m, "64MB", 0), 0);
+    mc_store_t *s = new_client(&m);
+    size_t len = 64 * MiB;
+    uint8_t *v = malloc(len + 1), *out = malloc(len);
+    fill(v, len + 1, 5);
+    assert_int_equal(mc_store_put(s, "whole", v, len, NULL), 0);
+    assert_int_equal(mc_store_get(s, "whole", out, len), (int64_t)len);
+    assert_memory_equal(v, out, len);
+    assert_int_equal(mc_store_remove(s, "whole", 1), 0);
+    assert_int_equal(mc_store_put(s, "too-big", v, len + 1, NULL), MC_ERR_NO_AVAILABLE_HANDLE);
+    assert_int_equal(mc_store_get(s, "too-big", out, len), MC_ERR_OBJECT_NOT_FOUND);
+    free(v);
+    free(out);
+    mc_store_free(s);
+    mc_proc_stop(&h.proc, SIGTERM, 10000);
+    stop_master(&m, SIGTERM);
+}
+
+static void test_eviction_keeps_puts_succeeding_when_the_pool_is_full(void **state)
+{
+    mc_store_t *s = new_client(&cluster);
+    assert_true(mc_store_remove_all(s, 1) >= 0);
+    size_t len = 8 * MiB;
+    uint8_t *v = malloc(len), *out = malloc(len);
+    char key[32];
+    /* 3x the pool: without eviction the 33rd put would fail. Never read, so never leased. */
+    for (int i = 0; i < 96; i++) {
+        snprintf(key, sizeof(key), "ev/%d", i);
+        fill(v, 64, (uint64_t)i);
+        assert_int_equal(mc_store_put(s, key, v, len, NULL), 0);
+    }
+    /* The newest object survived, byte-exact. */
+    fill(v, 64, 95);
+    assert_int_equal(mc_store_get(s, "ev/95", out, len), (int64_t)len);
+    assert_memory_equal(out, v, 64);
+    assert_true(mc_store_remove_all(s, 1) > 0);
+    free(v);
+    free(out);
+    mc_store_free(s);
+}
+
+/* ---- tests that run their own cluster ----------------------------------------------------- */
+
+static void test_two_replicas_survive_the_death_of_one_holder(void **state)
+{
+    master_t m;
+    holder_t h1, h2;
+    assert_int_equal(start_master(&m, NULL), 0);
+    assert_int_equal(start_holder(&h1, &m, "64MB", 0), 0);
+    assert_int_equal(start_holder(&h2, &m, "64MB", 0), 0);
+    mc_store_t *s = new_client(&m);
+    mc_replicate_config_t cfg = MC_REPLICATE_CONFIG_INIT;
+    cfg.replica_num = 2;
+    uint8_t v[100000], out[100000];
+    fill(v, sizeof(v), 42);
+    assert_int_equal(mc_store_put(s, "twice", v, sizeof(v), &cfg), 0);
+    mc_replica_desc_t d[4];
+    size_t n = 0;
+    assert_int_equal(mc_store_get_replica_desc(s, "twice", d, 4, &n), 0);
+    assert_int_equal(n, 2);
+    assert_string_not_equal(d[0].segment_name, d[1].segment_name);
+    mc_proc_stop(&h1.proc, SIGKILL, 5000);
+    memset(out, 0, sizeof(out));
+    assert_int_equal(mc_store_get(s, "twice", out, sizeof(out)), (int64_t)sizeof(v));
+    assert_memory_equal(v, out, sizeof(v));
+    mc_store_free(s);
+    mc_proc_stop(&h2.proc, SIGTERM, 10000);
+    assert_int_equal(WEXITSTATUS(stop_master(&m, SIGTERM)), 0);
+}
+
+static void test_zero_lease_ttl_means_no_lease(void **state)
+{
+    master_t m;
+    holder_t h;
+    const char *extra[] = {"--default_kv_lease_ttl=0", NULL};
+    assert_int_equal(start_master(&m, extra), 0);
+    assert_int_equal(start_holder(&h, &m, "32MB", 0), 0);
+    mc_store_t *s = new_client(&m);
+    uint8_t v[64], out[64];
+    fill(v, sizeof(v), 9);
+    assert_int_equal(mc_store_put(s, "nolease", v, sizeof(v), NULL), 0);
+    assert_int_equal(mc_store_get(s, "nolease", out, sizeof(out)), 64);
+    assert_memory_equal(v, out, sizeof(v));
+    assert_int_equal(mc_store_exist(s, "nolease"), 1);
+    assert_int_equal(mc_store_remove(s, "nolease", 0), 0); /* no -706 */
+    mc_store_free(s);
+    mc_proc_stop(&h.proc, SIGTERM, 10000);
+    stop_master(&m, SIGTERM);
+}
+
+typedef struct big_put_arg {
+    const char *master_addr;
+} big_put_arg_t;
+
+static void test_client_killed_mid_put_is_revoked_after_ttl(void **state)
+{
+    /* A writer process dies in the middle of a large put. Readers must never see its partial
+     * bytes, and once its TTL expires the key can be written again. */
+    master_t m;
+    holder_t h;
+    const char *extra[] = {"--client_ttl=2", NULL};
+    assert_int_equal(start_master(&m, extra), 0);
+    assert_int_equal(start_holder(&h, &m, "512MB", 1), 0);
+    char master_flag[96];
+    snprintf(master_flag, sizeof(master_flag), "%s", m.addr);
+    char *argv[] = {MC_BUILD_DIR "/tests/integration/store_writer", master_flag, "slow-key",
+                    "402653184", NULL};
+    mc_proc_t w;
+    setenv("MC_DISABLE_SHM", "1", 1); /* tcp: slow enough to be killed mid-transfer */
+    assert_int_equal(mc_proc_start(&w, argv, "PUTTING", 20000), 0);
+    unsetenv("MC_DISABLE_SHM");
+    usleep(100 * 1000);
+    mc_proc_stop(&w, SIGKILL, 5000);
+
+    mc_store_t *s = new_client(&m);
+    uint8_t *buf = malloc(402653184);
+    /* Until revoked: a miss, never partial bytes. */
+    assert_int_equal(mc_store_get(s, "slow-key", buf, 402653184), MC_ERR_OBJECT_NOT_FOUND);
+    int64_t r = MC_ERR_OBJECT_NOT_FOUND;
+    uint8_t v[4096];
+    fill(v, sizeof(v), 8);
+    for (int i = 0; i < 100; i++) { /* client_ttl 2 s: revoked within a few seconds */
+        int prc = mc_store_put(s, "slow-key", v, sizeof(v), NULL);
+        r = mc_store_get(s, "slow-key", buf, 402653184);
+        if (prc == 0 && r == (int64_t)sizeof(v))
+            break;
+        usleep(200 * 1000);
+    }
+    assert_int_equal(r, (int64_t)sizeof(v));
+    assert_memory_equal(buf, v, sizeof(v));
+    free(buf);
+    mc_store_free(s);
+    mc_proc_stop(&h.proc, SIGTERM, 10000);
+    stop_master(&m, SIGTERM);
+}
+
+static void test_master_restart_makes_clients_remount(void **state)
+{
+    master_t m;
+    holder_t h;
+    assert_int_equal(start_master(&m, NULL), 0);
+    assert_int_equal(start_holder(&h, &m, "64MB", 0), 0);
+    mc_store_t *s = new_client(&m);
+    uint8_t v[5000], out[5000];
+    fill(v, sizeof(v), 1);
+    assert_int_equal(mc_store_put(s, "before", v, sizeof(v), NULL), 0);
+    int port = m.rpc_port;
+    assert_int_equal(WEXITSTATUS(stop_master(&m, SIGTERM)), 0);
+    assert_int_equal(start_master_on(&m, port, NULL), 0);
+    /* The holder re-mounts within a few pings; until then puts find no segment. */
+    int rc = -1;
+    for (int i = 0; i < 100 && rc != 0; i++) {
+        rc = mc_store_put(s, "after", v, sizeof(v), NULL);
+        if (rc != 0)
+            usleep(100 * 1000);
+    }
+    assert_int_equal(rc, 0);
+    /* The old master's objects are gone: nothing points at memory the new master does not own. */
+    assert_int_equal(mc_store_get(s, "before", out, sizeof(out)), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc_store_get(s, "after", out, sizeof(out)), (int64_t)sizeof(v));
+    assert_memory_equal(v, out, sizeof(v));
+    assert_int_equal(mc_store_health_check(s), 0);
+    mc_store_free(s);
+    mc_proc_stop(&h.proc, SIGTERM, 10000);
+    stop_master(&m, SIGTERM);
+}
+
+static void test_unknown_flags_exit_non_zero(void **state)
+{
+    const char *bins[] = {CLIENT_BIN, MASTER_BIN};
+    for (int i = 0; i < 2; i++) {
+        char *argv[] = {(char *)bins[i], "--no_such_flag=1", NULL};
+        pid_t pid;
+        int devnull[2];
+        assert_int_equal(pipe(devnull), 0);
+        posix_spawn_file_actions_t fa;
+        posix_spawn_file_actions_init(&fa);
+        posix_spawn_file_actions_adddup2(&fa, devnull[1], STDERR_FILENO);
+        assert_int_equal(posix_spawn(&pid, bins[i], &fa, NULL, argv, environ), 0);
+        posix_spawn_file_actions_destroy(&fa);
+        close(devnull[1]);
+        char out[1024] = {0};
+        ssize_t n = read(devnull[0], out, sizeof(out) - 1);
+        close(devnull[0]);
+        int status;
+        waitpid(pid, &status, 0);
+        assert_true(WIFEXITED(status) && WEXITSTATUS(status) != 0);
+        assert_true(n > 0);
+        assert_non_null(strstr(out, "no_such_flag"));
+        assert_non_null(strchr(out, '\n'));
+        assert_null(strchr(strchr(out, '\n') + 1, '\n')); /* one line */
+    }
+}
+
+static int setup(void **state)
+{
+    signal(SIGPIPE, SIG_IGN);
+    if (start_master(&cluster, NULL) != 0)
+        return -1;
+    return start_holder(&holder_a, &cluster, "256MB", 0);
+}
+
+static int teardown(void **state)
+{
+    int hs = mc_proc_stop(&holder_a.proc, SIGTERM, 10000);
+    int ms = stop_master(&cluster, SIGTERM);
+    return (WIFEXITED(hs) && WEXITSTATUS(hs) == 0 && WIFEXITED(ms) && WEXITSTATUS(ms) == 0) ? 0
+                                                                                             : -1;
+}
+
+int main(void)
+{
+    const struct CMUnitTest cluster_tests[] = {
+        cmocka_unit_test(test_64_values_of_1_mib_round_trip_byte_exact),
+        cmocka_unit_test(test_batch_put_and_get_with_duplicate_keys),
+        cmocka_unit_test(test_empty_value_differs_from_missing_key),
+        cmocka_unit_test(test_key_length_limits),
+        cmocka_unit_test(test_lease_blocks_remove_until_force),
+        cmocka_unit_test(test_immutable_put_keeps_first_value_and_upsert_replaces),
+        cmocka_unit_test(test_8_threads_putting_one_key_leave_one_intact_value),
+        cmocka_unit_test(test_pure_server_cannot_put_and_closed_store_refuses),
+        cmocka_unit_test(test_zero_copy_calls_need_registered_buffers),
+        cmocka_unit_test(test_eviction_keeps_puts_succeeding_when_the_pool_is_full),
+    };
+    const struct CMUnitTest own_cluster_tests[] = {
+        cmocka_unit_test(test_value_of_segment_size_fits_and_one_byte_more_does_not),
+        cmocka_unit_test(test_two_replicas_survive_the_death_of_one_holder),
+        cmocka_unit_test(test_zero_lease_ttl_means_no_lease),
+        cmocka_unit_test(test_client_killed_mid_put_is_revoked_after_ttl),
+        cmocka_unit_test(test_master_restart_makes_clients_remount),
+        cmocka_unit_test(test_unknown_flags_exit_non_zero),
+    };
+    int failed = cmocka_run_group_tests_name("store_cluster", cluster_tests, setup, teardown);
+    failed += cmocka_run_group_tests_name("store_own_cluster", own_cluster_tests, NULL, NULL);
+    return failed;
+}

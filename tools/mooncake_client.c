@@ -1,0 +1,114 @@
+/*
+ * mooncake_client — the standalone store client ("real client"): contributes a memory segment
+ * to the cluster and serves it until stopped.
+ *
+ *   mooncake_client --master_server_address=127.0.0.1:50051 --metadata_server=P2PHANDSHAKE \
+ *       --host=10.0.0.5 --port=50052 --protocol=tcp --global_segment_size="32 GB"
+ *
+ * The segment's endpoint is host:port (a wildcard host is advertised as this machine's primary
+ * address); peers write and read replicas there. The segment memory is reserved, not committed:
+ * pages are backed only when objects land in them, so "32 GB" starts on a smaller machine. The
+ * client pings the master every second and re-mounts its segment when the master restarts.
+ * SIGINT/SIGTERM unmount the segment and exit 0.
+ */
+#include "flags.h"
+#include "log.h"
+#include "mooncake/store.h"
+#include "net.h"
+#include "parse.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Upstream flags this program accepts for compatibility but does not implement. */
+static const char *const ignored_flags[] = {
+    "threads",          "tenant_id",       "start_offload_rpc_server", "enable_http_server",
+    "http_port",        "use_mmap_arena_allocator", "mmap_arena_pool_size", NULL};
+
+int main(int argc, char **argv)
+{
+    char *master = "127.0.0.1:50051", *metadata = "http://127.0.0.1:8080/metadata";
+    char *host = "0.0.0.0", *protocol = "tcp", *devices = "";
+    int64_t port = 50052;
+    uint64_t segment_size = 4ull << 30, buffer_size = 0;
+    int enable_offload = 0, logtostderr = 1;
+    int64_t verbosity = 0;
+    mc_flag_t flags[] = {
+        {"master_server_address", MC_FLAG_STRING, &master, "mooncake_master address host:port"},
+        {"metadata_server", MC_FLAG_STRING, &metadata,
+         "P2PHANDSHAKE or http://host:port/metadata"},
+        {"host", MC_FLAG_STRING, &host,
+         "address peers reach this client at (0.0.0.0 = this machine's primary address); "
+         "host:port fixes the port too"},
+        {"port", MC_FLAG_INT, &port, "service port: the segment endpoint is host:port", 1, 65535},
+        {"protocol", MC_FLAG_STRING, &protocol, "transfer protocol: tcp or rdma"},
+        {"device_names", MC_FLAG_STRING, &devices, "rdma devices, comma list (\"\" = automatic)"},
+        {"global_segment_size", MC_FLAG_SIZE, &segment_size,
+         "bytes contributed to the store (\"32 GB\"); reserved, committed as objects arrive"},
+        {"local_buffer_size", MC_FLAG_SIZE, &buffer_size,
+         "bytes of local staging buffer (0: this client only serves its segment)"},
+        {"enable_offload", MC_FLAG_BOOL, &enable_offload,
+         "offload objects to storage (needs mooncake_master --enable_offload; takes effect "
+         "with the offload backend)"},
+        {"logtostderr", MC_FLAG_BOOL, &logtostderr, "log to stderr (always on)"},
+        {"v", MC_FLAG_INT, &verbosity, "verbose log level", 0, 10},
+    };
+    char err[512];
+    int rc = mc_flags_parse(flags, sizeof(flags) / sizeof(flags[0]), ignored_flags, argc, argv,
+                            "mooncake_client", "Usage: mooncake_client [flags]", err, sizeof(err));
+    if (rc == MC_FLAGS_EXIT_OK)
+        return 0;
+    if (rc != 0) {
+        fprintf(stderr, "mooncake_client: %s\n", err);
+        return 1;
+    }
+    mc_log_set_verbosity((int)verbosity);
+
+    char local[MC_ENDPOINT_MAX], h[MC_HOST_MAX];
+    int hport;
+    if (mc_net_split_endpoint(host, (int)port, h, &hport) != 0) {
+        fprintf(stderr, "mooncake_client: --host \"%s\" is not host or host:port\n", host);
+        return 1;
+    }
+    snprintf(local, sizeof(local), strchr(h, ':') ? "[%s]:%d" : "%s:%d", h, hport);
+    if (enable_offload)
+        MC_WARN("--enable_offload: the offload backend is not part of this build yet; objects "
+                "stay in memory only");
+
+    /* Signals are taken synchronously by this thread; every other thread inherits the mask. */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    mc_store_config_t cfg = {.local_hostname = local,
+                             .metadata_server = metadata,
+                             .global_segment_size = segment_size,
+                             .local_buffer_size = buffer_size,
+                             .protocol = protocol,
+                             .device_name = devices,
+                             .master_server_addr = master};
+    mc_store_t *store;
+    rc = mc_store_setup(&cfg, &store);
+    if (rc != 0) {
+        fprintf(stderr, "mooncake_client: setup failed: %s (%d); see the log above\n",
+                mc_error_name(rc), rc);
+        return 1;
+    }
+    char seg[64];
+    mc_format_size(segment_size, seg, sizeof(seg));
+    MC_INFO("mooncake_client ready: segment %s (%s), master %s, protocol %s",
+            mc_store_get_hostname(store), seg, master, protocol);
+    printf("mooncake_client ready: segment %s\n", mc_store_get_hostname(store));
+    fflush(stdout);
+
+    int sig = 0;
+    sigwait(&set, &sig);
+    MC_INFO("mooncake_client: signal %d, unmounting and exiting", sig);
+    mc_store_free(store);
+    return 0;
+}

@@ -1,0 +1,701 @@
+/*
+ * mooncake_master.c — the Mooncake Store master: the Master Service (src/master/master_service.h)
+ * behind its RPC server (rpc_server.h), the admin/metrics HTTP server (admin_http.h) and,
+ * optionally, the embedded HTTP metadata server (mooncake/http_metadata.h). Command line and
+ * config file are upstream's `mooncake_master` (../shared/reference/mooncake-interfaces.md §2.1):
+ *
+ *   mooncake_master [--rpc_port=50051] [--rpc_address=0.0.0.0] [--config_path=master.yaml] ...
+ *
+ * Settings come from, in order of precedence: a flag given on the command line, the key of the
+ * same name in --config_path (JSON, or YAML by the .yaml/.yml extension; `client_live_ttl_sec` is
+ * the file's name for --client_ttl), the offload environment variables (for the three offload
+ * backend flags only), the built-in default. Flags of upstream's master that we do not implement
+ * are accepted with one WARNING each (on the command line or in the file).
+ *
+ * Once every server is listening it logs one line, `Master service started on port N, ...`,
+ * listing every effective setting with the ports actually bound (so port 0 is usable by tests).
+ * SIGINT/SIGTERM (taken through a signalfd, no handler) stop the servers and exit 0.
+ * Exit 1 with one line on stderr for a bad flag, value or config file; exit 1 when a port cannot
+ * be bound (the log line names the address and port).
+ */
+#include "admin_http.h"
+#include "flags.h"
+#include "log.h"
+#include "master_service.h"
+#include "mooncake/errors.h"
+#include "mooncake/http_metadata.h"
+#include "parse.h"
+#include "rpc_server.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <yaml.h>
+
+#define PROGRAM "mooncake_master"
+#define USAGE "Usage: mooncake_master [flags]   (e.g. --rpc_port=50051 --config_path=master.yaml)"
+#define ERR_MAX 1024
+#define SETTINGS_MAX 4096
+#define PORT_MAX 65535
+#define THREADS_MAX 4096
+#define FILE_KEY_CLIENT_TTL "client_live_ttl_sec"
+#define LOG_FILE_NAME "mooncake_master.INFO"
+#define ENV_OFFLOAD_BACKEND "MOONCAKE_OFFLOAD_STORAGE_BACKEND_DESCRIPTOR"
+#define ENV_DFS_TYPE "MOONCAKE_DISTRIBUTED_FS_TYPE"
+#define ENV_DFS_ROOT "MOONCAKE_DISTRIBUTED_ROOT_DIR"
+
+/* ---- options ----------------------------------------------------------------------------- */
+
+typedef struct master_opts {
+    int64_t rpc_port;
+    int64_t port;
+    char *rpc_address;
+    int64_t rpc_thread_num;
+    int64_t max_threads;
+    int64_t metrics_port;
+    char *metrics_host;
+    int enable_http_metadata_server;
+    char *http_metadata_server_host;
+    int64_t http_metadata_server_port;
+    uint64_t default_kv_lease_ttl;    /* ms */
+    uint64_t default_kv_soft_pin_ttl; /* ms */
+    uint64_t max_kv_soft_pin_ttl;     /* ms */
+    int allow_evict_soft_pinned_objects;
+    double eviction_ratio;
+    double eviction_high_watermark_ratio;
+    int64_t client_ttl; /* s */
+    int64_t put_start_discard_timeout_sec;
+    int64_t put_start_release_timeout_sec;
+    int enable_offload;
+    int offload_on_evict;
+    char *offload_backend;      /* "" = $MOONCAKE_OFFLOAD_STORAGE_BACKEND_DESCRIPTOR, else local */
+    char *distributed_fs_type;  /* "" = $MOONCAKE_DISTRIBUTED_FS_TYPE, else posix */
+    char *distributed_root_dir; /* "" = $MOONCAKE_DISTRIBUTED_ROOT_DIR */
+    char *config_path;
+    char *log_dir;
+    int logtostderr;
+    int64_t v;
+} master_opts_t;
+
+static char empty_string[] = "";
+static char any_address[] = "0.0.0.0";
+
+static void opts_default(master_opts_t *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->port = 50051;
+    o->rpc_address = any_address;
+    o->max_threads = 16;
+    o->metrics_port = 9003;
+    o->metrics_host = any_address;
+    o->http_metadata_server_host = any_address;
+    o->http_metadata_server_port = 8080;
+    o->default_kv_lease_ttl = 10000;
+    o->default_kv_soft_pin_ttl = 1800000;
+    o->max_kv_soft_pin_ttl = 86400000;
+    o->allow_evict_soft_pinned_objects = 1;
+    o->eviction_ratio = 0.05;
+    o->eviction_high_watermark_ratio = 0.90;
+    o->client_ttl = 10;
+    o->put_start_discard_timeout_sec = 30;
+    o->put_start_release_timeout_sec = 600;
+    o->offload_backend = empty_string;
+    o->distributed_fs_type = empty_string;
+    o->distributed_root_dir = empty_string;
+    o->config_path = empty_string;
+    o->log_dir = empty_string;
+}
+
+/* clang-format off */
+#define FLAG(name, type, field, help) {name, type, &o->field, help, 0, 0, 0}
+#define FLAG_INT(name, field, lo, hi, help) {name, MC_FLAG_INT, &o->field, help, lo, hi, 0}
+/* clang-format on */
+
+/* The flag table over *o; returns the number of entries written to out. */
+static size_t flags_table(master_opts_t *o, mc_flag_t *out, size_t cap)
+{
+    const mc_flag_t t[] = {
+        FLAG_INT("rpc_port", rpc_port, 0, PORT_MAX, "RPC port; 0 = use --port"),
+        FLAG_INT("port", port, 0, PORT_MAX, "deprecated alias of --rpc_port"),
+        FLAG("rpc_address", MC_FLAG_STRING, rpc_address, "address the RPC server binds"),
+        FLAG_INT("rpc_thread_num", rpc_thread_num, 0, MC_RPC_MAX_THREADS,
+                 "RPC event-loop threads; 0 = min(--max_threads, hardware threads)"),
+        FLAG_INT("max_threads", max_threads, 1, THREADS_MAX, "upper bound of --rpc_thread_num=0"),
+        FLAG_INT("metrics_port", metrics_port, 0, PORT_MAX, "admin/metrics HTTP port"),
+        FLAG("metrics_host", MC_FLAG_STRING, metrics_host, "admin/metrics HTTP bind address"),
+        FLAG("enable_http_metadata_server", MC_FLAG_BOOL, enable_http_metadata_server,
+             "serve the HTTP metadata service (http://host:port/metadata)"),
+        FLAG("http_metadata_server_host", MC_FLAG_STRING, http_metadata_server_host,
+             "HTTP metadata server bind address"),
+        FLAG_INT("http_metadata_server_port", http_metadata_server_port, 0, PORT_MAX,
+                 "HTTP metadata server port"),
+        FLAG("default_kv_lease_ttl", MC_FLAG_DURATION_MS, default_kv_lease_ttl,
+             "read lease granted by Get/Exist (ms, or with ms|s|m|h)"),
+        FLAG("default_kv_soft_pin_ttl", MC_FLAG_DURATION_MS, default_kv_soft_pin_ttl,
+             "soft-pin TTL when a put does not give one"),
+        FLAG("max_kv_soft_pin_ttl", MC_FLAG_DURATION_MS, max_kv_soft_pin_ttl,
+             "largest soft-pin TTL a put may ask for"),
+        FLAG("allow_evict_soft_pinned_objects", MC_FLAG_BOOL, allow_evict_soft_pinned_objects,
+             "let eviction take soft-pinned objects (last)"),
+        FLAG("eviction_ratio", MC_FLAG_DOUBLE, eviction_ratio,
+             "fraction of objects evicted per round, 0..1"),
+        FLAG("eviction_high_watermark_ratio", MC_FLAG_DOUBLE, eviction_high_watermark_ratio,
+             "memory use that triggers eviction, 0..1"),
+        FLAG_INT("client_ttl", client_ttl, 1, INT32_MAX,
+                 "seconds without a ping before a client is dropped"),
+        FLAG_INT("put_start_discard_timeout_sec", put_start_discard_timeout_sec, 0, INT32_MAX,
+                 "seconds after which a newer PutStart may replace an unfinished one"),
+        FLAG_INT("put_start_release_timeout_sec", put_start_release_timeout_sec, 0, INT32_MAX,
+                 "seconds after which an unfinished put is revoked"),
+        FLAG("enable_offload", MC_FLAG_BOOL, enable_offload,
+             "offload objects to clients' storage backends"),
+        FLAG("offload_on_evict", MC_FLAG_BOOL, offload_on_evict,
+             "offload at eviction time instead of after PutEnd"),
+        FLAG("offload_backend", MC_FLAG_STRING, offload_backend,
+             "local|distributed (default $" ENV_OFFLOAD_BACKEND ", else local)"),
+        FLAG("distributed_fs_type", MC_FLAG_STRING, distributed_fs_type,
+             "posix|daos for the distributed backend (default $" ENV_DFS_TYPE ", else posix)"),
+        FLAG("distributed_root_dir", MC_FLAG_STRING, distributed_root_dir,
+             "shared root directory of the distributed backend (default $" ENV_DFS_ROOT ")"),
+        FLAG("config_path", MC_FLAG_STRING, config_path,
+             "JSON or YAML (.yaml/.yml) file of settings; command-line flags win"),
+        FLAG("log_dir", MC_FLAG_STRING, log_dir, "also append log lines to DIR/" LOG_FILE_NAME),
+        FLAG("logtostderr", MC_FLAG_BOOL, logtostderr, "log to stderr only (no --log_dir file)"),
+        FLAG_INT("v", v, 0, 9, "verbose logging level"),
+    };
+    size_t n = sizeof(t) / sizeof(t[0]);
+    if (n > cap)
+        n = cap;
+    memcpy(out, t, n * sizeof(t[0]));
+    return n;
+}
+
+#define FLAGS_MAX 40
+
+/* Upstream mooncake_master flags that we accept and ignore (one WARNING each). */
+/* clang-format off */
+static const char *const ignored_flags[] = {
+    "rpc_interface", "rpc_conn_timeout_seconds", "rpc_enable_tcp_no_delay",
+    "enable_metric_reporting", "memory_allocator", "allocation_strategy",
+    "enable_metadata_cleanup_on_timeout",
+    "nof_eviction_ratio", "nof_eviction_high_watermark_ratio", "nof_heartbeat_interval_sec",
+    "nof_heartbeat_probe_timeout_ms", "nof_heartbeat_failures_threshold",
+    "offload_force_evict", "offloading_queue_limit", "offload_cap_ratio",
+    "promotion_on_hit", "promotion_admission_threshold", "promotion_queue_limit",
+    "promotion_max_per_heartbeat",
+    "root_fs_dir", "global_file_segment_size", "cluster_id", "enable_disk_eviction", "quota_bytes",
+    "dynamic_replication_mode", "dynamic_replication_heat_window_seconds",
+    "dynamic_replication_admission_qps_threshold", "dynamic_replication_max_memory_replicas",
+    "enable_multi_tenants", "tenant_quota_connector_type", "tenant_quota_connector_uri",
+    "enable_kv_events", "kv_events_bind_endpoint", "kv_events_backend_id",
+    "kv_events_queue_capacity", "kv_events_emit_legacy_compat", "kv_events_emit_object_key",
+    "enable_ha", "ha_backend_type", "ha_backend_connstring", "etcd_endpoints", "enable_oplog",
+    "oplog_poll_interval_ms", "oplog_batch_max_entries", "batch_oplog_retry_timeout_sec",
+    "enable_snapshot", "enable_snapshot_restore", "snapshot_interval_seconds",
+    "snapshot_child_timeout_seconds", "snapshot_retention_count", "snapshot_backup_dir",
+    "snapshot_object_store_type", "snapshot_catalog_store_type",
+    "max_total_finished_tasks", "max_total_pending_tasks", "max_total_processing_tasks",
+    "pending_task_timeout_sec", "processing_task_timeout_sec", "max_retry_attempts",
+    "enable_cxl", "cxl_path", "cxl_size",
+    "pod_name", "pod_namespace",
+    "flagfile", "alsologtostderr", "stderrthreshold", "minloglevel",
+    NULL,
+};
+/* clang-format on */
+
+__attribute__((format(printf, 3, 4))) static int fail(char *err, size_t errlen, const char *fmt,
+                                                      ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return MC_ERR_INVALID_PARAMS;
+}
+
+/* ---- config file ------------------------------------------------------------------------- */
+
+/* Strings the config file put into string flags; freed at exit. */
+typedef struct string_pool {
+    char **items;
+    size_t n;
+    size_t cap;
+} string_pool_t;
+
+static char *pool_strdup(string_pool_t *p, const char *s)
+{
+    if (p->n == p->cap) {
+        size_t cap = p->cap ? 2 * p->cap : 16;
+        char **items = realloc(p->items, cap * sizeof(*items));
+        if (!items)
+            return NULL;
+        p->items = items;
+        p->cap = cap;
+    }
+    char *copy = strdup(s);
+    if (copy)
+        p->items[p->n++] = copy;
+    return copy;
+}
+
+static void pool_free(string_pool_t *p)
+{
+    for (size_t i = 0; i < p->n; i++)
+        free(p->items[i]);
+    free(p->items);
+}
+
+/* What a config file is applied to. */
+typedef struct file_ctx {
+    mc_flag_t *flags;
+    size_t nflags;
+    string_pool_t *pool;
+    const char *path;
+    char unknown[ERR_MAX / 2]; /* comma-separated unknown keys */
+    char *err;
+    size_t errlen;
+} file_ctx_t;
+
+/* Parses `text` as f's type and stores it. */
+static int flag_set_text(file_ctx_t *c, mc_flag_t *f, const char *key, const char *text)
+{
+    char msg[ERR_MAX / 2] = "";
+    int rc = 0;
+    switch (f->type) {
+    case MC_FLAG_BOOL:
+        rc = mc_parse_bool(text, f->value, msg, sizeof(msg));
+        break;
+    case MC_FLAG_INT:
+        rc = mc_parse_int64(text, f->min < f->max ? f->min : INT64_MIN,
+                            f->min < f->max ? f->max : INT64_MAX, f->value, msg, sizeof(msg));
+        break;
+    case MC_FLAG_DOUBLE:
+        rc = mc_parse_double(text, -1e300, 1e300, f->value, msg, sizeof(msg));
+        break;
+    case MC_FLAG_SIZE:
+        rc = mc_parse_size(text, f->value, msg, sizeof(msg));
+        break;
+    case MC_FLAG_DURATION_MS:
+        rc = mc_parse_duration_ms(text, f->value, msg, sizeof(msg));
+        break;
+    case MC_FLAG_STRING: {
+        char *copy = pool_strdup(c->pool, text);
+        if (!copy)
+            return fail(c->err, c->errlen, "out of memory reading %s", c->path);
+        *(char **)f->value = copy;
+        break;
+    }
+    }
+    if (rc != 0)
+        return fail(c->err, c->errlen, "%s: key \"%s\": %s", c->path, key, msg);
+    return 0;
+}
+
+/* Applies one key of the file (unless its flag was given on the command line). */
+static int file_apply(file_ctx_t *c, const char *key, const char *text)
+{
+    const char *name = strcmp(key, FILE_KEY_CLIENT_TTL) == 0 ? "client_ttl" : key;
+    mc_flag_t *f =
+        strcmp(name, "config_path") == 0 ? NULL : mc_flags_find(c->flags, c->nflags, name);
+    if (f)
+        return f->is_set ? 0 : flag_set_text(c, f, key, text);
+    for (size_t i = 0; ignored_flags[i]; i++) {
+        if (strcmp(ignored_flags[i], key) == 0) {
+            MC_WARN("%s: key \"%s\" is accepted for compatibility and ignored", c->path, key);
+            return 0;
+        }
+    }
+    size_t used = strlen(c->unknown);
+    snprintf(c->unknown + used, sizeof(c->unknown) - used, "%s%s", used ? ", " : "", key);
+    return 0;
+}
+
+static int load_json(file_ctx_t *c)
+{
+    json_error_t jerr;
+    json_t *root = json_load_file(c->path, 0, &jerr);
+    if (!root)
+        return fail(c->err, c->errlen, "cannot read config file %s: line %d: %s", c->path,
+                    jerr.line, jerr.text);
+    int rc = 0;
+    if (!json_is_object(root))
+        rc = fail(c->err, c->errlen, "config file %s: the top level must be an object", c->path);
+    const char *key;
+    json_t *val;
+    json_object_foreach(root, key, val)
+    {
+        char text[64];
+        const char *t = text;
+        if (rc != 0)
+            break;
+        if (json_is_string(val))
+            t = json_string_value(val);
+        else if (json_is_integer(val))
+            snprintf(text, sizeof(text), "%" JSON_INTEGER_FORMAT, json_integer_value(val));
+        else if (json_is_real(val))
+            snprintf(text, sizeof(text), "%.17g", json_real_value(val));
+        else if (json_is_boolean(val))
+            snprintf(text, sizeof(text), "%s", json_is_true(val) ? "true" : "false");
+        else {
+            rc = fail(c->err, c->errlen, "%s: key \"%s\" must be a string, number or boolean",
+                      c->path, key);
+            break;
+        }
+        rc = file_apply(c, key, t);
+    }
+    json_decref(root);
+    return rc;
+}
+
+/* A YAML file: one top-level mapping of scalar keys to scalar values. */
+static int load_yaml(file_ctx_t *c)
+{
+    FILE *fp = fopen(c->path, "rb");
+    if (!fp)
+        return fail(c->err, c->errlen, "cannot open config file %s: %s", c->path, strerror(errno));
+    yaml_parser_t parser;
+    yaml_parser_initialize(&parser);
+    yaml_parser_set_input_file(&parser, fp);
+    int rc = 0, depth = 0, done = 0;
+    char *key = NULL;
+    while (rc == 0 && !done) {
+        yaml_event_t ev;
+        if (!yaml_parser_parse(&parser, &ev)) {
+            rc = fail(c->err, c->errlen, "cannot parse config file %s: line %zu: %s", c->path,
+                      parser.problem_mark.line + 1, parser.problem ? parser.problem : "error");
+            break;
+        }
+        switch (ev.type) {
+        case YAML_STREAM_END_EVENT:
+            done = 1;
+            break;
+        case YAML_MAPPING_START_EVENT:
+        case YAML_SEQUENCE_START_EVENT:
+            if (depth++ > 0 || ev.type == YAML_SEQUENCE_START_EVENT)
+                rc = fail(c->err, c->errlen,
+                          "config file %s: expected one mapping of key: value (line %zu)", c->path,
+                          ev.start_mark.line + 1);
+            break;
+        case YAML_MAPPING_END_EVENT:
+            depth--;
+            break;
+        case YAML_SCALAR_EVENT: {
+            const char *s = (const char *)ev.data.scalar.value;
+            if (depth != 1) {
+                rc = fail(c->err, c->errlen, "config file %s: expected a mapping (line %zu)",
+                          c->path, ev.start_mark.line + 1);
+            } else if (!key) {
+                key = strdup(s);
+                if (!key)
+                    rc = fail(c->err, c->errlen, "out of memory reading %s", c->path);
+            } else {
+                rc = file_apply(c, key, s);
+                free(key);
+                key = NULL;
+            }
+            break;
+        }
+        case YAML_ALIAS_EVENT:
+            rc = fail(c->err, c->errlen, "config file %s: aliases are not supported (line %zu)",
+                      c->path, ev.start_mark.line + 1);
+            break;
+        default:
+            break;
+        }
+        yaml_event_delete(&ev);
+    }
+    free(key);
+    yaml_parser_delete(&parser);
+    fclose(fp);
+    return rc;
+}
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcasecmp(s + n - m, suffix) == 0;
+}
+
+static int load_config_file(mc_flag_t *flags, size_t nflags, const char *path, string_pool_t *pool,
+                            char *err, size_t errlen)
+{
+    file_ctx_t c = {flags, nflags, pool, path, "", err, errlen};
+    int rc;
+    if (ends_with(path, ".json"))
+        rc = load_json(&c);
+    else if (ends_with(path, ".yaml") || ends_with(path, ".yml"))
+        rc = load_yaml(&c);
+    else
+        return fail(err, errlen, "config file %s: unknown type (use .json, .yaml or .yml)", path);
+    if (rc == 0 && c.unknown[0])
+        rc = fail(err, errlen, "config file %s: unknown keys: %s", path, c.unknown);
+    return rc;
+}
+
+/* ---- validation and effective settings --------------------------------------------------- */
+
+/* Fills an empty string flag from the environment, else from `def`. */
+static void default_from_env(char **value, const char *env, char *def)
+{
+    if ((*value)[0])
+        return;
+    const char *e = getenv(env);
+    *value = e && *e ? (char *)e : def;
+}
+
+static int validate(master_opts_t *o, char *err, size_t errlen)
+{
+    static char local[] = "local", posix[] = "posix";
+    if (o->eviction_ratio < 0 || o->eviction_ratio > 1)
+        return fail(err, errlen, "--eviction_ratio=%g is outside [0, 1]", o->eviction_ratio);
+    if (o->eviction_high_watermark_ratio < 0 || o->eviction_high_watermark_ratio > 1)
+        return fail(err, errlen, "--eviction_high_watermark_ratio=%g is outside [0, 1]",
+                    o->eviction_high_watermark_ratio);
+    if (o->default_kv_soft_pin_ttl > o->max_kv_soft_pin_ttl)
+        return fail(err, errlen,
+                    "--default_kv_soft_pin_ttl=%" PRIu64 " exceeds --max_kv_soft_pin_ttl=%" PRIu64,
+                    o->default_kv_soft_pin_ttl, o->max_kv_soft_pin_ttl);
+    if (o->put_start_release_timeout_sec < o->put_start_discard_timeout_sec)
+        return fail(err, errlen,
+                    "--put_start_release_timeout_sec=%" PRId64
+                    " is less than --put_start_discard_timeout_sec=%" PRId64,
+                    o->put_start_release_timeout_sec, o->put_start_discard_timeout_sec);
+    default_from_env(&o->offload_backend, ENV_OFFLOAD_BACKEND, local);
+    default_from_env(&o->distributed_fs_type, ENV_DFS_TYPE, posix);
+    default_from_env(&o->distributed_root_dir, ENV_DFS_ROOT, empty_string);
+    if (strcmp(o->offload_backend, "local") != 0 && strcmp(o->offload_backend, "distributed") != 0)
+        return fail(err, errlen, "--offload-backend=%s: expected local or distributed",
+                    o->offload_backend);
+    if (strcmp(o->distributed_fs_type, "posix") != 0 && strcmp(o->distributed_fs_type, "daos") != 0)
+        return fail(err, errlen, "--distributed-fs-type=%s: expected posix or daos",
+                    o->distributed_fs_type);
+    if (o->enable_offload && strcmp(o->offload_backend, "distributed") == 0 &&
+        !o->distributed_root_dir[0])
+        return fail(err, errlen,
+                    "--offload-backend=distributed needs --distributed-root-dir (or $" ENV_DFS_ROOT
+                    ")");
+    return 0;
+}
+
+static int64_t effective_rpc_threads(const master_opts_t *o)
+{
+    if (o->rpc_thread_num > 0)
+        return o->rpc_thread_num;
+    long hw = sysconf(_SC_NPROCESSORS_ONLN);
+    int64_t n = hw > 0 ? hw : 1;
+    if (n > o->max_threads)
+        n = o->max_threads;
+    return n > MC_RPC_MAX_THREADS ? MC_RPC_MAX_THREADS : n;
+}
+
+static void master_config_from(const master_opts_t *o, mc_master_config_t *c)
+{
+    mc_master_config_default(c);
+    c->default_kv_lease_ttl_ms = o->default_kv_lease_ttl;
+    c->default_kv_soft_pin_ttl_ms = o->default_kv_soft_pin_ttl;
+    c->max_kv_soft_pin_ttl_ms = o->max_kv_soft_pin_ttl;
+    c->allow_evict_soft_pinned_objects = o->allow_evict_soft_pinned_objects;
+    c->eviction_ratio = o->eviction_ratio;
+    c->eviction_high_watermark_ratio = o->eviction_high_watermark_ratio;
+    c->client_ttl_ms = (uint64_t)o->client_ttl * 1000;
+    c->put_start_discard_timeout_ms = (uint64_t)o->put_start_discard_timeout_sec * 1000;
+    c->put_start_release_timeout_ms = (uint64_t)o->put_start_release_timeout_sec * 1000;
+    c->enable_offload = o->enable_offload;
+    c->offload_on_evict = o->offload_on_evict;
+}
+
+static const char *tf(int b)
+{
+    return b ? "true" : "false";
+}
+
+/* Every effective setting on one line (ports as bound; http port -1 when the server is off). */
+static void format_settings(const master_opts_t *o, int64_t threads, int metrics_port,
+                            int http_port, char *out, size_t len)
+{
+    snprintf(out, len,
+             "max_threads=%" PRId64 ", rpc_thread_num=%" PRId64 ", rpc_address=%s"
+             ", metrics_host=%s, metrics_port=%d, enable_http_metadata_server=%s"
+             ", http_metadata_server_host=%s, http_metadata_server_port=%d"
+             ", default_kv_lease_ttl=%" PRIu64 ", default_kv_soft_pin_ttl=%" PRIu64
+             ", max_kv_soft_pin_ttl=%" PRIu64 ", allow_evict_soft_pinned_objects=%s"
+             ", eviction_ratio=%g, eviction_high_watermark_ratio=%g, client_ttl=%" PRId64
+             ", put_start_discard_timeout_sec=%" PRId64 ", put_start_release_timeout_sec=%" PRId64
+             ", enable_offload=%s, offload_on_evict=%s, offload_backend=%s"
+             ", distributed_fs_type=%s, distributed_root_dir=%s, config_path=%s, log_dir=%s"
+             ", v=%" PRId64 ", version=%s",
+             o->max_threads, threads, o->rpc_address, o->metrics_host, metrics_port,
+             tf(o->enable_http_metadata_server), o->http_metadata_server_host, http_port,
+             o->default_kv_lease_ttl, o->default_kv_soft_pin_ttl, o->max_kv_soft_pin_ttl,
+             tf(o->allow_evict_soft_pinned_objects), o->eviction_ratio,
+             o->eviction_high_watermark_ratio, o->client_ttl, o->put_start_discard_timeout_sec,
+             o->put_start_release_timeout_sec, tf(o->enable_offload), tf(o->offload_on_evict),
+             o->offload_backend, o->distributed_fs_type,
+             o->distributed_root_dir[0] ? o->distributed_root_dir : "(none)",
+             o->config_path[0] ? o->config_path : "(none)", o->log_dir[0] ? o->log_dir : "(none)",
+             o->v, MC_VERSION_STRING);
+}
+
+/* ---- start-up ---------------------------------------------------------------------------- */
+
+/* Flags, then the config file, then validation. 0, MC_FLAGS_EXIT_OK, or an error in err. */
+static int configure(int argc, char **argv, master_opts_t *o, string_pool_t *pool, char *err,
+                     size_t errlen)
+{
+    mc_flag_t flags[FLAGS_MAX];
+    size_t n = flags_table(o, flags, FLAGS_MAX);
+    int rc = mc_flags_parse(flags, n, ignored_flags, argc, argv, PROGRAM, USAGE, err, errlen);
+    if (rc != 0)
+        return rc;
+    if (o->config_path[0]) {
+        rc = load_config_file(flags, n, o->config_path, pool, err, errlen);
+        if (rc != 0)
+            return rc;
+    }
+    if (mc_flags_find(flags, n, "port")->is_set)
+        MC_WARN("--port is deprecated; use --rpc_port");
+    return validate(o, err, errlen);
+}
+
+static int setup_logging(const master_opts_t *o, char *err, size_t errlen)
+{
+    mc_log_set_verbosity((int)o->v);
+    if (!o->log_dir[0] || o->logtostderr)
+        return 0;
+    if (mkdir(o->log_dir, 0755) != 0 && errno != EEXIST)
+        return fail(err, errlen, "cannot create --log_dir %s: %s", o->log_dir, strerror(errno));
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/%s", o->log_dir, LOG_FILE_NAME);
+    int rc = mc_log_set_file(path);
+    if (rc != 0)
+        return fail(err, errlen, "cannot open log file %s: %s", path, strerror(-rc));
+    return 0;
+}
+
+/* The running servers. */
+typedef struct master_servers {
+    mc_master_t *master;
+    mc_rpc_server_t *rpc;
+    mc_admin_http_t *admin;
+    mc_http_metadata_server_t *metadata;
+} master_servers_t;
+
+static void servers_stop(master_servers_t *s)
+{
+    mc_http_metadata_server_stop(s->metadata);
+    mc_admin_http_stop(s->admin);
+    mc_rpc_server_stop(s->rpc);
+    mc_master_destroy(s->master);
+    memset(s, 0, sizeof(*s));
+}
+
+/* Starts everything and logs the start-up line; on failure the reason is already logged. */
+static int servers_start(const master_opts_t *o, master_servers_t *s)
+{
+    mc_master_config_t mc;
+    char settings[SETTINGS_MAX];
+    int64_t threads = effective_rpc_threads(o);
+    int rpc_port = (int)(o->rpc_port ? o->rpc_port : o->port);
+
+    master_config_from(o, &mc);
+    int rc = mc_master_create(&mc, &s->master);
+    if (rc != 0) {
+        MC_ERROR("cannot create the master service: %s", mc_error_name(rc));
+        return rc;
+    }
+    rc = mc_rpc_server_start(s->master, o->rpc_address, rpc_port, (int)threads, &s->rpc);
+    if (rc == 0 && o->enable_http_metadata_server)
+        rc = mc_http_metadata_server_start(o->http_metadata_server_host,
+                                           (int)o->http_metadata_server_port, &s->metadata);
+    int http_port = s->metadata ? mc_http_metadata_server_port(s->metadata) : -1;
+    if (rc == 0) {
+        /* The admin server prints the settings in /metrics/summary: ports as bound, except its
+         * own, which is the one asked for. */
+        format_settings(o, threads, (int)o->metrics_port, http_port, settings, sizeof(settings));
+        mc_admin_http_config_t ac = {o->metrics_host, (int)o->metrics_port, s->master, s->rpc,
+                                     settings};
+        rc = mc_admin_http_start(&ac, &s->admin);
+    }
+    if (rc != 0) {
+        servers_stop(s);
+        return rc;
+    }
+    format_settings(o, threads, mc_admin_http_port(s->admin), http_port, settings,
+                    sizeof(settings));
+    MC_INFO("Master service started on port %d, %s", mc_rpc_server_port(s->rpc), settings);
+    return 0;
+}
+
+/* Blocks until SIGINT or SIGTERM arrives on the signalfd; returns the signal number. */
+static int wait_for_stop(int sfd)
+{
+    struct signalfd_siginfo si;
+    for (;;) {
+        ssize_t n = read(sfd, &si, sizeof(si));
+        if (n == (ssize_t)sizeof(si))
+            return (int)si.ssi_signo;
+        if (n < 0 && errno != EINTR) {
+            MC_ERROR("reading the signalfd failed: %s; stopping", strerror(errno));
+            return 0;
+        }
+    }
+}
+
+int main(int argc, char **argv)
+{
+    master_opts_t o;
+    string_pool_t pool = {0};
+    char err[ERR_MAX] = "";
+
+    opts_default(&o);
+    int rc = configure(argc, argv, &o, &pool, err, sizeof(err));
+    if (rc == 0)
+        rc = setup_logging(&o, err, sizeof(err));
+    if (rc != 0) {
+        pool_free(&pool);
+        if (rc == MC_FLAGS_EXIT_OK)
+            return 0;
+        fprintf(stderr, PROGRAM ": %s\n", err);
+        return 1;
+    }
+
+    /*
+     * Block the stop signals before any thread exists, so every thread inherits the mask and the
+     * signals are only ever read from the signalfd: shutdown runs as plain code on this thread.
+     */
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGINT);
+    sigaddset(&stop, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    int sfd = signalfd(-1, &stop, SFD_CLOEXEC);
+    if (sfd < 0) {
+        fprintf(stderr, PROGRAM ": signalfd: %s\n", strerror(errno));
+        pool_free(&pool);
+        return 1;
+    }
+
+    master_servers_t servers = {0};
+    rc = servers_start(&o, &servers);
+    if (rc == 0) {
+        int sig = wait_for_stop(sfd);
+        MC_INFO("received signal %d (%s), stopping", sig, sig ? strsignal(sig) : "none");
+        servers_stop(&servers);
+        MC_INFO("Master service stopped");
+    }
+    close(sfd);
+    mc_log_set_file(NULL);
+    pool_free(&pool);
+    return rc == 0 ? 0 : 1;
+}
