@@ -1,34 +1,69 @@
 #!/usr/bin/env bash
 # scripts/run_main.sh — the README's "main job": on a fresh machine, install dependencies, build,
-# and run the product's benchmark on real data, printing the results, then stop everything.
+# start a mooncake_master (with its embedded HTTP metadata server) and a mooncake_client that
+# contributes a memory segment, run the store benchmark on real data with byte verification,
+# print the results, and stop every process it started.
 #
-# Today (the store is being built) the main job is the Transfer Engine benchmark: a target and an
-# initiator process on this host move real bytes over tcp and over shared memory, next to the
-# machine's limits (memcpy, raw loopback TCP) measured in the same run.
-#
-#   bash scripts/run_main.sh               # ~1 minute
-#   MC_MAIN_DURATION=10 bash scripts/run_main.sh   # longer rows
+#   bash scripts/run_main.sh                      # about 2 minutes on 2 cores
+#   MC_MAIN_DURATION=10 bash scripts/run_main.sh  # longer rows
+#   MC_MAIN_SEGMENT=8GB bash scripts/run_main.sh  # a bigger segment
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 jobs=$(nproc 2>/dev/null || echo 2)
 duration=${MC_MAIN_DURATION:-3}
+segment=${MC_MAIN_SEGMENT:-4GB}
 out=${MC_MAIN_OUT:-$root/build/main-job}
 
+step() { printf '\n==== %s ====\n' "$*"; }
+
+step "dependencies and build"
 if [ "$(id -u)" -eq 0 ]; then bash dependencies.sh; else sudo -E bash dependencies.sh; fi
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DWITH_STORE=ON >/dev/null
 cmake --build build -j"$jobs" >/dev/null
+bin=$root/build/tools
 mkdir -p "$out"
-bench=build/tools/transfer_engine_bench
 
-for proto in tcp shm; do
-  for op in write read; do
-    echo
-    echo "== transfer_engine_bench --protocol=$proto --operation=$op =="
-    "$bench" --mode=loopback --protocol="$proto" --operation="$op" \
-      --block_size=65536,1048576,4194304,16777216 --batch_size=4 --threads=1 \
-      --duration="$duration" --buffer_size=512MB --json "$out/te_${proto}_${op}.json"
-  done
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+rpc_port=$(free_port); metrics_port=$(free_port); meta_port=$(free_port); client_port=$(free_port)
+pids=()
+cleanup() {
+  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+}
+trap cleanup EXIT
+
+step "mooncake_master on 127.0.0.1:$rpc_port (HTTP metadata on :$meta_port, metrics on :$metrics_port)"
+"$bin/mooncake_master" --rpc_port="$rpc_port" --metrics_port="$metrics_port" \
+  --enable_http_metadata_server=true --http_metadata_server_port="$meta_port" \
+  >"$out/master.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 100); do
+  curl -sf "http://127.0.0.1:$metrics_port/health" >/dev/null 2>&1 && break
+  sleep 0.1
 done
-echo
-echo "results (JSON): $out/"
+grep -m1 "Master service started" "$out/master.log" || { cat "$out/master.log"; exit 1; }
+
+step "mooncake_client contributing a $segment segment on 127.0.0.1:$client_port"
+"$bin/mooncake_client" --master_server_address="127.0.0.1:$rpc_port" \
+  --metadata_server="http://127.0.0.1:$meta_port/metadata" --host=127.0.0.1 \
+  --port="$client_port" --protocol=tcp --global_segment_size="$segment" \
+  >"$out/client.out" 2>"$out/client.log" &
+pids+=($!)
+for _ in $(seq 200); do grep -q "ready" "$out/client.out" 2>/dev/null && break; sleep 0.1; done
+cat "$out/client.out"
+echo "segments at the master: $(curl -s "http://127.0.0.1:$metrics_port/get_all_segments" | tr -d '\n' | cut -c1-200)"
+
+step "store benchmark: put and get with byte verification (4 KiB and 16 MiB values, 1 and 8 threads)"
+"$bin/mooncake_store_bench" --master_server_address="127.0.0.1:$rpc_port" \
+  --metadata_server="http://127.0.0.1:$meta_port/metadata" \
+  --operation=put,get --value_size=4096,16777216 --threads=1,8 --duration="$duration" \
+  --first_touch_bytes=1GB --json "$out/store_bench.json"
+
+step "master metrics after the run"
+curl -s "http://127.0.0.1:$metrics_port/metrics/summary" | head -20
+
+step "stopping"
+cleanup
+trap - EXIT
+echo "results (JSON and logs): $out/"

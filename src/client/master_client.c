@@ -14,7 +14,7 @@ static int call(mc_rpc_client_t *rpc, uint16_t opcode, const ProtobufCMessage *r
                 const ProtobufCMessageDescriptor *reply_desc, ProtobufCMessage **resp)
 {
     size_t len = req ? protobuf_c_message_get_packed_size(req) : 0;
-    uint8_t *body = malloc(len ? len : 1);
+    uint8_t *body = calloc(1, len ? len : 1);
     if (!body)
         return MC_ERR_INTERNAL_ERROR;
     if (req)
