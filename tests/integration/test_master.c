@@ -155,6 +155,50 @@ typedef struct master {
     mc_rpc_client_t *rpc;
 } master_t;
 
+/*
+ * Masters the running test started and has not stopped. A failed assertion leaves the test
+ * without reaching stop_master (and its master_t was on the abandoned stack), so copies are kept
+ * here and the per-test teardown kills whatever is left.
+ */
+typedef struct live_master {
+    int used;
+    mc_proc_t proc;
+    mc_rpc_client_t *rpc;
+} live_master_t;
+
+static live_master_t live[4];
+
+static void track(const master_t *m)
+{
+    for (size_t i = 0; i < sizeof(live) / sizeof(live[0]); i++) {
+        if (!live[i].used) {
+            live[i] = (live_master_t){1, m->proc, m->rpc};
+            return;
+        }
+    }
+    fail_msg("more masters at once than the test registry holds");
+}
+
+static void untrack(const master_t *m)
+{
+    for (size_t i = 0; i < sizeof(live) / sizeof(live[0]); i++) {
+        if (live[i].used && live[i].proc.pid == m->proc.pid)
+            live[i].used = 0;
+    }
+}
+
+static int kill_leftover_masters(void **state)
+{
+    for (size_t i = 0; i < sizeof(live) / sizeof(live[0]); i++) {
+        if (!live[i].used)
+            continue;
+        mc_rpc_client_destroy(live[i].rpc);
+        mc_proc_stop(&live[i].proc, SIGKILL, EXIT_TIMEOUT_MS);
+        live[i].used = 0;
+    }
+    return 0;
+}
+
 /* The integer after `key` in the start-up line, or fails. */
 static int start_line_int(const master_t *m, const char *key)
 {
@@ -192,17 +236,21 @@ static void start_master(master_t *m, const char *const *extra)
     tmp_path(m->log_path, sizeof(m->log_path), name);
     assert_int_equal(
         mc_proc_start_logged(&m->proc, argv, m->log_path, START_MARKER, START_TIMEOUT_MS), 0);
+    track(m);
     m->rpc_port = start_line_int(m, START_MARKER);
     m->metrics_port = start_line_int(m, "metrics_port=");
     m->http_port = start_line_int(m, "http_metadata_server_port=");
     char addr[64];
     snprintf(addr, sizeof(addr), LOOPBACK ":%d", m->rpc_port);
     assert_int_equal(mc_rpc_client_create(addr, IO_TIMEOUT_MS, &m->rpc), 0);
+    untrack(m);
+    track(m); /* again, now with its RPC client */
 }
 
 /* Stops with sig; the master must exit 0. */
 static void stop_master(master_t *m, int sig)
 {
+    untrack(m);
     mc_rpc_client_destroy(m->rpc);
     m->rpc = NULL;
     int status = mc_proc_stop(&m->proc, sig, EXIT_TIMEOUT_MS);
@@ -1104,36 +1152,39 @@ static int group_teardown(void **state)
     return system(cmd) == 0 ? 0 : -1;
 }
 
+/* Every test runs with the leftover-master teardown. */
+#define MASTER_TEST(f) cmocka_unit_test_teardown(f, kill_leftover_masters)
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_unknown_flag_exits_1_with_one_line),
-        cmocka_unit_test(test_help_exits_0_and_lists_the_flags),
-        cmocka_unit_test(test_version_prints_the_version),
-        cmocka_unit_test(test_out_of_range_values_are_refused_with_one_line),
-        cmocka_unit_test(test_ignored_upstream_flags_are_accepted_with_a_warning),
-        cmocka_unit_test(test_the_guides_command_line_starts),
-        cmocka_unit_test(test_deprecated_port_flag_sets_the_rpc_port),
-        cmocka_unit_test(test_rpc_port_in_use_exits_1_naming_the_address),
-        cmocka_unit_test(test_metrics_port_in_use_exits_1_naming_the_address),
-        cmocka_unit_test(test_metadata_port_in_use_exits_1_naming_the_address),
-        cmocka_unit_test(test_sigint_exits_0),
-        cmocka_unit_test(test_log_dir_receives_the_log),
-        cmocka_unit_test(test_loopback_addresses_are_honoured),
-        cmocka_unit_test(test_default_rpc_address_binds_every_interface),
-        cmocka_unit_test(test_json_config_applies_and_the_command_line_wins),
-        cmocka_unit_test(test_yaml_config_applies),
-        cmocka_unit_test(test_config_with_unknown_keys_is_refused_naming_them),
-        cmocka_unit_test(test_config_with_a_bad_value_is_refused),
-        cmocka_unit_test(test_service_ready_returns_the_version),
-        cmocka_unit_test(test_ping_reports_remount_until_the_client_mounts),
-        cmocka_unit_test(test_put_get_exist_remove_round_trip),
-        cmocka_unit_test(test_remove_by_regex_and_remove_all_return_counts),
-        cmocka_unit_test(test_batch_limit_is_enforced),
-        cmocka_unit_test(test_a_request_of_megabytes_is_read_whole),
-        cmocka_unit_test(test_bad_frames_close_only_their_connection),
-        cmocka_unit_test(test_pipelined_requests_are_answered_in_order),
-        cmocka_unit_test(test_admin_http_serves_metrics_health_segments_and_keys),
+        MASTER_TEST(test_unknown_flag_exits_1_with_one_line),
+        MASTER_TEST(test_help_exits_0_and_lists_the_flags),
+        MASTER_TEST(test_version_prints_the_version),
+        MASTER_TEST(test_out_of_range_values_are_refused_with_one_line),
+        MASTER_TEST(test_ignored_upstream_flags_are_accepted_with_a_warning),
+        MASTER_TEST(test_the_guides_command_line_starts),
+        MASTER_TEST(test_deprecated_port_flag_sets_the_rpc_port),
+        MASTER_TEST(test_rpc_port_in_use_exits_1_naming_the_address),
+        MASTER_TEST(test_metrics_port_in_use_exits_1_naming_the_address),
+        MASTER_TEST(test_metadata_port_in_use_exits_1_naming_the_address),
+        MASTER_TEST(test_sigint_exits_0),
+        MASTER_TEST(test_log_dir_receives_the_log),
+        MASTER_TEST(test_loopback_addresses_are_honoured),
+        MASTER_TEST(test_default_rpc_address_binds_every_interface),
+        MASTER_TEST(test_json_config_applies_and_the_command_line_wins),
+        MASTER_TEST(test_yaml_config_applies),
+        MASTER_TEST(test_config_with_unknown_keys_is_refused_naming_them),
+        MASTER_TEST(test_config_with_a_bad_value_is_refused),
+        MASTER_TEST(test_service_ready_returns_the_version),
+        MASTER_TEST(test_ping_reports_remount_until_the_client_mounts),
+        MASTER_TEST(test_put_get_exist_remove_round_trip),
+        MASTER_TEST(test_remove_by_regex_and_remove_all_return_counts),
+        MASTER_TEST(test_batch_limit_is_enforced),
+        MASTER_TEST(test_a_request_of_megabytes_is_read_whole),
+        MASTER_TEST(test_bad_frames_close_only_their_connection),
+        MASTER_TEST(test_pipelined_requests_are_answered_in_order),
+        MASTER_TEST(test_admin_http_serves_metrics_health_segments_and_keys),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
