@@ -32,6 +32,31 @@
 
 extern char **environ;
 
+/*
+ * Every child this test starts is recorded, so a failed assertion (which skips the test's own
+ * cleanup) cannot leave a master or mooncake_client running: they would hold ctest's output pipe
+ * open and hang it. The group teardowns and an atexit handler kill whatever is left.
+ */
+static pid_t children[64];
+static size_t child_count;
+
+static void remember_child(pid_t pid)
+{
+    if (child_count < sizeof(children) / sizeof(children[0]))
+        children[child_count++] = pid;
+}
+
+static void kill_children(void)
+{
+    for (size_t i = 0; i < child_count; i++) {
+        if (kill(children[i], 0) == 0) {
+            kill(children[i], SIGKILL);
+            waitpid(children[i], NULL, 0);
+        }
+    }
+    child_count = 0;
+}
+
 typedef struct master {
     pid_t pid;
     int rpc_port, metrics_port;
@@ -65,6 +90,7 @@ static int start_master_on(master_t *m, int rpc_port, const char *const *extra)
     argv[argc] = NULL;
     if (posix_spawn(&m->pid, MASTER_BIN, NULL, NULL, argv, environ) != 0)
         return -1;
+    remember_child(m->pid);
     for (int i = 0; i < 200; i++) {
         if (port_open(m->rpc_port))
             return 0;
@@ -112,6 +138,7 @@ static int start_holder(holder_t *h, const master_t *m, const char *segment, int
     unsetenv("MC_DISABLE_SHM");
     if (rc != 0)
         return -1;
+    remember_child(h->proc.pid);
     sscanf(h->proc.ready_line, "mooncake_client ready: segment %299s", h->segment);
     return 0;
 }
@@ -372,10 +399,12 @@ static void test_zero_copy_calls_need_registered_buffers(void **state)
 
 static void test_value_of_segment_size_fits_and_one_byte_more_does_not(void **state)
 {
-    /* Its own cluster: one 64 MiB segment, nothing else in it. */
+    /* Its own cluster: one 64 MiB segment, nothing else in it. A full pool is above the default
+     * 90 % watermark, so proactive eviction is off here (allocation failure still evicts). */
     master_t m;
     holder_t h;
-    assert_int_equal(start_master(&m, NULL), 0);
+    const char *extra[] = {"--eviction_high_watermark_ratio=1.0", NULL};
+    assert_int_equal(start_master(&m, extra), 0);
     assert_int_equal(start_holder(&h, &m, "64MB", 0), 0);
     mc_store_t *s = new_client(&m);
     size_t len = 64 * MiB;
@@ -486,6 +515,7 @@ static void test_client_killed_mid_put_is_revoked_after_ttl(void **state)
     mc_proc_t w;
     setenv("MC_DISABLE_SHM", "1", 1); /* tcp: slow enough to be killed mid-transfer */
     assert_int_equal(mc_proc_start(&w, argv, "PUTTING", 20000), 0);
+    remember_child(w.pid);
     unsetenv("MC_DISABLE_SHM");
     usleep(100 * 1000);
     mc_proc_stop(&w, SIGKILL, 5000);
@@ -578,10 +608,17 @@ static int setup(void **state)
     return start_holder(&holder_a, &cluster, "256MB", 0);
 }
 
+static int teardown_own(void **state)
+{
+    kill_children();
+    return 0;
+}
+
 static int teardown(void **state)
 {
     int hs = mc_proc_stop(&holder_a.proc, SIGTERM, 10000);
     int ms = stop_master(&cluster, SIGTERM);
+    kill_children();
     return (WIFEXITED(hs) && WEXITSTATUS(hs) == 0 && WIFEXITED(ms) && WEXITSTATUS(ms) == 0) ? 0
                                                                                              : -1;
 }
@@ -608,7 +645,9 @@ int main(void)
         cmocka_unit_test(test_master_restart_makes_clients_remount),
         cmocka_unit_test(test_unknown_flags_exit_non_zero),
     };
+    atexit(kill_children);
     int failed = cmocka_run_group_tests_name("store_cluster", cluster_tests, setup, teardown);
-    failed += cmocka_run_group_tests_name("store_own_cluster", own_cluster_tests, NULL, NULL);
+    failed += cmocka_run_group_tests_name("store_own_cluster", own_cluster_tests, NULL,
+                                          teardown_own);
     return failed;
 }
