@@ -229,7 +229,7 @@ void mc_te_destroy(mc_transfer_engine_t *te)
     pthread_mutex_lock(&te->queue_lock);
     pthread_cond_broadcast(&te->queue_cond);
     pthread_mutex_unlock(&te->queue_lock);
-    for (size_t i = 0; i < te->worker_count; i++)
+    for (size_t i = 0; te->workers && i < te->worker_count; i++)
         pthread_join(te->workers[i], NULL);
     free(te->workers);
     mc_tcp_server_stop(te);
