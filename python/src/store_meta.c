@@ -1,0 +1,408 @@
+/*
+ * store_meta.c — the metadata methods of MooncakeDistributedStore: is_exist (and its camelCase
+ * alias isExist, which store_kv_bench.py calls), batch_is_exist, get_size, remove, batch_remove,
+ * remove_all, remove_by_regex, register_buffer, unregister_buffer, get_replica_desc,
+ * batch_get_replica_desc.
+ *
+ * register_buffer / unregister_buffer also keep the object's mirror of registered ranges
+ * (McStoreObject.regs), which the multi-buffer and range calls check before the binding itself
+ * copies from or to a caller's pointer.
+ */
+#include "mcpy.h"
+
+#include <string.h>
+
+/* ---- exist, size -------------------------------------------------------------------------- */
+
+/* Parses (key) or (key, force=False); returns the C key, or NULL with *code set (a store code,
+ * or -1 with an exception). */
+static const char *one_key(PyObject *args, PyObject *kw, const char *format, char **kwlist,
+                           int *force, int *code)
+{
+    PyObject *key_obj;
+    int ok = force ? PyArg_ParseTupleAndKeywords(args, kw, format, kwlist, &key_obj, force)
+                   : PyArg_ParseTupleAndKeywords(args, kw, format, kwlist, &key_obj);
+    if (!ok) {
+        *code = -1;
+        return NULL;
+    }
+    const char *key = NULL;
+    *code = mcpy_key(key_obj, &key);
+    return *code == 0 ? key : NULL;
+}
+
+#define ONE_KEY_OR_RETURN(format, kwlist, force)                                                   \
+    int code_;                                                                                     \
+    const char *key = one_key(args, kw, format, kwlist, force, &code_);                            \
+    if (!key)                                                                                      \
+        return PyErr_Occurred() ? NULL : PyLong_FromLong(code_);
+
+static PyObject *exist_impl(PyObject *obj, PyObject *args, PyObject *kw, const char *format)
+{
+    static char *kwlist[] = {"key", NULL};
+    ONE_KEY_OR_RETURN(format, kwlist, NULL)
+    mc_store_t *s = mcpy_store((McStoreObject *)obj);
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = mc_store_exist(s, key);
+    Py_END_ALLOW_THREADS
+    return PyLong_FromLong(rc);
+}
+
+static PyObject *store_is_exist(PyObject *obj, PyObject *args, PyObject *kw)
+{
+    return exist_impl(obj, args, kw, "O:is_exist");
+}
+
+static PyObject *store_isExist(PyObject *obj, PyObject *args, PyObject *kw)
+{
+    return exist_impl(obj, args, kw, "O:isExist");
+}
+
+static PyObject *store_get_size(PyObject *obj, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"key", NULL};
+    ONE_KEY_OR_RETURN("O:get_size", kwlist, NULL)
+    mc_store_t *s = mcpy_store((McStoreObject *)obj);
+    int64_t size;
+    Py_BEGIN_ALLOW_THREADS
+    size = mc_store_get_size(s, key);
+    Py_END_ALLOW_THREADS
+    return PyLong_FromLongLong(size);
+}
+
+/*
+ * A batch over keys answered per key (exist, remove). C is called on the whole key array:
+ * invalid keys are NULL there and C answers MC_ERR_INVALID_KEY for them.
+ */
+static PyObject *per_key_batch(McStoreObject *self, PyObject *keys_obj, int remove, int force)
+{
+    mcpy_keys_t keys;
+    if (mcpy_keys_from(keys_obj, &keys, "keys") != 0)
+        return NULL;
+    size_t n = (size_t)keys.n;
+    int *results = PyMem_Calloc(n ? n : 1, sizeof(int));
+    if (!results) {
+        mcpy_keys_free(&keys);
+        return PyErr_NoMemory();
+    }
+    for (size_t i = 0; i < n; i++)
+        results[i] = MCPY_UNSET;
+    mc_store_t *s = mcpy_store(self);
+    int rc = 0;
+    if (n > 0) {
+        Py_BEGIN_ALLOW_THREADS
+        rc = remove ? mc_store_batch_remove(s, keys.ptrs, n, force, results)
+                    : mc_store_batch_exist(s, keys.ptrs, n, results);
+        Py_END_ALLOW_THREADS
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (results[i] == MCPY_UNSET) /* C refused the call as a whole */
+            results[i] = rc ? rc : MC_ERR_INTERNAL_ERROR;
+    }
+    PyObject *list = mcpy_list_from_int(results, n);
+    PyMem_Free(results);
+    mcpy_keys_free(&keys);
+    return list;
+}
+
+static PyObject *store_batch_is_exist(PyObject *obj, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"keys", NULL};
+    PyObject *keys;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O:batch_is_exist", kwlist, &keys))
+        return NULL;
+    return per_key_batch((McStoreObject *)obj, keys, 0, 0);
+}
+
+/* ---- remove ------------------------------------------------------------------------------ */
+
+static PyObject *store_remove(PyObject *obj, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"key", "force", NULL};
+    int force = 0;
+    ONE_KEY_OR_RETURN("O|p:remove", kwlist, &force)
+    mc_store_t *s = mcpy_store((McStoreObject *)obj);
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = mc_store_remove(s, key, force);
+    Py_END_ALLOW_THREADS
+    return PyLong_FromLong(rc);
+}
+
+static PyObject *store_batch_remove(PyObject *obj, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"keys", "force", NULL};
+    PyObject *keys;
+    int force = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|p:batch_remove", kwlist, &keys, &force))
+        return NULL;
+    return per_key_batch((McStoreObject *)obj, keys, 1, force);
+}
+
+static PyObject *store_remove_all(PyObject *obj, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"force", NULL};
+    int force = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|p:remove_all", kwlist, &force))
+        return NULL;
+    mc_store_t *s = mcpy_store((McStoreObject *)obj);
+    int64_t count;
+    Py_BEGIN_ALLOW_THREADS
+    count = mc_store_remove_all(s, force);
+    Py_END_ALLOW_THREADS
+    return PyLong_FromLongLong(count < 0 ? -1 : count); /* upstream: -1 on any error */
+}
+
+static PyObject *store_remove_by_regex(PyObject *obj, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"regex_pattern", "force", NULL};
+    const char *regex;
+    Py_ssize_t len;
+    int force = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "s#|p:remove_by_regex", kwlist, &regex, &len,
+                                     &force))
+        return NULL;
+    if (strlen(regex) != (size_t)len)
+        return PyLong_FromLong(MC_ERR_INVALID_PARAMS);
+    mc_store_t *s = mcpy_store((McStoreObject *)obj);
+    int64_t count;
+    Py_BEGIN_ALLOW_THREADS
+    count = mc_store_remove_by_regex(s, regex, force);
+    Py_END_ALLOW_THREADS
+    return PyLong_FromLongLong(count);
+}
+
+/* ---- buffer registration ----------------------------------------------------------------- */
+
+static int mirror_add(McStoreObject *self, uintptr_t addr, size_t length)
+{
+    if (self->reg_count == self->reg_capacity) {
+        size_t cap = self->reg_capacity ? self->reg_capacity * 2 : 8;
+        mcpy_range_t *grown = PyMem_Realloc(self->regs, cap * sizeof(*grown));
+        if (!grown)
+            return -1;
+        self->regs = grown;
+        self->reg_capacity = cap;
+    }
+    self->regs[self->reg_count++] = (mcpy_range_t){addr, length};
+    return 0;
+}
+
+static void mirror_remove(McStoreObject *self, uintptr_t addr)
+{
+    for (size_t i = 0; i < self->reg_count; i++) {
+        if (self->regs[i].addr == addr) {
+            self->regs[i] = self->regs[--self->reg_count];
+            return;
+        }
+    }
+}
+
+static PyObject *store_register_buffer(PyObject *obj, PyObject *args, PyObject *kw)
+{
+    McStoreObject *self = (McStoreObject *)obj;
+    static char *kwlist[] = {"buffer_ptr", "size", NULL};
+    PyObject *ptr_obj, *size_obj;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO:register_buffer", kwlist, &ptr_obj, &size_obj))
+        return NULL;
+    uint64_t ptr = 0, size = 0;
+    int rc = mcpy_unsigned(ptr_obj, UINTPTR_MAX, &ptr, "buffer_ptr");
+    int src = PyErr_Occurred() ? 0 : mcpy_unsigned(size_obj, SIZE_MAX, &size, "size");
+    if (PyErr_Occurred())
+        return NULL;
+    rc = rc ? rc : src;
+    if (rc != 0)
+        return PyLong_FromLong(rc);
+    mc_store_t *s = mcpy_store(self);
+    Py_BEGIN_ALLOW_THREADS
+    rc = mc_store_register_buffer(s, (void *)(uintptr_t)ptr, (size_t)size);
+    Py_END_ALLOW_THREADS
+    /* Mirror it only if the store it went to is still the live one (not closed meanwhile). */
+    if (rc == 0 && s && mcpy_store(self) == s && mirror_add(self, (uintptr_t)ptr, size) != 0) {
+        Py_BEGIN_ALLOW_THREADS
+        mc_store_unregister_buffer(s, (void *)(uintptr_t)ptr);
+        Py_END_ALLOW_THREADS
+        return PyErr_NoMemory();
+    }
+    return PyLong_FromLong(rc);
+}
+
+static PyObject *store_unregister_buffer(PyObject *obj, PyObject *args, PyObject *kw)
+{
+    McStoreObject *self = (McStoreObject *)obj;
+    static char *kwlist[] = {"buffer_ptr", NULL};
+    PyObject *ptr_obj;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O:unregister_buffer", kwlist, &ptr_obj))
+        return NULL;
+    uint64_t ptr = 0;
+    int rc = mcpy_unsigned(ptr_obj, UINTPTR_MAX, &ptr, "buffer_ptr");
+    if (rc != 0)
+        return PyErr_Occurred() ? NULL : PyLong_FromLong(rc);
+    /* Forget it before C does: from now on the binding no longer copies through it. */
+    mirror_remove(self, (uintptr_t)ptr);
+    mc_store_t *s = mcpy_store(self);
+    Py_BEGIN_ALLOW_THREADS
+    rc = mc_store_unregister_buffer(s, (void *)(uintptr_t)ptr);
+    Py_END_ALLOW_THREADS
+    return PyLong_FromLong(rc);
+}
+
+/* ---- replica descriptors ----------------------------------------------------------------- */
+
+#define MCPY_REPLICAS_FIRST_TRY ((size_t)MC_MAX_REPLICAS * 2)
+
+/*
+ * The replicas of one key, with the GIL released. Returns 0 with *out (PyMem_RawMalloc'd,
+ * caller frees) and *count set, or a negative code.
+ */
+static int fetch_replicas(mc_store_t *s, const char *key, mc_replica_desc_t **out, size_t *count)
+{
+    size_t capacity = MCPY_REPLICAS_FIRST_TRY;
+    *out = NULL;
+    *count = 0;
+    for (int attempt = 0; attempt < 3; attempt++) {
+        mc_replica_desc_t *descs = PyMem_RawCalloc(capacity, sizeof(*descs));
+        if (!descs)
+            return MC_ERR_INTERNAL_ERROR;
+        size_t n = 0;
+        int rc = mc_store_get_replica_desc(s, key, descs, capacity, &n);
+        if (rc != 0 || n <= capacity) {
+            if (rc != 0) {
+                PyMem_RawFree(descs);
+                return rc;
+            }
+            *out = descs;
+            *count = n;
+            return 0;
+        }
+        PyMem_RawFree(descs); /* more replicas than room: ask again with enough */
+        capacity = n;
+    }
+    return MC_ERR_INTERNAL_ERROR;
+}
+
+static PyObject *replica_list(const mc_replica_desc_t *descs, size_t n)
+{
+    PyObject *list = PyList_New((Py_ssize_t)n);
+    for (size_t i = 0; list && i < n; i++) {
+        PyObject *d = mcpy_replica_descriptor_new(&descs[i]);
+        if (!d) {
+            Py_CLEAR(list);
+            break;
+        }
+        PyList_SET_ITEM(list, (Py_ssize_t)i, d);
+    }
+    return list;
+}
+
+static PyObject *store_get_replica_desc(PyObject *obj, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"key", NULL};
+    PyObject *key_obj;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O:get_replica_desc", kwlist, &key_obj))
+        return NULL;
+    const char *key = NULL;
+    int rc = mcpy_key(key_obj, &key);
+    if (rc != 0)
+        return PyErr_Occurred() ? NULL : PyList_New(0);
+    mc_store_t *s = mcpy_store((McStoreObject *)obj);
+    mc_replica_desc_t *descs = NULL;
+    size_t n = 0;
+    Py_BEGIN_ALLOW_THREADS
+    rc = fetch_replicas(s, key, &descs, &n);
+    Py_END_ALLOW_THREADS
+    PyObject *list = replica_list(descs, rc == 0 ? n : 0);
+    PyMem_RawFree(descs);
+    return list;
+}
+
+static PyObject *store_batch_get_replica_desc(PyObject *obj, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"keys", NULL};
+    PyObject *keys_obj;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O:batch_get_replica_desc", kwlist, &keys_obj))
+        return NULL;
+    mcpy_keys_t keys;
+    if (mcpy_keys_from(keys_obj, &keys, "keys") != 0)
+        return NULL;
+    size_t n = (size_t)keys.n;
+    mc_replica_desc_t **descs = PyMem_Calloc(n ? n : 1, sizeof(mc_replica_desc_t *));
+    size_t *counts = PyMem_Calloc(n ? n : 1, sizeof(size_t));
+    PyObject *dict = NULL;
+    if (!descs || !counts) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    mc_store_t *s = mcpy_store((McStoreObject *)obj);
+    Py_BEGIN_ALLOW_THREADS
+    for (size_t i = 0; i < n; i++) {
+        if (keys.ptrs[i] && fetch_replicas(s, keys.ptrs[i], &descs[i], &counts[i]) != 0)
+            counts[i] = 0;
+    }
+    Py_END_ALLOW_THREADS
+    dict = PyDict_New();
+    for (size_t i = 0; dict && i < n; i++) {
+        PyObject *list = replica_list(descs[i], counts[i]);
+        if (!list || PyDict_SetItem(dict, keys.objs[i], list) != 0)
+            Py_CLEAR(dict);
+        Py_XDECREF(list);
+    }
+out:
+    for (size_t i = 0; descs && i < n; i++)
+        PyMem_RawFree(descs[i]);
+    PyMem_Free(descs);
+    PyMem_Free(counts);
+    mcpy_keys_free(&keys);
+    return dict;
+}
+
+/* ---- method table ------------------------------------------------------------------------ */
+
+#define EXIST_DOC                                                                                  \
+    "(key) -> int\n\n"                                                                             \
+    "1 when the object exists, 0 when not, or a negative code (-400 invalid key, -600 not set\n"   \
+    "up, -900 master unreachable). An existing object gets a read lease, as upstream.\n"
+
+PyMethodDef mcpy_store_meta_methods[] = {
+    {"is_exist", MCPY_KW(store_is_exist), METH_VARARGS | METH_KEYWORDS, "is_exist" EXIST_DOC},
+    {"isExist", MCPY_KW(store_isExist), METH_VARARGS | METH_KEYWORDS,
+     "isExist" EXIST_DOC "Alias of is_exist (store_kv_bench.py calls this name)."},
+    {"batch_is_exist", MCPY_KW(store_batch_is_exist), METH_VARARGS | METH_KEYWORDS,
+     "batch_is_exist(keys) -> list[int]\n\nis_exist per key: 1, 0 or a negative code; [] for []."},
+    {"get_size", MCPY_KW(store_get_size), METH_VARARGS | METH_KEYWORDS,
+     "get_size(key) -> int\n\n"
+     "The object's size in bytes, or a negative code (-704 not found, -400 invalid key).\n"
+     "Grants a read lease."},
+    {"remove", MCPY_KW(store_remove), METH_VARARGS | METH_KEYWORDS,
+     "remove(key, force=False) -> int\n\n"
+     "Removes the object: 0, -704 not found, -706 a read lease is active (get / is_exist /\n"
+     "get_size grant one; force=True removes anyway), -400 invalid key."},
+    {"batch_remove", MCPY_KW(store_batch_remove), METH_VARARGS | METH_KEYWORDS,
+     "batch_remove(keys, force=False) -> list[int]\n\nremove per key, in one batch."},
+    {"remove_all", MCPY_KW(store_remove_all), METH_VARARGS | METH_KEYWORDS,
+     "remove_all(force=False) -> int\n\n"
+     "Removes every object (leased ones only with force=True). Returns the number removed, or\n"
+     "-1 on any error (as upstream)."},
+    {"remove_by_regex", MCPY_KW(store_remove_by_regex), METH_VARARGS | METH_KEYWORDS,
+     "remove_by_regex(regex_pattern, force=False) -> int\n\n"
+     "Removes the objects whose keys match the POSIX extended regex `regex_pattern` (str).\n"
+     "Returns the number removed, or a negative code (-600 invalid regex)."},
+    {"register_buffer", MCPY_KW(store_register_buffer), METH_VARARGS | METH_KEYWORDS,
+     "register_buffer(buffer_ptr, size) -> int\n\n"
+     "Registers `size` bytes at address `buffer_ptr` (int) for the zero-copy calls (put_from,\n"
+     "get_into, ...). The caller keeps ownership and must keep the memory valid until\n"
+     "unregister_buffer() or close(). Returns 0, or -600 (null pointer, size 0, negative\n"
+     "values, store not set up)."},
+    {"unregister_buffer", MCPY_KW(store_unregister_buffer), METH_VARARGS | METH_KEYWORDS,
+     "unregister_buffer(buffer_ptr) -> int\n\n"
+     "Forgets a buffer registered at exactly `buffer_ptr`. Returns 0, or -600 when no buffer is\n"
+     "registered there."},
+    {"get_replica_desc", MCPY_KW(store_get_replica_desc), METH_VARARGS | METH_KEYWORDS,
+     "get_replica_desc(key) -> list[ReplicaDescriptor]\n\n"
+     "Where the complete replicas of the object are; [] when it does not exist or on any error."},
+    {"batch_get_replica_desc", MCPY_KW(store_batch_get_replica_desc), METH_VARARGS | METH_KEYWORDS,
+     "batch_get_replica_desc(keys) -> dict[key, list[ReplicaDescriptor]]\n\n"
+     "get_replica_desc for every key; each key maps to [] when missing or failed."},
+    {NULL},
+};
