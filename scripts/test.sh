@@ -16,7 +16,7 @@ step "dependencies"
 if [ "$(id -u)" -eq 0 ]; then bash dependencies.sh; else sudo -E bash dependencies.sh; fi
 
 step "Release build (build/)"
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DWITH_STORE=ON >/dev/null
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DWITH_STORE=ON -DWITH_PYTHON=ON -DMC_SANITIZE=OFF >/dev/null
 cmake --build build -j"$jobs"
 
 step "Release tests"

@@ -43,8 +43,12 @@ int main(int argc, char **argv)
          "address peers reach this client at (0.0.0.0 = this machine's primary address); "
          "host:port fixes the port too"},
         {"port", MC_FLAG_INT, &port, "service port: the segment endpoint is host:port", 1, 65535},
-        {"protocol", MC_FLAG_STRING, &protocol, "transfer protocol: tcp or rdma"},
-        {"device_names", MC_FLAG_STRING, &devices, "rdma devices, comma list (\"\" = automatic)"},
+        {"protocol", MC_FLAG_STRING, &protocol,
+         "transfer protocol: tcp or rdma (UCX; with no RDMA device it warns once and runs over "
+         "UCX's tcp/shm transports, unless env MC_RDMA_REQUIRE_DEVICE=1 makes that an error)"},
+        {"device_names", MC_FLAG_STRING, &devices,
+         "rdma devices, comma list (\"mlx5_0,mlx5_1\", port 1 unless \"mlx5_0:2\"; \"\" = "
+         "automatic); an unknown device fails start-up"},
         {"global_segment_size", MC_FLAG_SIZE, &segment_size,
          "bytes contributed to the store (\"32 GB\"); reserved, committed as objects arrive"},
         {"local_buffer_size", MC_FLAG_SIZE, &buffer_size,

@@ -16,7 +16,8 @@
  * --protocol: tcp  = engine protocol "tcp" with shared memory disabled, so the bytes really cross
  *                    TCP even on one host;
  *             shm  = engine protocol "tcp" with same-host shared memory allowed (one memcpy);
- *             rdma = engine protocol "rdma".
+ *             rdma = engine protocol "rdma" with shared memory disabled, so the bytes cross
+ *                    UCX (on a host without an RDMA device: UCX's tcp transport).
  *
  * Our additions to upstream: comma lists for --block_size and --batch_size (one row per value);
  * the machine's limits measured in the same run at every block size — single-thread memcpy over a
@@ -1016,7 +1017,9 @@ int main(int argc, char **argv)
          "target (serve a buffer), initiator (drive transfers) or loopback (both, on this host)"},
         {"operation", MC_FLAG_STRING, &o.operation, "read or write"},
         {"protocol", MC_FLAG_STRING, &o.protocol,
-         "tcp (shared memory disabled), shm (same-host shared memory) or rdma"},
+         "tcp (shared memory disabled), shm (same-host shared memory) or rdma (UCX, shared "
+         "memory disabled; with no RDMA device it warns once and runs over UCX's tcp/shm "
+         "transports, unless env MC_RDMA_REQUIRE_DEVICE=1 makes that an error)"},
         {"block_size", MC_FLAG_STRING, &o.block_size_text,
          "bytes per request; size text, or a comma list (one row per value)"},
         {"batch_size", MC_FLAG_STRING, &o.batch_size_text,
@@ -1033,7 +1036,8 @@ int main(int argc, char **argv)
          "P2PHANDSHAKE or http://host:port/metadata"},
         {"local_server_name", MC_FLAG_STRING, &o.local_server_name,
          "this engine's host:port (port 0 = any)"},
-        {"device_name", MC_FLAG_STRING, &o.device_name, "rdma devices, comma list (\"\" = auto)"},
+        {"device_name", MC_FLAG_STRING, &o.device_name,
+         "rdma devices, comma list (\"mlx5_0,mlx5_1\"; \"\" = auto); unknown ones fail start-up"},
         {"json", MC_FLAG_STRING, &o.json_path, "also write machine info, config and rows here"},
         {"limits", MC_FLAG_BOOL, &o.limits,
          "measure memcpy and raw loopback tcp limits at every block size"},

@@ -15,16 +15,27 @@
  *           MC_DISABLE_SHM=1.
  *   tcp   — anything else: length-prefixed frames, bytes received straight into the destination,
  *           a write completes only once the receiver confirms the bytes are in place.
- *   rdma  — config.protocol "rdma": fails with MC_ERR_NOT_SUPPORTED ("rdma transport not built")
- *           in builds without it.
+ *   rdma  — config.protocol "rdma" (builds with USE_RDMA=ON, on UCX): one-sided put/get with
+ *           UCX to peers whose descriptor carries a UCX worker address (rdma peers); tcp peers
+ *           are still reached over tcp, and an rdma engine serves tcp peers too. shm keeps
+ *           priority for same-host peers (disable it, e.g. MC_DISABLE_SHM=1, to use UCX on one
+ *           host). Devices: UCX's automatic choice, or config.device_names ("mlx5_0,mlx5_1";
+ *           "mlx5_0" means port 1); a name that is not a device of this host fails
+ *           mc_te_create() with MC_ERR_INVALID_PARAMS. With no RDMA device (or none among
+ *           device_names) the engine logs one warning and runs over UCX's tcp/shared-memory
+ *           transports — unless env MC_RDMA_REQUIRE_DEVICE=1, then mc_te_create() fails with
+ *           MC_ERR_NOT_SUPPORTED. In builds without it, "rdma" fails with MC_ERR_NOT_SUPPORTED
+ *           ("rdma transport not built").
  *
  * Metadata (how peers find a segment's descriptor): "P2PHANDSHAKE" (ask the endpoint itself) or
  * "http://host:port/metadata" (descriptors published with PUT, looked up with GET; a segment not
  * found there is still asked directly, so HTTP and P2PHANDSHAKE peers interoperate).
  *
  * Errors: every function returns 0 or a negative store code (mooncake/errors.h):
- *   MC_ERR_INVALID_PARAMS    bad argument (NULL, zero length, unknown protocol, bad endpoint)
- *   MC_ERR_NOT_SUPPORTED     protocol "rdma" in a build without the rdma transport
+ *   MC_ERR_INVALID_PARAMS    bad argument (NULL, zero length, unknown protocol or rdma device,
+ *                            bad endpoint)
+ *   MC_ERR_NOT_SUPPORTED     protocol "rdma" in a build without the rdma transport, or with
+ *                            MC_RDMA_REQUIRE_DEVICE=1 on a host without an RDMA device
  *   MC_ERR_SEGMENT_NOT_FOUND the segment's descriptor cannot be found or its owner is unreachable
  *   MC_ERR_INVALID_WRITE / MC_ERR_INVALID_READ  the range is not inside the target's registered
  *                            memory (checked before any byte moves)
@@ -60,13 +71,14 @@ typedef struct mc_transfer_engine_config {
     const char *metadata_server;
     /* "tcp" (default when NULL) or "rdma". */
     const char *protocol;
-    /* rdma devices, comma list (e.g. "mlx5_0,mlx5_1"); NULL or "" = automatic. */
+    /* rdma devices, comma list (e.g. "mlx5_0,mlx5_1"; "mlx5_0" = port 1); NULL or "" =
+     * automatic. Restricts UCX_NET_DEVICES; an unknown name is MC_ERR_INVALID_PARAMS. */
     const char *device_names;
     /* 1: never use shared memory to same-host peers (also MC_DISABLE_SHM=1). */
     int disable_shm;
     /* Bound on a stalled peer, ms; 0 = MC_TRANSFER_TIMEOUT env (seconds) or 30000. */
     int transfer_timeout_ms;
-    /* Initiator threads moving tcp/shm slices; 0 = 4. */
+    /* Initiator threads moving tcp/rdma slices (each owns one UCX worker under rdma); 0 = 4. */
     int worker_threads;
 } mc_transfer_engine_config_t;
 

@@ -2,8 +2,10 @@
  * segment_metadata.c — segment descriptors and the metadata service.
  *
  * A descriptor tells a peer how to reach a segment: its endpoint, host identity (same-host peers
- * use shm), the abstract unix socket handing out shm fds, and the registered ranges. It travels as
- * protobuf in the P2P handshake and as JSON in the HTTP metadata service, under the key
+ * use shm), the abstract unix socket handing out shm fds, the registered ranges, and for rdma
+ * engines the UCX worker address plus one packed rkey per range. It travels as protobuf in the P2P
+ * handshake and as JSON in the HTTP metadata service (binary fields in base64: "rdma_address" at
+ * the top, "rkey" in each buffer; absent for tcp engines), under the key
  * "mooncake/ram/<segment name>" (upstream's key layout). A lookup tries the HTTP service first
  * when one is configured and falls back to asking the endpoint itself, so peers configured with
  * HTTP metadata still reach peers that registered with P2PHANDSHAKE.
@@ -24,9 +26,115 @@
 
 void mc_desc_free(mc_segment_desc_t *d)
 {
+    for (size_t i = 0; d->regions && i < d->count; i++)
+        free(d->regions[i].rkey);
     free(d->regions);
+    free(d->rdma_address);
     d->regions = NULL;
     d->count = 0;
+    d->rdma_address = NULL;
+    d->rdma_address_len = 0;
+}
+
+/* A malloc'd copy of len bytes (len > 0), or NULL. */
+static uint8_t *dup_bytes(const void *src, size_t len)
+{
+    uint8_t *p = malloc(len);
+    if (p)
+        memcpy(p, src, len);
+    return p;
+}
+
+/* Sets region i's rkey to a copy of [rkey, +len); len 0 leaves it empty. */
+static int set_rkey(mc_remote_region_t *g, const void *rkey, size_t len)
+{
+    if (len == 0)
+        return 0;
+    if (len > MC_TE_MAX_RDMA_BLOB)
+        return MC_ERR_DESERIALIZE_FAIL;
+    g->rkey = dup_bytes(rkey, len);
+    if (!g->rkey)
+        return MC_ERR_INTERNAL_ERROR;
+    g->rkey_len = (uint32_t)len;
+    return 0;
+}
+
+static int set_address(mc_segment_desc_t *d, const void *addr, size_t len)
+{
+    if (len == 0)
+        return 0;
+    if (len > MC_TE_MAX_RDMA_BLOB)
+        return MC_ERR_DESERIALIZE_FAIL;
+    d->rdma_address = dup_bytes(addr, len);
+    if (!d->rdma_address)
+        return MC_ERR_INTERNAL_ERROR;
+    d->rdma_address_len = len;
+    return 0;
+}
+
+/* ---- base64 (RFC 4648, padded) for the JSON form ----------------------------------------- */
+
+static const char b64_alphabet[] =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+/* malloc'd NUL-terminated base64 of [src, +len), or NULL when out of memory. */
+static char *b64_encode(const uint8_t *src, size_t len)
+{
+    char *out = malloc((len + 2) / 3 * 4 + 1), *o = out;
+    if (!out)
+        return NULL;
+    for (size_t i = 0; i < len; i += 3) {
+        uint32_t v = (uint32_t)src[i] << 16;
+        if (i + 1 < len)
+            v |= (uint32_t)src[i + 1] << 8;
+        if (i + 2 < len)
+            v |= src[i + 2];
+        *o++ = b64_alphabet[(v >> 18) & 63];
+        *o++ = b64_alphabet[(v >> 12) & 63];
+        *o++ = i + 1 < len ? b64_alphabet[(v >> 6) & 63] : '=';
+        *o++ = i + 2 < len ? b64_alphabet[v & 63] : '=';
+    }
+    *o = '\0';
+    return out;
+}
+
+static int b64_value(char c)
+{
+    const char *p = c ? strchr(b64_alphabet, c) : NULL;
+    return p ? (int)(p - b64_alphabet) : -1;
+}
+
+/* Decodes padded base64 into a malloc'd buffer; MC_ERR_DESERIALIZE_FAIL on malformed input. */
+static int b64_decode(const char *text, uint8_t **out, size_t *out_len)
+{
+    size_t n = strlen(text);
+    *out = NULL;
+    *out_len = 0;
+    if (n % 4 != 0 || n / 4 * 3 > MC_TE_MAX_RDMA_BLOB)
+        return MC_ERR_DESERIALIZE_FAIL;
+    if (n == 0)
+        return 0;
+    uint8_t *buf = malloc(n / 4 * 3), *o = buf;
+    if (!buf)
+        return MC_ERR_INTERNAL_ERROR;
+    for (size_t i = 0; i < n; i += 4) {
+        int pad3 = text[i + 3] == '=', pad2 = text[i + 2] == '=';
+        int a = b64_value(text[i]), b = b64_value(text[i + 1]);
+        int c = pad2 ? 0 : b64_value(text[i + 2]), d = pad3 ? 0 : b64_value(text[i + 3]);
+        if (a < 0 || b < 0 || c < 0 || d < 0 || (pad2 && !pad3) || ((pad2 || pad3) && i + 4 < n)) {
+            free(buf);
+            return MC_ERR_DESERIALIZE_FAIL;
+        }
+        uint32_t v = (uint32_t)a << 18 | (uint32_t)b << 12 | (uint32_t)c << 6 | (uint32_t)d;
+        *o++ = (uint8_t)(v >> 16);
+        if (!pad2)
+            *o++ = (uint8_t)(v >> 8);
+        if (!pad3)
+            *o++ = (uint8_t)v;
+    }
+    *out = buf;
+    *out_len = (size_t)(o - buf);
+    return 0;
 }
 
 int mc_desc_build_local(mc_transfer_engine_t *te, mc_segment_desc_t *out)
@@ -36,20 +144,25 @@ int mc_desc_build_local(mc_transfer_engine_t *te, mc_segment_desc_t *out)
     snprintf(out->protocol, sizeof(out->protocol), "%s", te->protocol);
     snprintf(out->host_id, sizeof(out->host_id), "%s", te->host_id);
     snprintf(out->shm_socket, sizeof(out->shm_socket), "%s", te->shm_socket);
+    const uint8_t *addr;
+    size_t addr_len;
+    mc_rdma_local_address(te, &addr, &addr_len);
+    if (set_address(out, addr, addr_len) != 0)
+        return MC_ERR_INTERNAL_ERROR;
     pthread_rwlock_rdlock(&te->registry.lock);
     out->version = te->registry.version;
     out->count = te->registry.count;
     out->regions = calloc(out->count ? out->count : 1, sizeof(*out->regions));
-    if (!out->regions) {
-        pthread_rwlock_unlock(&te->registry.lock);
-        return MC_ERR_INTERNAL_ERROR;
-    }
-    for (size_t i = 0; i < out->count; i++) {
+    int rc = out->regions ? 0 : MC_ERR_INTERNAL_ERROR;
+    for (size_t i = 0; rc == 0 && i < out->count; i++) {
         const mc_local_region_t *g = &te->registry.regions[i];
-        out->regions[i] = (mc_remote_region_t){g->addr, g->length, g->shm_index};
+        out->regions[i] = (mc_remote_region_t){g->addr, g->length, g->shm_index, 0, NULL};
+        rc = set_rkey(&out->regions[i], g->rdma_rkey, g->rdma_rkey_len);
     }
     pthread_rwlock_unlock(&te->registry.lock);
-    return 0;
+    if (rc != 0)
+        mc_desc_free(out);
+    return rc;
 }
 
 int mc_desc_pack(const mc_segment_desc_t *d, uint8_t **buf, size_t *len)
@@ -57,9 +170,11 @@ int mc_desc_pack(const mc_segment_desc_t *d, uint8_t **buf, size_t *len)
     Mc__SegmentDesc msg = MC__SEGMENT_DESC__INIT;
     Mc__MemoryRegion *regs = calloc(d->count ? d->count : 1, sizeof(*regs));
     Mc__MemoryRegion **ptrs = calloc(d->count ? d->count : 1, sizeof(*ptrs));
-    if (!regs || !ptrs) {
+    ProtobufCBinaryData *rkeys = calloc(d->count ? d->count : 1, sizeof(*rkeys));
+    if (!regs || !ptrs || !rkeys) {
         free(regs);
         free(ptrs);
+        free(rkeys);
         return MC_ERR_INTERNAL_ERROR;
     }
     for (size_t i = 0; i < d->count; i++) {
@@ -68,6 +183,7 @@ int mc_desc_pack(const mc_segment_desc_t *d, uint8_t **buf, size_t *len)
         regs[i].length = d->regions[i].length;
         regs[i].shm_index = d->regions[i].shm_index;
         ptrs[i] = &regs[i];
+        rkeys[i] = (ProtobufCBinaryData){d->regions[i].rkey_len, d->regions[i].rkey};
     }
     msg.name = (char *)d->name;
     msg.protocol = (char *)d->protocol;
@@ -76,12 +192,18 @@ int mc_desc_pack(const mc_segment_desc_t *d, uint8_t **buf, size_t *len)
     msg.version = d->version;
     msg.n_regions = d->count;
     msg.regions = ptrs;
+    if (d->rdma_address_len) { /* rdma engine: every region has a (possibly empty) rkey slot */
+        msg.rdma_address = (ProtobufCBinaryData){d->rdma_address_len, d->rdma_address};
+        msg.n_rdma_rkeys = d->count;
+        msg.rdma_rkeys = rkeys;
+    }
     *len = mc__segment_desc__get_packed_size(&msg);
     *buf = malloc(*len ? *len : 1);
     if (*buf)
         mc__segment_desc__pack(&msg, *buf);
     free(regs);
     free(ptrs);
+    free(rkeys);
     return *buf ? 0 : MC_ERR_INTERNAL_ERROR;
 }
 
@@ -106,7 +228,8 @@ int mc_desc_unpack(const uint8_t *buf, size_t len, mc_segment_desc_t *out)
         copy_str(out->protocol, sizeof(out->protocol), msg->protocol) ||
         copy_str(out->host_id, sizeof(out->host_id), msg->host_id) ||
         copy_str(out->shm_socket, sizeof(out->shm_socket), msg->shm_socket) ||
-        msg->n_regions > MC_TE_MAX_REGIONS)
+        msg->n_regions > MC_TE_MAX_REGIONS ||
+        (msg->n_rdma_rkeys != 0 && msg->n_rdma_rkeys != msg->n_regions))
         goto out;
     out->version = msg->version;
     out->count = msg->n_regions;
@@ -115,29 +238,52 @@ int mc_desc_unpack(const uint8_t *buf, size_t len, mc_segment_desc_t *out)
         rc = MC_ERR_INTERNAL_ERROR;
         goto out;
     }
-    for (size_t i = 0; i < out->count; i++) {
+    rc = set_address(out, msg->rdma_address.data, msg->rdma_address.len);
+    for (size_t i = 0; rc == 0 && i < out->count; i++) {
         out->regions[i].addr = msg->regions[i]->addr;
         out->regions[i].length = msg->regions[i]->length;
         out->regions[i].shm_index = msg->regions[i]->shm_index;
+        if (msg->n_rdma_rkeys)
+            rc = set_rkey(&out->regions[i], msg->rdma_rkeys[i].data, msg->rdma_rkeys[i].len);
     }
-    rc = 0;
 out:
+    if (rc != 0)
+        mc_desc_free(out);
     mc__segment_desc__free_unpacked(msg, NULL);
+    return rc;
+}
+
+/* Sets key to the base64 of [data, +len) unless len is 0. 0, or -1 when out of memory. */
+static int json_set_b64(json_t *obj, const char *key, const uint8_t *data, size_t len)
+{
+    if (len == 0)
+        return 0;
+    char *text = b64_encode(data, len);
+    int rc = text ? json_object_set_new(obj, key, json_string(text)) : -1;
+    free(text);
     return rc;
 }
 
 int mc_desc_to_json(const mc_segment_desc_t *d, char **json)
 {
     json_t *buffers = json_array();
-    for (size_t i = 0; i < d->count; i++) {
-        json_array_append_new(buffers,
-                              json_pack("{s:I, s:I, s:i}", "addr", (json_int_t)d->regions[i].addr,
-                                        "length", (json_int_t)d->regions[i].length, "shm_index",
-                                        (int)d->regions[i].shm_index));
+    int bad = buffers == NULL;
+    for (size_t i = 0; !bad && i < d->count; i++) {
+        const mc_remote_region_t *g = &d->regions[i];
+        json_t *b = json_pack("{s:I, s:I, s:i}", "addr", (json_int_t)g->addr, "length",
+                              (json_int_t)g->length, "shm_index", (int)g->shm_index);
+        bad = !b || json_set_b64(b, "rkey", g->rkey, g->rkey_len) != 0 ||
+              json_array_append_new(buffers, b) != 0;
     }
-    json_t *root = json_pack("{s:s, s:s, s:s, s:s, s:I, s:o}", "name", d->name, "protocol",
-                             d->protocol, "host_id", d->host_id, "shm_socket", d->shm_socket,
-                             "version", (json_int_t)d->version, "buffers", buffers);
+    json_t *root = bad ? NULL
+                       : json_pack("{s:s, s:s, s:s, s:s, s:I, s:O}", "name", d->name, "protocol",
+                                   d->protocol, "host_id", d->host_id, "shm_socket", d->shm_socket,
+                                   "version", (json_int_t)d->version, "buffers", buffers);
+    json_decref(buffers);
+    if (root && json_set_b64(root, "rdma_address", d->rdma_address, d->rdma_address_len) != 0) {
+        json_decref(root);
+        root = NULL;
+    }
     if (!root)
         return MC_ERR_SERIALIZE_FAIL;
     *json = json_dumps(root, JSON_COMPACT);
@@ -152,13 +298,13 @@ int mc_desc_from_json(const char *text, size_t len, mc_segment_desc_t *out)
     json_t *root = json_loadb(text, len, 0, &jerr);
     if (!root)
         return MC_ERR_DESERIALIZE_FAIL;
-    const char *name, *protocol, *host_id, *shm_socket;
+    const char *name, *protocol, *host_id, *shm_socket, *rdma_address = "";
     json_int_t version;
     json_t *buffers;
     int rc = MC_ERR_DESERIALIZE_FAIL;
-    if (json_unpack(root, "{s:s, s:s, s:s, s:s, s:I, s:o}", "name", &name, "protocol", &protocol,
-                    "host_id", &host_id, "shm_socket", &shm_socket, "version", &version,
-                    "buffers", &buffers) != 0 ||
+    if (json_unpack(root, "{s:s, s:s, s:s, s:s, s:I, s:o, s?s}", "name", &name, "protocol",
+                    &protocol, "host_id", &host_id, "shm_socket", &shm_socket, "version", &version,
+                    "buffers", &buffers, "rdma_address", &rdma_address) != 0 ||
         !json_is_array(buffers) || json_array_size(buffers) > MC_TE_MAX_REGIONS)
         goto out;
     if (copy_str(out->name, sizeof(out->name), name) ||
@@ -173,17 +319,24 @@ int mc_desc_from_json(const char *text, size_t len, mc_segment_desc_t *out)
         rc = MC_ERR_INTERNAL_ERROR;
         goto out;
     }
-    for (size_t i = 0; i < out->count; i++) {
+    rc = b64_decode(rdma_address, &out->rdma_address, &out->rdma_address_len);
+    for (size_t i = 0; rc == 0 && i < out->count; i++) {
         json_int_t addr, length;
         int shm_index;
-        if (json_unpack(json_array_get(buffers, i), "{s:I, s:I, s:i}", "addr", &addr, "length",
-                        &length, "shm_index", &shm_index) != 0) {
-            mc_desc_free(out);
-            goto out;
+        const char *rkey = "";
+        if (json_unpack(json_array_get(buffers, i), "{s:I, s:I, s:i, s?s}", "addr", &addr, "length",
+                        &length, "shm_index", &shm_index, "rkey", &rkey) != 0) {
+            rc = MC_ERR_DESERIALIZE_FAIL;
+            break;
         }
-        out->regions[i] = (mc_remote_region_t){(uint64_t)addr, (uint64_t)length, shm_index};
+        out->regions[i] =
+            (mc_remote_region_t){(uint64_t)addr, (uint64_t)length, shm_index, 0, NULL};
+        size_t rkey_len = 0;
+        rc = b64_decode(rkey, &out->regions[i].rkey, &rkey_len);
+        out->regions[i].rkey_len = (uint32_t)rkey_len;
     }
-    rc = 0;
+    if (rc != 0)
+        mc_desc_free(out);
 out:
     json_decref(root);
     return rc;

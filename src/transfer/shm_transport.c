@@ -62,8 +62,13 @@ int mc_shm_alloc(mc_transfer_engine_t *te, size_t length, void **addr)
     pthread_rwlock_wrlock(&te->registry.lock);
     int32_t index = te->registry.next_shm_index++;
     pthread_rwlock_unlock(&te->registry.lock);
-    mc_local_region_t region = {(uint64_t)(uintptr_t)p, length, index, fd, 1};
-    int rc = mc_registry_add(&te->registry, &region);
+    mc_local_region_t region = {(uint64_t)(uintptr_t)p, length, index, fd, 1, NULL, NULL, 0};
+    int rc = mc_rdma_map(te, &region); /* rdma engines: peers reach it with UCX as well */
+    if (rc == 0) {
+        rc = mc_registry_add(&te->registry, &region);
+        if (rc != 0)
+            mc_rdma_unmap(te, &region);
+    }
     if (rc != 0) {
         munmap(p, length);
         close(fd);
@@ -96,6 +101,7 @@ static void shm_serve_request(mc_transfer_engine_t *te, int fd)
         char buf[CMSG_SPACE(sizeof(int))];
         struct cmsghdr align;
     } ctl;
+    memset(&ctl, 0, sizeof(ctl));
     struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
     if (memfd >= 0) {
         msg.msg_control = ctl.buf;
@@ -349,6 +355,7 @@ static int shm_map_locked(mc_peer_t *peer, const mc_remote_region_t *region)
         char buf[CMSG_SPACE(sizeof(int))];
         struct cmsghdr align;
     } ctl;
+    memset(&ctl, 0, sizeof(ctl));
     struct iovec iov = {&reply, sizeof(reply)};
     struct msghdr msg = {.msg_iov = &iov,
                          .msg_iovlen = 1,

@@ -4,8 +4,10 @@
  * Submitting a batch dispatches each request by transport: the engine's own segment is a memcpy
  * in the caller's thread; a same-host peer's shared memory is a memcpy in the caller's thread
  * too (one copy, no hop); everything else is cut into slices (MC_SLICE_SIZE, default 4 MiB) that
- * the worker threads move over pooled tcp connections in parallel. A request completes when its
- * last slice does; the batch's waiters are woken when its last request does.
+ * the worker threads move in parallel — with UCX (rdma_transport.c) when this engine runs
+ * protocol rdma and the peer's descriptor has an rdma address, else over pooled tcp connections.
+ * A request completes when its last slice does; the batch's waiters are woken when its last
+ * request does.
  */
 #include "transfer_internal.h"
 
@@ -37,12 +39,14 @@ static int configure(mc_transfer_engine_t *te, const mc_transfer_engine_config_t
                      char bind_host[MC_HOST_MAX], int *port)
 {
     const char *protocol = cfg->protocol && *cfg->protocol ? cfg->protocol : "tcp";
+#ifndef MC_HAVE_RDMA
     if (!strcmp(protocol, "rdma")) {
         MC_ERROR("protocol rdma: the rdma transport is not built into this binary; rebuild with "
                  "-DUSE_RDMA=ON (needs UCX: libucx-dev) or use --protocol=tcp");
         return MC_ERR_NOT_SUPPORTED;
     }
-    if (strcmp(protocol, "tcp") != 0) {
+#endif
+    if (strcmp(protocol, "tcp") != 0 && strcmp(protocol, "rdma") != 0) {
         MC_ERROR("unknown protocol \"%s\" (expected tcp or rdma)", protocol);
         return MC_ERR_INVALID_PARAMS;
     }
@@ -100,9 +104,26 @@ static void request_finish_slice(mc_batch_t *b, uint32_t index, int rc, uint64_t
     pthread_mutex_unlock(&b->lock);
 }
 
+typedef struct worker_arg {
+    mc_transfer_engine_t *te;
+    size_t index; /* which rdma worker (UCX) this thread owns */
+} worker_arg_t;
+
+/* One slice to a remote peer: rdma when both ends speak it, else tcp. */
+static int move_slice(mc_transfer_engine_t *te, size_t worker, mc_peer_t *peer, int op, void *local,
+                      uint64_t remote, uint64_t len)
+{
+    int rc = mc_rdma_transfer(te, worker, peer, op, local, remote, len);
+    if (rc == 1)
+        rc = mc_tcp_transfer(te, peer, op, local, remote, len);
+    return rc;
+}
+
 static void *worker_main(void *p)
 {
-    mc_transfer_engine_t *te = p;
+    worker_arg_t arg = *(worker_arg_t *)p;
+    free(p);
+    mc_transfer_engine_t *te = arg.te;
     for (;;) {
         pthread_mutex_lock(&te->queue_lock);
         while (te->queue_count == 0 && !atomic_load(&te->stopping))
@@ -121,8 +142,8 @@ static void *worker_main(void *p)
         if (!atomic_load(&r->error)) { /* a failed request's remaining slices are skipped */
             mc_peer_t *peer = mc_te_peer(te, r->req.target_id);
             int op = r->req.opcode == MC_TRANSFER_WRITE ? MC_TE_OP_WRITE : MC_TE_OP_READ;
-            rc = peer ? mc_tcp_transfer(te, peer, op, (char *)r->req.source + s.offset,
-                                        r->req.target_offset + s.offset, s.length)
+            rc = peer ? move_slice(te, arg.index, peer, op, (char *)r->req.source + s.offset,
+                                   r->req.target_offset + s.offset, s.length)
                       : MC_ERR_SEGMENT_NOT_FOUND;
         }
         request_finish_slice(s.batch, s.index, rc, s.length);
@@ -180,11 +201,15 @@ int mc_te_create(const mc_transfer_engine_config_t *config, mc_transfer_engine_t
     char bind_host[MC_HOST_MAX], adv_host[MC_HOST_MAX];
     int port = 0;
     int rc = configure(te, config, bind_host, &port);
-    if (rc == 0)
-        rc = mc_tcp_server_start(te, "0.0.0.0", port);
+    if (rc == 0 && !strcmp(te->protocol, "rdma"))
+        rc = mc_rdma_start(te, config->device_names);
     if (rc != 0) {
-        if (rc != MC_ERR_NOT_SUPPORTED && rc != MC_ERR_INVALID_PARAMS)
-            MC_ERROR("transfer engine cannot listen on port %d", port);
+        mc_te_destroy(te);
+        return rc;
+    }
+    rc = mc_tcp_server_start(te, "0.0.0.0", port); /* rdma engines serve tcp peers too */
+    if (rc != 0) {
+        MC_ERROR("transfer engine cannot listen on port %d", port);
         mc_te_destroy(te);
         return rc;
     }
@@ -201,7 +226,11 @@ int mc_te_create(const mc_transfer_engine_config_t *config, mc_transfer_engine_t
         return MC_ERR_INTERNAL_ERROR;
     }
     for (size_t i = 0; i < te->worker_count; i++) {
-        if (pthread_create(&te->workers[i], NULL, worker_main, te) != 0) {
+        worker_arg_t *arg = malloc(sizeof(*arg));
+        if (arg)
+            *arg = (worker_arg_t){te, i};
+        if (!arg || pthread_create(&te->workers[i], NULL, worker_main, arg) != 0) {
+            free(arg);
             te->worker_count = i;
             mc_te_destroy(te);
             return MC_ERR_INTERNAL_ERROR;
@@ -236,6 +265,7 @@ void mc_te_destroy(mc_transfer_engine_t *te)
     mc_shm_server_stop(te);
     for (size_t i = 0; i < te->peer_count; i++) {
         mc_peer_t *p = te->peers[i];
+        mc_rdma_peer_close(te, p); /* the worker threads that owned the endpoints are gone */
         mc_tcp_pool_close(p);
         mc_shm_peer_close(p);
         mc_desc_free(&p->desc);
@@ -245,6 +275,7 @@ void mc_te_destroy(mc_transfer_engine_t *te)
     }
     free(te->peers);
     free(te->queue);
+    mc_rdma_stop(te);
     mc_registry_destroy(&te->registry);
     pthread_mutex_destroy(&te->conn_lock);
     pthread_cond_destroy(&te->conn_cond);
@@ -290,6 +321,7 @@ int mc_te_free_segment_memory(mc_transfer_engine_t *te, void *addr)
         return MC_ERR_INVALID_PARAMS;
     }
     mc_shm_notify_revoke(te);
+    mc_rdma_unmap(te, &g);
     munmap(addr, g.length);
     if (g.memfd >= 0)
         close(g.memfd);
@@ -301,11 +333,17 @@ int mc_te_register_memory(mc_transfer_engine_t *te, void *addr, size_t length)
 {
     if (!te || !addr || length == 0)
         return MC_ERR_INVALID_PARAMS;
-    mc_local_region_t g = {(uint64_t)(uintptr_t)addr, length, -1, -1, 0};
-    int rc = mc_registry_add(&te->registry, &g);
-    if (rc == 0)
-        mc_metadata_publish(te);
-    return rc;
+    mc_local_region_t g = {(uint64_t)(uintptr_t)addr, length, -1, -1, 0, NULL, NULL, 0};
+    int rc = mc_rdma_map(te, &g);
+    if (rc != 0)
+        return rc;
+    rc = mc_registry_add(&te->registry, &g);
+    if (rc != 0) {
+        mc_rdma_unmap(te, &g);
+        return rc;
+    }
+    mc_metadata_publish(te);
+    return 0;
 }
 
 int mc_te_unregister_memory(mc_transfer_engine_t *te, void *addr)
@@ -320,6 +358,7 @@ int mc_te_unregister_memory(mc_transfer_engine_t *te, void *addr)
         mc_registry_add(&te->registry, &g); /* engine-allocated: use mc_te_free_segment_memory */
         return MC_ERR_INVALID_PARAMS;
     }
+    mc_rdma_unmap(te, &g);
     mc_metadata_publish(te);
     return 0;
 }
@@ -356,6 +395,7 @@ int mc_peer_refresh(mc_transfer_engine_t *te, mc_peer_t *peer)
     pthread_mutex_lock(&peer->lock);
     mc_desc_free(&peer->desc);
     peer->desc = d;
+    peer->desc_gen++;
     pthread_mutex_unlock(&peer->lock);
     return 0;
 }
@@ -388,16 +428,18 @@ int mc_te_open_segment(mc_transfer_engine_t *te, const char *segment_name, mc_se
     p->port = port;
     p->shm_sock = -1;
     p->is_self = !strcmp(segment_name, te->name);
+    p->desc_gen = 1;
     pthread_mutex_init(&p->lock, NULL);
     pthread_rwlock_init(&p->shm_rw, NULL);
-    if (!p->is_self) {
-        int rc = mc_metadata_lookup(te, segment_name, &p->desc);
-        if (rc != 0) {
-            pthread_mutex_destroy(&p->lock);
-            pthread_rwlock_destroy(&p->shm_rw);
-            free(p);
-            return rc;
-        }
+    int rc = p->is_self ? 0 : mc_metadata_lookup(te, segment_name, &p->desc);
+    if (rc == 0 && !p->is_self)
+        rc = mc_rdma_peer_init(te, p);
+    if (rc != 0) {
+        mc_desc_free(&p->desc);
+        pthread_mutex_destroy(&p->lock);
+        pthread_rwlock_destroy(&p->shm_rw);
+        free(p);
+        return rc;
     }
 
     pthread_mutex_lock(&te->peers_lock);
@@ -405,6 +447,7 @@ int mc_te_open_segment(mc_transfer_engine_t *te, const char *segment_name, mc_se
         if (!strcmp(te->peers[i]->name, segment_name)) {
             *out = (mc_segment_id_t)i;
             pthread_mutex_unlock(&te->peers_lock);
+            free(p->rdma_conns); /* never used: no endpoint to close */
             mc_desc_free(&p->desc);
             pthread_mutex_destroy(&p->lock);
             pthread_rwlock_destroy(&p->shm_rw);
@@ -417,7 +460,10 @@ int mc_te_open_segment(mc_transfer_engine_t *te, const char *segment_name, mc_se
         mc_peer_t **n = realloc(te->peers, cap * sizeof(*n));
         if (!n) {
             pthread_mutex_unlock(&te->peers_lock);
+            free(p->rdma_conns);
             mc_desc_free(&p->desc);
+            pthread_mutex_destroy(&p->lock);
+            pthread_rwlock_destroy(&p->shm_rw);
             free(p);
             return MC_ERR_INTERNAL_ERROR;
         }

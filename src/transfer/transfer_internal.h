@@ -5,6 +5,7 @@
  *   segment_metadata.c   segment descriptors: build, encode (protobuf / JSON), publish, look up
  *   tcp_transport.c      the peer protocol server (handshake, read, write) and its client side
  *   shm_transport.c      memfd-backed segment memory and the same-host mapping of peers' memory
+ *   rdma_transport.c     the rdma transport on UCX (built with USE_RDMA=ON, MC_HAVE_RDMA defined)
  *   transfer_engine.c    the engine, opened segments (peers), batches, worker threads
  *
  * Invariants:
@@ -14,6 +15,12 @@
  *    refreshes the descriptor once (the peer may have registered more memory) and then fails.
  *  - A pooled tcp connection is idle and in a known protocol state; a connection that failed in
  *    any way is closed, never returned to the pool.
+ *  - Transport choice per request, in order: the engine's own segment -> local memcpy; a same-host
+ *    peer's shm region (unless shm is disabled) -> shm; a peer whose descriptor carries an
+ *    rdma_address, when this engine runs protocol rdma -> rdma; anything else -> tcp. So tcp and
+ *    rdma engines interoperate (an rdma engine keeps its tcp server), and shm wins on one host.
+ *  - Every region of an rdma engine is mapped with UCX (memh, packed rkey) before it enters the
+ *    registry and unmapped only after it left it.
  */
 #ifndef MC_TRANSFER_INTERNAL_H
 #define MC_TRANSFER_INTERNAL_H
@@ -35,6 +42,8 @@ enum mc_te_opcode {
 };
 
 #define MC_TE_MAX_REGIONS 4096
+/* Bound on a UCX worker address or packed rkey in a descriptor (bytes, before base64). */
+#define MC_TE_MAX_RDMA_BLOB 65536
 #define MC_TE_SHM_SOCKET_MAX 108
 
 /* ---- local segment (segment_registry.c) -------------------------------------------------- */
@@ -45,6 +54,9 @@ typedef struct mc_local_region {
     int32_t shm_index; /* >= 0: backed by memfd `memfd`, shareable with same-host peers */
     int memfd;         /* -1 for caller-owned memory */
     int owned;         /* 1: mapped by mc_te_alloc_segment_memory, unmapped on free */
+    void *rdma_memh;   /* rdma engines: the ucp_mem_h of the region, else NULL */
+    void *rdma_rkey;   /* rdma engines: packed rkey (ucp_rkey_pack), else NULL */
+    size_t rdma_rkey_len;
 } mc_local_region_t;
 
 typedef struct mc_segment_registry {
@@ -75,6 +87,8 @@ typedef struct mc_remote_region {
     uint64_t addr;
     uint64_t length;
     int32_t shm_index;
+    uint32_t rkey_len; /* 0: no rkey (tcp peer, or a region the peer could not map) */
+    uint8_t *rkey;     /* packed UCX rkey, malloc'd, owned by the descriptor */
 } mc_remote_region_t;
 
 typedef struct mc_segment_desc {
@@ -85,8 +99,11 @@ typedef struct mc_segment_desc {
     uint64_t version;
     mc_remote_region_t *regions;
     size_t count;
+    uint8_t *rdma_address; /* UCX worker address, malloc'd; NULL/0 for a tcp peer */
+    size_t rdma_address_len;
 } mc_segment_desc_t;
 
+/* Frees what the descriptor owns (regions, rkeys, address); the struct itself is the caller's. */
 void mc_desc_free(mc_segment_desc_t *d);
 /* The descriptor of this engine's own segment (takes the registry read lock). */
 int mc_desc_build_local(mc_transfer_engine_t *te, mc_segment_desc_t *out);
@@ -106,6 +123,9 @@ int mc_metadata_lookup(mc_transfer_engine_t *te, const char *name, mc_segment_de
 
 /* ---- peers (opened segments) ------------------------------------------------------------- */
 
+typedef struct mc_rdma mc_rdma_t;           /* engine-wide UCX state (rdma_transport.c) */
+typedef struct mc_rdma_conn mc_rdma_conn_t; /* a worker thread's endpoint to one peer */
+
 typedef struct mc_peer {
     char name[MC_ENDPOINT_MAX];
     char host[MC_HOST_MAX];
@@ -113,8 +133,9 @@ typedef struct mc_peer {
     int is_self;
     atomic_uint_fast64_t last_error_log_ms; /* rate limit: one failure line per second per peer */
 
-    pthread_mutex_t lock;  /* guards everything below */
+    pthread_mutex_t lock;  /* guards everything below up to shm_rw */
     mc_segment_desc_t desc;
+    uint64_t desc_gen;     /* bumps whenever desc is replaced (cached rkeys follow it) */
     int *idle_fds;         /* pooled tcp connections */
     size_t idle_count, idle_capacity;
     /*
@@ -128,6 +149,11 @@ typedef struct mc_peer {
     void **shm_maps;       /* indexed by shm_index */
     uint64_t *shm_lens;
     size_t shm_map_count;
+    /*
+     * rdma: one connection (UCX endpoint + unpacked rkeys) per engine worker thread; slot i is
+     * touched only by worker thread i, then by mc_te_destroy after the workers were joined.
+     */
+    mc_rdma_conn_t *rdma_conns;
 } mc_peer_t;
 
 /* ---- the engine (transfer_engine.c) ------------------------------------------------------ */
@@ -147,6 +173,7 @@ struct mc_transfer_engine {
     int disable_shm;
     int timeout_ms;
     uint64_t slice_bytes;
+    mc_rdma_t *rdma;              /* NULL unless protocol "rdma" */
 
     mc_segment_registry_t registry;
 
@@ -233,5 +260,74 @@ int mc_shm_transfer(mc_transfer_engine_t *te, mc_peer_t *peer, int opcode, void 
 void mc_shm_peer_close(mc_peer_t *peer);
 /* Tells connected same-host peers that a shm region went away (they drop their mappings). */
 void mc_shm_notify_revoke(mc_transfer_engine_t *te);
+
+/* ---- rdma (rdma_transport.c) --------------------------------------------------------------- */
+
+#ifdef MC_HAVE_RDMA
+/*
+ * Starts UCX for protocol rdma: context, the serving worker (its address goes into the
+ * descriptor) and its progress thread, one initiator worker per engine worker thread.
+ * `device_names` restricts the devices (NULL/"" = automatic). Call after te->worker_count is set.
+ * MC_ERR_INVALID_PARAMS for a device that does not exist, MC_ERR_NOT_SUPPORTED when no RDMA
+ * device is usable and MC_RDMA_REQUIRE_DEVICE=1, MC_ERR_INTERNAL_ERROR when UCX fails.
+ */
+int mc_rdma_start(mc_transfer_engine_t *te, const char *device_names);
+/* Stops and frees everything mc_rdma_start made. The worker threads must have been joined and
+ * every peer's connections closed (mc_rdma_peer_close). NULL te->rdma is a no-op. */
+void mc_rdma_stop(mc_transfer_engine_t *te);
+/* The serving worker's address (owned by the engine); *len 0 for non-rdma engines. */
+void mc_rdma_local_address(const mc_transfer_engine_t *te, const uint8_t **addr, size_t *len);
+/* Maps a region for remote access (fills rdma_memh/rdma_rkey); no-op for non-rdma engines. */
+int mc_rdma_map(mc_transfer_engine_t *te, mc_local_region_t *g);
+/* Undoes mc_rdma_map; no-op when the region was not mapped. */
+void mc_rdma_unmap(mc_transfer_engine_t *te, mc_local_region_t *g);
+/* Allocates the per-worker connection slots of a new peer (rdma engines only). */
+int mc_rdma_peer_init(mc_transfer_engine_t *te, mc_peer_t *peer);
+/* Closes the peer's endpoints and frees its slots. Only once the worker threads were joined. */
+void mc_rdma_peer_close(mc_transfer_engine_t *te, mc_peer_t *peer);
+/*
+ * One read or write of [remote, remote+len) of the peer by engine worker thread `worker`, with
+ * UCX put/get (+ endpoint flush for writes: done means remotely complete), bounded by the
+ * transfer timeout. Returns 0, a negative error, or 1 when the peer or this range is not
+ * reachable by rdma (no rdma_address or no rkey in its descriptor: the caller uses tcp).
+ */
+int mc_rdma_transfer(mc_transfer_engine_t *te, size_t worker, mc_peer_t *peer, int opcode,
+                     void *local, uint64_t remote, uint64_t len);
+#else
+/* Built without UCX (-Wno-unused-parameter is on): protocol rdma is refused at create, and
+ * nothing else ever sees rdma. */
+static inline int mc_rdma_start(mc_transfer_engine_t *te, const char *device_names)
+{
+    return MC_ERR_NOT_SUPPORTED;
+}
+static inline void mc_rdma_stop(mc_transfer_engine_t *te)
+{
+}
+static inline void mc_rdma_local_address(const mc_transfer_engine_t *te, const uint8_t **addr,
+                                         size_t *len)
+{
+    *addr = NULL;
+    *len = 0;
+}
+static inline int mc_rdma_map(mc_transfer_engine_t *te, mc_local_region_t *g)
+{
+    return 0;
+}
+static inline void mc_rdma_unmap(mc_transfer_engine_t *te, mc_local_region_t *g)
+{
+}
+static inline int mc_rdma_peer_init(mc_transfer_engine_t *te, mc_peer_t *peer)
+{
+    return 0;
+}
+static inline void mc_rdma_peer_close(mc_transfer_engine_t *te, mc_peer_t *peer)
+{
+}
+static inline int mc_rdma_transfer(mc_transfer_engine_t *te, size_t worker, mc_peer_t *peer,
+                                   int opcode, void *local, uint64_t remote, uint64_t len)
+{
+    return 1;
+}
+#endif
 
 #endif /* MC_TRANSFER_INTERNAL_H */

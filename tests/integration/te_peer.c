@@ -1,10 +1,11 @@
 /*
  * te_peer.c — a Transfer Engine target process for the integration tests.
  *
- *   te_peer LOCAL_SERVER_NAME METADATA SHM_BYTES PLAIN_BYTES
+ *   te_peer LOCAL_SERVER_NAME METADATA SHM_BYTES PLAIN_BYTES [PROTOCOL]
  *
- * Creates an engine, allocates SHM_BYTES of segment memory (memfd, reachable by shm and tcp) and
- * registers PLAIN_BYTES of ordinary memory (tcp only), fills both with the byte pattern
+ * Creates an engine (PROTOCOL tcp, the default, or rdma), allocates SHM_BYTES of segment memory
+ * (memfd, reachable by shm and tcp/rdma) and registers PLAIN_BYTES of ordinary memory (tcp/rdma
+ * only), fills both with the byte pattern
  * (i * 7 + 3) & 0xff, prints one line
  *   READY <segment name> <shm addr> <shm bytes> <plain addr> <plain bytes>
  * and serves until stdin reaches EOF or SIGTERM arrives.
@@ -28,12 +29,15 @@ static void on_signal(int sig)
 
 int main(int argc, char **argv)
 {
-    if (argc != 5) {
-        fprintf(stderr, "usage: te_peer LOCAL_SERVER_NAME METADATA SHM_BYTES PLAIN_BYTES\n");
+    if (argc != 5 && argc != 6) {
+        fprintf(stderr,
+                "usage: te_peer LOCAL_SERVER_NAME METADATA SHM_BYTES PLAIN_BYTES [PROTOCOL]\n");
         return 2;
     }
     size_t shm_bytes = strtoull(argv[3], NULL, 10), plain_bytes = strtoull(argv[4], NULL, 10);
-    mc_transfer_engine_config_t cfg = {.local_server_name = argv[1], .metadata_server = argv[2]};
+    mc_transfer_engine_config_t cfg = {.local_server_name = argv[1],
+                                       .metadata_server = argv[2],
+                                       .protocol = argc == 6 ? argv[5] : "tcp"};
     mc_transfer_engine_t *te;
     int rc = mc_te_create(&cfg, &te);
     if (rc != 0) {

@@ -1,7 +1,8 @@
 /*
  * test_store.c — store integration tests: a real mooncake_master, real mooncake_client processes
  * holding segments, and this process as a store client with no segment (global_segment_size 0),
- * all on loopback with no extra environment.
+ * all on loopback with no extra environment. In builds with the rdma transport (MC_HAVE_RDMA) a
+ * third group runs put/get with protocol rdma (UCX), next to tcp clients and holders.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -123,15 +124,17 @@ typedef struct holder {
     char segment[300];
 } holder_t;
 
-/* A mooncake_client holding a segment of `segment` bytes. */
-static int start_holder(holder_t *h, const master_t *m, const char *segment, int disable_shm)
+/* A mooncake_client holding a segment of `segment` bytes, speaking `protocol`. */
+static int start_holder_with(holder_t *h, const master_t *m, const char *segment, int disable_shm,
+                             const char *protocol)
 {
-    char master_flag[96], port_flag[32], seg_flag[64];
+    char master_flag[96], port_flag[32], seg_flag[64], protocol_flag[32];
     snprintf(master_flag, sizeof(master_flag), "--master_server_address=%s", m->addr);
     snprintf(port_flag, sizeof(port_flag), "--port=%d", mc_test_free_port());
     snprintf(seg_flag, sizeof(seg_flag), "--global_segment_size=%s", segment);
+    snprintf(protocol_flag, sizeof(protocol_flag), "--protocol=%s", protocol);
     char *argv[] = {CLIENT_BIN, master_flag, "--metadata_server=P2PHANDSHAKE", "--host=127.0.0.1",
-                    port_flag, seg_flag, NULL};
+                    port_flag, seg_flag, protocol_flag, NULL};
     if (disable_shm)
         setenv("MC_DISABLE_SHM", "1", 1);
     int rc = mc_proc_start(&h->proc, argv, "mooncake_client ready: segment ", 20000);
@@ -143,17 +146,31 @@ static int start_holder(holder_t *h, const master_t *m, const char *segment, int
     return 0;
 }
 
-static mc_store_t *new_client(const master_t *m)
+static int start_holder(holder_t *h, const master_t *m, const char *segment, int disable_shm)
+{
+    return start_holder_with(h, m, segment, disable_shm, "tcp");
+}
+
+static mc_store_t *new_client_with(const master_t *m, const char *protocol, int disable_shm)
 {
     mc_store_config_t cfg = {.local_hostname = "127.0.0.1",
                              .metadata_server = "P2PHANDSHAKE",
                              .global_segment_size = 0,
                              .local_buffer_size = 16 * MiB,
-                             .protocol = "tcp",
+                             .protocol = protocol,
                              .master_server_addr = m->addr};
     mc_store_t *s = NULL;
-    assert_int_equal(mc_store_setup(&cfg, &s), 0);
+    if (disable_shm)
+        setenv("MC_DISABLE_SHM", "1", 1);
+    int rc = mc_store_setup(&cfg, &s);
+    unsetenv("MC_DISABLE_SHM");
+    assert_int_equal(rc, 0);
     return s;
+}
+
+static mc_store_t *new_client(const master_t *m)
+{
+    return new_client_with(m, "tcp", 0);
 }
 
 static void fill(uint8_t *buf, size_t len, uint64_t seed)
@@ -600,6 +617,173 @@ static void test_unknown_flags_exit_non_zero(void **state)
     }
 }
 
+#ifdef MC_HAVE_RDMA
+/* ---- protocol rdma: master + an rdma holder + a tcp holder, shm off in every process, so the
+ * bytes cross UCX between rdma ends and tcp otherwise ------------------------------------------ */
+
+static master_t rdma_cluster;
+static holder_t rdma_holder, tcp_holder;
+
+static mc_replicate_config_t on_segment(const char *segment)
+{
+    mc_replicate_config_t cfg = MC_REPLICATE_CONFIG_INIT;
+    cfg.preferred_segment = segment;
+    return cfg;
+}
+
+static void assert_stored_on(mc_store_t *s, const char *key, const char *segment)
+{
+    mc_replica_desc_t d[2];
+    size_t n = 0;
+    assert_int_equal(mc_store_get_replica_desc(s, key, d, 2, &n), 0);
+    assert_int_equal(n, 1);
+    assert_string_equal(d[0].segment_name, segment);
+}
+
+static void test_rdma_values_of_1_byte_to_16_mib_round_trip_byte_exact(void **state)
+{
+    mc_store_t *s = new_client_with(&rdma_cluster, "rdma", 1);
+    mc_replicate_config_t cfg = on_segment(rdma_holder.segment);
+    const size_t sizes[] = {1, 4099, MiB, 3 * MiB + 5, 16 * MiB};
+    uint8_t *v = malloc(16 * MiB), *out = malloc(16 * MiB);
+    char key[32];
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        snprintf(key, sizeof(key), "rdma/%zu", i);
+        fill(v, sizes[i], 300 + i);
+        assert_int_equal(mc_store_put(s, key, v, sizes[i], &cfg), 0);
+        assert_stored_on(s, key, rdma_holder.segment);
+        memset(out, 0, sizes[i]);
+        assert_int_equal(mc_store_get(s, key, out, 16 * MiB), (int64_t)sizes[i]);
+        assert_memory_equal(v, out, sizes[i]);
+    }
+    assert_int_equal(mc_store_remove_by_regex(s, "^rdma/", 1), 5);
+    free(v);
+    free(out);
+    mc_store_free(s);
+}
+
+static void test_rdma_batch_of_64_puts_and_gets(void **state)
+{
+    enum { N = 64, LEN = 100 * 1024 + 3 };
+    mc_store_t *s = new_client_with(&rdma_cluster, "rdma", 1);
+    mc_replicate_config_t cfg = on_segment(rdma_holder.segment);
+    char names[N][32];
+    const char *keys[N];
+    const void *vp[N];
+    void *op[N];
+    size_t sizes[N], caps[N];
+    int res[N];
+    int64_t got[N];
+    uint8_t *vals = malloc((size_t)N * LEN), *outs = calloc(N, LEN);
+    for (int i = 0; i < N; i++) {
+        snprintf(names[i], sizeof(names[i]), "rb/%d", i);
+        keys[i] = names[i];
+        fill(vals + (size_t)i * LEN, LEN, 700 + (uint64_t)i);
+        vp[i] = vals + (size_t)i * LEN;
+        op[i] = outs + (size_t)i * LEN;
+        sizes[i] = LEN - (size_t)i;
+        caps[i] = LEN;
+    }
+    assert_int_equal(mc_store_put_batch(s, keys, vp, sizes, N, &cfg, res), 0);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(res[i], 0);
+    assert_int_equal(mc_store_get_batch(s, keys, op, caps, N, got), 0);
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(got[i], (int64_t)sizes[i]);
+        assert_memory_equal(op[i], vp[i], sizes[i]);
+    }
+    assert_int_equal(mc_store_remove_by_regex(s, "^rb/", 1), N);
+    free(vals);
+    free(outs);
+    mc_store_free(s);
+}
+
+static void test_rdma_zero_copy_with_registered_buffers(void **state)
+{
+    mc_store_t *s = new_client_with(&rdma_cluster, "rdma", 1);
+    mc_replicate_config_t cfg = on_segment(rdma_holder.segment);
+    size_t len = 5 * MiB + 1;
+    uint8_t *buf = malloc(len), *out = calloc(1, len);
+    fill(buf, len, 88);
+    assert_int_equal(mc_store_register_buffer(s, buf, len), 0);
+    assert_int_equal(mc_store_register_buffer(s, out, len), 0);
+    assert_int_equal(mc_store_put_from(s, "rzc", buf, len, &cfg), 0);
+    assert_stored_on(s, "rzc", rdma_holder.segment);
+    assert_int_equal(mc_store_get_into(s, "rzc", out, len), (int64_t)len);
+    assert_memory_equal(buf, out, len);
+    assert_int_equal(mc_store_remove(s, "rzc", 1), 0);
+    assert_int_equal(mc_store_unregister_buffer(s, buf), 0);
+    assert_int_equal(mc_store_unregister_buffer(s, out), 0);
+    free(buf);
+    free(out);
+    mc_store_free(s);
+}
+
+static void test_rdma_and_tcp_clients_and_holders_mix(void **state)
+{
+    mc_store_t *r = new_client_with(&rdma_cluster, "rdma", 1);
+    mc_store_t *t = new_client_with(&rdma_cluster, "tcp", 1);
+    size_t len = 2 * MiB + 9;
+    uint8_t *v = malloc(len), *out = malloc(len);
+    /* One put, two replicas: the rdma client writes the rdma holder over UCX and the tcp holder
+     * over tcp; both clients read it back. */
+    mc_replicate_config_t two = MC_REPLICATE_CONFIG_INIT;
+    two.replica_num = 2;
+    fill(v, len, 1);
+    assert_int_equal(mc_store_put(r, "mix/both", v, len, &two), 0);
+    mc_replica_desc_t d[2];
+    size_t n = 0;
+    assert_int_equal(mc_store_get_replica_desc(r, "mix/both", d, 2, &n), 0);
+    assert_int_equal(n, 2);
+    assert_string_not_equal(d[0].segment_name, d[1].segment_name);
+    for (int i = 0; i < 2; i++) {
+        memset(out, 0, len);
+        assert_int_equal(mc_store_get(i ? t : r, "mix/both", out, len), (int64_t)len);
+        assert_memory_equal(v, out, len);
+    }
+    /* tcp client -> rdma holder, read by the rdma client; rdma client -> tcp holder, read by the
+     * tcp client. */
+    mc_replicate_config_t on_rdma = on_segment(rdma_holder.segment);
+    mc_replicate_config_t on_tcp = on_segment(tcp_holder.segment);
+    fill(v, len, 2);
+    assert_int_equal(mc_store_put(t, "mix/t2r", v, len, &on_rdma), 0);
+    assert_stored_on(r, "mix/t2r", rdma_holder.segment);
+    assert_int_equal(mc_store_get(r, "mix/t2r", out, len), (int64_t)len);
+    assert_memory_equal(v, out, len);
+    fill(v, len, 3);
+    assert_int_equal(mc_store_put(r, "mix/r2t", v, len, &on_tcp), 0);
+    assert_stored_on(t, "mix/r2t", tcp_holder.segment);
+    assert_int_equal(mc_store_get(t, "mix/r2t", out, len), (int64_t)len);
+    assert_memory_equal(v, out, len);
+    assert_int_equal(mc_store_remove_by_regex(r, "^mix/", 1), 3);
+    free(v);
+    free(out);
+    mc_store_free(r);
+    mc_store_free(t);
+}
+
+static int setup_rdma(void **state)
+{
+    if (start_master(&rdma_cluster, NULL) != 0)
+        return -1;
+    if (start_holder_with(&rdma_holder, &rdma_cluster, "128MB", 1, "rdma") != 0)
+        return -1;
+    return start_holder_with(&tcp_holder, &rdma_cluster, "128MB", 1, "tcp");
+}
+
+static int teardown_rdma(void **state)
+{
+    int rs = mc_proc_stop(&rdma_holder.proc, SIGTERM, 10000);
+    int ts = mc_proc_stop(&tcp_holder.proc, SIGTERM, 10000);
+    int ms = stop_master(&rdma_cluster, SIGTERM);
+    int ok = 1;
+    const int statuses[] = {rs, ts, ms};
+    for (int i = 0; i < 3; i++)
+        ok &= WIFEXITED(statuses[i]) && WEXITSTATUS(statuses[i]) == 0;
+    return ok ? 0 : -1;
+}
+#endif
+
 static int setup(void **state)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -649,5 +833,14 @@ int main(void)
     int failed = cmocka_run_group_tests_name("store_cluster", cluster_tests, setup, teardown);
     failed += cmocka_run_group_tests_name("store_own_cluster", own_cluster_tests, NULL,
                                           teardown_own);
+#ifdef MC_HAVE_RDMA
+    const struct CMUnitTest rdma_tests[] = {
+        cmocka_unit_test(test_rdma_values_of_1_byte_to_16_mib_round_trip_byte_exact),
+        cmocka_unit_test(test_rdma_batch_of_64_puts_and_gets),
+        cmocka_unit_test(test_rdma_zero_copy_with_registered_buffers),
+        cmocka_unit_test(test_rdma_and_tcp_clients_and_holders_mix),
+    };
+    failed += cmocka_run_group_tests_name("store_rdma", rdma_tests, setup_rdma, teardown_rdma);
+#endif
     return failed;
 }
