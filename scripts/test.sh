@@ -30,7 +30,26 @@ for prog in mooncake_http_metadata_server transfer_engine_bench; do
   "$prefix/bin/$prog" --help >/dev/null || { echo "installed $prog --help failed" >&2; exit 1; }
 done
 test -f "$prefix/include/mooncake/transfer_engine.h"
-echo "installed tree OK: $(cd "$prefix" && find bin include -type f | wc -l) files"
+# A C program built against the installed headers and library only, as a user would.
+cat > "$prefix/hello.c" <<'C'
+#include <mooncake/errors.h>
+#include <mooncake/store.h>
+#include <mooncake/version.h>
+#include <stdio.h>
+#include <string.h>
+int main(void)
+{
+    mc_store_t *s = NULL;
+    mc_store_config_t cfg = {0};
+    int rc = mc_store_setup(&cfg, &s); /* no local_hostname: refused with INVALID_PARAMS */
+    printf("mooncake %s: setup without a hostname -> %s\n", mc_version(), mc_error_name(rc));
+    return rc == MC_ERR_INVALID_PARAMS && s == NULL && strcmp(mc_version(), "") != 0 ? 0 : 1;
+}
+C
+cc -o "$prefix/hello" "$prefix/hello.c" -I"$prefix/include" -L"$prefix/lib" -lmooncake_store \
+  -Wl,-rpath,"$prefix/lib"
+"$prefix/hello"
+echo "installed tree OK: $(cd "$prefix" && find bin include lib -type f | wc -l) files"
 
 if [ "${MC_TEST_SKIP_ASAN:-0}" != 1 ]; then
   step "ASan+UBSan build (build-asan/)"

@@ -185,16 +185,27 @@ static int validate_opts(bench_opts_t *o, char *err, size_t errlen)
             return MC_ERR_INVALID_PARAMS;
         }
     }
+    if (o->buffer_size == 0) {
+        snprintf(err, errlen, "--buffer_size must be > 0");
+        return MC_ERR_INVALID_PARAMS;
+    }
+    /* The target touches every byte of its buffer (warm-up): more than the machine has would
+     * bring the kernel's OOM killer down on this or another process. */
+    long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    uint64_t avail = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
+    if (strcmp(o->mode, "initiator") != 0 && avail && o->buffer_size > avail / 10 * 9) {
+        snprintf(err, errlen,
+                 "--buffer_size %" PRIu64 " is more than 90%% of the %" PRIu64
+                 " bytes of memory available; the target touches all of it",
+                 o->buffer_size, avail);
+        return MC_ERR_INVALID_PARAMS;
+    }
     for (size_t i = 0; i < o->nblocks; i++) {
         if (o->blocks[i] > o->buffer_size) {
             snprintf(err, errlen, "--block_size %" PRIu64 " is larger than --buffer_size %" PRIu64,
                      o->blocks[i], o->buffer_size);
             return MC_ERR_INVALID_PARAMS;
         }
-    }
-    if (o->buffer_size == 0) {
-        snprintf(err, errlen, "--buffer_size must be > 0");
-        return MC_ERR_INVALID_PARAMS;
     }
     if (!strcmp(o->mode, "initiator")) {
         if (!o->segment_id || !*o->segment_id) {

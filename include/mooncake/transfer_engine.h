@@ -123,6 +123,13 @@ const char *mc_te_local_segment_name(const mc_transfer_engine_t *te);
 const char *mc_te_protocol(const mc_transfer_engine_t *te);
 
 /*
+ * Publishes this engine's segment descriptor to the HTTP metadata service again (a no-op for
+ * P2PHANDSHAKE): for when the service lost it, e.g. the master embedding it restarted.
+ * Returns 0 or MC_ERR_RPC_FAIL (service unreachable).
+ */
+int mc_te_republish(mc_transfer_engine_t *te);
+
+/*
  * Allocates `length` bytes of shared memory (a memfd mapped MAP_SHARED|MAP_NORESERVE: pages are
  * committed only when touched) and registers it in the segment. Same-host peers reach it with shm.
  * Free with mc_te_free_segment_memory().

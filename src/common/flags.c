@@ -274,12 +274,15 @@ static int set_value(struct flags_ctx *c, mc_flag_t *f, const char *text)
 static int handle_builtin(struct flags_ctx *c, const char *name, size_t len, const char *value,
                           int *handled)
 {
-    *handled = name_eq(name, len, "help") || name_eq(name, len, "version");
+    /* -h is the short form of --help, unless a program declares a flag named "h". */
+    int is_help = name_eq(name, len, "help") ||
+                  (name_eq(name, len, "h") && !mc_flags_find(c->flags, c->nflags, "h"));
+    *handled = is_help || name_eq(name, len, "version");
     if (!*handled)
         return 0;
     if (value)
         return flags_fail(c->err, c->errlen, "--%.*s takes no value", (int)len, name);
-    if (name_eq(name, len, "help"))
+    if (is_help)
         mc_flags_print_help(c->flags, c->nflags, c->usage, stdout);
     else
         printf("%s %s\n", c->program ? c->program : "", MC_VERSION_STRING);

@@ -296,6 +296,11 @@ const char *mc_te_protocol(const mc_transfer_engine_t *te)
     return te ? te->protocol : "";
 }
 
+int mc_te_republish(mc_transfer_engine_t *te)
+{
+    return te ? mc_metadata_publish(te) : MC_ERR_INVALID_PARAMS;
+}
+
 /* ---- memory ----------------------------------------------------------------------------- */
 
 int mc_te_alloc_segment_memory(mc_transfer_engine_t *te, size_t length, void **addr)
