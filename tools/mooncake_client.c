@@ -9,12 +9,20 @@
  * address); peers write and read replicas there. The segment memory is reserved, not committed:
  * pages are backed only when objects land in them, so "32 GB" starts on a smaller machine. The
  * client pings the master every second and re-mounts its segment when the master restarts.
- * SIGINT/SIGTERM unmount the segment and exit 0.
+ *
+ * --enable_offload=true (with mooncake_master --enable_offload) offloads the objects of the
+ * segment to the backend the MOONCAKE_OFFLOAD_* / MOONCAKE_DISTRIBUTED_* environment selects
+ * (docs/offload.md), and serves reads of its local-disk files to other clients. An invalid
+ * variable or an unusable directory stops it at start with one line on stderr.
+ *
+ * SIGINT/SIGTERM drain the offload queue (MOONCAKE_OFFLOAD_CLOSE_DRAIN_SECONDS), unmount the
+ * segment and exit 0.
  */
 #include "flags.h"
 #include "log.h"
 #include "mooncake/store.h"
 #include "net.h"
+#include "offload.h"
 #include "parse.h"
 
 #include <signal.h>
@@ -54,12 +62,12 @@ int main(int argc, char **argv)
         {"local_buffer_size", MC_FLAG_SIZE, &buffer_size,
          "bytes of local staging buffer (0: this client only serves its segment)"},
         {"enable_offload", MC_FLAG_BOOL, &enable_offload,
-         "offload objects to storage (needs mooncake_master --enable_offload; takes effect "
-         "with the offload backend)"},
+         "offload the segment's objects to the storage backend of the MOONCAKE_OFFLOAD_* "
+         "environment (needs mooncake_master --enable_offload)"},
         {"logtostderr", MC_FLAG_BOOL, &logtostderr, "log to stderr (always on)"},
         {"v", MC_FLAG_INT, &verbosity, "verbose log level", 0, 10},
     };
-    char err[512];
+    char err[1024];
     int rc = mc_flags_parse(flags, sizeof(flags) / sizeof(flags[0]), ignored_flags, argc, argv,
                             "mooncake_client", "Usage: mooncake_client [flags]", err, sizeof(err));
     if (rc == MC_FLAGS_EXIT_OK)
@@ -77,9 +85,11 @@ int main(int argc, char **argv)
         return 1;
     }
     snprintf(local, sizeof(local), strchr(h, ':') ? "[%s]:%d" : "%s:%d", h, hport);
-    if (enable_offload)
-        MC_WARN("--enable_offload: the offload backend is not part of this build yet; objects "
-                "stay in memory only");
+    rc = mc_offload_check_environment(segment_size, enable_offload, NULL, err, sizeof(err));
+    if (rc != 0) {
+        fprintf(stderr, "mooncake_client: offload: %s\n", err);
+        return 1;
+    }
 
     /* Signals are taken synchronously by this thread; every other thread inherits the mask. */
     sigset_t set;
@@ -95,7 +105,8 @@ int main(int argc, char **argv)
                              .local_buffer_size = buffer_size,
                              .protocol = protocol,
                              .device_name = devices,
-                             .master_server_addr = master};
+                             .master_server_addr = master,
+                             .enable_offload = enable_offload};
     mc_store_t *store;
     rc = mc_store_setup(&cfg, &store);
     if (rc != 0) {

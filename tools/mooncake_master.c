@@ -9,7 +9,9 @@
  * Settings come from, in order of precedence: a flag given on the command line, the key of the
  * same name in --config_path (JSON, or YAML by the .yaml/.yml extension; `client_live_ttl_sec` is
  * the file's name for --client_ttl), the offload environment variables (for the three offload
- * backend flags only), the built-in default. Flags of upstream's master that we do not implement
+ * backend flags only), the built-in default. Without --offload-backend (and without
+ * $MOONCAKE_OFFLOAD_STORAGE_BACKEND_DESCRIPTOR) the master declares no backend: it takes what the
+ * offloading clients report (docs/offload.md). Flags of upstream's master that we do not implement
  * are accepted with one WARNING each (on the command line or in the file).
  *
  * Once every server is listening it logs one line, `Master service started on port N, ...`,
@@ -78,7 +80,11 @@ typedef struct master_opts {
     int64_t put_start_release_timeout_sec;
     int enable_offload;
     int offload_on_evict;
-    char *offload_backend;      /* "" = $MOONCAKE_OFFLOAD_STORAGE_BACKEND_DESCRIPTOR, else local */
+    int64_t offload_task_timeout_sec;
+    int64_t offload_max_attempts;
+    uint64_t offload_put_wait_ms;
+    int64_t offloading_queue_limit;
+    char *offload_backend;      /* "" = $MOONCAKE_OFFLOAD_STORAGE_BACKEND_DESCRIPTOR, else none */
     char *distributed_fs_type;  /* "" = $MOONCAKE_DISTRIBUTED_FS_TYPE, else posix */
     char *distributed_root_dir; /* "" = $MOONCAKE_DISTRIBUTED_ROOT_DIR */
     char *config_path;
@@ -109,6 +115,10 @@ static void opts_default(master_opts_t *o)
     o->client_ttl = 10;
     o->put_start_discard_timeout_sec = 30;
     o->put_start_release_timeout_sec = 600;
+    o->offload_task_timeout_sec = 60;
+    o->offload_max_attempts = 3;
+    o->offload_put_wait_ms = 10000;
+    o->offloading_queue_limit = 50000;
     o->offload_backend = empty_string;
     o->distributed_fs_type = empty_string;
     o->distributed_root_dir = empty_string;
@@ -161,8 +171,17 @@ static size_t flags_table(master_opts_t *o, mc_flag_t *out, size_t cap)
              "offload objects to clients' storage backends"),
         FLAG("offload_on_evict", MC_FLAG_BOOL, offload_on_evict,
              "offload at eviction time instead of after PutEnd"),
+        FLAG_INT("offload_task_timeout_sec", offload_task_timeout_sec, 1, INT32_MAX,
+                 "seconds an offload task stays leased to a client without a heartbeat"),
+        FLAG_INT("offload_max_attempts", offload_max_attempts, 1, 1000,
+                 "leases of one offload task before it is failed (and logged)"),
+        FLAG("offload_put_wait_ms", MC_FLAG_DURATION_MS, offload_put_wait_ms,
+             "how long a put short of memory waits for pending offloads before -200"),
+        FLAG_INT("offloading_queue_limit", offloading_queue_limit, 1, 100000000,
+                 "offload tasks queued per client; beyond, objects are not queued"),
         FLAG("offload_backend", MC_FLAG_STRING, offload_backend,
-             "local|distributed (default $" ENV_OFFLOAD_BACKEND ", else local)"),
+             "local|distributed (default $" ENV_OFFLOAD_BACKEND
+             ", else what the clients report)"),
         FLAG("distributed_fs_type", MC_FLAG_STRING, distributed_fs_type,
              "posix|daos for the distributed backend (default $" ENV_DFS_TYPE ", else posix)"),
         FLAG("distributed_root_dir", MC_FLAG_STRING, distributed_root_dir,
@@ -190,7 +209,7 @@ static const char *const ignored_flags[] = {
     "enable_metadata_cleanup_on_timeout",
     "nof_eviction_ratio", "nof_eviction_high_watermark_ratio", "nof_heartbeat_interval_sec",
     "nof_heartbeat_probe_timeout_ms", "nof_heartbeat_failures_threshold",
-    "offload_force_evict", "offloading_queue_limit", "offload_cap_ratio",
+    "offload_force_evict", "offload_cap_ratio",
     "promotion_on_hit", "promotion_admission_threshold", "promotion_queue_limit",
     "promotion_max_per_heartbeat",
     "root_fs_dir", "global_file_segment_size", "cluster_id", "enable_disk_eviction", "quota_bytes",
@@ -453,9 +472,20 @@ static void default_from_env(char **value, const char *env, char *def)
     *value = e && *e ? (char *)e : def;
 }
 
+/* Upstream's descriptor spellings name the same two backends. */
+static const char *backend_canonical(const char *name)
+{
+    if (!strcmp(name, "local") || !strcmp(name, "bucket_storage_backend") ||
+        !strcmp(name, "file_per_key_storage_backend"))
+        return "local";
+    if (!strcmp(name, "distributed") || !strcmp(name, "distributed_storage_backend"))
+        return "distributed";
+    return NULL;
+}
+
 static int validate(master_opts_t *o, char *err, size_t errlen)
 {
-    static char local[] = "local", posix[] = "posix";
+    static char posix[] = "posix";
     if (o->eviction_ratio < 0 || o->eviction_ratio > 1)
         return fail(err, errlen, "--eviction_ratio=%g is outside [0, 1]", o->eviction_ratio);
     if (o->eviction_high_watermark_ratio < 0 || o->eviction_high_watermark_ratio > 1)
@@ -470,16 +500,20 @@ static int validate(master_opts_t *o, char *err, size_t errlen)
                     "--put_start_release_timeout_sec=%" PRId64
                     " is less than --put_start_discard_timeout_sec=%" PRId64,
                     o->put_start_release_timeout_sec, o->put_start_discard_timeout_sec);
-    default_from_env(&o->offload_backend, ENV_OFFLOAD_BACKEND, local);
+    default_from_env(&o->offload_backend, ENV_OFFLOAD_BACKEND, empty_string);
     default_from_env(&o->distributed_fs_type, ENV_DFS_TYPE, posix);
     default_from_env(&o->distributed_root_dir, ENV_DFS_ROOT, empty_string);
-    if (strcmp(o->offload_backend, "local") != 0 && strcmp(o->offload_backend, "distributed") != 0)
-        return fail(err, errlen, "--offload-backend=%s: expected local or distributed",
+    if (o->offload_backend[0] && !backend_canonical(o->offload_backend))
+        return fail(err, errlen,
+                    "--offload-backend=%s: expected local or distributed (or upstream's "
+                    "bucket_storage_backend, file_per_key_storage_backend, "
+                    "distributed_storage_backend)",
                     o->offload_backend);
     if (strcmp(o->distributed_fs_type, "posix") != 0 && strcmp(o->distributed_fs_type, "daos") != 0)
         return fail(err, errlen, "--distributed-fs-type=%s: expected posix or daos",
                     o->distributed_fs_type);
-    if (o->enable_offload && strcmp(o->offload_backend, "distributed") == 0 &&
+    if (o->enable_offload && o->offload_backend[0] &&
+        strcmp(backend_canonical(o->offload_backend), "distributed") == 0 &&
         !o->distributed_root_dir[0])
         return fail(err, errlen,
                     "--offload-backend=distributed needs --distributed-root-dir (or $" ENV_DFS_ROOT
@@ -512,6 +546,16 @@ static void master_config_from(const master_opts_t *o, mc_master_config_t *c)
     c->put_start_release_timeout_ms = (uint64_t)o->put_start_release_timeout_sec * 1000;
     c->enable_offload = o->enable_offload;
     c->offload_on_evict = o->offload_on_evict;
+    c->offload_task_timeout_ms = (uint64_t)o->offload_task_timeout_sec * 1000;
+    c->offload_max_attempts = (uint32_t)o->offload_max_attempts;
+    c->offload_put_wait_ms = o->offload_put_wait_ms;
+    c->offloading_queue_limit = (uint64_t)o->offloading_queue_limit;
+    const char *backend = o->offload_backend[0] ? backend_canonical(o->offload_backend) : "";
+    c->offload_backend = !strcmp(backend, "local")         ? MC_OFFLOAD_BACKEND_LOCAL
+                         : !strcmp(backend, "distributed") ? MC_OFFLOAD_BACKEND_DISTRIBUTED
+                                                           : MC_OFFLOAD_BACKEND_NONE;
+    snprintf(c->distributed_fs_type, sizeof(c->distributed_fs_type), "%s",
+             o->distributed_fs_type);
 }
 
 static const char *tf(int b)
@@ -532,7 +576,9 @@ static void format_settings(const master_opts_t *o, int64_t threads, int metrics
              ", eviction_ratio=%g, eviction_high_watermark_ratio=%g, client_ttl=%" PRId64
              ", put_start_discard_timeout_sec=%" PRId64 ", put_start_release_timeout_sec=%" PRId64
              ", enable_offload=%s, offload_on_evict=%s, offload_backend=%s"
-             ", distributed_fs_type=%s, distributed_root_dir=%s, config_path=%s, log_dir=%s"
+             ", distributed_fs_type=%s, distributed_root_dir=%s, offload_task_timeout_sec=%" PRId64
+             ", offload_max_attempts=%" PRId64 ", offload_put_wait_ms=%" PRIu64
+             ", offloading_queue_limit=%" PRId64 ", config_path=%s, log_dir=%s"
              ", v=%" PRId64 ", version=%s",
              o->max_threads, threads, o->rpc_address, o->metrics_host, metrics_port,
              tf(o->enable_http_metadata_server), o->http_metadata_server_host, http_port,
@@ -540,8 +586,11 @@ static void format_settings(const master_opts_t *o, int64_t threads, int metrics
              tf(o->allow_evict_soft_pinned_objects), o->eviction_ratio,
              o->eviction_high_watermark_ratio, o->client_ttl, o->put_start_discard_timeout_sec,
              o->put_start_release_timeout_sec, tf(o->enable_offload), tf(o->offload_on_evict),
-             o->offload_backend, o->distributed_fs_type,
+             o->offload_backend[0] ? backend_canonical(o->offload_backend) : "(from clients)",
+             o->distributed_fs_type,
              o->distributed_root_dir[0] ? o->distributed_root_dir : "(none)",
+             o->offload_task_timeout_sec, o->offload_max_attempts, o->offload_put_wait_ms,
+             o->offloading_queue_limit,
              o->config_path[0] ? o->config_path : "(none)", o->log_dir[0] ? o->log_dir : "(none)",
              o->v, MC_VERSION_STRING);
 }

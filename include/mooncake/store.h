@@ -11,6 +11,11 @@
  * Anything else is MC_ERR_INVALID_KEY (-400). Values: 0..2^40 bytes; an empty value is an object
  * (get returns 0 bytes), distinct from a missing key (MC_ERR_OBJECT_NOT_FOUND, -704).
  *
+ * Offload (docs/offload.md): with mooncake_master --enable_offload, objects also get disk replicas
+ * (a client's local disk, or a shared distributed filesystem) and stay readable after memory
+ * eviction: get falls back to them automatically. Every store reads the MOONCAKE_OFFLOAD_* and
+ * MOONCAKE_DISTRIBUTED_* environment variables at setup.
+ *
  * Errors every call may return besides those listed: MC_ERR_INVALID_PARAMS (-600: NULL/bad
  * arguments, a store with local_buffer_size 0 asked to put or get, a closed store),
  * MC_ERR_RPC_FAIL (-900: master unreachable), MC_ERR_TRANSFER_FAIL (-800: a peer failed mid-copy).
@@ -41,6 +46,13 @@ typedef struct mc_store_config {
     const char *protocol;           /* "tcp" (default) or "rdma" */
     const char *device_name;        /* rdma devices, comma list; "" = automatic */
     const char *master_server_addr; /* "host:port" of mooncake_master (default 127.0.0.1:50051) */
+    /* Offload the objects of this client's segment to its storage backend (upstream's
+     * enable_ssd_offload / mooncake_client --enable_offload). A client with
+     * MOONCAKE_OFFLOAD_STORAGE_BACKEND_DESCRIPTOR=distributed and a segment offloads without it. */
+    int enable_offload;
+    /* Directory of the local backend's files (upstream's ssd_offload_path); NULL or "" =
+     * $MOONCAKE_OFFLOAD_FILE_STORAGE_PATH, else /data/file_storage. */
+    const char *offload_path;
 } mc_store_config_t;
 
 typedef enum mc_soft_pin_action {
@@ -91,10 +103,12 @@ typedef struct mc_replica_desc {
 
 /*
  * Connects to the master, starts the Transfer Engine on local_hostname, allocates and mounts the
- * segment, allocates the local buffer, starts the liveness ping. *out receives the store.
- * Returns 0, MC_ERR_INVALID_PARAMS (bad config: the log says which field), MC_ERR_RPC_FAIL
- * (master unreachable), MC_ERR_INVALID_VERSION (-300: master of another version),
- * MC_ERR_NOT_SUPPORTED (protocol rdma not built).
+ * segment, allocates the local buffer, starts the liveness ping and, as configured, the offload
+ * worker. *out receives the store.
+ * Returns 0, MC_ERR_INVALID_PARAMS (bad config or offload environment: the log says which field
+ * or variable), MC_ERR_RPC_FAIL (master unreachable), MC_ERR_INVALID_VERSION (-300: master of
+ * another version), MC_ERR_NOT_SUPPORTED (protocol rdma, or MOONCAKE_DISTRIBUTED_FS_TYPE, not
+ * built).
  */
 int mc_store_setup(const mc_store_config_t *config, mc_store_t **out);
 /* Unmounts the segment, stops threads, frees everything. Idempotent; NULL is a no-op. After it
@@ -177,7 +191,35 @@ int64_t mc_store_remove_by_regex(mc_store_t *store, const char *regex, int force
 int mc_store_register_buffer(mc_store_t *store, void *buf, size_t size);
 int mc_store_unregister_buffer(mc_store_t *store, void *buf);
 
-/* Replicas of a complete object: up to `capacity` written to out, *count receives how many exist. */
+/* Offload activity of this client, since setup. */
+typedef struct mc_store_offload_stats {
+    int enabled;              /* this client runs the offload worker */
+    int backend;              /* 0 none, 1 local, 2 distributed */
+    int healthy;              /* the backend passed its last health check */
+    int offloading;           /* taking tasks (see mc_store_set_offloading) */
+    uint64_t tasks_done;      /* objects written to disk */
+    uint64_t tasks_failed;
+    uint64_t tasks_stale;     /* written, but removed or replaced meanwhile (file deleted) */
+    uint64_t bytes_offloaded;
+    uint64_t files;           /* files this client holds now */
+    uint64_t disk_bytes;      /* their value bytes */
+    uint64_t evicted_files;   /* deleted for MOONCAKE_OFFLOAD_TOTAL_SIZE_LIMIT_BYTES/_KEYS_LIMIT */
+    uint64_t queued;          /* tasks taken, not yet written */
+    uint64_t fallback_reads;  /* gets served from a disk replica */
+    uint64_t served_reads;    /* reads of this client's local files served to others */
+} mc_store_offload_stats_t;
+
+int mc_store_get_offload_stats(mc_store_t *store, mc_store_offload_stats_t *out);
+/*
+ * 0 pauses taking offload tasks, 1 resumes (upstream's enable_offloading). While paused the
+ * master keeps the tasks queued and their objects pinned in memory. MC_ERR_UNAVAILABLE_IN_CURRENT_
+ * MODE when this client does not offload.
+ */
+int mc_store_set_offloading(mc_store_t *store, int enabled);
+
+/* Replicas of a complete object, memory replicas first: up to `capacity` written to out, *count
+ * receives how many exist. Disk replicas: LOCAL_DISK (segment_name = the owner's read endpoint)
+ * and DFS; for both, address is the file version and file_path "<version>/<key>". */
 int mc_store_get_replica_desc(mc_store_t *store, const char *key, mc_replica_desc_t *out,
                               size_t capacity, size_t *count);
 

@@ -44,10 +44,12 @@ int mc_master_call_segments(mc_rpc_client_t *rpc, uint16_t opcode, const Mc__Seg
                 (ProtobufCMessage **)resp);
 }
 
-int mc_master_call_ping(mc_rpc_client_t *rpc, const char *client_id, Mc__PingResponse **resp)
+int mc_master_call_ping(mc_rpc_client_t *rpc, const char *client_id, uint64_t fallback_reads,
+                        Mc__PingResponse **resp)
 {
     Mc__PingRequest req = MC__PING_REQUEST__INIT;
     req.client_id = (char *)client_id;
+    req.fallback_reads = fallback_reads;
     return call(rpc, MC_RPC_PING, &req.base, &mc__ping_response__descriptor,
                 (ProtobufCMessage **)resp);
 }
@@ -55,5 +57,26 @@ int mc_master_call_ping(mc_rpc_client_t *rpc, const char *client_id, Mc__PingRes
 int mc_master_call_service_ready(mc_rpc_client_t *rpc, Mc__ServiceReadyResponse **resp)
 {
     return call(rpc, MC_RPC_SERVICE_READY, NULL, &mc__service_ready_response__descriptor,
+                (ProtobufCMessage **)resp);
+}
+
+int mc_master_call_offload_heartbeat(mc_rpc_client_t *rpc, const Mc__OffloadHeartbeatRequest *req,
+                                     Mc__OffloadHeartbeatResponse **resp)
+{
+    return call(rpc, MC_RPC_OFFLOAD_HEARTBEAT, &req->base,
+                &mc__offload_heartbeat_response__descriptor, (ProtobufCMessage **)resp);
+}
+
+int mc_master_call_notify_offload(mc_rpc_client_t *rpc, const Mc__NotifyOffloadRequest *req,
+                                  Mc__CodesResponse **resp)
+{
+    return call(rpc, MC_RPC_NOTIFY_OFFLOAD_RESULT, &req->base, &mc__codes_response__descriptor,
+                (ProtobufCMessage **)resp);
+}
+
+int mc_master_call_evict_disk(mc_rpc_client_t *rpc, const Mc__EvictDiskRequest *req,
+                              Mc__CodesResponse **resp)
+{
+    return call(rpc, MC_RPC_EVICT_DISK_REPLICA, &req->base, &mc__codes_response__descriptor,
                 (ProtobufCMessage **)resp);
 }

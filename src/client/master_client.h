@@ -16,7 +16,16 @@ int mc_master_call_keys(mc_rpc_client_t *rpc, uint16_t opcode, const Mc__KeysReq
                         Mc__KeysResponse **resp);
 int mc_master_call_segments(mc_rpc_client_t *rpc, uint16_t opcode, const Mc__SegmentRequest *req,
                             Mc__StatusResponse **resp);
-int mc_master_call_ping(mc_rpc_client_t *rpc, const char *client_id, Mc__PingResponse **resp);
+/* fallback_reads: this client's running total of reads served from disk replicas. */
+int mc_master_call_ping(mc_rpc_client_t *rpc, const char *client_id, uint64_t fallback_reads,
+                        Mc__PingResponse **resp);
 int mc_master_call_service_ready(mc_rpc_client_t *rpc, Mc__ServiceReadyResponse **resp);
+/* Offload: a heartbeat, task results, disk replicas about to be deleted (codes per item). */
+int mc_master_call_offload_heartbeat(mc_rpc_client_t *rpc, const Mc__OffloadHeartbeatRequest *req,
+                                     Mc__OffloadHeartbeatResponse **resp);
+int mc_master_call_notify_offload(mc_rpc_client_t *rpc, const Mc__NotifyOffloadRequest *req,
+                                  Mc__CodesResponse **resp);
+int mc_master_call_evict_disk(mc_rpc_client_t *rpc, const Mc__EvictDiskRequest *req,
+                              Mc__CodesResponse **resp);
 
 #endif /* MC_CLIENT_MASTER_CLIENT_H */

@@ -9,8 +9,14 @@
  * the lease ran out before the bytes were in (the extent may have been reused). Batches make one
  * master call per phase and one Transfer Engine batch for all their bytes.
  *
+ * With offload (offload.h), a get whose key has no readable memory replica left reads a disk
+ * replica instead (a DFS file directly, a LOCAL_DISK file through its owner), and a put that
+ * finds no memory while offloads are pending retries for as long as the master says freeing
+ * memory may take (KeysResponse.offload_wait_ms) before returning -200.
+ *
  * A background thread pings the master every second; when the master answers NEED_REMOUNT (it
- * restarted, or this client was expired) the segment is mounted again.
+ * restarted, or this client was expired) the segment is mounted again. The ping also carries the
+ * count of disk reads, and its answer wakes the offload worker when tasks wait for it.
  */
 #include "mooncake/store.h"
 
@@ -18,6 +24,7 @@
 #include "master_client.h"
 #include "mooncake/transfer_engine.h"
 #include "net.h"
+#include "offload.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -30,6 +37,8 @@
 
 #define MC_PING_INTERVAL_MS 1000
 #define MC_DEFAULT_MASTER "127.0.0.1:50051"
+#define MC_PUT_RETRY_MIN_MS 5
+#define MC_PUT_RETRY_MAX_MS 100
 
 typedef struct mc_buffer_range {
     uintptr_t addr;
@@ -44,6 +53,7 @@ struct mc_store {
     uint64_t local_buffer_size;
     mc_transfer_engine_t *te;
     mc_rpc_client_t *rpc;
+    mc_offload_t *offload;
     void *segment;
     void *local_buffer;
     atomic_int closed;
@@ -199,7 +209,7 @@ typedef struct write_job {
  */
 static int write_objects(mc_store_t *s, int upsert, const char *const *keys,
                          const void *const *values, const size_t *sizes, size_t n,
-                         const mc_replicate_config_t *config, int *results)
+                         const mc_replicate_config_t *config, int *results, uint64_t *wait_ms)
 {
     uint16_t op_start = upsert ? MC_RPC_UPSERT_START : MC_RPC_PUT_START;
     uint16_t op_end = upsert ? MC_RPC_UPSERT_END : MC_RPC_PUT_END;
@@ -243,6 +253,7 @@ static int write_objects(mc_store_t *s, int upsert, const char *const *keys,
             results[idx[j]] = rc;
         goto done;
     }
+    *wait_ms = resp->offload_wait_ms;
 
     size_t nreq = 0;
     for (size_t j = 0; j < m; j++)
@@ -374,6 +385,27 @@ static size_t pick_order(mc_store_t *s, const Mc__KeyResult *r, size_t *order)
     return k;
 }
 
+/*
+ * Reads a disk replica of the key when no memory replica could be read: every disk replica in the
+ * master's order until one succeeds. Returns the size or the last error (a checksum mismatch is
+ * an error: never wrong bytes).
+ */
+static int64_t read_from_disk(mc_store_t *s, const char *key, const Mc__KeyResult *r, void *buf,
+                              int64_t memory_error)
+{
+    int64_t result = memory_error;
+    for (size_t k = 0; k < r->n_replicas; k++) {
+        const Mc__Replica *rep = r->replicas[k];
+        if (rep->type != MC_REPLICA_LOCAL_DISK && rep->type != MC_REPLICA_DFS)
+            continue;
+        int rc = mc_offload_read(s->offload, s->te, key, rep, buf, r->size);
+        if (rc == 0)
+            return (int64_t)r->size;
+        result = rc;
+    }
+    return result;
+}
+
 static int read_one_replica(mc_store_t *s, const Mc__Replica *rep, void *buf, uint64_t size)
 {
     mc_segment_id_t seg;
@@ -391,10 +423,11 @@ static int read_objects(mc_store_t *s, const char *const *keys, void *const *buf
     char **ks = calloc(n ? n : 1, sizeof(char *));
     size_t *idx = calloc(n ? n : 1, sizeof(size_t));
     size_t *first = calloc(n ? n : 1, sizeof(size_t)); /* replica tried first, per valid key */
+    char *from_disk = calloc(n ? n : 1, 1);             /* per valid key: read from disk */
     Mc__KeysResponse *resp = NULL;
     mc_transfer_req_t *reqs = NULL;
     size_t *req_owner = NULL;
-    if (!ks || !idx || !first) {
+    if (!ks || !idx || !first || !from_disk) {
         rc = MC_ERR_INTERNAL_ERROR;
         goto done;
     }
@@ -488,10 +521,22 @@ static int read_objects(mc_store_t *s, const char *const *keys, void *const *buf
             }
         }
     }
-    /* Bytes read after the lease ran out may come from an extent already reused. */
+    /* No memory replica left, or none readable: the disk replicas (offload). */
+    for (size_t j = 0; j < m; j++) {
+        size_t i = idx[j];
+        Mc__KeyResult *r = resp->results[j];
+        if (r->code != 0 || r->size == 0 || !bufs[i] ||
+            (results[i] != MC_ERR_TRANSFER_FAIL && results[i] != MC_ERR_REPLICA_IS_NOT_READY))
+            continue;
+        int64_t got = read_from_disk(s, keys[i], r, bufs[i], results[i]);
+        from_disk[j] = got >= 0;
+        results[i] = got;
+    }
+    /* Bytes read after the lease ran out may come from an extent already reused (a disk replica's
+     * file is never reused: it is named by its version). */
     if (resp->lease_ttl_ms > 0 && mc_now_ms() - t0 > resp->lease_ttl_ms) {
         for (size_t j = 0; j < m; j++) {
-            if (results[idx[j]] > 0) {
+            if (results[idx[j]] > 0 && !from_disk[j]) {
                 MC_WARN("get of %s took longer than its %llu ms read lease; result dropped",
                         keys[idx[j]], (unsigned long long)resp->lease_ttl_ms);
                 results[idx[j]] = MC_ERR_LEASE_EXPIRED;
@@ -506,6 +551,7 @@ done:
     free(ks);
     free(idx);
     free(first);
+    free(from_disk);
     if (rc == 0) {
         for (size_t i = 0; i < n; i++) {
             if (results[i] < 0) {
@@ -595,6 +641,49 @@ static int check_registered_all(mc_store_t *s, const void *const *bufs, const si
     return 0;
 }
 
+/*
+ * Keys that found no memory (-200) while the master had offloads pending: retried with backoff
+ * until they fit or the master's wait (offload_wait_ms, from the first attempt) runs out.
+ */
+static void retry_short_of_memory(mc_store_t *s, int upsert, const char *const *keys,
+                                  const void *const *values, const size_t *sizes, size_t n,
+                                  const mc_replicate_config_t *config, int *results,
+                                  uint64_t wait_ms)
+{
+    if (wait_ms == 0)
+        return;
+    const char **k2 = calloc(n, sizeof(*k2));
+    const void **v2 = calloc(n, sizeof(*v2));
+    size_t *s2 = calloc(n, sizeof(*s2)), *at = calloc(n, sizeof(*at));
+    int *r2 = calloc(n, sizeof(*r2));
+    uint64_t deadline = mc_now_ms() + wait_ms;
+    unsigned backoff = MC_PUT_RETRY_MIN_MS;
+    while (k2 && v2 && s2 && at && r2 && wait_ms > 0 && mc_now_ms() < deadline) {
+        size_t m = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (results[i] == MC_ERR_NO_AVAILABLE_HANDLE) {
+                k2[m] = keys[i];
+                v2[m] = values[i];
+                s2[m] = sizes[i];
+                at[m++] = i;
+            }
+        }
+        if (m == 0)
+            break;
+        usleep(backoff * 1000u);
+        backoff = backoff * 2 > MC_PUT_RETRY_MAX_MS ? MC_PUT_RETRY_MAX_MS : backoff * 2;
+        wait_ms = 0;
+        write_objects(s, upsert, k2, v2, s2, m, config, r2, &wait_ms);
+        for (size_t j = 0; j < m; j++)
+            results[at[j]] = r2[j];
+    }
+    free(k2);
+    free(v2);
+    free(s2);
+    free(at);
+    free(r2);
+}
+
 /* put / upsert, plain or zero-copy, single or batch: one path. */
 static int write_call(mc_store_t *s, int upsert, int zero_copy, const char *const *keys,
                       const void *const *values, const size_t *sizes, size_t n,
@@ -610,7 +699,15 @@ static int write_call(mc_store_t *s, int upsert, int zero_copy, const char *cons
             results[i] = MC_ERR_INVALID_PARAMS; /* nothing of the batch is written */
         return LEAVE(s, MC_ERR_INVALID_PARAMS);
     }
-    return LEAVE(s, write_objects(s, upsert, keys, values, sizes, n, config, results));
+    uint64_t wait_ms = 0;
+    rc = write_objects(s, upsert, keys, values, sizes, n, config, results, &wait_ms);
+    if (rc != 0 && wait_ms > 0) {
+        retry_short_of_memory(s, upsert, keys, values, sizes, n, config, results, wait_ms);
+        rc = 0;
+        for (size_t i = 0; i < n && rc == 0; i++)
+            rc = results[i];
+    }
+    return LEAVE(s, rc);
 }
 
 int mc_store_put(mc_store_t *s, const char *key, const void *value, size_t size,
@@ -902,7 +999,8 @@ static void *ping_main(void *arg)
         pthread_mutex_unlock(&s->ping_lock);
 
         Mc__PingResponse *resp = NULL;
-        int rc = mc_master_call_ping(s->rpc, s->client_id, &resp);
+        int rc = mc_master_call_ping(s->rpc, s->client_id, mc_offload_fallback_reads(s->offload),
+                                     &resp);
         if (rc != 0) {
             if (atomic_exchange(&s->master_reachable, 0))
                 MC_WARN("master %s unreachable (%s); will re-mount when it is back",
@@ -917,6 +1015,8 @@ static void *ping_main(void *arg)
             }
             if (!atomic_exchange(&s->master_reachable, 1))
                 MC_INFO("master %s reachable", s->master_addr);
+            if (resp->offload_pending > 0)
+                mc_offload_wake(s->offload);
             mc__ping_response__free_unpacked(resp, NULL);
         }
         pthread_mutex_lock(&s->ping_lock);
@@ -960,6 +1060,22 @@ static int setup_checked(mc_store_t *s, const mc_store_config_t *c)
         rc = mc_te_alloc_segment_memory(s->te, s->global_segment_size, &s->segment);
         if (rc != 0)
             return rc;
+    }
+    /* Offload roles: checked and opened before anyone learns of this client. */
+    char host[MC_HOST_MAX];
+    int port;
+    if (mc_net_split_endpoint(c->local_hostname, 0, host, &port) != 0)
+        snprintf(host, sizeof(host), "0.0.0.0");
+    mc_offload_setup_t os = {.client_id = s->client_id,
+                             .te = s->te,
+                             .host = host,
+                             .segment_size = s->global_segment_size,
+                             .enable_offload = c->enable_offload,
+                             .offload_path = c->offload_path};
+    rc = mc_offload_prepare(&os, &s->offload);
+    if (rc != 0)
+        return rc;
+    if (s->global_segment_size > 0) {
         make_uuid(s->segment_id);
         rc = segment_call(s, MC_RPC_MOUNT_SEGMENT);
         if (rc != 0)
@@ -984,7 +1100,7 @@ static int setup_checked(mc_store_t *s, const mc_store_config_t *c)
     if (pthread_create(&s->ping_thread, NULL, ping_main, s) != 0)
         return MC_ERR_INTERNAL_ERROR;
     s->ping_started = 1;
-    return 0;
+    return mc_offload_start(s->offload, s->rpc, (uintptr_t)s->segment);
 }
 
 int mc_store_setup(const mc_store_config_t *c, mc_store_t **out)
@@ -999,6 +1115,13 @@ int mc_store_setup(const mc_store_config_t *c, mc_store_t **out)
     if (!c->local_hostname || !*c->local_hostname) {
         MC_ERROR("local_hostname is required (host or host:port)");
         return MC_ERR_INVALID_PARAMS;
+    }
+    char err[1024];
+    int erc = mc_offload_check_environment(c->global_segment_size, c->enable_offload,
+                                           c->offload_path, err, sizeof(err));
+    if (erc != 0) {
+        MC_ERROR("offload: %s", err);
+        return erc;
     }
     mc_store_t *s = calloc(1, sizeof(*s));
     if (!s)
@@ -1039,6 +1162,9 @@ int mc_store_close(mc_store_t *s)
         pthread_mutex_unlock(&s->close_lock);
         return 0;
     }
+    /* The offload worker drains while the segment is still mounted and pings keep this client
+     * alive; then its server stops, before the Transfer Engine it stages reads in. */
+    mc_offload_stop(s->offload);
     if (s->ping_started) {
         pthread_mutex_lock(&s->ping_lock);
         s->ping_stop = 1;
@@ -1055,6 +1181,8 @@ int mc_store_close(mc_store_t *s)
     if (s->te)
         mc_te_destroy(s->te); /* frees the segment memory and unregisters user buffers */
     s->te = NULL;
+    mc_offload_free(s->offload);
+    s->offload = NULL;
     s->segment = NULL;
     if (s->local_buffer)
         munmap(s->local_buffer, s->local_buffer_size);
@@ -1094,4 +1222,23 @@ int mc_store_health_check(mc_store_t *s)
 const char *mc_store_get_hostname(const mc_store_t *s)
 {
     return s && s->te ? mc_te_local_segment_name(s->te) : "";
+}
+
+int mc_store_get_offload_stats(mc_store_t *s, mc_store_offload_stats_t *out)
+{
+    int rc = enter(s, 0);
+    if (rc != 0)
+        return rc;
+    if (!out)
+        return LEAVE(s, MC_ERR_INVALID_PARAMS);
+    mc_offload_get_stats(s->offload, out);
+    return LEAVE(s, 0);
+}
+
+int mc_store_set_offloading(mc_store_t *s, int enabled)
+{
+    int rc = enter(s, 0);
+    if (rc != 0)
+        return rc;
+    return LEAVE(s, mc_offload_set_offloading(s->offload, enabled));
 }

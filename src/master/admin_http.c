@@ -54,6 +54,63 @@ static void metric(FILE *f, const char *name, const char *type, const char *help
     fprintf(f, "# HELP %s %s\n# TYPE %s %s\n%s %" PRIu64 "\n", name, help, name, type, name, value);
 }
 
+static const char *offload_backend_name(int b)
+{
+    return b == MC_OFFLOAD_BACKEND_LOCAL         ? "local"
+           : b == MC_OFFLOAD_BACKEND_DISTRIBUTED ? "distributed"
+                                                 : "none";
+}
+
+static void render_offload_metrics(FILE *f, const mc_master_stats_t *st)
+{
+    metric(f, "master_offload_enabled", "gauge", "1 when the master runs with --enable_offload.",
+           st->offload_enabled);
+    metric(f, "master_offload_clients", "gauge", "Clients offloading to a storage backend.",
+           st->offloaders);
+    metric(f, "master_offload_unhealthy_clients", "gauge",
+           "Offloading clients whose backend health check fails (they take no tasks).",
+           st->offloaders_unhealthy);
+    metric(f, "master_offload_backend_healthy", "gauge",
+           "1 when every offloading client reports a healthy backend.",
+           st->offloaders_unhealthy == 0);
+    metric(f, "master_offload_queue_depth", "gauge", "Offload tasks queued or being written.",
+           st->offload_queued + st->offload_leased);
+    metric(f, "master_offload_tasks_queued", "gauge", "Offload tasks waiting for a client.",
+           st->offload_queued);
+    metric(f, "master_offload_tasks_leased", "gauge", "Offload tasks being written by a client.",
+           st->offload_leased);
+    metric(f, "master_offload_tasks_done_total", "counter", "Offload tasks completed since start.",
+           st->offload_done);
+    metric(f, "master_offload_tasks_failed_total", "counter",
+           "Offload tasks failed after their last attempt since start.", st->offload_failed);
+    metric(f, "master_offload_tasks_retried_total", "counter",
+           "Offload tasks queued again after an expired lease or a failure since start.",
+           st->offload_retried);
+    metric(f, "master_offload_tasks_skipped_total", "counter",
+           "Objects not queued for offload because the client's queue was full.",
+           st->offload_skipped);
+    metric(f, "master_offload_bytes_total", "counter", "Bytes offloaded since start.",
+           st->offload_bytes);
+    metric(f, "master_disk_replicas", "gauge", "Disk replicas (LOCAL_DISK and DFS).",
+           st->disk_replicas);
+    metric(f, "master_dfs_replicas", "gauge", "Disk replicas on the distributed backend.",
+           st->dfs_replicas);
+    metric(f, "master_disk_replica_bytes", "gauge", "Bytes of the objects that have a disk replica.",
+           st->disk_replica_bytes);
+    metric(f, "master_disk_only_keys", "gauge", "Objects readable from disk only.",
+           st->disk_only_objects);
+    metric(f, "master_disk_used_bytes", "gauge", "Disk bytes used, as the clients report.",
+           st->disk_used_bytes);
+    metric(f, "master_disk_capacity_bytes", "gauge", "Disk capacity limit, as the clients report.",
+           st->disk_capacity_bytes);
+    metric(f, "master_disk_evicted_replicas_total", "counter",
+           "Disk replicas dropped for disk capacity since start.", st->disk_evicted);
+    metric(f, "master_offload_pending_deletions", "gauge",
+           "Disk files waiting to be deleted by a client.", st->pending_deletions);
+    metric(f, "master_fallback_reads_total", "counter",
+           "Reads served from disk replicas, as the clients report.", st->fallback_reads);
+}
+
 static void render_metrics(mc_admin_http_t *a, FILE *f)
 {
     mc_master_stats_t st;
@@ -84,6 +141,7 @@ static void render_metrics(mc_admin_http_t *a, FILE *f)
            "Clients dropped after their liveness TTL since start.", st.expired_clients);
     metric(f, "master_revoked_puts_total", "counter",
            "Puts revoked by timeout or client expiry since start.", st.revoked_puts);
+    render_offload_metrics(f, &st);
     metric(f, "master_rpc_connections_active", "gauge", "Open RPC connections.",
            rs.connections_active);
     metric(f, "master_rpc_connections_total", "counter", "RPC connections accepted since start.",
@@ -129,6 +187,28 @@ static void render_summary(mc_admin_http_t *a, FILE *f)
             st.expired_clients);
     fprintf(f, "Eviction: %" PRIu64 " keys in %" PRIu64 " runs; revoked puts: %" PRIu64 "\n",
             st.evicted_keys, st.eviction_runs, st.revoked_puts);
+    if (st.offload_enabled) {
+        char bytes[32], dused[32], dcap[32];
+        fprintf(f,
+                "Offload: backend %s%s%s, %" PRIu64 " clients (%" PRIu64 " unhealthy); queue %" PRIu64
+                " (%" PRIu64 " being written); done %" PRIu64 ", failed %" PRIu64 ", retried %" PRIu64
+                ", skipped %" PRIu64 "; %s offloaded\n",
+                offload_backend_name(st.offload_backend), st.offload_fs_type[0] ? "/" : "",
+                st.offload_fs_type, st.offloaders, st.offloaders_unhealthy,
+                st.offload_queued + st.offload_leased, st.offload_leased, st.offload_done,
+                st.offload_failed, st.offload_retried, st.offload_skipped,
+                mc_format_size(st.offload_bytes, bytes, sizeof(bytes)));
+        fprintf(f,
+                "Disk: %" PRIu64 " replicas (%" PRIu64 " DFS), %" PRIu64 " keys on disk only, %s "
+                "used of %s; %" PRIu64 " evicted for capacity, %" PRIu64
+                " deletions pending; fallback reads %" PRIu64 "\n",
+                st.disk_replicas, st.dfs_replicas, st.disk_only_objects,
+                mc_format_size(st.disk_used_bytes, dused, sizeof(dused)),
+                mc_format_size(st.disk_capacity_bytes, dcap, sizeof(dcap)), st.disk_evicted,
+                st.pending_deletions, st.fallback_reads);
+    } else {
+        fprintf(f, "Offload: disabled\n");
+    }
     fprintf(f,
             "RPC connections: %" PRIu64 " open, %" PRIu64 " accepted, %" PRIu64
             " rejected, %" PRIu64 " protocol errors\n",
@@ -253,10 +333,21 @@ static void route_health(mc_admin_http_t *a, admin_reply_t *r)
 {
     mc_master_stats_t st;
     mc_master_get_stats(a->master, &st);
-    json_t *o = json_pack("{s:s,s:s,s:I,s:I,s:I,s:I}", "status", "ok", "version", MC_VERSION_STRING,
+    json_t *o = json_pack("{s:s,s:s,s:I,s:I,s:I,s:I}", "status",
+                          st.offloaders_unhealthy ? "degraded" : "ok", "version", MC_VERSION_STRING,
                           "uptime_seconds", (json_int_t)((mc_now_ms() - a->started_ms) / 1000),
                           "segments", (json_int_t)st.segment_count, "keys",
                           (json_int_t)st.key_count, "clients", (json_int_t)st.client_count);
+    json_t *off = json_pack("{s:b,s:s,s:s,s:I,s:I,s:b,s:I}", "enabled", (int)st.offload_enabled,
+                            "backend", offload_backend_name(st.offload_backend), "fs_type",
+                            st.offload_fs_type, "clients", (json_int_t)st.offloaders,
+                            "unhealthy_clients", (json_int_t)st.offloaders_unhealthy,
+                            "backend_healthy", st.offloaders_unhealthy == 0, "queue_depth",
+                            (json_int_t)(st.offload_queued + st.offload_leased));
+    if (o && off)
+        json_object_set_new(o, "offload", off);
+    else
+        json_decref(off);
     reply_json(r, MHD_HTTP_OK, o);
 }
 

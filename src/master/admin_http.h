@@ -3,10 +3,13 @@
  * on libmicrohttpd, served on --metrics_host:--metrics_port (0.0.0.0:9003). Read-only:
  *
  *   GET /metrics           Prometheus text exposition (# HELP / # TYPE per family): master_*
- *                          gauges and counters from mc_master_get_stats, and per-RPC
+ *                          gauges and counters from mc_master_get_stats (master_offload_* and
+ *                          master_disk_* for offload), and per-RPC
  *                          master_rpc_requests_total{method="PutStart"} / master_rpc_success_total
  *   GET /metrics/summary   the same numbers as human-readable lines, plus the effective settings
- *   GET /health            200 {"status":"ok","version":...,"uptime_seconds":...,...}
+ *   GET /health            200 {"status":"ok","version":...,"uptime_seconds":...,...,
+ *                          "offload":{"enabled":..,"backend_healthy":..,...}}; status "degraded"
+ *                          while an offloading client reports an unhealthy backend
  *   GET /get_all_segments  text/plain, one mounted segment name per line (empty body when none),
  *                          as upstream: SGLang's check_server polls it until non-empty
  *   GET /query_key?key=K   200 JSON {key,size,lease_remaining_ms,replicas:[...]}; 404 JSON when

@@ -9,6 +9,12 @@
  * candidate, and only when allow_evict_soft_pinned_objects. Evicted extents are freed at once (no
  * reader can hold them: their lease is over).
  *
+ * With offload, objects whose memory is being offloaded are pinned (never candidates), and
+ * objects that already have a disk replica come first (tier 0): evicting them only drops their
+ * memory replicas — they stay readable from disk. With offload_on_evict, a picked object without a
+ * disk replica is queued for offload instead of dropped (it is dropped by a later pass, once its
+ * disk replica exists).
+ *
  * Selection is a quickselect of the k oldest (O(candidates)), not a full sort: with a million
  * objects a pass costs one scan of the index.
  */
@@ -21,6 +27,8 @@
 
 static int cand_older(const mc_evict_cand_t *a, const mc_evict_cand_t *b)
 {
+    if (a->tier != b->tier)
+        return a->tier < b->tier;
     return a->lease < b->lease || (a->lease == b->lease && a->done < b->done);
 }
 
@@ -96,9 +104,13 @@ static int collect_candidates(mc_master_t *m, uint64_t now, size_t *n_plain, siz
     size_t cursor = 0;
     mc_object_t *o;
     while ((o = mc_index_next(&m->index, &cursor)) != NULL) {
-        if (!o->complete || o->pending || o->hard_pinned || o->size == 0 || o->lease_timeout > now)
+        if (!o->complete || o->pending || o->hard_pinned || o->size == 0 ||
+            o->lease_timeout > now || o->nrep == 0 || mc_offload_pinned(o))
             continue;
-        mc_evict_cand_t c = {.lease = o->lease_timeout, .done = o->complete_ms, .obj = o};
+        mc_evict_cand_t c = {.lease = o->lease_timeout,
+                             .done = o->complete_ms,
+                             .obj = o,
+                             .tier = mc_offload_ndisk(o) > 0 ? 0 : 1};
         if (o->soft_pin_until <= now)
             m->cand[(*n_plain)++] = c;
         else if (m->cfg.allow_evict_soft_pinned_objects)
@@ -107,13 +119,23 @@ static int collect_candidates(mc_master_t *m, uint64_t now, size_t *n_plain, siz
     return 0;
 }
 
+/* Evicts the k oldest of c[0..n); returns how many gave their memory back. */
 static size_t evict_first(mc_master_t *m, mc_evict_cand_t *c, size_t n, size_t k, uint64_t now)
 {
     if (k < n)
         select_oldest(c, n, k);
-    for (size_t i = 0; i < k; i++)
-        mc_master_drop_value_locked(m, c[i].obj, now);
-    return k;
+    size_t freed = 0;
+    for (size_t i = 0; i < k; i++) {
+        mc_object_t *o = c[i].obj;
+        if (mc_offload_ndisk(o) > 0) {
+            mc_master_drop_memory_locked(m, o, now);
+            freed++;
+        } else if (!mc_offload_on_evict_locked(m, o, now)) {
+            mc_master_drop_value_locked(m, o, now);
+            freed++;
+        }
+    }
+    return freed;
 }
 
 size_t mc_eviction_run_locked(mc_master_t *m, uint64_t now, int needed, int *ran)

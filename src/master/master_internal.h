@@ -1,7 +1,7 @@
 /*
  * master_internal.h — the Master Service's state, shared by master_service.c (segments, clients,
- * objects, leases, liveness) and eviction.c (the eviction policy). Not for other layers: they use
- * master_service.h.
+ * objects, leases, liveness), eviction.c (the eviction policy) and offload.c (offload tasks, disk
+ * replicas, offloading clients). Not for other layers: they use master_service.h.
  *
  * Locking: everything in struct mc_master below `lock` is guarded by it; functions named
  * *_locked expect the caller to hold it. Nothing slow (I/O, sleeping) happens under it.
@@ -40,18 +40,80 @@ typedef struct mc_pending_put {
     char client_id[MC_CLIENT_ID_MAX]; /* the writer; only it may end or revoke */
 } mc_pending_put_t;
 
+struct mc_offloader;
+
 /* A mounted segment. info.used is filled only on listing (the allocator is the truth). */
 typedef struct mc_segment {
     mc_segment_info_t info; /* id, name, base, size, protocol, client_id (the owner) */
     mc_alloc_t *alloc;      /* over [info.base, info.base + info.size) */
     uint32_t gen;           /* mount generation, unique per mount (0-byte replicas refer to it) */
+    struct mc_offloader *offloader; /* the owner, when it offloads; else NULL */
 } mc_segment_t;
 
 /* A live client: one that mounted (or remounted) and has pinged within client_ttl_ms. */
 typedef struct mc_client {
     char id[MC_CLIENT_ID_MAX];
     uint64_t last_seen_ms;
+    uint64_t fallback_reads; /* the running total it last reported */
 } mc_client_t;
+
+/* ---- offload (offload.c) -------------------------------------------------------------------- */
+
+#define MC_MAX_DISK_REPLICAS 4
+
+/* A file holding an object's value: (key, version) names it. */
+typedef struct mc_disk_replica {
+    uint64_t version;
+    struct mc_offloader *owner; /* LOCAL_DISK: the client holding the file; DFS: NULL */
+    uint8_t type;               /* MC_REPLICA_LOCAL_DISK or MC_REPLICA_DFS */
+} mc_disk_replica_t;
+
+/*
+ * An offload of an object's current value to one client.
+ * Invariants: obj->offload->task == this; `src` is one of obj->rep (the memory replica being
+ * read: pinned, so eviction skips the object); the task is on exactly one of owner's rings
+ * (queued when lease_until == 0, else leased).
+ */
+typedef struct mc_offload_task {
+    struct mc_offload_task *prev, *next;
+    mc_object_t *obj;
+    struct mc_offloader *owner;
+    uint64_t id;
+    uint64_t version;     /* of the file to write */
+    uint64_t lease_until; /* master clock ms; 0 = queued */
+    uint64_t queued_ms;   /* when it was last queued */
+    mc_replica_ref_t src;
+    uint32_t attempts;    /* leases handed out so far */
+} mc_offload_task_t;
+
+/* Offload state of an object's readable value (NULL when it has neither). */
+typedef struct mc_object_offload {
+    mc_offload_task_t *task;
+    uint8_t ndisk;
+    mc_disk_replica_t disk[MC_MAX_DISK_REPLICAS];
+} mc_object_offload_t;
+
+/* A file to delete, waiting for a heartbeat that takes it. */
+typedef struct mc_disk_delete {
+    char *key; /* malloc'd */
+    uint64_t version;
+    uint64_t size;
+} mc_disk_delete_t;
+
+typedef struct mc_delete_queue {
+    mc_disk_delete_t *v; /* ring buffer */
+    size_t head, count, cap;
+} mc_delete_queue_t;
+
+/* A client that registered its backend with an offload heartbeat. */
+typedef struct mc_offloader {
+    char client_id[MC_CLIENT_ID_MAX];
+    mc_offloader_info_t info;
+    mc_offload_task_t queued, leased; /* ring sentinels */
+    size_t n_queued, n_leased;
+    mc_delete_queue_t deletes; /* LOCAL_DISK files of this client to delete */
+    uint64_t last_heartbeat_ms;
+} mc_offloader_t;
 
 /* An extent no object owns any more but a read lease may still cover: freed at free_at. Its
  * allocator cookie is NULL. Entries die with their segment on unmount. */
@@ -61,11 +123,13 @@ typedef struct mc_deferred_free {
     uint64_t free_at;
 } mc_deferred_free_t;
 
-/* An eviction candidate; ordered by (lease, done): never-leased objects have lease 0. */
+/* An eviction candidate; ordered by (tier, lease, done): tier 0 are objects whose memory can go
+ * because a disk replica keeps them readable; never-leased objects have lease 0. */
 typedef struct mc_evict_cand {
     uint64_t lease;
     uint64_t done;
     mc_object_t *obj;
+    unsigned tier;
 } mc_evict_cand_t;
 
 struct mc_master {
@@ -102,6 +166,18 @@ struct mc_master {
     uint64_t evict_retry_at; /* monotonic ms: the background check idles until then */
 
     uint64_t evicted_keys, eviction_runs, expired_clients, revoked_puts;
+
+    /* offload (offload.c) */
+    mc_offloader_t **offloaders;
+    size_t n_offloaders, offloaders_cap;
+    mc_delete_queue_t dfs_deletes; /* DFS files to delete, for any distributed client */
+    char dfs_storage_id[MC_OFFLOAD_ID_MAX]; /* the storage the first distributed client named */
+    int seen_backend;                       /* first backend a client reported */
+    char seen_fs_type[16];
+    uint64_t next_task_id, next_version;
+    size_t tasks_outstanding; /* queued + leased, all clients */
+    uint64_t offload_done, offload_failed, offload_retried, offload_skipped, offload_bytes;
+    uint64_t disk_evicted, deletes_dropped, fallback_reads;
 };
 
 uint64_t mc_master_now_locked(mc_master_t *m);
@@ -115,10 +191,63 @@ void mc_master_usage_locked(mc_master_t *m, uint64_t *used, uint64_t *capacity);
 int mc_master_drop_value_locked(mc_master_t *m, mc_object_t *o, uint64_t now);
 
 /*
+ * Drops an object's memory replicas only (eviction of an object that has a disk replica): their
+ * extents are released as in drop_value; the object stays COMPLETE, readable from disk.
+ */
+void mc_master_drop_memory_locked(mc_master_t *m, mc_object_t *o, uint64_t now);
+/* The value is gone (extents already released): PROCESSING again, or deleted (returns 1). */
+int mc_master_value_lost_locked(mc_master_t *m, mc_object_t *o);
+mc_segment_t *mc_master_segment_locked(const mc_master_t *m, uint32_t slot);
+/* The live client with this id, or NULL. */
+mc_client_t *mc_master_client_locked(mc_master_t *m, const char *client_id);
+
+/*
  * One eviction pass (eviction.c) when `needed` (an allocation just failed) or when used/capacity
  * is above the high watermark. Returns the number of objects evicted; *ran (may be NULL) says
  * whether a pass was due.
  */
 size_t mc_eviction_run_locked(mc_master_t *m, uint64_t now, int needed, int *ran);
+
+/* ---- offload.c: hooks the rest of the master calls (lock held) ---------------------------- */
+
+/* 1 when the object's memory must not be evicted (an offload of it is pending). */
+static inline int mc_offload_pinned(const mc_object_t *o)
+{
+    return o->offload && o->offload->task;
+}
+static inline unsigned mc_offload_ndisk(const mc_object_t *o)
+{
+    return o->offload ? o->offload->ndisk : 0;
+}
+/* After a value became COMPLETE (PutEnd / UpsertEnd): queue its offload when offload is eager. */
+void mc_offload_value_committed_locked(mc_master_t *m, mc_object_t *o, uint64_t now);
+/*
+ * Eviction picked `o` (no disk replica, not pinned): 1 when an offload was queued instead of
+ * dropping it (offload_on_evict), else 0.
+ */
+int mc_offload_on_evict_locked(mc_master_t *m, mc_object_t *o, uint64_t now);
+/* The value is being discarded (removed, replaced, lost): cancel its task, queue deletion of its
+ * files, free its offload state. */
+void mc_offload_discard_locked(mc_master_t *m, mc_object_t *o);
+/* Memory replica `slot` of `o` is going away (unmount): a task reading it is cancelled. */
+void mc_offload_source_lost_locked(mc_master_t *m, mc_object_t *o, uint32_t slot);
+/* `o` was moved to a new record `n` (regrow): fixes the task's back pointer. */
+void mc_offload_object_moved_locked(mc_object_t *n);
+/* A segment was mounted: link it to its owner's offloader record, if any. */
+void mc_offload_segment_mounted_locked(mc_master_t *m, mc_segment_t *s);
+/* Client expiry: its offloader record, its tasks and its local-disk replicas go. */
+void mc_offload_client_gone_locked(mc_master_t *m, const char *client_id);
+/* Monitor sweep: expired leases, stale queued tasks. */
+void mc_offload_sweep_locked(mc_master_t *m, uint64_t now);
+/* Writes descriptors of o's disk replicas after `n` memory ones; returns the new total. */
+size_t mc_offload_fill_descs_locked(const mc_master_t *m, const mc_object_t *o,
+                                    mc_replica_desc_t *out, size_t capacity, size_t n);
+void mc_offload_stats_locked(mc_master_t *m, mc_master_stats_t *out);
+void mc_offload_init(mc_master_t *m);
+void mc_offload_fini(mc_master_t *m);
+#ifndef NDEBUG
+/* Debug invariant check of o's offload state; 1 when it holds. */
+int mc_offload_object_ok_locked(const mc_master_t *m, const mc_object_t *o);
+#endif
 
 #endif /* MC_MASTER_INTERNAL_H */

@@ -2,7 +2,8 @@
  * master_service.c — the Master Service core (master_service.h): segments and their allocators,
  * the client table and its liveness, placement, the put/upsert protocol, reads and leases,
  * removal, deferred frees, stats, and the two background threads. Eviction policy is in
- * eviction.c; the state both share is in master_internal.h.
+ * eviction.c, offload tasks and disk replicas in offload.c; the state they share is in
+ * master_internal.h.
  *
  * One mutex guards all state: every operation is a few hash probes and allocator steps, so
  * sharding would buy little below millions of operations per second and cost clarity. The only
@@ -42,6 +43,12 @@ void mc_master_config_default(mc_master_config_t *config)
         .put_start_release_timeout_ms = 600000,
         .enable_offload = 0,
         .offload_on_evict = 0,
+        .offload_backend = MC_OFFLOAD_BACKEND_NONE,
+        .distributed_fs_type = "",
+        .offload_task_timeout_ms = 60000,
+        .offload_max_attempts = 3,
+        .offload_put_wait_ms = 10000,
+        .offloading_queue_limit = 50000,
     };
 }
 
@@ -104,6 +111,11 @@ static int client_id_ok(const char *id)
 static mc_segment_t *segment_at(const mc_master_t *m, uint32_t slot)
 {
     return slot < m->seg_cap ? m->segs[slot] : NULL;
+}
+
+mc_segment_t *mc_master_segment_locked(const mc_master_t *m, uint32_t slot)
+{
+    return segment_at(m, slot);
 }
 
 static int segment_find(const mc_master_t *m, const char *id)
@@ -238,6 +250,7 @@ static int pending_revoke(mc_master_t *m, mc_object_t *o, int counted)
 /* The readable value is gone (its extents already released): PROCESSING again, or deleted. */
 static int value_lost(mc_master_t *m, mc_object_t *o)
 {
+    mc_offload_discard_locked(m, o); /* its files go with it */
     o->complete = 0;
     o->nrep = 0;
     o->lease_timeout = 0;
@@ -248,6 +261,21 @@ static int value_lost(mc_master_t *m, mc_object_t *o)
         return 0;
     object_forget(m, o);
     return 1;
+}
+
+int mc_master_value_lost_locked(mc_master_t *m, mc_object_t *o)
+{
+    return value_lost(m, o);
+}
+
+void mc_master_drop_memory_locked(mc_master_t *m, mc_object_t *o, uint64_t now)
+{
+    assert(o->complete && !mc_offload_pinned(o) && mc_offload_ndisk(o) > 0);
+    if (o->size > 0) {
+        for (unsigned i = 0; i < o->nrep; i++)
+            extent_release(m, o->rep[i], o->lease_timeout, now);
+    }
+    o->nrep = 0;
 }
 
 int mc_master_drop_value_locked(mc_master_t *m, mc_object_t *o, uint64_t now)
@@ -271,11 +299,13 @@ static mc_object_t *object_regrow(mc_master_t *m, mc_object_t *o, unsigned cap)
     n->soft_pin_until = o->soft_pin_until;
     n->complete_ms = o->complete_ms;
     n->pending = o->pending;
+    n->offload = o->offload;
     n->nrep = o->nrep;
     n->complete = o->complete;
     n->hard_pinned = o->hard_pinned;
     memcpy(n->rep, o->rep, o->nrep * sizeof(n->rep[0]));
     mc_index_replace(&m->index, o, n);
+    mc_offload_object_moved_locked(n);
     if (n->complete)
         set_cookies(m, n->rep, n->nrep, n->size, n);
     if (n->pending) {
@@ -300,6 +330,7 @@ static int pending_commit(mc_master_t *m, mc_object_t *o, uint64_t now)
             for (unsigned i = 0; i < o->nrep; i++)
                 extent_release(m, o->rep[i], o->lease_timeout, now);
         }
+        mc_offload_discard_locked(m, o); /* the old value's task and files */
     } else {
         m->complete_count++;
     }
@@ -318,6 +349,7 @@ static int pending_commit(mc_master_t *m, mc_object_t *o, uint64_t now)
     o->pending = NULL;
     free(p);
     m->evict_retry_at = 0; /* a new eviction candidate exists */
+    mc_offload_value_committed_locked(m, o, now);
     return 0;
 }
 
@@ -380,6 +412,11 @@ static mc_client_t *client_find(mc_master_t *m, const char *id)
     return NULL;
 }
 
+mc_client_t *mc_master_client_locked(mc_master_t *m, const char *client_id)
+{
+    return client_find(m, client_id);
+}
+
 /* Registers the client or refreshes its liveness. */
 static int client_touch(mc_master_t *m, const char *id, uint64_t now)
 {
@@ -397,6 +434,7 @@ static int client_touch(mc_master_t *m, const char *id, uint64_t now)
         m->client_cap = cap;
     }
     c = &m->clients[m->client_count++];
+    memset(c, 0, sizeof(*c));
     snprintf(c->id, sizeof(c->id), "%s", id);
     c->last_seen_ms = now;
     MC_INFO("client %s registered", id);
@@ -474,6 +512,7 @@ static int mount_locked(mc_master_t *m, const char *client_id, const mc_segment_
     snprintf(s->info.client_id, sizeof(s->info.client_id), "%s", client_id);
     s->info.used = 0;
     s->gen = ++m->mount_gen;
+    mc_offload_segment_mounted_locked(m, s);
     m->segs[slot] = s;
     m->seg_count++;
     update_largest_capacity(m);
@@ -539,6 +578,7 @@ static void detach_segment(mc_master_t *m, mc_object_t *o, uint32_t slot, int co
     }
     if (!o->complete || o->size == 0 || !replicas_use_segment(o->rep, o->nrep, slot))
         return;
+    mc_offload_source_lost_locked(m, o, slot);
     unsigned kept = 0;
     for (unsigned i = 0; i < o->nrep; i++) {
         if (o->rep[i].seg == slot)
@@ -547,8 +587,8 @@ static void detach_segment(mc_master_t *m, mc_object_t *o, uint32_t slot, int co
             o->rep[kept++] = o->rep[i];
     }
     o->nrep = (uint8_t)kept;
-    if (kept == 0)
-        value_lost(m, o);
+    if (kept == 0 && mc_offload_ndisk(o) == 0)
+        value_lost(m, o); /* else it stays readable from disk */
 }
 
 /*
@@ -849,6 +889,7 @@ int mc_master_get_replica_list(mc_master_t *m, const char *key, mc_replica_desc_
     if (o) {
         grant_lease(m, o, mc_master_now_locked(m));
         *count = fill_descs(m, o->rep, o->nrep, o->size, MC_REPLICA_COMPLETE, out, capacity);
+        *count = mc_offload_fill_descs_locked(m, o, out, capacity, *count);
         if (size)
             *size = o->size;
         if (lease_ttl_ms)
@@ -883,6 +924,7 @@ int mc_master_query_key(mc_master_t *m, const char *key, mc_replica_desc_t *out,
     mc_object_t *o = find_complete(m, key, &rc);
     if (o) {
         *count = fill_descs(m, o->rep, o->nrep, o->size, MC_REPLICA_COMPLETE, out, capacity);
+        *count = mc_offload_fill_descs_locked(m, o, out, capacity, *count);
         if (size)
             *size = o->size;
         if (lease_remaining_ms)
@@ -978,7 +1020,14 @@ void mc_master_get_stats(mc_master_t *m, mc_master_stats_t *out)
         out->leased_count += o->lease_timeout > now;
         out->soft_pinned_count += o->soft_pin_until > now;
         out->hard_pinned_count += o->hard_pinned;
+        unsigned ndisk = mc_offload_ndisk(o);
+        for (unsigned i = 0; i < ndisk; i++)
+            out->dfs_replicas += o->offload->disk[i].type == MC_REPLICA_DFS;
+        out->disk_replicas += ndisk;
+        out->disk_replica_bytes += ndisk ? o->size : 0;
+        out->disk_only_objects += ndisk && o->nrep == 0;
     }
+    mc_offload_stats_locked(m, out);
     out->evicted_keys = m->evicted_keys;
     out->eviction_runs = m->eviction_runs;
     out->expired_clients = m->expired_clients;
@@ -1018,6 +1067,7 @@ static int expire_client(mc_master_t *m, size_t idx, uint64_t now)
             unmount_locked(m, (uint32_t)k, 1) != 0)
             return -1; /* out of memory: try again on the next sweep */
     }
+    mc_offload_client_gone_locked(m, id);
     for (mc_pending_put_t *p = m->pending.next, *next; p != &m->pending; p = next) {
         next = p->next;
         if (strcmp(p->client_id, id) == 0)
@@ -1053,6 +1103,7 @@ static void monitor_sweep_locked(mc_master_t *m, uint64_t now)
             m->deferred[kept++] = d;
     }
     m->deferred_count = kept;
+    mc_offload_sweep_locked(m, now);
 }
 
 #ifndef NDEBUG
@@ -1095,7 +1146,8 @@ static int invariants_hold(mc_master_t *m)
     while (ok && (o = mc_index_next(&m->index, &cursor)) != NULL) {
         complete += o->complete;
         ok = (o->complete || o->pending) && (o->complete || o->nrep == 0) &&
-             (!o->complete || o->size == 0 || o->nrep > 0) &&
+             (!o->complete || o->size == 0 || o->nrep > 0 || mc_offload_ndisk(o) > 0) &&
+             mc_offload_object_ok_locked(m, o) &&
              refs_hold(m, o, o->rep, o->nrep, o->complete ? o->size : 0, seg_used);
         if (ok && o->pending) {
             const mc_pending_put_t *p = o->pending;
@@ -1194,7 +1246,11 @@ static void *monitor_thread(void *arg)
 static int config_valid(const mc_master_config_t *c)
 {
     return c->eviction_ratio >= 0.0 && c->eviction_ratio <= 1.0 &&
-           c->eviction_high_watermark_ratio >= 0.0 && c->eviction_high_watermark_ratio <= 1.0;
+           c->eviction_high_watermark_ratio >= 0.0 && c->eviction_high_watermark_ratio <= 1.0 &&
+           c->offload_backend >= MC_OFFLOAD_BACKEND_NONE &&
+           c->offload_backend <= MC_OFFLOAD_BACKEND_DISTRIBUTED &&
+           c->offload_max_attempts >= 1 && c->offload_task_timeout_ms > 0 &&
+           memchr(c->distributed_fs_type, '\0', sizeof(c->distributed_fs_type)) != NULL;
 }
 
 static uint64_t instance_token(void)
@@ -1207,10 +1263,12 @@ static uint64_t instance_token(void)
 /* Frees all state; threads must be stopped. */
 static void master_free(mc_master_t *m)
 {
+    mc_offload_fini(m);
     size_t cursor = 0;
     mc_object_t *o;
     while ((o = mc_index_next(&m->index, &cursor)) != NULL) {
         free(o->pending);
+        free(o->offload);
         mc_object_free(o);
     }
     mc_index_fini(&m->index);
@@ -1249,6 +1307,7 @@ int mc_master_create(const mc_master_config_t *config, mc_master_t **out)
     m->rng = m->view_version | 1;
     m->pending.next = m->pending.prev = &m->pending;
     mc_index_init(&m->index);
+    mc_offload_init(m);
     pthread_condattr_t attr;
     pthread_condattr_init(&attr);
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);

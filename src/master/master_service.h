@@ -44,7 +44,22 @@ typedef struct mc_master_config {
     uint64_t put_start_release_timeout_ms; /* 600000: an unfinished put is revoked */
     int enable_offload;                    /* 0 */
     int offload_on_evict;                  /* 0 */
+    /* The cluster's declared offload backend (mooncake_master --offload-backend ...):
+     * MC_OFFLOAD_BACKEND_NONE takes what the clients report. */
+    int offload_backend;                   /* mc_offload_backend_t */
+    char distributed_fs_type[16];          /* with DISTRIBUTED: "posix" | "daos" */
+    uint64_t offload_task_timeout_ms;      /* 60000: a leased task not renewed is re-queued */
+    uint32_t offload_max_attempts;         /* 3: leases of one task before it is failed */
+    uint64_t offload_put_wait_ms;          /* 10000: a put short of memory while offloads are
+                                              pending retries this long before -200 */
+    uint64_t offloading_queue_limit;       /* 50000 tasks per client; beyond, not queued */
 } mc_master_config_t;
+
+typedef enum mc_offload_backend {
+    MC_OFFLOAD_BACKEND_NONE = 0,
+    MC_OFFLOAD_BACKEND_LOCAL = 1,
+    MC_OFFLOAD_BACKEND_DISTRIBUTED = 2,
+} mc_offload_backend_t;
 
 void mc_master_config_default(mc_master_config_t *config);
 
@@ -152,6 +167,121 @@ int64_t mc_master_remove_all(mc_master_t *m, int force);
 /* POSIX extended regex; count, or MC_ERR_INVALID_PARAMS for a bad pattern. */
 int64_t mc_master_remove_by_regex(mc_master_t *m, const char *regex, int force);
 
+/* ---- offload -------------------------------------------------------------------------------- */
+/*
+ * With enable_offload, objects get disk replicas: LOCAL_DISK (a file on the disk of the client
+ * that held the memory replica; other clients read it through that client) or DFS (a file on a
+ * shared filesystem every client with the distributed backend reads directly). The master only
+ * records where files are; clients move the bytes.
+ *
+ * Tasks: after PutEnd (or, with offload_on_evict, when eviction picks an object without a disk
+ * replica) the object is queued as a task for the client owning the segment of its memory
+ * replica, if that client offloads. A heartbeat leases tasks to the client for
+ * offload_task_timeout_ms (renewed while the client reports them in flight); an expired lease or
+ * a failed result re-queues the task, up to offload_max_attempts leases, after which it is failed
+ * (counted, logged). While a task exists its object is pinned: eviction never drops it.
+ * Eviction drops memory replicas of objects that have a disk replica first; such objects stay
+ * readable from disk. Removing or replacing a value queues deletions of its files: LOCAL_DISK to
+ * the owner, DFS to any client with the distributed backend (delivered in heartbeats).
+ *
+ * Files are named by (key, version); versions are unique per key, so a late write of an old
+ * task can never overwrite or be mistaken for a newer value (its result is refused as stale).
+ */
+
+#define MC_OFFLOAD_ID_MAX 64
+
+/* What a client's heartbeat says about its backend. */
+typedef struct mc_offloader_info {
+    int backend;                        /* LOCAL or DISTRIBUTED */
+    char fs_type[16];                   /* distributed: "posix" | "daos" */
+    char storage_id[MC_OFFLOAD_ID_MAX]; /* distributed: cluster id of the marker at the root */
+    char endpoint[272];                 /* local: "host:port" serving reads of its files */
+    int offloading;                     /* 1: takes tasks; 0: a reader, only checked */
+    int healthy;
+    uint64_t capacity_bytes;
+    uint64_t used_bytes;
+} mc_offloader_info_t;
+
+/* A task handed to a client; `key` is valid only during the callback. */
+typedef struct mc_offload_task_desc {
+    uint64_t task_id;
+    const char *key;
+    uint64_t size;
+    uint64_t address; /* the memory replica, in the client's own segment */
+    uint64_t version; /* of the file to write */
+} mc_offload_task_desc_t;
+
+/* A disk file (key, version); `key` is valid only during the call or callback. */
+typedef struct mc_disk_file_desc {
+    const char *key;
+    uint64_t version;
+    uint64_t size;
+} mc_disk_file_desc_t;
+
+typedef struct mc_offload_heartbeat_out {
+    int resync;         /* 1: the master did not know this offloader; it must report its files */
+    uint64_t remaining; /* tasks queued or leased for this client after the call */
+    uint64_t lease_ms;
+} mc_offload_heartbeat_out_t;
+
+/* Callbacks run under the master's lock: copy what you need, nothing slow. Non-zero = stop. */
+typedef int (*mc_offload_task_cb)(void *arg, const mc_offload_task_desc_t *task);
+typedef int (*mc_disk_file_cb)(void *arg, const mc_disk_file_desc_t *file);
+
+/*
+ * A client's offload heartbeat: registers (or updates) it as an offloader, renews the leases of
+ * the tasks in `inflight`, and, when it is offloading and healthy, leases up to max_tasks queued
+ * tasks (on_task per task) and hands out up to max_deletions file deletions (on_delete).
+ * `leaving`: the client stops offloading; its local-disk replicas are dropped.
+ * Errors: MC_ERR_UNABLE_OFFLOAD (the master runs without enable_offload), MC_ERR_CLIENT_NOT_FOUND
+ * (unknown client: it must mount or remount first), MC_ERR_INVALID_PARAMS with `msg` when the
+ * client's backend contradicts the cluster's (declared backend or fs type, or another storage
+ * than the one the first distributed client reported).
+ */
+int mc_master_offload_heartbeat(mc_master_t *m, const char *client_id,
+                                const mc_offloader_info_t *info, int leaving,
+                                const uint64_t *inflight, size_t n_inflight, size_t max_tasks,
+                                size_t max_deletions, mc_offload_task_cb on_task,
+                                mc_disk_file_cb on_delete, void *arg,
+                                mc_offload_heartbeat_out_t *out, char *msg, size_t msglen);
+
+/* One written (or failed) task, or (task_id 0) a file found by the client's restart rescan. */
+typedef struct mc_offload_result {
+    uint64_t task_id;
+    const char *key;
+    uint64_t version;
+    uint64_t size;
+    int code; /* 0: the file is written and published */
+} mc_offload_result_t;
+
+/*
+ * Results of a registered offloader. codes[i]: 0 (recorded), MC_ERR_TASK_NOT_FOUND (the task is
+ * stale — the object was removed or replaced: delete the file), MC_ERR_OBJECT_ALREADY_EXISTS (a
+ * rescanned file whose key is known with another value: delete the file), MC_ERR_INVALID_KEY.
+ * Returns MC_ERR_CLIENT_NOT_FOUND when the client is not a registered offloader.
+ */
+int mc_master_offload_notify(mc_master_t *m, const char *client_id,
+                             const mc_offload_result_t *results, size_t n, int *codes);
+
+/*
+ * The client is about to delete these files (disk capacity): their replicas are dropped first,
+ * and objects left with no replica are removed. codes[i]: 0 or MC_ERR_REPLICA_NOT_FOUND.
+ */
+int mc_master_evict_disk_replicas(mc_master_t *m, const char *client_id,
+                                  const mc_disk_file_desc_t *files, size_t n, int *codes);
+
+/*
+ * How long a put of `size` bytes that just failed with -200 may retry because offloads are
+ * pending and will free memory (0: retrying cannot help).
+ */
+uint64_t mc_master_offload_put_wait_ms(mc_master_t *m, uint64_t size);
+
+/*
+ * A ping's offload part: records the client's fallback-read counter (a running total) and
+ * returns the number of tasks queued for it, not yet leased.
+ */
+uint64_t mc_master_offload_ping(mc_master_t *m, const char *client_id, uint64_t fallback_reads);
+
 /* ---- observation --------------------------------------------------------------------------- */
 
 typedef struct mc_master_stats {
@@ -169,6 +299,28 @@ typedef struct mc_master_stats {
     uint64_t eviction_runs;
     uint64_t expired_clients;  /* clients dropped by TTL since start */
     uint64_t revoked_puts;     /* puts revoked by timeout or client expiry since start */
+    /* offload */
+    uint64_t offload_enabled;
+    uint64_t offloaders;              /* registered offloading clients */
+    uint64_t offloaders_unhealthy;    /* of which report an unhealthy backend */
+    uint64_t offload_queued;          /* tasks waiting for a lease */
+    uint64_t offload_leased;          /* tasks being written by a client */
+    uint64_t offload_done;            /* since start */
+    uint64_t offload_failed;          /* failed after offload_max_attempts, since start */
+    uint64_t offload_retried;         /* re-queued after an expired lease or a failure */
+    uint64_t offload_skipped;         /* not queued: the client's queue was full */
+    uint64_t offload_bytes;           /* bytes offloaded since start */
+    uint64_t disk_replicas;           /* LOCAL_DISK + DFS replicas now */
+    uint64_t dfs_replicas;            /* of which DFS */
+    uint64_t disk_replica_bytes;      /* bytes of objects with a disk replica (once each) */
+    uint64_t disk_only_objects;       /* objects readable from disk only */
+    uint64_t disk_used_bytes;         /* reported by the clients */
+    uint64_t disk_capacity_bytes;     /* reported by the clients */
+    uint64_t disk_evicted;            /* disk replicas dropped for disk capacity since start */
+    uint64_t pending_deletions;       /* file deletions waiting for a heartbeat */
+    uint64_t fallback_reads;          /* reads served from disk, reported by clients */
+    int offload_backend;              /* declared, or the first one a client reported */
+    char offload_fs_type[16];
 } mc_master_stats_t;
 
 void mc_master_get_stats(mc_master_t *m, mc_master_stats_t *out);

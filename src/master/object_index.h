@@ -15,7 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct mc_pending_put; /* master_internal.h */
+struct mc_pending_put;   /* master_internal.h */
+struct mc_object_offload; /* master_internal.h */
 
 /*
  * Where one replica lives: segment slot and allocator handle. For a 0-byte object nothing is
@@ -30,8 +31,8 @@ typedef struct mc_replica_ref {
 /*
  * Invariants (the master's; checked in debug builds by mc_master_tick):
  *  - complete || pending != NULL (a record with neither is deleted).
- *  - complete && size > 0 => nrep >= 1, every rep[i] a live extent of a mounted segment whose
- *    cookie is this record, on pairwise distinct segments.
+ *  - complete && size > 0 => nrep >= 1 or a disk replica (offload); every rep[i] a live extent
+ *    of a mounted segment whose cookie is this record, on pairwise distinct segments.
  *  - !complete => nrep == 0 (a PROCESSING object is readable by no one; its extents are in
  *    pending).
  *  - lease_timeout == 0 means never leased; leased means lease_timeout > now.
@@ -42,6 +43,7 @@ typedef struct mc_object {
     uint64_t soft_pin_until;        /* ms; pinned while > now; 0 = not pinned */
     uint64_t complete_ms;           /* when the readable value was committed (eviction tie-break) */
     struct mc_pending_put *pending; /* a put or upsert in progress, or NULL */
+    struct mc_object_offload *offload; /* disk replicas and offload task of the value, or NULL */
     uint16_t key_len;
     uint8_t nrep;           /* readable replicas in rep[0..nrep) */
     uint8_t rep_cap;        /* room in rep[] */

@@ -5,6 +5,9 @@
  * own KeyResult; a malformed batch (too many keys, sizes missing, a bad replicate config) gets a
  * whole-request MC_ERR_INVALID_PARAMS.
  *
+ * The offload RPCs (heartbeat, results, disk-replica eviction) are batches too; the tasks and
+ * deletions a heartbeat hands out are copied into the reply while the master's lock is held.
+ *
  * Everything a reply points to (results, replicas, strings) comes from a per-request arena freed
  * once the reply is packed. A PutStart/UpsertStart whose reply would not fit MC_RPC_MAX_BODY is
  * undone (every started put revoked) before MC_ERR_BUFFER_OVERFLOW is returned, so no allocation
@@ -23,6 +26,9 @@
 
 #define RPC_REPLICAS_PER_KEY ((size_t)2 * MC_MAX_REPLICAS) /* memory plus disk/DFS replicas */
 #define RPC_ARENA_CHUNK (64u << 10)
+#define RPC_MAX_HEARTBEAT_TASKS 4096     /* tasks leased by one heartbeat */
+#define RPC_MAX_HEARTBEAT_DELETIONS 4096 /* deletions handed out by one heartbeat */
+#define RPC_MAX_INFLIGHT 65536           /* task ids renewed by one heartbeat */
 
 /* ---- per-request arena ------------------------------------------------------------------- */
 
@@ -100,6 +106,9 @@ static int handle_ping(rpc_conn_t *c, uint16_t opcode, uint64_t id, const uint8_
     resp.code = mc_master_ping(mc_rpc_conn_master(c), req->client_id, &view, &status);
     resp.view_version = view;
     resp.client_status = (int32_t)status;
+    if (resp.code == 0)
+        resp.offload_pending =
+            mc_master_offload_ping(mc_rpc_conn_master(c), req->client_id, req->fallback_reads);
     int rc = mc_rpc_conn_reply(c, opcode, id, &resp.base, resp.code == 0);
     mc__ping_request__free_unpacked(req, NULL);
     return rc;
@@ -371,6 +380,12 @@ static int handle_keys(rpc_conn_t *c, uint16_t opcode, uint64_t id, const uint8_
         k.resp.count = n < 0 ? 0 : n;
     } else {
         k.resp.code = rpc_run_keys(&k);
+        if ((opcode == MC_RPC_PUT_START || opcode == MC_RPC_UPSERT_START) && k.resp.code == 0) {
+            for (size_t i = 0; i < k.resp.n_results && !k.resp.offload_wait_ms; i++) {
+                if (k.resp.results[i]->code == MC_ERR_NO_AVAILABLE_HANDLE)
+                    k.resp.offload_wait_ms = mc_master_offload_put_wait_ms(k.master, req->sizes[i]);
+            }
+        }
     }
 
     int rc = mc_rpc_conn_reply(c, opcode, id, &k.resp.base, rpc_keys_code(&k.resp) == 0);
@@ -385,6 +400,175 @@ static int handle_keys(rpc_conn_t *c, uint16_t opcode, uint64_t id, const uint8_
     }
     rpc_arena_free(&k.arena);
     mc__keys_request__free_unpacked(req, NULL);
+    return rc;
+}
+
+/* ---- handlers: offload ------------------------------------------------------------------- */
+
+/* A heartbeat reply being filled by the master's callbacks (arena memory). */
+typedef struct rpc_heartbeat_fill {
+    rpc_arena_t *arena;
+    Mc__OffloadHeartbeatResponse *resp;
+    size_t task_cap, del_cap;
+} rpc_heartbeat_fill_t;
+
+static int rpc_heartbeat_task(void *arg, const mc_offload_task_desc_t *t)
+{
+    rpc_heartbeat_fill_t *f = arg;
+    Mc__OffloadTask *p = rpc_arena_alloc(f->arena, sizeof(*p));
+    char *key = rpc_arena_strdup(f->arena, t->key);
+    if (!p || !key || f->resp->n_tasks >= f->task_cap)
+        return -1;
+    Mc__OffloadTask init = MC__OFFLOAD_TASK__INIT;
+    *p = init;
+    p->task_id = t->task_id;
+    p->key = key;
+    p->size = t->size;
+    p->address = t->address;
+    p->version = t->version;
+    f->resp->tasks[f->resp->n_tasks++] = p;
+    return 0;
+}
+
+static int rpc_heartbeat_delete(void *arg, const mc_disk_file_desc_t *d)
+{
+    rpc_heartbeat_fill_t *f = arg;
+    Mc__DiskFile *p = rpc_arena_alloc(f->arena, sizeof(*p));
+    char *key = rpc_arena_strdup(f->arena, d->key);
+    if (!p || !key || f->resp->n_deletions >= f->del_cap)
+        return -1;
+    Mc__DiskFile init = MC__DISK_FILE__INIT;
+    *p = init;
+    p->key = key;
+    p->version = d->version;
+    p->size = d->size;
+    f->resp->deletions[f->resp->n_deletions++] = p;
+    return 0;
+}
+
+static int rpc_offloader_info(const Mc__OffloadHeartbeatRequest *req, mc_offloader_info_t *info)
+{
+    memset(info, 0, sizeof(*info));
+    if (strlen(req->fs_type) >= sizeof(info->fs_type) ||
+        strlen(req->storage_id) >= sizeof(info->storage_id) ||
+        strlen(req->endpoint) >= sizeof(info->endpoint))
+        return MC_ERR_INVALID_PARAMS;
+    info->backend = req->backend;
+    strcpy(info->fs_type, req->fs_type);
+    strcpy(info->storage_id, req->storage_id);
+    strcpy(info->endpoint, req->endpoint);
+    info->offloading = req->offloading;
+    info->healthy = req->healthy;
+    info->capacity_bytes = req->capacity_bytes;
+    info->used_bytes = req->used_bytes;
+    return 0;
+}
+
+static int handle_offload_heartbeat(rpc_conn_t *c, uint16_t opcode, uint64_t id,
+                                    const uint8_t *body, size_t len)
+{
+    Mc__OffloadHeartbeatRequest *req = mc__offload_heartbeat_request__unpack(NULL, len, body);
+    if (!req)
+        return MC_ERR_DESERIALIZE_FAIL;
+    Mc__OffloadHeartbeatResponse resp = MC__OFFLOAD_HEARTBEAT_RESPONSE__INIT;
+    rpc_arena_t arena = {0};
+    char msg[512] = "";
+    mc_offloader_info_t info;
+    rpc_heartbeat_fill_t fill = {&arena, &resp, req->max_tasks, req->max_deletions};
+    if (fill.task_cap > RPC_MAX_HEARTBEAT_TASKS)
+        fill.task_cap = RPC_MAX_HEARTBEAT_TASKS;
+    if (fill.del_cap > RPC_MAX_HEARTBEAT_DELETIONS)
+        fill.del_cap = RPC_MAX_HEARTBEAT_DELETIONS;
+    resp.tasks = rpc_arena_alloc(&arena, (fill.task_cap + 1) * sizeof(*resp.tasks));
+    resp.deletions = rpc_arena_alloc(&arena, (fill.del_cap + 1) * sizeof(*resp.deletions));
+    if (!resp.tasks || !resp.deletions) {
+        resp.code = MC_ERR_INTERNAL_ERROR;
+    } else if (req->n_inflight > RPC_MAX_INFLIGHT || rpc_offloader_info(req, &info) != 0) {
+        resp.code = MC_ERR_INVALID_PARAMS;
+        snprintf(msg, sizeof(msg), "malformed offload heartbeat");
+    } else {
+        mc_offload_heartbeat_out_t out;
+        resp.code = mc_master_offload_heartbeat(
+            mc_rpc_conn_master(c), req->client_id, &info, req->leaving, req->inflight,
+            req->n_inflight, fill.task_cap, fill.del_cap, rpc_heartbeat_task, rpc_heartbeat_delete,
+            &fill, &out, msg, sizeof(msg));
+        resp.resync = out.resync;
+        resp.remaining = out.remaining;
+        resp.lease_ms = out.lease_ms;
+    }
+    resp.message = msg;
+    int rc = mc_rpc_conn_reply(c, opcode, id, &resp.base, resp.code == 0);
+    rpc_arena_free(&arena);
+    mc__offload_heartbeat_request__free_unpacked(req, NULL);
+    return rc;
+}
+
+/* Replies with per-item codes; `codes` of n items (may be NULL when code != 0). */
+static int rpc_reply_codes(rpc_conn_t *c, uint16_t opcode, uint64_t id, int code,
+                           const int *codes, size_t n)
+{
+    Mc__CodesResponse resp = MC__CODES_RESPONSE__INIT;
+    int32_t *v = NULL;
+    resp.code = code;
+    if (code == 0 && n > 0) {
+        v = malloc(n * sizeof(*v));
+        if (!v)
+            return MC_ERR_INTERNAL_ERROR;
+        for (size_t i = 0; i < n; i++)
+            v[i] = codes[i];
+        resp.codes = v;
+        resp.n_codes = n;
+    }
+    int ok = code == 0;
+    for (size_t i = 0; ok && i < n; i++)
+        ok = codes[i] == 0;
+    int rc = mc_rpc_conn_reply(c, opcode, id, &resp.base, ok);
+    free(v);
+    return rc;
+}
+
+static int handle_notify_offload(rpc_conn_t *c, uint16_t opcode, uint64_t id, const uint8_t *body,
+                                 size_t len)
+{
+    Mc__NotifyOffloadRequest *req = mc__notify_offload_request__unpack(NULL, len, body);
+    if (!req)
+        return MC_ERR_DESERIALIZE_FAIL;
+    size_t n = req->n_results;
+    mc_offload_result_t *r = calloc(n ? n : 1, sizeof(*r));
+    int *codes = calloc(n ? n : 1, sizeof(*codes));
+    int code = !r || !codes ? MC_ERR_INTERNAL_ERROR : n > MC_RPC_MAX_BATCH ? MC_ERR_INVALID_PARAMS : 0;
+    for (size_t i = 0; code == 0 && i < n; i++) {
+        const Mc__OffloadResult *p = req->results[i];
+        r[i] = (mc_offload_result_t){p->task_id, p->key, p->version, p->size, p->code};
+    }
+    if (code == 0)
+        code = mc_master_offload_notify(mc_rpc_conn_master(c), req->client_id, r, n, codes);
+    int rc = rpc_reply_codes(c, opcode, id, code, codes, n);
+    free(r);
+    free(codes);
+    mc__notify_offload_request__free_unpacked(req, NULL);
+    return rc;
+}
+
+static int handle_evict_disk(rpc_conn_t *c, uint16_t opcode, uint64_t id, const uint8_t *body,
+                             size_t len)
+{
+    Mc__EvictDiskRequest *req = mc__evict_disk_request__unpack(NULL, len, body);
+    if (!req)
+        return MC_ERR_DESERIALIZE_FAIL;
+    size_t n = req->n_files;
+    mc_disk_file_desc_t *f = calloc(n ? n : 1, sizeof(*f));
+    int *codes = calloc(n ? n : 1, sizeof(*codes));
+    int code = !f || !codes ? MC_ERR_INTERNAL_ERROR : n > MC_RPC_MAX_BATCH ? MC_ERR_INVALID_PARAMS : 0;
+    for (size_t i = 0; code == 0 && i < n; i++)
+        f[i] = (mc_disk_file_desc_t){req->files[i]->key, req->files[i]->version,
+                                     req->files[i]->size};
+    if (code == 0)
+        code = mc_master_evict_disk_replicas(mc_rpc_conn_master(c), req->client_id, f, n, codes);
+    int rc = rpc_reply_codes(c, opcode, id, code, codes, n);
+    free(f);
+    free(codes);
+    mc__evict_disk_request__free_unpacked(req, NULL);
     return rc;
 }
 
@@ -407,6 +591,9 @@ const mc_rpc_method_t mc_rpc_methods[MC_RPC_METHOD_COUNT] = {
     {MC_RPC_REMOVE, "Remove", handle_keys},
     {MC_RPC_REMOVE_ALL, "RemoveAll", handle_keys},
     {MC_RPC_REMOVE_BY_REGEX, "RemoveByRegex", handle_keys},
+    {MC_RPC_OFFLOAD_HEARTBEAT, "OffloadObjectHeartbeat", handle_offload_heartbeat},
+    {MC_RPC_NOTIFY_OFFLOAD_RESULT, "NotifyOffloadSuccess", handle_notify_offload},
+    {MC_RPC_EVICT_DISK_REPLICA, "BatchEvictDiskReplica", handle_evict_disk},
 };
 
 int mc_rpc_method_index(uint16_t opcode)

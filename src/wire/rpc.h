@@ -33,6 +33,13 @@ enum mc_rpc_opcode {
     MC_RPC_REMOVE = 130,           /* KeysRequest (keys, force) / KeysResponse */
     MC_RPC_REMOVE_ALL = 131,       /* KeysRequest (force) / KeysResponse (count) */
     MC_RPC_REMOVE_BY_REGEX = 132,  /* KeysRequest (regex, force) / KeysResponse (count) */
+    /* offload: client -> master */
+    MC_RPC_OFFLOAD_HEARTBEAT = 140,     /* OffloadHeartbeatRequest / OffloadHeartbeatResponse */
+    MC_RPC_NOTIFY_OFFLOAD_RESULT = 141, /* NotifyOffloadRequest / CodesResponse */
+    MC_RPC_EVICT_DISK_REPLICA = 142,    /* EvictDiskRequest / CodesResponse */
+    /* offload reads: client -> the client owning a local-disk replica (not the master) */
+    MC_RPC_OFFLOAD_FETCH = 150,   /* FetchRequest / FetchResponse */
+    MC_RPC_OFFLOAD_RELEASE = 151, /* ReleaseRequest / CodesResponse */
 };
 
 #define MC_RPC_REPLY 0x8000u

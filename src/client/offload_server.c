@@ -1,0 +1,515 @@
+/*
+ * offload_server.c — the owner side and the reader side of local-disk replica reads
+ * (offload_server.h).
+ *
+ * Staging allocator: a sorted array of leases over [0, staging_size), first fit, 4 KiB granules.
+ * Few reads are in flight at a time, so a linear scan is the simplest correct choice. Expired
+ * leases (a reader that died between FETCH and RELEASE) are reclaimed whenever space is sought.
+ */
+#include "offload_server.h"
+
+#include "frame.h"
+#include "log.h"
+#include "mooncake/errors.h"
+#include "net.h"
+#include "rpc.h"
+#include "store.pb-c.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define SERVER_BACKLOG 64
+#define SERVER_MAX_BODY (64u << 10)
+#define STAGING_GRANULE 4096
+#define STAGING_WAIT_MS 5000
+#define FETCH_TIMEOUT_MS 60000
+
+typedef struct staging_lease {
+    uint64_t id;
+    uint64_t off, len;
+    uint64_t expires_ms;
+} staging_lease_t;
+
+typedef struct server_conn {
+    struct server_conn *next;
+    struct mc_offload_server *server;
+    int fd;
+    pthread_t thread;
+    atomic_int done;
+} server_conn_t;
+
+struct mc_offload_server {
+    int listen_fd;
+    char endpoint[MC_ENDPOINT_MAX];
+    mc_transfer_engine_t *te;
+    mc_offload_backend_t *backend;
+    char *staging;
+    uint64_t staging_size;
+    uint64_t ttl_ms;
+
+    pthread_mutex_t lock; /* guards everything below */
+    pthread_cond_t freed;
+    staging_lease_t *leases; /* sorted by off */
+    size_t nleases, lease_cap;
+    uint64_t next_lease;
+    server_conn_t *conns;
+    int stopping;
+
+    pthread_t accept_thread;
+    atomic_uint_fast64_t served;
+};
+
+/* ---- staging ------------------------------------------------------------------------------ */
+
+static void staging_gc_locked(mc_offload_server_t *s, uint64_t now)
+{
+    size_t kept = 0;
+    for (size_t i = 0; i < s->nleases; i++) {
+        if (s->leases[i].expires_ms > now)
+            s->leases[kept++] = s->leases[i];
+        else
+            MC_WARN("offload server: staged read %" PRIu64 " not released in %" PRIu64
+                    " ms; reclaimed",
+                    s->leases[i].id, s->ttl_ms);
+    }
+    if (kept != s->nleases)
+        pthread_cond_broadcast(&s->freed);
+    s->nleases = kept;
+}
+
+/* First fit; 0 with *lease filled, or -1 when no gap is large enough now. */
+static int staging_try_alloc_locked(mc_offload_server_t *s, uint64_t len, uint64_t now,
+                                    staging_lease_t *lease)
+{
+    if (s->nleases == s->lease_cap) {
+        size_t cap = s->lease_cap ? s->lease_cap * 2 : 16;
+        staging_lease_t *v = realloc(s->leases, cap * sizeof(*v));
+        if (!v)
+            return -1;
+        s->leases = v;
+        s->lease_cap = cap;
+    }
+    uint64_t at = 0;
+    size_t i = 0;
+    for (; i <= s->nleases; i++) {
+        uint64_t end = i < s->nleases ? s->leases[i].off : s->staging_size;
+        if (end - at >= len)
+            break;
+        if (i < s->nleases)
+            at = s->leases[i].off + s->leases[i].len;
+    }
+    if (i > s->nleases)
+        return -1;
+    memmove(&s->leases[i + 1], &s->leases[i], (s->nleases - i) * sizeof(*s->leases));
+    s->leases[i] = (staging_lease_t){++s->next_lease, at, len, now + s->ttl_ms};
+    s->nleases++;
+    *lease = s->leases[i];
+    return 0;
+}
+
+static int staging_alloc(mc_offload_server_t *s, uint64_t size, staging_lease_t *lease)
+{
+    uint64_t len = (size + STAGING_GRANULE - 1) / STAGING_GRANULE * STAGING_GRANULE;
+    if (len > s->staging_size)
+        return MC_ERR_BUFFER_OVERFLOW;
+    uint64_t deadline = mc_now_ms() + STAGING_WAIT_MS;
+    pthread_mutex_lock(&s->lock);
+    int rc = 0;
+    for (;;) {
+        uint64_t now = mc_now_ms();
+        staging_gc_locked(s, now);
+        if (staging_try_alloc_locked(s, len, now, lease) == 0)
+            break;
+        if (now >= deadline || s->stopping) {
+            rc = MC_ERR_RPC_TIMEOUT;
+            break;
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 50 * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&s->freed, &s->lock, &ts);
+    }
+    pthread_mutex_unlock(&s->lock);
+    return rc;
+}
+
+static int staging_release(mc_offload_server_t *s, uint64_t id)
+{
+    int rc = MC_ERR_INVALID_PARAMS;
+    pthread_mutex_lock(&s->lock);
+    for (size_t i = 0; i < s->nleases; i++) {
+        if (s->leases[i].id == id) {
+            memmove(&s->leases[i], &s->leases[i + 1], (s->nleases - i - 1) * sizeof(*s->leases));
+            s->nleases--;
+            pthread_cond_broadcast(&s->freed);
+            rc = 0;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&s->lock);
+    return rc;
+}
+
+/* ---- requests ----------------------------------------------------------------------------- */
+
+static int send_reply(int fd, uint16_t opcode, uint64_t id, const ProtobufCMessage *msg)
+{
+    size_t len = protobuf_c_message_get_packed_size(msg);
+    uint8_t *buf = malloc(MC_FRAME_HEADER_SIZE + len);
+    if (!buf)
+        return MC_ERR_INTERNAL_ERROR;
+    mc_frame_encode((uint16_t)(opcode | MC_RPC_REPLY), id, (uint32_t)len, 0, buf);
+    protobuf_c_message_pack(msg, buf + MC_FRAME_HEADER_SIZE);
+    int rc = mc_net_send_all(fd, buf, MC_FRAME_HEADER_SIZE + len);
+    free(buf);
+    return rc;
+}
+
+static void handle_fetch(mc_offload_server_t *s, const Mc__FetchRequest *req,
+                         Mc__FetchResponse *resp)
+{
+    staging_lease_t lease;
+    resp->code = staging_alloc(s, req->size, &lease);
+    if (resp->code != 0)
+        return;
+    resp->code =
+        mc_offload_backend_read(s->backend, req->key, req->version, s->staging + lease.off, req->size);
+    if (resp->code != 0) {
+        MC_WARN("offload server: read of %.64s (version %016" PRIx64 ") failed: %s", req->key,
+                req->version, mc_error_name(resp->code));
+        staging_release(s, lease.id);
+        return;
+    }
+    resp->segment_name = (char *)mc_te_local_segment_name(s->te);
+    resp->address = (uint64_t)(uintptr_t)(s->staging + lease.off);
+    resp->lease_id = lease.id;
+    atomic_fetch_add(&s->served, 1);
+}
+
+/* One request; returns 0 to keep the connection, -1 to close it. */
+static int serve_one(mc_offload_server_t *s, int fd)
+{
+    uint8_t raw[MC_FRAME_HEADER_SIZE];
+    if (mc_net_recv_all(fd, raw, sizeof(raw)) != 0)
+        return -1;
+    mc_frame_header_t h;
+    if (mc_frame_decode(raw, SERVER_MAX_BODY, &h) != 0)
+        return -1;
+    uint8_t *body = malloc(h.body_len ? h.body_len : 1);
+    if (!body || mc_net_recv_all(fd, body, h.body_len) != 0) {
+        free(body);
+        return -1;
+    }
+    int rc = -1;
+    if (h.opcode == MC_RPC_OFFLOAD_FETCH) {
+        Mc__FetchRequest *req = mc__fetch_request__unpack(NULL, h.body_len, body);
+        if (req) {
+            Mc__FetchResponse resp = MC__FETCH_RESPONSE__INIT;
+            handle_fetch(s, req, &resp);
+            rc = send_reply(fd, h.opcode, h.request_id, &resp.base) == 0 ? 0 : -1;
+            if (rc != 0 && resp.code == 0)
+                staging_release(s, resp.lease_id);
+            mc__fetch_request__free_unpacked(req, NULL);
+        }
+    } else if (h.opcode == MC_RPC_OFFLOAD_RELEASE) {
+        Mc__ReleaseRequest *req = mc__release_request__unpack(NULL, h.body_len, body);
+        if (req) {
+            Mc__CodesResponse resp = MC__CODES_RESPONSE__INIT;
+            resp.code = staging_release(s, req->lease_id);
+            rc = send_reply(fd, h.opcode, h.request_id, &resp.base) == 0 ? 0 : -1;
+            mc__release_request__free_unpacked(req, NULL);
+        }
+    } else {
+        MC_WARN("offload server: unknown opcode %u; closing the connection", h.opcode);
+    }
+    free(body);
+    return rc;
+}
+
+static void *conn_main(void *arg)
+{
+    server_conn_t *c = arg;
+    while (serve_one(c->server, c->fd) == 0)
+        ;
+    atomic_store(&c->done, 1);
+    return NULL;
+}
+
+/* Joins and frees finished connection threads (lock held; they no longer take it). */
+static void reap_locked(mc_offload_server_t *s)
+{
+    for (server_conn_t **pp = &s->conns; *pp;) {
+        server_conn_t *c = *pp;
+        if (!atomic_load(&c->done)) {
+            pp = &c->next;
+            continue;
+        }
+        *pp = c->next;
+        shutdown(c->fd, SHUT_RDWR);
+        pthread_join(c->thread, NULL);
+        close(c->fd);
+        free(c);
+    }
+}
+
+static void *accept_main(void *arg)
+{
+    mc_offload_server_t *s = arg;
+    for (;;) {
+        int fd = accept(s->listen_fd, NULL, NULL);
+        pthread_mutex_lock(&s->lock);
+        int stopping = s->stopping;
+        pthread_mutex_unlock(&s->lock);
+        if (stopping) {
+            if (fd >= 0)
+                close(fd);
+            break;
+        }
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED || errno == EMFILE || errno == ENFILE) {
+                if (errno == EMFILE || errno == ENFILE)
+                    usleep(10000);
+                continue;
+            }
+            MC_ERROR("offload server %s: accept failed: %s", s->endpoint, strerror(errno));
+            break;
+        }
+        mc_net_tune_socket(fd);
+        server_conn_t *c = calloc(1, sizeof(*c));
+        if (!c) {
+            close(fd);
+            continue;
+        }
+        c->server = s;
+        c->fd = fd;
+        pthread_mutex_lock(&s->lock);
+        reap_locked(s);
+        if (pthread_create(&c->thread, NULL, conn_main, c) != 0) {
+            close(fd);
+            free(c);
+        } else {
+            c->next = s->conns;
+            s->conns = c;
+        }
+        pthread_mutex_unlock(&s->lock);
+    }
+    return NULL;
+}
+
+int mc_offload_server_start(const char *host, mc_transfer_engine_t *te,
+                            mc_offload_backend_t *backend, uint64_t staging_bytes,
+                            uint64_t staging_ttl_ms, mc_offload_server_t **out)
+{
+    *out = NULL;
+    mc_offload_server_t *s = calloc(1, sizeof(*s));
+    if (!s)
+        return MC_ERR_INTERNAL_ERROR;
+    s->te = te;
+    s->backend = backend;
+    s->ttl_ms = staging_ttl_ms;
+    s->staging_size = staging_bytes / STAGING_GRANULE * STAGING_GRANULE;
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_cond_init(&s->freed, NULL);
+    void *mem = NULL;
+    int rc = mc_te_alloc_segment_memory(te, s->staging_size, &mem);
+    if (rc != 0) {
+        MC_ERROR("offload server: cannot allocate %" PRIu64 " bytes of staging: %s",
+                 s->staging_size, mc_error_name(rc));
+        pthread_mutex_destroy(&s->lock);
+        pthread_cond_destroy(&s->freed);
+        free(s);
+        return rc;
+    }
+    s->staging = mem;
+    int port = 0;
+    s->listen_fd = mc_net_listen_tcp(host, 0, SERVER_BACKLOG, &port);
+    if (s->listen_fd < 0) {
+        rc = s->listen_fd;
+        mc_te_free_segment_memory(te, mem);
+        pthread_mutex_destroy(&s->lock);
+        pthread_cond_destroy(&s->freed);
+        free(s);
+        return rc;
+    }
+    char adv[MC_HOST_MAX];
+    mc_net_advertised_host(host, adv);
+    snprintf(s->endpoint, sizeof(s->endpoint), strchr(adv, ':') ? "[%s]:%d" : "%s:%d", adv, port);
+    if (pthread_create(&s->accept_thread, NULL, accept_main, s) != 0) {
+        close(s->listen_fd);
+        mc_te_free_segment_memory(te, mem);
+        pthread_mutex_destroy(&s->lock);
+        pthread_cond_destroy(&s->freed);
+        free(s);
+        return MC_ERR_INTERNAL_ERROR;
+    }
+    MC_INFO("offload server: serving local-disk reads at %s (%" PRIu64 " bytes of staging)",
+            s->endpoint, s->staging_size);
+    *out = s;
+    return 0;
+}
+
+const char *mc_offload_server_endpoint(const mc_offload_server_t *s)
+{
+    return s->endpoint;
+}
+
+uint64_t mc_offload_server_served(const mc_offload_server_t *s)
+{
+    return atomic_load(&s->served);
+}
+
+void mc_offload_server_stop(mc_offload_server_t *s)
+{
+    if (!s)
+        return;
+    pthread_mutex_lock(&s->lock);
+    s->stopping = 1;
+    pthread_cond_broadcast(&s->freed);
+    pthread_mutex_unlock(&s->lock);
+    shutdown(s->listen_fd, SHUT_RDWR);
+    pthread_join(s->accept_thread, NULL);
+    close(s->listen_fd);
+    /* Connection threads may wait on the lock (staging): join them without holding it. */
+    pthread_mutex_lock(&s->lock);
+    server_conn_t *conns = s->conns;
+    s->conns = NULL;
+    pthread_mutex_unlock(&s->lock);
+    while (conns) {
+        server_conn_t *c = conns;
+        conns = c->next;
+        shutdown(c->fd, SHUT_RDWR);
+        pthread_join(c->thread, NULL);
+        close(c->fd);
+        free(c);
+    }
+    mc_te_free_segment_memory(s->te, s->staging);
+    free(s->leases);
+    pthread_mutex_destroy(&s->lock);
+    pthread_cond_destroy(&s->freed);
+    free(s);
+}
+
+/* ---- reader side -------------------------------------------------------------------------- */
+
+typedef struct peer {
+    struct peer *next;
+    char endpoint[MC_ENDPOINT_MAX];
+    mc_rpc_client_t *rpc;
+} peer_t;
+
+struct mc_offload_peers {
+    pthread_mutex_t lock;
+    peer_t *head;
+};
+
+int mc_offload_peers_create(mc_offload_peers_t **out)
+{
+    mc_offload_peers_t *p = calloc(1, sizeof(*p));
+    if (!p)
+        return MC_ERR_INTERNAL_ERROR;
+    pthread_mutex_init(&p->lock, NULL);
+    *out = p;
+    return 0;
+}
+
+void mc_offload_peers_destroy(mc_offload_peers_t *p)
+{
+    if (!p)
+        return;
+    while (p->head) {
+        peer_t *n = p->head->next;
+        mc_rpc_client_destroy(p->head->rpc);
+        free(p->head);
+        p->head = n;
+    }
+    pthread_mutex_destroy(&p->lock);
+    free(p);
+}
+
+/* The cached RPC client of an owner (peers live until the cache is destroyed). */
+static mc_rpc_client_t *peer_rpc(mc_offload_peers_t *p, const char *endpoint)
+{
+    pthread_mutex_lock(&p->lock);
+    peer_t *e = p->head;
+    while (e && strcmp(e->endpoint, endpoint) != 0)
+        e = e->next;
+    if (!e && strlen(endpoint) < sizeof(e->endpoint)) {
+        e = calloc(1, sizeof(*e));
+        if (e && mc_rpc_client_create(endpoint, FETCH_TIMEOUT_MS, &e->rpc) == 0) {
+            snprintf(e->endpoint, sizeof(e->endpoint), "%s", endpoint);
+            e->next = p->head;
+            p->head = e;
+        } else {
+            free(e);
+            e = NULL;
+        }
+    }
+    pthread_mutex_unlock(&p->lock);
+    return e ? e->rpc : NULL;
+}
+
+static int call(mc_rpc_client_t *rpc, uint16_t opcode, const ProtobufCMessage *req,
+                const ProtobufCMessageDescriptor *desc, ProtobufCMessage **resp)
+{
+    size_t len = protobuf_c_message_get_packed_size(req);
+    uint8_t *body = malloc(len ? len : 1);
+    if (!body)
+        return MC_ERR_INTERNAL_ERROR;
+    protobuf_c_message_pack(req, body);
+    uint8_t *reply = NULL;
+    size_t reply_len = 0;
+    int rc = mc_rpc_call(rpc, opcode, body, len, &reply, &reply_len);
+    free(body);
+    if (rc != 0)
+        return rc;
+    *resp = protobuf_c_message_unpack(desc, NULL, reply_len, reply);
+    free(reply);
+    return *resp ? 0 : MC_ERR_DESERIALIZE_FAIL;
+}
+
+int mc_offload_fetch(mc_offload_peers_t *p, mc_transfer_engine_t *te, const char *endpoint,
+                     const char *key, uint64_t version, void *buf, uint64_t size)
+{
+    mc_rpc_client_t *rpc = peer_rpc(p, endpoint);
+    if (!rpc)
+        return MC_ERR_INVALID_PARAMS;
+    Mc__FetchRequest req = MC__FETCH_REQUEST__INIT;
+    req.key = (char *)key;
+    req.version = version;
+    req.size = size;
+    Mc__FetchResponse *resp = NULL;
+    int rc = call(rpc, MC_RPC_OFFLOAD_FETCH, &req.base, &mc__fetch_response__descriptor,
+                  (ProtobufCMessage **)&resp);
+    if (rc != 0)
+        return rc;
+    rc = resp->code;
+    uint64_t lease = resp->lease_id;
+    if (rc == 0) {
+        mc_segment_id_t seg;
+        rc = mc_te_open_segment(te, resp->segment_name, &seg);
+        if (rc == 0) {
+            mc_transfer_req_t t = {MC_TRANSFER_READ, buf, seg, resp->address, size};
+            rc = mc_te_transfer_sync(te, &t, 1);
+        }
+        Mc__ReleaseRequest rel = MC__RELEASE_REQUEST__INIT;
+        rel.lease_id = lease;
+        Mc__CodesResponse *rr = NULL;
+        if (call(rpc, MC_RPC_OFFLOAD_RELEASE, &rel.base, &mc__codes_response__descriptor,
+                 (ProtobufCMessage **)&rr) == 0)
+            mc__codes_response__free_unpacked(rr, NULL);
+    }
+    mc__fetch_response__free_unpacked(resp, NULL);
+    return rc;
+}

@@ -1,0 +1,906 @@
+/*
+ * offload.c — the master's side of offload (master_service.h, "offload"): which client writes
+ * which object to disk, the disk replicas that result, and the file deletions owed to clients.
+ *
+ * State (master_internal.h, all under the master's lock):
+ *  - an offloader record per client that registered with an offload heartbeat: its backend, two
+ *    task rings (queued, leased) and a queue of its local files to delete;
+ *  - per object, an mc_object_offload_t: its pending task (at most one) and its disk replicas;
+ *  - a cluster-wide queue of DFS files to delete (any distributed client may delete them).
+ *
+ * A task pins its object's memory (eviction skips it) until it ends: done (a disk replica is
+ * added), cancelled (the value was removed, replaced or its memory replica unmounted: a late
+ * result is refused as stale and the client deletes what it wrote), or failed after
+ * offload_max_attempts leases (counted and logged; the object stays memory-only). Nothing here
+ * blocks: a put short of memory learns from mc_master_offload_put_wait_ms how long retrying may
+ * help, and the client retries.
+ */
+#include "master_internal.h"
+
+#include "log.h"
+
+#include <assert.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A file is named "<16 hex digits of version>/<key>"; keys longer than this cannot be offloaded
+ * (the FS adapter's key limit is MC_MAX_KEY_LEN bytes). */
+#define OFFLOAD_KEY_MAX (MC_MAX_KEY_LEN - 17)
+/* Deletions waiting in one queue; beyond this the files are left behind (counted, logged). */
+#define OFFLOAD_MAX_PENDING_DELETES (1u << 20)
+
+/* ---- task rings ------------------------------------------------------------------------------ */
+
+static void ring_init(mc_offload_task_t *head)
+{
+    head->next = head->prev = head;
+}
+
+static void ring_push_back(mc_offload_task_t *head, mc_offload_task_t *t)
+{
+    t->next = head;
+    t->prev = head->prev;
+    head->prev->next = t;
+    head->prev = t;
+}
+
+static void ring_unlink(mc_offload_task_t *t)
+{
+    t->prev->next = t->next;
+    t->next->prev = t->prev;
+    t->next = t->prev = t;
+}
+
+/* ---- deletion queues ------------------------------------------------------------------------- */
+
+static void delq_push(mc_master_t *m, mc_delete_queue_t *q, const char *key, uint64_t version,
+                      uint64_t size)
+{
+    if (q->count >= OFFLOAD_MAX_PENDING_DELETES) {
+        m->deletes_dropped++;
+        MC_WARN("offload: %zu file deletions already pending; the file of %.64s (version %016" PRIx64
+                ") is left behind",
+                q->count, key, version);
+        return;
+    }
+    if (q->count == q->cap) {
+        size_t cap = q->cap ? q->cap * 2 : 64;
+        mc_disk_delete_t *v = malloc(cap * sizeof(*v));
+        if (!v) {
+            m->deletes_dropped++;
+            return;
+        }
+        for (size_t i = 0; i < q->count; i++)
+            v[i] = q->v[(q->head + i) % q->cap];
+        free(q->v);
+        q->v = v;
+        q->cap = cap;
+        q->head = 0;
+    }
+    char *k = strdup(key);
+    if (!k) {
+        m->deletes_dropped++;
+        return;
+    }
+    q->v[(q->head + q->count) % q->cap] = (mc_disk_delete_t){k, version, size};
+    q->count++;
+}
+
+/* Hands out up to `max` deletions to cb (which copies them); returns how many went. */
+static size_t delq_drain(mc_delete_queue_t *q, size_t max, mc_disk_file_cb cb, void *arg)
+{
+    size_t n = 0;
+    while (q->count > 0 && n < max) {
+        mc_disk_delete_t *d = &q->v[q->head];
+        mc_disk_file_desc_t f = {d->key, d->version, d->size};
+        if (cb && cb(arg, &f) != 0)
+            break;
+        free(d->key);
+        q->head = (q->head + 1) % q->cap;
+        q->count--;
+        n++;
+    }
+    return n;
+}
+
+static void delq_free(mc_delete_queue_t *q)
+{
+    for (size_t i = 0; i < q->count; i++)
+        free(q->v[(q->head + i) % q->cap].key);
+    free(q->v);
+    memset(q, 0, sizeof(*q));
+}
+
+/* ---- offloaders ------------------------------------------------------------------------------ */
+
+static mc_offloader_t *offloader_find(const mc_master_t *m, const char *client_id)
+{
+    for (size_t i = 0; i < m->n_offloaders; i++) {
+        if (strcmp(m->offloaders[i]->client_id, client_id) == 0)
+            return m->offloaders[i];
+    }
+    return NULL;
+}
+
+static mc_offloader_t *offloader_add(mc_master_t *m, const char *client_id)
+{
+    if (m->n_offloaders == m->offloaders_cap) {
+        size_t cap = m->offloaders_cap ? m->offloaders_cap * 2 : 8;
+        mc_offloader_t **v = realloc(m->offloaders, cap * sizeof(*v));
+        if (!v)
+            return NULL;
+        m->offloaders = v;
+        m->offloaders_cap = cap;
+    }
+    mc_offloader_t *o = calloc(1, sizeof(*o));
+    if (!o)
+        return NULL;
+    snprintf(o->client_id, sizeof(o->client_id), "%s", client_id);
+    ring_init(&o->queued);
+    ring_init(&o->leased);
+    m->offloaders[m->n_offloaders++] = o;
+    for (size_t k = 0; k < m->seg_cap; k++) {
+        if (m->segs[k] && strcmp(m->segs[k]->info.client_id, client_id) == 0)
+            m->segs[k]->offloader = o;
+    }
+    return o;
+}
+
+static int offloader_takes_tasks(const mc_offloader_t *o)
+{
+    return o && o->info.offloading && o->info.healthy;
+}
+
+/* ---- object offload state -------------------------------------------------------------------- */
+
+static mc_object_offload_t *offload_state(mc_object_t *o)
+{
+    if (!o->offload)
+        o->offload = calloc(1, sizeof(*o->offload));
+    return o->offload;
+}
+
+static void offload_state_trim(mc_object_t *o)
+{
+    if (o->offload && !o->offload->task && o->offload->ndisk == 0) {
+        free(o->offload);
+        o->offload = NULL;
+    }
+}
+
+static int disk_add(mc_object_t *o, uint8_t type, uint64_t version,
+                    mc_offloader_t *owner)
+{
+    mc_object_offload_t *st = offload_state(o);
+    if (!st)
+        return MC_ERR_INTERNAL_ERROR;
+    if (st->ndisk == MC_MAX_DISK_REPLICAS) {
+        offload_state_trim(o);
+        return MC_ERR_REPLICA_ALREADY_EXISTS;
+    }
+    st->disk[st->ndisk++] = (mc_disk_replica_t){
+        .version = version, .owner = type == MC_REPLICA_LOCAL_DISK ? owner : NULL, .type = type};
+    return 0;
+}
+
+/* Index of o's disk replica (version, owner) or -1; a DFS replica matches any owner. */
+static int disk_find(const mc_object_t *o, uint64_t version, const mc_offloader_t *owner)
+{
+    const mc_object_offload_t *st = o->offload;
+    for (unsigned i = 0; st && i < st->ndisk; i++) {
+        if (st->disk[i].version == version &&
+            (st->disk[i].type == MC_REPLICA_DFS || st->disk[i].owner == owner))
+            return (int)i;
+    }
+    return -1;
+}
+
+static void disk_remove_at(mc_object_t *o, unsigned i)
+{
+    mc_object_offload_t *st = o->offload;
+    st->disk[i] = st->disk[--st->ndisk];
+    offload_state_trim(o);
+}
+
+/* Queues the deletion of o's disk replica i (its file outlives the replica). */
+static void disk_queue_delete(mc_master_t *m, const mc_object_t *o, const mc_disk_replica_t *d)
+{
+    mc_delete_queue_t *q = d->type == MC_REPLICA_DFS ? &m->dfs_deletes : &d->owner->deletes;
+    delq_push(m, q, mc_object_key(o), d->version, o->size);
+}
+
+/* ---- tasks ----------------------------------------------------------------------------------- */
+
+static void task_unlink(mc_master_t *m, mc_offload_task_t *t)
+{
+    ring_unlink(t);
+    if (t->lease_until)
+        t->owner->n_leased--;
+    else
+        t->owner->n_queued--;
+    m->tasks_outstanding--;
+}
+
+/* Ends a task (done, cancelled or failed): the object is unpinned. */
+static void task_end(mc_master_t *m, mc_offload_task_t *t)
+{
+    task_unlink(m, t);
+    mc_object_t *o = t->obj;
+    o->offload->task = NULL;
+    offload_state_trim(o);
+    free(t);
+    m->evict_retry_at = 0; /* the object may be an eviction candidate now */
+}
+
+static void task_enqueue(mc_master_t *m, mc_offload_task_t *t, uint64_t now)
+{
+    t->lease_until = 0;
+    t->queued_ms = now;
+    ring_push_back(&t->owner->queued, t);
+    t->owner->n_queued++;
+    m->tasks_outstanding++;
+}
+
+/* A lease expired or a write failed: queue the task again, or fail it after its last attempt. */
+static void task_retry_or_fail(mc_master_t *m, mc_offload_task_t *t, uint64_t now,
+                               const char *why)
+{
+    task_unlink(m, t);
+    if (t->attempts >= m->cfg.offload_max_attempts) {
+        m->offload_failed++;
+        MC_WARN("offload of %.64s (%" PRIu64 " bytes) by client %s failed after %u attempts (%s); "
+                "the object stays in memory only",
+                mc_object_key(t->obj), t->obj->size, t->owner->client_id, t->attempts, why);
+        t->obj->offload->task = NULL;
+        offload_state_trim(t->obj);
+        free(t);
+        m->evict_retry_at = 0;
+        return;
+    }
+    m->offload_retried++;
+    MC_VLOG(1, "offload of %.64s by client %s: %s; queued again (attempt %u of %u)",
+            mc_object_key(t->obj), t->owner->client_id, why, t->attempts + 1,
+            m->cfg.offload_max_attempts);
+    task_enqueue(m, t, now);
+}
+
+/*
+ * Queues an offload of o's value to the offloading owner of one of its memory replicas. Returns 1
+ * when queued, 0 when no replica's owner takes tasks (or its queue is full, or the key is too
+ * long for a file name).
+ */
+static int task_create(mc_master_t *m, mc_object_t *o, uint64_t now)
+{
+    assert(o->complete && !mc_offload_pinned(o));
+    if (o->size == 0 || o->key_len > OFFLOAD_KEY_MAX)
+        return 0;
+    mc_offloader_t *owner = NULL;
+    mc_replica_ref_t src = {0};
+    for (unsigned i = 0; i < o->nrep && !owner; i++) {
+        mc_segment_t *s = mc_master_segment_locked(m, o->rep[i].seg);
+        if (s && offloader_takes_tasks(s->offloader)) {
+            owner = s->offloader;
+            src = o->rep[i];
+        }
+    }
+    if (!owner)
+        return 0;
+    if (owner->n_queued + owner->n_leased >= m->cfg.offloading_queue_limit) {
+        if (m->offload_skipped++ % 1000 == 0)
+            MC_WARN("offload: client %s already has %zu tasks (--offloading_queue_limit); %.64s "
+                    "is not queued (%" PRIu64 " skipped so far)",
+                    owner->client_id, owner->n_queued + owner->n_leased, mc_object_key(o),
+                    m->offload_skipped);
+        return 0;
+    }
+    mc_offload_task_t *t = calloc(1, sizeof(*t));
+    mc_object_offload_t *st = t ? offload_state(o) : NULL;
+    if (!st) {
+        free(t);
+        return 0;
+    }
+    t->obj = o;
+    t->owner = owner;
+    t->id = ++m->next_task_id;
+    t->version = ++m->next_version;
+    t->src = src;
+    st->task = t;
+    task_enqueue(m, t, now);
+    return 1;
+}
+
+/* ---- hooks from the rest of the master ------------------------------------------------------- */
+
+void mc_offload_value_committed_locked(mc_master_t *m, mc_object_t *o, uint64_t now)
+{
+    if (!m->cfg.enable_offload || m->cfg.offload_on_evict || mc_offload_pinned(o) ||
+        mc_offload_ndisk(o) > 0)
+        return;
+    task_create(m, o, now);
+}
+
+int mc_offload_on_evict_locked(mc_master_t *m, mc_object_t *o, uint64_t now)
+{
+    if (!m->cfg.enable_offload || !m->cfg.offload_on_evict)
+        return 0;
+    return task_create(m, o, now);
+}
+
+void mc_offload_discard_locked(mc_master_t *m, mc_object_t *o)
+{
+    mc_object_offload_t *st = o->offload;
+    if (!st)
+        return;
+    if (st->task) {
+        mc_offload_task_t *t = st->task;
+        task_unlink(m, t);
+        free(t);
+        st->task = NULL;
+    }
+    for (unsigned i = 0; i < st->ndisk; i++)
+        disk_queue_delete(m, o, &st->disk[i]);
+    free(st);
+    o->offload = NULL;
+}
+
+void mc_offload_source_lost_locked(mc_master_t *m, mc_object_t *o, uint32_t slot)
+{
+    if (mc_offload_pinned(o) && o->offload->task->src.seg == slot)
+        task_end(m, o->offload->task);
+}
+
+void mc_offload_object_moved_locked(mc_object_t *n)
+{
+    if (n->offload && n->offload->task)
+        n->offload->task->obj = n;
+}
+
+void mc_offload_segment_mounted_locked(mc_master_t *m, mc_segment_t *s)
+{
+    s->offloader = offloader_find(m, s->info.client_id);
+}
+
+/* Drops an offloader: its tasks end (objects unpinned), its local-disk replicas go. */
+static void offloader_remove(mc_master_t *m, mc_offloader_t *off)
+{
+    mc_offload_task_t *rings[2] = {&off->queued, &off->leased};
+    for (int r = 0; r < 2; r++) {
+        while (rings[r]->next != rings[r])
+            task_end(m, rings[r]->next);
+    }
+    /* Objects that lose their last replica are deleted: collect first, the index must not change
+     * while it is iterated. */
+    size_t cap = mc_index_count(&m->index), n = 0, cursor = 0;
+    mc_object_t **hit = malloc((cap + 1) * sizeof(*hit));
+    mc_object_t *o;
+    while (hit && (o = mc_index_next(&m->index, &cursor)) != NULL) {
+        for (unsigned i = 0; o->offload && i < o->offload->ndisk; i++) {
+            if (o->offload->disk[i].owner == off) {
+                hit[n++] = o;
+                break;
+            }
+        }
+    }
+    if (!hit)
+        MC_ERROR("offload: out of memory dropping the local-disk replicas of client %s",
+                 off->client_id);
+    size_t lost = 0;
+    for (size_t j = 0; j < n; j++) {
+        o = hit[j];
+        for (unsigned i = 0; o->offload && i < o->offload->ndisk;) {
+            if (o->offload->disk[i].owner == off)
+                disk_remove_at(o, i);
+            else
+                i++;
+        }
+        if (o->complete && o->nrep == 0 && mc_offload_ndisk(o) == 0) {
+            mc_master_value_lost_locked(m, o);
+            lost++;
+        }
+    }
+    free(hit);
+    for (size_t k = 0; k < m->seg_cap; k++) {
+        if (m->segs[k] && m->segs[k]->offloader == off)
+            m->segs[k]->offloader = NULL;
+    }
+    if (off->deletes.count)
+        MC_WARN("offload: client %s left with %zu file deletions undelivered", off->client_id,
+                off->deletes.count);
+    m->deletes_dropped += off->deletes.count;
+    delq_free(&off->deletes);
+    for (size_t i = 0; i < m->n_offloaders; i++) {
+        if (m->offloaders[i] == off) {
+            m->offloaders[i] = m->offloaders[--m->n_offloaders];
+            break;
+        }
+    }
+    MC_INFO("offload: client %s no longer offloads (%zu local-disk replicas dropped, %zu objects "
+            "lost)",
+            off->client_id, n, lost);
+    free(off);
+}
+
+void mc_offload_client_gone_locked(mc_master_t *m, const char *client_id)
+{
+    mc_offloader_t *off = offloader_find(m, client_id);
+    if (off)
+        offloader_remove(m, off);
+}
+
+void mc_offload_sweep_locked(mc_master_t *m, uint64_t now)
+{
+    for (size_t i = 0; i < m->n_offloaders; i++) {
+        mc_offloader_t *off = m->offloaders[i];
+        for (mc_offload_task_t *t = off->leased.next, *next; t != &off->leased; t = next) {
+            next = t->next;
+            if (t->lease_until <= now)
+                task_retry_or_fail(m, t, now, "lease expired");
+        }
+        /* Queued tasks of a client that does not take them (unhealthy, paused or silent) age
+         * out like leases, so their objects are not pinned for ever. */
+        int idle = !offloader_takes_tasks(off) ||
+                   now - off->last_heartbeat_ms > m->cfg.offload_task_timeout_ms;
+        if (!idle)
+            continue;
+        for (mc_offload_task_t *t = off->queued.next, *next; t != &off->queued; t = next) {
+            next = t->next;
+            if (now - t->queued_ms > m->cfg.offload_task_timeout_ms) {
+                t->attempts++;
+                task_retry_or_fail(m, t, now, "the client does not take tasks");
+            }
+        }
+    }
+}
+
+/* ---- heartbeat ------------------------------------------------------------------------------- */
+
+static const char *backend_name(int b)
+{
+    return b == MC_OFFLOAD_BACKEND_LOCAL         ? "local"
+           : b == MC_OFFLOAD_BACKEND_DISTRIBUTED ? "distributed"
+                                                 : "none";
+}
+
+static size_t dfs_replica_count(const mc_master_t *m, size_t *distributed_offloaders)
+{
+    *distributed_offloaders = 0;
+    for (size_t i = 0; i < m->n_offloaders; i++)
+        *distributed_offloaders +=
+            m->offloaders[i]->info.backend == MC_OFFLOAD_BACKEND_DISTRIBUTED;
+    size_t n = 0, cursor = 0;
+    const mc_object_t *o;
+    while ((o = mc_index_next(&m->index, &cursor)) != NULL) {
+        for (unsigned i = 0; o->offload && i < o->offload->ndisk; i++)
+            n += o->offload->disk[i].type == MC_REPLICA_DFS;
+    }
+    return n;
+}
+
+/* Checks a client's backend against the cluster's; 0 or MC_ERR_INVALID_PARAMS with msg. */
+static int backend_check(mc_master_t *m, const mc_offloader_info_t *in, const char *client_id,
+                         char *msg, size_t msglen)
+{
+    if (in->backend != MC_OFFLOAD_BACKEND_LOCAL && in->backend != MC_OFFLOAD_BACKEND_DISTRIBUTED) {
+        snprintf(msg, msglen, "unknown offload backend %d", in->backend);
+        return MC_ERR_INVALID_PARAMS;
+    }
+    if (m->cfg.offload_backend == MC_OFFLOAD_BACKEND_LOCAL &&
+        in->backend == MC_OFFLOAD_BACKEND_DISTRIBUTED) {
+        snprintf(msg, msglen,
+                 "the master declares --offload-backend local; this client uses the distributed "
+                 "backend");
+        return MC_ERR_INVALID_PARAMS;
+    }
+    if (in->backend == MC_OFFLOAD_BACKEND_LOCAL)
+        return 0;
+    const char *fs = m->cfg.offload_backend == MC_OFFLOAD_BACKEND_DISTRIBUTED
+                         ? m->cfg.distributed_fs_type
+                         : m->seen_fs_type;
+    if (fs[0] && strcmp(fs, in->fs_type) != 0) {
+        snprintf(msg, msglen,
+                 "the cluster's distributed fs type is %s; this client uses %s (set "
+                 "MOONCAKE_DISTRIBUTED_FS_TYPE=%s)",
+                 fs, in->fs_type, fs);
+        return MC_ERR_INVALID_PARAMS;
+    }
+    if (!in->storage_id[0]) {
+        snprintf(msg, msglen, "the distributed backend reported no storage id");
+        return MC_ERR_INVALID_PARAMS;
+    }
+    if (m->dfs_storage_id[0] && strcmp(m->dfs_storage_id, in->storage_id) != 0) {
+        size_t others;
+        size_t replicas = dfs_replica_count(m, &others);
+        const mc_offloader_t *self = offloader_find(m, client_id);
+        if (self && self->info.backend == MC_OFFLOAD_BACKEND_DISTRIBUTED)
+            others--;
+        if (replicas > 0 || others > 0) {
+            snprintf(msg, msglen,
+                     "this client's distributed root is different storage (cluster id %s) from "
+                     "the cluster's (cluster id %s): every client must mount the same storage",
+                     in->storage_id, m->dfs_storage_id);
+            return MC_ERR_INVALID_PARAMS;
+        }
+        MC_INFO("offload: no distributed replica or client is left; the cluster's storage is now "
+                "%s (was %s)",
+                in->storage_id, m->dfs_storage_id);
+    }
+    if (!m->dfs_storage_id[0] || strcmp(m->dfs_storage_id, in->storage_id) != 0)
+        snprintf(m->dfs_storage_id, sizeof(m->dfs_storage_id), "%s", in->storage_id);
+    if (!m->seen_fs_type[0])
+        snprintf(m->seen_fs_type, sizeof(m->seen_fs_type), "%s", in->fs_type);
+    return 0;
+}
+
+/* A newly registered offloader gets the objects already in its segments (eager offload). */
+static void queue_existing(mc_master_t *m, mc_offloader_t *off, uint64_t now)
+{
+    if (m->cfg.offload_on_evict || !offloader_takes_tasks(off))
+        return;
+    size_t cursor = 0, queued = 0;
+    mc_object_t *o;
+    while ((o = mc_index_next(&m->index, &cursor)) != NULL) {
+        if (!o->complete || mc_offload_pinned(o) || mc_offload_ndisk(o) > 0)
+            continue;
+        for (unsigned i = 0; i < o->nrep; i++) {
+            mc_segment_t *s = mc_master_segment_locked(m, o->rep[i].seg);
+            if (s && s->offloader == off) {
+                queued += (size_t)task_create(m, o, now);
+                break;
+            }
+        }
+    }
+    if (queued)
+        MC_INFO("offload: %zu objects already in the segments of client %s queued for offload",
+                queued, off->client_id);
+}
+
+int mc_master_offload_heartbeat(mc_master_t *m, const char *client_id,
+                                const mc_offloader_info_t *info, int leaving,
+                                const uint64_t *inflight, size_t n_inflight, size_t max_tasks,
+                                size_t max_deletions, mc_offload_task_cb on_task,
+                                mc_disk_file_cb on_delete, void *arg,
+                                mc_offload_heartbeat_out_t *out, char *msg, size_t msglen)
+{
+    if (!m || !client_id || !info || !out || (n_inflight && !inflight))
+        return MC_ERR_INVALID_PARAMS;
+    memset(out, 0, sizeof(*out));
+    if (msg && msglen)
+        msg[0] = '\0';
+    char scratch[8];
+    if (!msg) {
+        msg = scratch;
+        msglen = sizeof(scratch);
+    }
+    pthread_mutex_lock(&m->lock);
+    uint64_t now = mc_master_now_locked(m);
+    out->lease_ms = m->cfg.offload_task_timeout_ms;
+    int rc = 0;
+    mc_offloader_t *off = NULL;
+    if (!m->cfg.enable_offload) {
+        rc = MC_ERR_UNABLE_OFFLOAD;
+        snprintf(msg, msglen, "the master runs without --enable_offload");
+    } else if (!mc_master_client_locked(m, client_id)) {
+        rc = MC_ERR_CLIENT_NOT_FOUND;
+        snprintf(msg, msglen, "unknown client %s: mount or remount first", client_id);
+    } else if (leaving) {
+        off = offloader_find(m, client_id);
+        if (off)
+            offloader_remove(m, off);
+        off = NULL;
+    } else {
+        rc = backend_check(m, info, client_id, msg, msglen);
+    }
+    if (rc == 0 && !leaving) {
+        if (!m->seen_backend)
+            m->seen_backend = info->backend;
+        off = offloader_find(m, client_id);
+        if (!off && info->offloading) {
+            off = offloader_add(m, client_id);
+            if (!off)
+                rc = MC_ERR_INTERNAL_ERROR;
+            else {
+                out->resync = 1;
+                MC_INFO("offload: client %s offloads to its %s backend%s%s%s", client_id,
+                        backend_name(info->backend), info->endpoint[0] ? " (reads at " : "",
+                        info->endpoint, info->endpoint[0] ? ")" : "");
+            }
+        }
+    }
+    if (rc == 0 && off) {
+        int was_taking = offloader_takes_tasks(off) || out->resync;
+        if (off->info.healthy && !info->healthy && !out->resync)
+            MC_WARN("offload: client %s reports its backend unhealthy; it takes no tasks",
+                    client_id);
+        else if (!off->info.healthy && info->healthy && !out->resync)
+            MC_INFO("offload: client %s reports its backend healthy again", client_id);
+        off->info = *info;
+        off->last_heartbeat_ms = now;
+        if (out->resync || (!was_taking && offloader_takes_tasks(off)))
+            queue_existing(m, off, now);
+        for (size_t i = 0; i < n_inflight; i++) {
+            for (mc_offload_task_t *t = off->leased.next; t != &off->leased; t = t->next) {
+                if (t->id == inflight[i]) {
+                    t->lease_until = now + m->cfg.offload_task_timeout_ms;
+                    break;
+                }
+            }
+        }
+        for (size_t i = 0; offloader_takes_tasks(off) && i < max_tasks &&
+                           off->queued.next != &off->queued;
+             i++) {
+            mc_offload_task_t *t = off->queued.next;
+            mc_offload_task_desc_t d = {
+                .task_id = t->id,
+                .key = mc_object_key(t->obj),
+                .size = t->obj->size,
+                .address = mc_alloc_extent_addr(mc_master_segment_locked(m, t->src.seg)->alloc,
+                                                t->src.handle),
+                .version = t->version,
+            };
+            if (on_task && on_task(arg, &d) != 0)
+                break;
+            ring_unlink(t);
+            off->n_queued--;
+            t->lease_until = now + m->cfg.offload_task_timeout_ms;
+            t->attempts++;
+            ring_push_back(&off->leased, t);
+            off->n_leased++;
+        }
+        if (info->offloading) {
+            size_t sent = delq_drain(&off->deletes, max_deletions, on_delete, arg);
+            if (info->backend == MC_OFFLOAD_BACKEND_DISTRIBUTED && info->healthy)
+                delq_drain(&m->dfs_deletes, max_deletions - sent, on_delete, arg);
+        }
+        out->remaining = off->n_queued + off->n_leased;
+    }
+    pthread_mutex_unlock(&m->lock);
+    return rc;
+}
+
+/* ---- results, recovery, disk eviction -------------------------------------------------------- */
+
+/* A rescanned file (task id 0): registered when its key is unknown. */
+static int notify_recovered(mc_master_t *m, mc_offloader_t *off, const mc_offload_result_t *r,
+                            size_t len, uint64_t now)
+{
+    uint8_t type = off->info.backend == MC_OFFLOAD_BACKEND_DISTRIBUTED ? MC_REPLICA_DFS
+                                                                         : MC_REPLICA_LOCAL_DISK;
+    mc_object_t *o = mc_index_find(&m->index, r->key, len);
+    if (o) {
+        if (o->complete && o->size == r->size && disk_find(o, r->version, off) >= 0)
+            return 0;
+        return MC_ERR_OBJECT_ALREADY_EXISTS;
+    }
+    if (r->size > MC_MAX_VALUE_SIZE)
+        return MC_ERR_INVALID_PARAMS;
+    o = mc_object_new(r->key, len, 1);
+    if (!o || mc_index_insert(&m->index, o) != 0) {
+        mc_object_free(o);
+        return MC_ERR_INTERNAL_ERROR;
+    }
+    o->size = r->size;
+    o->complete = 1;
+    o->complete_ms = now;
+    m->complete_count++;
+    int rc = disk_add(o, type, r->version, off);
+    if (rc != 0) {
+        o->complete = 0;
+        m->complete_count--;
+        mc_index_remove(&m->index, o);
+        mc_object_free(o);
+        return rc;
+    }
+    if (r->version > m->next_version)
+        m->next_version = r->version; /* keep new versions above every file seen */
+    return 0;
+}
+
+static int notify_one(mc_master_t *m, mc_offloader_t *off, const mc_offload_result_t *r,
+                      uint64_t now)
+{
+    size_t len = r->key ? strnlen(r->key, MC_MAX_KEY_LEN + 1) : 0;
+    if (len == 0 || len > MC_MAX_KEY_LEN)
+        return MC_ERR_INVALID_KEY;
+    if (r->task_id == 0)
+        return r->code == 0 ? notify_recovered(m, off, r, len, now) : 0;
+    mc_object_t *o = mc_index_find(&m->index, r->key, len);
+    mc_offload_task_t *t = o && o->offload ? o->offload->task : NULL;
+    if (!t || t->id != r->task_id || t->owner != off || !t->lease_until)
+        return MC_ERR_TASK_NOT_FOUND;
+    if (r->code != 0) {
+        char why[64];
+        snprintf(why, sizeof(why), "the client reported %s", mc_error_name(r->code));
+        task_retry_or_fail(m, t, now, why);
+        return 0;
+    }
+    if (r->version != t->version || r->size != o->size) {
+        task_retry_or_fail(m, t, now, "the client reported another version or size");
+        return MC_ERR_TASK_NOT_FOUND;
+    }
+    uint8_t type = off->info.backend == MC_OFFLOAD_BACKEND_DISTRIBUTED ? MC_REPLICA_DFS
+                                                                         : MC_REPLICA_LOCAL_DISK;
+    int rc = disk_add(o, type, r->version, off);
+    task_end(m, t);
+    if (rc != 0)
+        return rc == MC_ERR_REPLICA_ALREADY_EXISTS ? MC_ERR_TASK_NOT_FOUND : rc;
+    m->offload_done++;
+    m->offload_bytes += o->size;
+    return 0;
+}
+
+int mc_master_offload_notify(mc_master_t *m, const char *client_id,
+                             const mc_offload_result_t *results, size_t n, int *codes)
+{
+    if (!m || !client_id || (n && (!results || !codes)))
+        return MC_ERR_INVALID_PARAMS;
+    pthread_mutex_lock(&m->lock);
+    uint64_t now = mc_master_now_locked(m);
+    mc_offloader_t *off = offloader_find(m, client_id);
+    int rc = off ? 0 : MC_ERR_CLIENT_NOT_FOUND;
+    for (size_t i = 0; off && i < n; i++)
+        codes[i] = notify_one(m, off, &results[i], now);
+    pthread_mutex_unlock(&m->lock);
+    return rc;
+}
+
+int mc_master_evict_disk_replicas(mc_master_t *m, const char *client_id,
+                                  const mc_disk_file_desc_t *files, size_t n, int *codes)
+{
+    if (!m || !client_id || (n && (!files || !codes)))
+        return MC_ERR_INVALID_PARAMS;
+    pthread_mutex_lock(&m->lock);
+    mc_offloader_t *off = offloader_find(m, client_id);
+    int rc = off ? 0 : MC_ERR_CLIENT_NOT_FOUND;
+    for (size_t i = 0; off && i < n; i++) {
+        size_t len = files[i].key ? strnlen(files[i].key, MC_MAX_KEY_LEN + 1) : 0;
+        mc_object_t *o = len && len <= MC_MAX_KEY_LEN ? mc_index_find(&m->index, files[i].key, len)
+                                                      : NULL;
+        int at = o ? disk_find(o, files[i].version, off) : -1;
+        codes[i] = at < 0 ? MC_ERR_REPLICA_NOT_FOUND : 0;
+        if (at < 0)
+            continue;
+        disk_remove_at(o, (unsigned)at);
+        m->disk_evicted++;
+        if (o->complete && o->nrep == 0 && mc_offload_ndisk(o) == 0)
+            mc_master_value_lost_locked(m, o);
+    }
+    pthread_mutex_unlock(&m->lock);
+    return rc;
+}
+
+uint64_t mc_master_offload_put_wait_ms(mc_master_t *m, uint64_t size)
+{
+    pthread_mutex_lock(&m->lock);
+    uint64_t aligned = (size + MC_ALLOC_ALIGN - 1) & ~(uint64_t)(MC_ALLOC_ALIGN - 1);
+    uint64_t ms = m->cfg.enable_offload && m->tasks_outstanding > 0 &&
+                          aligned <= m->largest_capacity
+                      ? m->cfg.offload_put_wait_ms
+                      : 0;
+    pthread_mutex_unlock(&m->lock);
+    return ms;
+}
+
+uint64_t mc_master_offload_ping(mc_master_t *m, const char *client_id, uint64_t fallback_reads)
+{
+    if (!m || !client_id)
+        return 0;
+    pthread_mutex_lock(&m->lock);
+    mc_client_t *c = mc_master_client_locked(m, client_id);
+    if (c) {
+        m->fallback_reads += fallback_reads >= c->fallback_reads
+                                 ? fallback_reads - c->fallback_reads
+                                 : fallback_reads;
+        c->fallback_reads = fallback_reads;
+    }
+    mc_offloader_t *off = offloader_find(m, client_id);
+    uint64_t queued = off && offloader_takes_tasks(off) ? off->n_queued : 0;
+    pthread_mutex_unlock(&m->lock);
+    return queued;
+}
+
+/* ---- descriptors, stats, lifetime ------------------------------------------------------------ */
+
+size_t mc_offload_fill_descs_locked(const mc_master_t *m, const mc_object_t *o,
+                                    mc_replica_desc_t *out, size_t capacity, size_t n)
+{
+    const mc_object_offload_t *st = o->offload;
+    for (unsigned i = 0; st && i < st->ndisk; i++, n++) {
+        if (n >= capacity)
+            continue;
+        const mc_disk_replica_t *d = &st->disk[i];
+        mc_replica_desc_t *r = &out[n];
+        memset(r, 0, sizeof(*r));
+        r->type = (mc_replica_type_t)d->type;
+        r->status = MC_REPLICA_COMPLETE;
+        if (d->owner)
+            snprintf(r->segment_name, sizeof(r->segment_name), "%s", d->owner->info.endpoint);
+        r->address = d->version;
+        r->size = o->size;
+        snprintf(r->file_path, sizeof(r->file_path), "%016" PRIx64 "/%s", d->version,
+                 mc_object_key(o));
+    }
+    return n;
+}
+
+void mc_offload_stats_locked(mc_master_t *m, mc_master_stats_t *out)
+{
+    out->offload_enabled = (uint64_t)m->cfg.enable_offload;
+    for (size_t i = 0; i < m->n_offloaders; i++) {
+        const mc_offloader_t *off = m->offloaders[i];
+        out->offloaders += off->info.offloading;
+        out->offloaders_unhealthy += off->info.offloading && !off->info.healthy;
+        out->offload_queued += off->n_queued;
+        out->offload_leased += off->n_leased;
+        out->disk_used_bytes += off->info.used_bytes;
+        out->disk_capacity_bytes += off->info.capacity_bytes;
+        out->pending_deletions += off->deletes.count;
+    }
+    out->pending_deletions += m->dfs_deletes.count;
+    out->offload_done = m->offload_done;
+    out->offload_failed = m->offload_failed;
+    out->offload_retried = m->offload_retried;
+    out->offload_skipped = m->offload_skipped;
+    out->offload_bytes = m->offload_bytes;
+    out->disk_evicted = m->disk_evicted;
+    out->fallback_reads = m->fallback_reads;
+    out->offload_backend = m->cfg.offload_backend ? m->cfg.offload_backend : m->seen_backend;
+    snprintf(out->offload_fs_type, sizeof(out->offload_fs_type), "%s",
+             m->cfg.offload_backend == MC_OFFLOAD_BACKEND_DISTRIBUTED ? m->cfg.distributed_fs_type
+                                                                      : m->seen_fs_type);
+}
+
+void mc_offload_init(mc_master_t *m)
+{
+    /* Versions must stay unique across master restarts (files outlive the master): start from
+     * the wall clock in nanoseconds. */
+    m->next_version = m->view_version;
+}
+
+void mc_offload_fini(mc_master_t *m)
+{
+    for (size_t i = 0; i < m->n_offloaders; i++) {
+        mc_offloader_t *off = m->offloaders[i];
+        mc_offload_task_t *rings[2] = {&off->queued, &off->leased};
+        for (int r = 0; r < 2; r++) {
+            while (rings[r]->next != rings[r]) {
+                mc_offload_task_t *t = rings[r]->next;
+                ring_unlink(t);
+                t->obj->offload->task = NULL;
+                free(t);
+            }
+        }
+        delq_free(&off->deletes);
+        free(off);
+    }
+    free(m->offloaders);
+    m->offloaders = NULL;
+    m->n_offloaders = 0;
+    delq_free(&m->dfs_deletes);
+}
+
+#ifndef NDEBUG
+int mc_offload_object_ok_locked(const mc_master_t *m, const mc_object_t *o)
+{
+    const mc_object_offload_t *st = o->offload;
+    if (!st)
+        return 1;
+    if (!o->complete || (!st->task && st->ndisk == 0) || st->ndisk > MC_MAX_DISK_REPLICAS)
+        return 0;
+    for (unsigned i = 0; i < st->ndisk; i++) {
+        if ((st->disk[i].type == MC_REPLICA_LOCAL_DISK) != (st->disk[i].owner != NULL))
+            return 0;
+    }
+    const mc_offload_task_t *t = st->task;
+    if (!t)
+        return 1;
+    if (t->obj != o || !t->owner)
+        return 0;
+    for (unsigned i = 0; i < o->nrep; i++) {
+        if (o->rep[i].seg == t->src.seg && o->rep[i].handle == t->src.handle)
+            return mc_master_segment_locked(m, t->src.seg) != NULL;
+    }
+    return 0;
+}
+#endif

@@ -1,0 +1,490 @@
+#!/usr/bin/env python3
+"""test_daos_adapter_bench.py — scripts/daos_adapter_bench.sh and daos_adapter_bench end to end.
+
+Registered in ctest (tests/integration/storage.cmake) with MC_BUILD_DIR and MC_SOURCE_DIR set.
+What it proves:
+  * DRYRUN=1 output for one local host and for several hosts (pre-flight checks per host, the
+    generated MPICH and Open MPI command lines, RSH_USER, environment forwarding);
+  * every validation error of the script, each with its message and exit status 2;
+  * the sudo -E re-execution when the user cannot write DFS_PATH (as nobody, via setpriv);
+  * real NPROCS=2 runs on localhost with fs type posix and, when built with -DUSE_DAOS=ON
+    -DDAOS_TEST_DOUBLE=ON, fs type daos on the libdfs test double, the SUMMARY JSON checked
+    field by field;
+  * a WR_ONLY=1 run then an RD_ONLY=1 run (files kept, then read, verified and removed), a
+    read-only run refused when the data set is missing or does not match, and a corrupted
+    object reported as a failed operation.
+Standard library only; runs under /usr/bin/python3.
+"""
+import json
+import os
+import re
+import shutil
+import socket
+import stat
+import subprocess
+import sys
+import tempfile
+import unittest
+
+BUILD = os.environ.get("MC_BUILD_DIR", os.path.join(os.path.dirname(__file__), "../../build"))
+SOURCE = os.environ.get("MC_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "../.."))
+SCRIPT = os.path.join(SOURCE, "scripts", "daos_adapter_bench.sh")
+BIN = os.path.join(BUILD, "tools", "daos_adapter_bench")
+MKCONT = os.path.join(BUILD, "dfs_double", "dfs_double_mkcont")
+MIB = 1024 * 1024
+
+# Variables of the caller's environment that would change the script's behaviour.
+SCRIPT_VARS = ["NPROCS", "SUMMARY", "HOSTS", "DFS_PATH", "DIR", "NR", "SIZE", "XFER",
+               "READ_XFER", "CHUNK", "THREADS", "READ_ROUNDS", "WR_ONLY", "RD_ONLY", "CLEANUP",
+               "RSH_USER", "DAOS_AGENT_DRPC_DIR", "MPIRUN", "EXTRA_ARGS", "DRYRUN",
+               "DFS_DOUBLE_FAULT"]
+
+
+def build_info(binary=BIN):
+    out = subprocess.run([binary, "--build_info"], check=True, capture_output=True, text=True)
+    return dict(line.split("=", 1) for line in out.stdout.splitlines() if "=" in line)
+
+
+INFO = build_info()
+HAVE_DOUBLE = INFO.get("daos_library") == "test-double" and os.access(MKCONT, os.X_OK)
+# On a DAOS host (built with -DUSE_DAOS=ON, real libdfs): MC_TEST_DFS_PATH=<dfuse path> runs the
+# daos cases on the real container.
+REAL_DFS_PATH = os.environ.get("MC_TEST_DFS_PATH") if INFO.get("daos_library") == "libdfs" else None
+HAVE_DAOS = HAVE_DOUBLE or bool(REAL_DFS_PATH)
+
+
+class ScriptTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="mc_dab_test.")
+        self.data = os.path.join(self.tmp, "data")
+        os.mkdir(self.data)
+        self.summary = os.path.join(self.tmp, "summary.json")
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def run_script(self, env, expect_rc=0, timeout=300):
+        full = {k: v for k, v in os.environ.items() if k not in SCRIPT_VARS}
+        full["DAOS_ADAPTER_BENCH_BIN"] = BIN
+        # MPI_Init loads hwloc's pci plugin, whose libpciaccess leaks ~1 KiB that LeakSanitizer
+        # reports from an unloaded module (also in a bare MPI_Init/MPI_Finalize program). The
+        # benchmark needs no PCI topology, so the ASan build keeps leak checking this way.
+        full.setdefault("HWLOC_COMPONENTS", "-pci")
+        full.update(env)
+        p = subprocess.run(["bash", SCRIPT], env=full, capture_output=True, text=True,
+                           timeout=timeout)
+        if expect_rc is not None and p.returncode != expect_rc:
+            self.fail(f"rc {p.returncode} != {expect_rc}\nstdout:\n{p.stdout}\nstderr:\n{p.stderr}")
+        return p
+
+    def base_env(self, **kw):
+        env = {"NPROCS": "2", "SUMMARY": self.summary, "DFS_PATH": self.data}
+        env.update({k: str(v) for k, v in kw.items()})
+        return env
+
+    def fake_binary(self, family="openmpi", fs_types="posix,daos", library="libdfs"):
+        """A stand-in binary: --build_info as given, --help from the real one."""
+        path = os.path.join(self.tmp, "fake_bench")
+        with open(path, "w") as f:
+            f.write("#!/bin/bash\n"
+                    "case \"$1\" in\n"
+                    "  --build_info) printf '%s\\n' mpi_family=" + family +
+                    " mpi_launcher=/usr/bin/mpirun." + family + " fs_types=" + fs_types +
+                    " default_fs_type=" + fs_types.split(",")[-1] +
+                    " daos_library=" + library + " ;;\n"
+                    "  --help) exec " + BIN + " --help ;;\n"
+                    "  *) exit 0 ;;\n"
+                    "esac\n")
+        os.chmod(path, 0o755)
+        return path
+
+
+class DryRunTest(ScriptTest):
+    def test_single_host_prints_the_command_and_runs_nothing(self):
+        p = self.run_script(self.base_env(DRYRUN=1, NR=4, SIZE="1m"))
+        self.assertIn("DRYRUN=1", p.stdout)
+        self.assertIn("preflight: none needed", p.stdout)
+        cmd = [l for l in p.stdout.splitlines() if l.startswith("command: ")]
+        self.assertEqual(len(cmd), 1)
+        c = cmd[0]
+        self.assertIn(" -np 2 ", c)
+        self.assertIn(BIN, c)
+        for arg in ("--dfs_path=" + self.data, "--dir=adapterbench", "--nr=4", "--size=1m",
+                    "--xfer=0", "--read_xfer=8m", "--chunk=8m", "--threads=8",
+                    "--read_rounds=1", "--wr_only=0", "--rd_only=0", "--cleanup=1",
+                    "--summary=" + self.summary, "--hosts=localhost", "--nprocs_per_host=2",
+                    "--expect_ranks=2"):
+            self.assertIn(arg, c)
+        if INFO["mpi_family"] == "mpich":
+            self.assertIn("mpirun.mpich", c)
+            self.assertIn("-genvall", c)
+        self.assertFalse(os.path.exists(self.summary))
+        self.assertEqual(os.listdir(self.data), [])
+
+    def test_defaults_follow_the_guide(self):
+        p = self.run_script(self.base_env(DRYRUN=1, WR_ONLY=1))
+        c = p.stdout
+        for arg in ("--nr=512", "--size=16m", "--threads=8", "--cleanup=0", "--wr_only=1"):
+            self.assertIn(arg, c)
+        self.assertIn("16.00 GiB per write pass", p.stderr)
+
+    def test_extra_args_pass_verbatim(self):
+        p = self.run_script(self.base_env(DRYRUN=1, EXTRA_ARGS="--fs-type=posix --align=0 --iovcnt=4"))
+        self.assertRegex(p.stdout, r"--expect_ranks=2 --fs-type=posix --align=0 --iovcnt=4")
+        self.assertIn("fs type posix", p.stderr)
+
+    def test_multi_host_lists_preflight_checks_for_every_host(self):
+        p = self.run_script(self.base_env(DRYRUN=1, HOSTS="client01,client02", NPROCS=4,
+                                          RSH_USER="bob"))
+        out = p.stdout
+        for h in ("client01", "client02"):
+            self.assertRegex(out, rf"preflight: ssh access to {h}: ssh .*-l bob {h} true")
+            self.assertRegex(out, rf"preflight: benchmark binary on {h}: .* {h} test -x ")
+            self.assertRegex(out, rf"preflight: same MPI build on {h}: .*--build_info")
+            self.assertRegex(out, rf"preflight: DFS_PATH on {h}: .* {h} test -d ")
+            self.assertRegex(out, rf"preflight: passwordless sudo on {h}: .* sudo -n true")
+        self.assertRegex(out, r"preflight: SUMMARY directory on client01: .* client01 test -d ")
+        self.assertRegex(out, r"preflight: MPI launch on every host: .*--mpi_check --expect_ranks=2")
+        cmd = [l for l in out.splitlines() if l.startswith("command: ")][0]
+        self.assertIn("--expect_ranks=8", cmd)
+        if INFO["mpi_family"] == "mpich":
+            self.assertRegex(cmd, r"-np 8 -genvall -hosts client01\\?,client02 -ppn 4 -launcher ssh")
+            self.assertIn("HYDRA_LAUNCHER_EXTRA_ARGS=-l\\ bob", cmd)
+        # Nothing remote ran: no ssh was attempted, nothing written.
+        self.assertFalse(os.path.exists(self.summary))
+
+    def test_multi_host_as_root_uses_root_and_skips_the_sudo_check(self):
+        if os.getuid() != 0:
+            self.skipTest("needs root")
+        p = self.run_script(self.base_env(DRYRUN=1, HOSTS="client01,client02"))
+        self.assertNotIn("-l root", p.stdout)
+        self.assertNotIn("passwordless sudo", p.stdout)
+
+    def test_open_mpi_command_has_root_and_oversubscribe_flags(self):
+        if not shutil.which("mpirun.openmpi"):
+            self.skipTest("Open MPI not installed")
+        fake = self.fake_binary("openmpi", "posix", "none")
+        p = self.run_script(self.base_env(DRYRUN=1, DAOS_ADAPTER_BENCH_BIN=fake,
+                                          HOSTS="client01,client02", NPROCS=3,
+                                          UCX_TLS="tcp", D_LOG_MASK="ERR"))
+        cmd = [l for l in p.stdout.splitlines() if l.startswith("command: ")][0]
+        self.assertIn("mpirun.openmpi", cmd)
+        self.assertIn("-np 6 --oversubscribe", cmd)
+        if os.getuid() == 0:
+            self.assertIn("--allow-run-as-root", cmd)
+        self.assertRegex(cmd, r"--host client01:3\\?,client02:3 --map-by ppr:3:node")
+        self.assertIn("-x UCX_TLS", cmd)
+        self.assertIn("-x D_LOG_MASK", cmd)
+        self.assertRegex(p.stdout, r"MPI launch on every host: .*mpirun.openmpi -np 2 --oversubscribe")
+
+    def test_daos_agent_directory_is_discovered(self):
+        fake = self.fake_binary("mpich", "posix,daos", "libdfs")
+        agent = tempfile.mkdtemp(prefix="boostx-agent-", dir="/tmp")
+        try:
+            s = socket.socket(socket.AF_UNIX)
+            s.bind(os.path.join(agent, "daos_agent.sock"))
+            p = self.run_script(self.base_env(DRYRUN=1, DAOS_ADAPTER_BENCH_BIN=fake))
+            self.assertIn("DAOS_AGENT_DRPC_DIR=" + agent, p.stderr)
+            s.close()
+        finally:
+            shutil.rmtree(agent, ignore_errors=True)
+
+
+class SudoTest(ScriptTest):
+    NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+
+    def run_as_nobody(self, env):
+        full = {k: v for k, v in os.environ.items() if k not in SCRIPT_VARS}
+        full.update({"DAOS_ADAPTER_BENCH_BIN": BIN, "HWLOC_COMPONENTS": "-pci"})
+        full.update(env)
+        return subprocess.run(self.NOBODY + ["bash", SCRIPT], env=full, capture_output=True,
+                              text=True, timeout=120)
+
+    def test_reexecutes_with_sudo_when_dfs_path_is_not_writable(self):
+        if os.getuid() != 0 or not shutil.which("setpriv"):
+            self.skipTest("needs root and setpriv")
+        if subprocess.run(self.NOBODY + ["test", "-x", BIN]).returncode != 0:
+            self.skipTest("the build tree is not readable by nobody")
+        os.chmod(self.tmp, 0o755)
+        os.chmod(self.data, 0o755)  # root's, not writable by nobody
+        env = self.base_env(EXTRA_ARGS="--fs-type=posix")
+        p = self.run_as_nobody(dict(env, DRYRUN="1"))
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("DRYRUN: would re-execute with sudo -E (DFS_PATH=" + self.data +
+                      " is not writable by nobody)", p.stderr)
+        if subprocess.run(self.NOBODY + ["sudo", "-n", "true"], capture_output=True).returncode == 0:
+            self.skipTest("nobody has passwordless sudo here")
+        p = self.run_as_nobody(env)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("passwordless sudo is not available: run as root or configure sudo",
+                      p.stderr)
+
+
+class ValidationTest(ScriptTest):
+    def assert_refused(self, env, message, drop=()):
+        full = self.base_env(DRYRUN=1)
+        full.update({k: str(v) for k, v in env.items()})
+        for k in drop:
+            full.pop(k, None)
+        p = self.run_script(full, expect_rc=2)
+        self.assertIn(message, p.stderr)
+        self.assertNotIn("command:", p.stdout)
+
+    def test_nprocs_is_mandatory_and_positive(self):
+        self.assert_refused({}, "NPROCS is mandatory", drop=["NPROCS"])
+        self.assert_refused({"NPROCS": "0"}, "NPROCS=0 is not a positive integer")
+        self.assert_refused({"NPROCS": "two"}, "NPROCS=two is not a positive integer")
+
+    def test_summary_is_mandatory_and_its_directory_must_exist(self):
+        self.assert_refused({}, "SUMMARY is mandatory", drop=["SUMMARY"])
+        self.assert_refused({"SUMMARY": os.path.join(self.tmp, "missing", "s.json")},
+                            "its parent directory " + os.path.join(self.tmp, "missing") +
+                            " does not exist")
+        self.assert_refused({"SUMMARY": self.data}, "is a directory")
+
+    def test_flags_must_be_0_or_1(self):
+        for var in ("WR_ONLY", "RD_ONLY", "CLEANUP", "DRYRUN"):
+            self.assert_refused({var: "yes"}, f"{var}=yes must be 0 or 1")
+
+    def test_write_only_and_read_only_exclude_each_other(self):
+        self.assert_refused({"WR_ONLY": 1, "RD_ONLY": 1}, "WR_ONLY=1 and RD_ONLY=1 exclude")
+        self.assert_refused({"RD_ONLY": 1, "READ_ROUNDS": 0}, "RD_ONLY=1 needs READ_ROUNDS >= 1")
+
+    def test_counts_must_be_numbers(self):
+        self.assert_refused({"NR": "0"}, "NR=0 must be a positive integer")
+        self.assert_refused({"NR": "-5"}, "NR=-5 must be a positive integer")
+        self.assert_refused({"THREADS": "0"}, "THREADS=0 must be a positive integer")
+        self.assert_refused({"READ_ROUNDS": "x"}, "READ_ROUNDS=x must be a non-negative integer")
+
+    def test_sizes_accept_only_bytes_or_kmg(self):
+        self.assert_refused({"SIZE": "16x"}, "SIZE=16x is not a size")
+        self.assert_refused({"SIZE": "1.5g"}, "SIZE=1.5g is not a size")
+        self.assert_refused({"SIZE": "0"}, "SIZE=0 must be larger than 0")
+        self.assert_refused({"XFER": "abc"}, "XFER=abc is not a size")
+        self.assert_refused({"READ_XFER": "8q"}, "READ_XFER=8q is not a size")
+        self.assert_refused({"CHUNK": "-1"}, "CHUNK=-1 is not a size")
+
+    def test_paths(self):
+        self.assert_refused({"DFS_PATH": "relative/path"}, "must be an absolute path")
+        self.assert_refused({"DFS_PATH": "/nonexistent/mooncake-vol"},
+                            "DFS_PATH=/nonexistent/mooncake-vol does not exist")
+        self.assert_refused({"DIR": "../escape"}, "DIR=../escape must be a relative")
+        self.assert_refused({"DIR": "/abs"}, "DIR=/abs must be a relative")
+
+    def test_hosts(self):
+        self.assert_refused({"HOSTS": "a,,b"}, "has an empty entry")
+        self.assert_refused({"HOSTS": "a,a"}, "HOSTS lists a twice")
+        self.assert_refused({"HOSTS": "bad host"}, "is not a host name")
+        self.assert_refused({"RSH_USER": "bad user"}, "RSH_USER=bad user is not a user name")
+
+    def test_launcher_of_the_other_mpi_is_refused(self):
+        other = "mpirun.openmpi" if INFO["mpi_family"] == "mpich" else "mpirun.mpich"
+        if not shutil.which(other):
+            self.skipTest(other + " not installed")
+        self.assert_refused({"MPIRUN": other}, "every rank would run alone as rank 0")
+        self.assert_refused({"MPIRUN": "/nonexistent/mpirun"}, "is not an executable command")
+
+    def test_extra_args_are_checked(self):
+        self.assert_refused({"EXTRA_ARGS": "--fs-type=ext4"}, "expected daos or posix")
+        self.assert_refused({"EXTRA_ARGS": "--bogus=1"}, "EXTRA_ARGS: unknown flag --bogus=1")
+
+    def test_fs_type_not_built_is_refused(self):
+        fake = self.fake_binary(INFO["mpi_family"], "posix", "none")
+        self.assert_refused({"DAOS_ADAPTER_BENCH_BIN": fake, "EXTRA_ARGS": "--fs-type=daos"},
+                            "fs type daos is not built into")
+
+    def test_missing_binary(self):
+        self.assert_refused({"DAOS_ADAPTER_BENCH_BIN": "/nonexistent/daos_adapter_bench"},
+                            "daos_adapter_bench not found")
+
+    def test_agent_directory_without_socket(self):
+        fake = self.fake_binary(INFO["mpi_family"], "posix,daos", "libdfs")
+        self.assert_refused({"DAOS_ADAPTER_BENCH_BIN": fake, "DAOS_AGENT_DRPC_DIR": self.tmp},
+                            "has no daos_agent.sock")
+
+    def test_arguments_are_refused(self):
+        full = {k: v for k, v in os.environ.items() if k not in SCRIPT_VARS}
+        full.update(self.base_env(DRYRUN=1))
+        p = subprocess.run(["bash", SCRIPT, "--nr=5"], env=full, capture_output=True, text=True)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("no arguments expected", p.stderr)
+
+
+class RunTest(ScriptTest):
+    NR = 6
+    SIZE = 256 * 1024 + 3
+
+    def setup_fs(self, fs_type):
+        """Returns (DFS_PATH, extra env incl. DIR, where the root's files are visible)."""
+        if fs_type == "posix":
+            return self.data, {"DIR": "adapterbench"}, os.path.join(self.data, "adapterbench")
+        if REAL_DFS_PATH:  # the container's files are visible through the dfuse mount
+            sub = "mc_dab_test.%d.%s" % (os.getpid(), os.path.basename(self.tmp))
+            self.addCleanup(shutil.rmtree, os.path.join(REAL_DFS_PATH, sub), True)
+            return REAL_DFS_PATH, {"DIR": sub}, os.path.join(REAL_DFS_PATH, sub)
+        store = os.path.join(self.tmp, "store")
+        mount = os.path.join(self.tmp, "mnt")
+        env = {"DFS_DOUBLE_ROOT": store, "DIR": "adapterbench"}
+        subprocess.run([MKCONT, mount, "benchpool", "benchcont"], check=True,
+                       env=dict(os.environ, **env))
+        return mount, env, os.path.join(store, "benchpool", "benchcont", "adapterbench")
+
+    def objects_in(self, visible):
+        n = 0
+        for d in os.listdir(visible) if os.path.isdir(visible) else []:
+            if re.fullmatch(r"[0-9a-f]{2}", d):
+                n += len([f for f in os.listdir(os.path.join(visible, d)) if not f.startswith(".")])
+        return n
+
+    def check_round(self, r, op, number, ranks, nr, size):
+        self.assertEqual(r["op"], op)
+        self.assertEqual(r["round"], number)
+        self.assertEqual(r["objects"], ranks * nr)
+        self.assertEqual(r["ok_objects"], ranks * nr)
+        self.assertEqual(r["failed_ops"], 0)
+        self.assertEqual(r["verify_failures"], 0)
+        self.assertEqual(r["bytes"], ranks * nr * size)
+        self.assertGreater(r["wall_s"], 0)
+        self.assertAlmostEqual(r["mib_s"], r["bytes"] / MIB / r["wall_s"], delta=r["mib_s"] * 1e-6)
+        self.assertAlmostEqual(r["objects_s"], r["ok_objects"] / r["wall_s"],
+                               delta=r["objects_s"] * 1e-6)
+        lat = r["latency_ms"]
+        self.assertEqual(sorted(lat), ["max", "mean", "p50", "p95", "p99"])
+        self.assertTrue(0 < lat["p50"] <= lat["p95"] <= lat["p99"] <= lat["max"])
+        self.assertTrue(0 < lat["mean"] <= lat["max"])
+        self.assertEqual([p["rank"] for p in r["per_rank"]], list(range(ranks)))
+        for p in r["per_rank"]:
+            self.assertEqual(p["host"], socket.gethostname()[:63])
+            self.assertEqual(p["objects"], nr)
+            self.assertEqual(p["failed_ops"], 0)
+            self.assertEqual(p["bytes"], nr * size)
+            self.assertTrue(0 < p["wall_s"] <= r["wall_s"])
+            self.assertAlmostEqual(p["mib_s"], p["bytes"] / MIB / p["wall_s"],
+                                   delta=p["mib_s"] * 1e-6)
+            self.assertAlmostEqual(p["objects_s"], nr / p["wall_s"], delta=p["objects_s"] * 1e-6)
+        self.assertAlmostEqual(max(p["wall_s"] for p in r["per_rank"]), r["wall_s"])
+
+    def full_run(self, fs_type):
+        dfs_path, env, visible = self.setup_fs(fs_type)
+        p = self.run_script(self.base_env(DFS_PATH=dfs_path, NR=self.NR, SIZE=self.SIZE,
+                                          THREADS=3, READ_ROUNDS=2, XFER="64k", READ_XFER="100000",
+                                          CHUNK="1m", EXTRA_ARGS=f"--fs-type={fs_type} --iovcnt=4",
+                                          **env))
+        for op, n in (("write", 1), ("read", 1), ("read", 2)):
+            for rank in range(2):
+                self.assertRegex(p.stdout, rf"\[{op} {n}\] rank {rank} \(.*\): {self.NR} objects")
+            self.assertRegex(p.stdout, rf"\[AGG\] {op} {n}: 2 ranks, {2 * self.NR} objects, .* MiB/s")
+        self.assertRegex(p.stdout, r"\[AGG\] cleanup: 2 ranks, 12 objects removed")
+        with open(self.summary) as f:
+            s = json.load(f)
+        self.assertEqual(s["benchmark"], "daos_adapter_bench")
+        self.assertEqual(s["version"], INFO["version"])
+        self.assertEqual(s["result"], "ok")
+        self.assertRegex(s["started_at"], r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
+        self.assertRegex(s["finished_at"], r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
+        self.assertEqual(s["mpi"]["family"], INFO["mpi_family"])
+        self.assertEqual(s["mpi"]["ranks"], 2)
+        self.assertTrue(s["mpi"]["library"])
+        self.assertEqual(s["hosts"], [socket.gethostname()[:63]])
+        c = s["config"]
+        expect = {
+            "fs_type": fs_type, "dfs_path": dfs_path, "dir": env["DIR"],
+            "root_dir": dfs_path + "/" + env["DIR"], "hosts_arg": "localhost",
+            "nprocs_per_host": 2, "ranks": 2, "nr": self.NR, "size_bytes": self.SIZE,
+            "xfer_bytes": 65536, "read_xfer_bytes": 100000, "chunk_bytes": MIB, "threads": 3,
+            "read_rounds": 2, "wr_only": False, "rd_only": False, "cleanup": True, "iovcnt": 4,
+            "align_bytes": os.sysconf("SC_PAGESIZE"), "oclass": "", "verify": True,
+            "dataset_bytes": 2 * self.NR * self.SIZE,
+        }
+        self.assertEqual(c, expect)
+        self.assertEqual([r["op"] for r in s["rounds"]], ["write", "read", "read"])
+        self.check_round(s["rounds"][0], "write", 1, 2, self.NR, self.SIZE)
+        self.check_round(s["rounds"][1], "read", 1, 2, self.NR, self.SIZE)
+        self.check_round(s["rounds"][2], "read", 2, 2, self.NR, self.SIZE)
+        cl = s["cleanup"]
+        self.assertEqual(cl["performed"], True)
+        self.assertEqual(cl["removed"], 2 * self.NR)
+        self.assertEqual(cl["failed_ops"], 0)
+        self.assertGreater(cl["wall_s"], 0)
+        self.assertEqual(self.objects_in(visible), 0)
+
+    def test_posix_run_on_localhost(self):
+        self.full_run("posix")
+
+    @unittest.skipUnless(HAVE_DAOS, "built without -DUSE_DAOS=ON -DDAOS_TEST_DOUBLE=ON")
+    def test_daos_run_on_the_test_double(self):
+        self.full_run("daos")
+
+    def write_only_then_read_only(self, fs_type):
+        dfs_path, env, visible = self.setup_fs(fs_type)
+        common = dict(DFS_PATH=dfs_path, NR=self.NR, SIZE=self.SIZE, THREADS=2,
+                      EXTRA_ARGS=f"--fs-type={fs_type}", **env)
+        self.run_script(self.base_env(WR_ONLY=1, **common))
+        with open(self.summary) as f:
+            w = json.load(f)
+        self.assertEqual([r["op"] for r in w["rounds"]], ["write"])
+        self.assertEqual(w["config"]["wr_only"], True)
+        self.assertEqual(w["config"]["cleanup"], False)
+        self.assertEqual(w["cleanup"], {"performed": False})
+        self.assertEqual(self.objects_in(visible), 2 * self.NR + 1)  # + the manifest
+
+        # A read-only run with other values is refused and leaves the data set alone.
+        p = self.run_script(self.base_env(RD_ONLY=1, **dict(common, NR=self.NR + 1)),
+                            expect_rc=None)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("does not match this run", p.stdout + p.stderr)
+        self.assertIn("NR=6", p.stdout + p.stderr)
+        self.assertEqual(self.objects_in(visible), 2 * self.NR + 1)
+
+        os.unlink(self.summary)
+        self.run_script(self.base_env(RD_ONLY=1, **common))
+        with open(self.summary) as f:
+            r = json.load(f)
+        self.assertEqual([x["op"] for x in r["rounds"]], ["read"])
+        self.check_round(r["rounds"][0], "read", 1, 2, self.NR, self.SIZE)
+        self.assertEqual(r["config"]["rd_only"], True)
+        self.assertEqual(r["cleanup"]["performed"], True)
+        self.assertEqual(r["cleanup"]["removed"], 2 * self.NR)
+        self.assertEqual(self.objects_in(visible), 0)
+
+        # Nothing left: a read-only run says what to do.
+        p = self.run_script(self.base_env(RD_ONLY=1, **common), expect_rc=None)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("run the same command with WR_ONLY=1 first", p.stdout + p.stderr)
+
+    def test_write_only_then_read_only_posix(self):
+        self.write_only_then_read_only("posix")
+
+    @unittest.skipUnless(HAVE_DAOS, "built without -DUSE_DAOS=ON -DDAOS_TEST_DOUBLE=ON")
+    def test_write_only_then_read_only_daos(self):
+        self.write_only_then_read_only("daos")
+
+    def test_corrupted_object_is_a_failed_read(self):
+        dfs_path, env, visible = self.setup_fs("posix")
+        common = dict(DFS_PATH=dfs_path, NR=3, SIZE=8192, THREADS=1,
+                      EXTRA_ARGS="--fs-type=posix")
+        self.run_script(self.base_env(WR_ONLY=1, **common))
+        victim = None
+        for d in sorted(os.listdir(visible)):
+            if re.fullmatch(r"[0-9a-f]{2}", d):
+                for f in os.listdir(os.path.join(visible, d)):
+                    if f.startswith("r1%2Fo"):
+                        victim = os.path.join(visible, d, f)
+        self.assertIsNotNone(victim)
+        with open(victim, "r+b") as f:
+            f.seek(-100, os.SEEK_END)
+            b = f.read(1)
+            f.seek(-100, os.SEEK_END)
+            f.write(bytes([b[0] ^ 0xFF]))
+        p = self.run_script(self.base_env(RD_ONLY=1, **common), expect_rc=1)
+        self.assertIn("CHECKSUM_MISMATCH", p.stderr)
+        with open(self.summary) as f:
+            s = json.load(f)
+        self.assertEqual(s["result"], "failed")
+        self.assertEqual(s["rounds"][0]["failed_ops"], 1)
+        self.assertEqual(s["rounds"][0]["ok_objects"], 5)
+        self.assertEqual(s["rounds"][0]["per_rank"][1]["failed_ops"], 1)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

@@ -1,0 +1,772 @@
+/*
+ * test_offload.c — offload with real processes: mooncake_master --enable_offload, mooncake_client
+ * --enable_offload holders configured by the MOONCAKE_OFFLOAD_* / MOONCAKE_DISTRIBUTED_*
+ * environment, and this process as a store client (no segment) that puts and reads back.
+ * Progress is watched on the master's /metrics and /query_key, which grant no read lease (a
+ * lease would keep the objects under test from being evicted).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "mooncake/store.h"
+#include "proc.h"
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MiB (1024ull * 1024ull)
+#define MASTER_BIN MC_BUILD_DIR "/tools/mooncake_master"
+#define CLIENT_BIN MC_BUILD_DIR "/tools/mooncake_client"
+#define HTTP_MAX (1u << 20)
+#define WAIT_MS 120000
+
+extern char **environ;
+
+static char tmp_dir[] = "/tmp/mc_offload_test_XXXXXX";
+
+/* ---- processes ---------------------------------------------------------------------------- */
+
+/* Children still running; a failed assertion leaves the test early, its teardown kills them. */
+#define MAX_LIVE 32
+static pid_t live[MAX_LIVE];
+
+static void track(pid_t pid)
+{
+    for (int i = 0; i < MAX_LIVE; i++) {
+        if (live[i] == 0) {
+            live[i] = pid;
+            return;
+        }
+    }
+}
+
+static void untrack(pid_t pid)
+{
+    for (int i = 0; i < MAX_LIVE; i++) {
+        if (live[i] == pid)
+            live[i] = 0;
+    }
+}
+
+static int kill_leftovers(void **state)
+{
+    for (int i = 0; i < MAX_LIVE; i++) {
+        if (live[i] > 0) {
+            kill(live[i], SIGKILL);
+            waitpid(live[i], NULL, 0);
+            live[i] = 0;
+        }
+    }
+    return 0;
+}
+
+typedef struct master {
+    pid_t pid;
+    int rpc_port, metrics_port;
+    char addr[64];
+} master_t;
+
+static int port_open(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    int ok = connect(fd, (struct sockaddr *)&sin, sizeof(sin)) == 0;
+    close(fd);
+    return ok;
+}
+
+static int start_master_on(master_t *m, int rpc_port, const char *const *extra)
+{
+    char rpc[32], metrics[32];
+    m->rpc_port = rpc_port;
+    m->metrics_port = mc_test_free_port();
+    snprintf(rpc, sizeof(rpc), "--rpc_port=%d", m->rpc_port);
+    snprintf(metrics, sizeof(metrics), "--metrics_port=%d", m->metrics_port);
+    snprintf(m->addr, sizeof(m->addr), "127.0.0.1:%d", m->rpc_port);
+    char *argv[32] = {MASTER_BIN, rpc, metrics, "--rpc_address=127.0.0.1",
+                      "--metrics_host=127.0.0.1", "--enable_offload=true"};
+    int argc = 6;
+    for (int i = 0; extra && extra[i] && argc < 31; i++)
+        argv[argc++] = (char *)extra[i];
+    argv[argc] = NULL;
+    if (posix_spawn(&m->pid, MASTER_BIN, NULL, NULL, argv, environ) != 0)
+        return -1;
+    track(m->pid);
+    for (int i = 0; i < 200; i++) {
+        if (port_open(m->rpc_port) && port_open(m->metrics_port))
+            return 0;
+        usleep(50000);
+    }
+    return -1;
+}
+
+static int start_master(master_t *m, const char *const *extra)
+{
+    return start_master_on(m, mc_test_free_port(), extra);
+}
+
+static int stop_master(master_t *m)
+{
+    int status = -1;
+    untrack(m->pid);
+    kill(m->pid, SIGTERM);
+    for (int i = 0; i < 500; i++) {
+        if (waitpid(m->pid, &status, WNOHANG) == m->pid)
+            return status;
+        usleep(20000);
+    }
+    kill(m->pid, SIGKILL);
+    waitpid(m->pid, &status, 0);
+    return -1;
+}
+
+/* Environment of a holder: NULL-terminated "NAME=value" strings, set only while it starts. */
+static void env_apply(const char *const *env, int set)
+{
+    for (int i = 0; env && env[i]; i++) {
+        char name[128];
+        const char *eq = strchr(env[i], '=');
+        snprintf(name, sizeof(name), "%.*s", (int)(eq - env[i]), env[i]);
+        if (set)
+            setenv(name, eq + 1, 1);
+        else
+            unsetenv(name);
+    }
+}
+
+typedef struct holder {
+    mc_proc_t proc;
+    char segment[300];
+} holder_t;
+
+/* mooncake_client --enable_offload=true with a segment of `segment` bytes and `env` set. */
+static int start_holder(holder_t *h, const master_t *m, const char *segment,
+                        const char *const *env)
+{
+    char master_flag[96], port_flag[32], seg_flag[64];
+    snprintf(master_flag, sizeof(master_flag), "--master_server_address=%s", m->addr);
+    snprintf(port_flag, sizeof(port_flag), "--port=%d", mc_test_free_port());
+    snprintf(seg_flag, sizeof(seg_flag), "--global_segment_size=%s", segment);
+    char *argv[] = {CLIENT_BIN, master_flag, "--metadata_server=P2PHANDSHAKE", "--host=127.0.0.1",
+                    port_flag, seg_flag, "--enable_offload=true", NULL};
+    env_apply(env, 1);
+    int rc = mc_proc_start(&h->proc, argv, "mooncake_client ready: segment ", 30000);
+    env_apply(env, 0);
+    if (rc != 0)
+        return -1;
+    track(h->proc.pid);
+    sscanf(h->proc.ready_line, "mooncake_client ready: segment %299s", h->segment);
+    return 0;
+}
+
+static int stop_holder(holder_t *h)
+{
+    untrack(h->proc.pid);
+    return mc_proc_stop(&h->proc, SIGTERM, 30000);
+}
+
+static mc_store_t *new_client(const master_t *m)
+{
+    mc_store_config_t cfg = {.local_hostname = "127.0.0.1",
+                             .metadata_server = "P2PHANDSHAKE",
+                             .global_segment_size = 0,
+                             .local_buffer_size = 16 * MiB,
+                             .protocol = "tcp",
+                             .master_server_addr = m->addr};
+    mc_store_t *s = NULL;
+    assert_int_equal(mc_store_setup(&cfg, &s), 0);
+    return s;
+}
+
+/* Runs argv to exit with env set; returns the exit code and the stderr text (caller frees). */
+static int run_to_exit(char *const argv[], const char *const *env, char **err_text)
+{
+    int errp[2];
+    assert_int_equal(pipe(errp), 0);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, errp[1], STDERR_FILENO);
+    pid_t pid;
+    env_apply(env, 1);
+    assert_int_equal(posix_spawn(&pid, argv[0], &fa, NULL, argv, environ), 0);
+    env_apply(env, 0);
+    posix_spawn_file_actions_destroy(&fa);
+    close(errp[1]);
+    char *buf = calloc(1, 65536);
+    size_t got = 0;
+    ssize_t n;
+    while ((n = read(errp[0], buf + got, 65535 - got)) > 0)
+        got += (size_t)n;
+    close(errp[0]);
+    int status;
+    waitpid(pid, &status, 0);
+    *err_text = buf;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* ---- the master's HTTP view --------------------------------------------------------------- */
+
+static char *http_get(int port, const char *path)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    if (connect(fd, (struct sockaddr *)&sin, sizeof(sin)) != 0) {
+        close(fd);
+        return NULL;
+    }
+    char req[1024];
+    int len = snprintf(req, sizeof(req),
+                       "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", path);
+    if (write(fd, req, (size_t)len) != len) {
+        close(fd);
+        return NULL;
+    }
+    char *resp = calloc(1, HTTP_MAX + 1);
+    size_t got = 0;
+    ssize_t n;
+    while (got < HTTP_MAX && (n = recv(fd, resp + got, HTTP_MAX - got, 0)) > 0)
+        got += (size_t)n;
+    close(fd);
+    char *body = strstr(resp, "\r\n\r\n");
+    char *out = body ? strdup(body + 4) : NULL;
+    free(resp);
+    return out;
+}
+
+/* A master_* metric, or -1 when the master cannot be asked. */
+static int64_t metric(const master_t *m, const char *name)
+{
+    char *body = http_get(m->metrics_port, "/metrics");
+    if (!body)
+        return -1;
+    char pat[128];
+    snprintf(pat, sizeof(pat), "\n%s ", name);
+    char *at = strstr(body, pat);
+    int64_t v = at ? strtoll(at + strlen(pat), NULL, 10) : -1;
+    free(body);
+    return v;
+}
+
+/* Waits until metric `name` >= want; returns its last value. */
+static int64_t wait_metric_at_least(const master_t *m, const char *name, int64_t want)
+{
+    int64_t v = -1;
+    for (int waited = 0; waited < WAIT_MS; waited += 100) {
+        v = metric(m, name);
+        if (v >= want)
+            return v;
+        usleep(100 * 1000);
+    }
+    fprintf(stderr, "timed out waiting for %s >= %lld (last %lld)\n", name, (long long)want,
+            (long long)v);
+    return v;
+}
+
+/* The master's /query_key replica types of `key`, e.g. "MEMORY,LOCAL_DISK"; "" when absent. */
+static void replica_types(const master_t *m, const char *key, char *out, size_t cap)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "/query_key?key=%s", key);
+    char *body = http_get(m->metrics_port, path);
+    out[0] = '\0';
+    for (char *p = body; p && (p = strstr(p, "\"type\":\"")) != NULL;) {
+        p += 8;
+        size_t used = strlen(out);
+        snprintf(out + used, cap - used, "%s%.*s", used ? "," : "", (int)strcspn(p, "\""), p);
+    }
+    free(body);
+}
+
+/* ---- values and files --------------------------------------------------------------------- */
+
+static void fill(uint8_t *buf, size_t len, uint64_t seed)
+{
+    uint64_t x = seed * 0x9E3779B97F4A7C15ull + 12345;
+    for (size_t i = 0; i < len; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        buf[i] = (uint8_t)x;
+    }
+}
+
+static void path_in_tmp(char *out, size_t cap, const char *name)
+{
+    snprintf(out, cap, "%s/%s", tmp_dir, name);
+}
+
+/* Total bytes of regular files under dir (recursively) and their count. */
+static void du(const char *dir, uint64_t *bytes, uint64_t *files)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        char p[PATH_MAX];
+        snprintf(p, sizeof(p), "%s/%s", dir, e->d_name);
+        struct stat st;
+        if (lstat(p, &st) != 0)
+            continue;
+        if (S_ISDIR(st.st_mode)) {
+            if (strcmp(e->d_name, ".probe") != 0)
+                du(p, bytes, files);
+        } else if (S_ISREG(st.st_mode) && strstr(e->d_name, "%2F")) { /* "<version>/<key>" */
+            *bytes += (uint64_t)st.st_size;
+            (*files)++;
+        }
+    }
+    closedir(d);
+}
+
+/* Finds the object file whose name ends with `suffix` under dir. */
+static int find_file(const char *dir, const char *suffix, char *out, size_t cap)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return -1;
+    struct dirent *e;
+    int found = -1;
+    while (found != 0 && (e = readdir(d)) != NULL) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        char p[PATH_MAX];
+        snprintf(p, sizeof(p), "%s/%s", dir, e->d_name);
+        struct stat st;
+        if (lstat(p, &st) != 0)
+            continue;
+        size_t n = strlen(e->d_name), k = strlen(suffix);
+        if (S_ISDIR(st.st_mode))
+            found = find_file(p, suffix, out, cap);
+        else if (n >= k && !strcmp(e->d_name + n - k, suffix)) {
+            snprintf(out, cap, "%s", p);
+            found = 0;
+        }
+    }
+    closedir(d);
+    return found;
+}
+
+static int count_lines(const char *s)
+{
+    int n = 0;
+    for (; *s; s++)
+        n += *s == '\n';
+    return n;
+}
+
+/* ---- tests -------------------------------------------------------------------------------- */
+
+#define BIG_N 256
+
+static void put_all(mc_store_t *s, const char *prefix, int n, size_t size, uint64_t seed)
+{
+    uint8_t *v = malloc(size);
+    char key[64];
+    for (int i = 0; i < n; i++) {
+        snprintf(key, sizeof(key), "%s/%d", prefix, i);
+        fill(v, size, seed + (uint64_t)i);
+        int rc = mc_store_put(s, key, v, size, NULL);
+        if (rc != 0)
+            fprintf(stderr, "put %s: %d\n", key, rc);
+        assert_int_equal(rc, 0);
+    }
+    free(v);
+}
+
+/* Every key reads back byte-exact; returns how many did. */
+static int read_all_exact(mc_store_t *s, const char *prefix, int n, size_t size, uint64_t seed)
+{
+    uint8_t *v = malloc(size), *out = malloc(size);
+    char key[64];
+    int ok = 0;
+    for (int i = 0; i < n; i++) {
+        snprintf(key, sizeof(key), "%s/%d", prefix, i);
+        fill(v, size, seed + (uint64_t)i);
+        memset(out, 0, size);
+        int64_t got = mc_store_get(s, key, out, size);
+        if (got != (int64_t)size)
+            fprintf(stderr, "get %s: %lld\n", key, (long long)got);
+        assert_int_equal(got, (int64_t)size);
+        assert_memory_equal(out, v, size);
+        ok++;
+    }
+    free(v);
+    free(out);
+    return ok;
+}
+
+static void test_64_mib_segment_holds_256_mib_of_puts_through_local_offload(void **state)
+{
+    master_t m;
+    holder_t h;
+    char dir[PATH_MAX], env_path[PATH_MAX + 64];
+    path_in_tmp(dir, sizeof(dir), "local-big");
+    snprintf(env_path, sizeof(env_path), "MOONCAKE_OFFLOAD_FILE_STORAGE_PATH=%s", dir);
+    const char *env[] = {env_path, "MOONCAKE_OFFLOAD_HEARTBEAT_INTERVAL_SECONDS=1", NULL};
+    assert_int_equal(start_master(&m, NULL), 0);
+    assert_int_equal(start_holder(&h, &m, "64MB", env), 0);
+    mc_store_t *s = new_client(&m);
+    put_all(s, "big", BIG_N, MiB, 1);
+    assert_int_equal(read_all_exact(s, "big", BIG_N, MiB, 1), BIG_N);
+    assert_true(metric(&m, "master_disk_only_keys") > 0);
+    assert_true(metric(&m, "master_offload_tasks_done_total") >= BIG_N - 64);
+    assert_int_equal(metric(&m, "master_offload_tasks_failed_total"), 0);
+    mc_store_offload_stats_t st;
+    assert_int_equal(mc_store_get_offload_stats(s, &st), 0);
+    assert_true(st.fallback_reads > 0); /* read from the holder's disk */
+    assert_int_equal(st.enabled, 0);    /* this client holds no segment */
+    assert_true(wait_metric_at_least(&m, "master_fallback_reads_total", 1) > 0);
+    mc_store_free(s);
+    assert_int_equal(WEXITSTATUS(stop_holder(&h)), 0);
+    assert_int_equal(WEXITSTATUS(stop_master(&m)), 0);
+}
+
+static void test_offload_on_evict_keeps_every_key_readable(void **state)
+{
+    master_t m;
+    holder_t h;
+    char dir[PATH_MAX], env_path[PATH_MAX + 64];
+    path_in_tmp(dir, sizeof(dir), "local-on-evict");
+    snprintf(env_path, sizeof(env_path), "MOONCAKE_OFFLOAD_FILE_STORAGE_PATH=%s", dir);
+    const char *env[] = {env_path, "MOONCAKE_OFFLOAD_HEARTBEAT_INTERVAL_SECONDS=1", NULL};
+    const char *extra[] = {"--offload_on_evict", NULL};
+    assert_int_equal(start_master(&m, extra), 0);
+    assert_int_equal(start_holder(&h, &m, "32MB", env), 0);
+    mc_store_t *s = new_client(&m);
+    put_all(s, "oe", 96, MiB, 7);
+    assert_int_equal(read_all_exact(s, "oe", 96, MiB, 7), 96);
+    assert_true(metric(&m, "master_offload_tasks_done_total") > 0);
+    mc_store_free(s);
+    stop_holder(&h);
+    stop_master(&m);
+}
+
+static void test_distributed_posix_objects_outlive_their_writer(void **state)
+{
+    master_t m;
+    holder_t a;
+    char root[PATH_MAX], link[PATH_MAX], stub[PATH_MAX];
+    char env_root[PATH_MAX + 64], env_stub[PATH_MAX + 64], env_link[PATH_MAX + 64];
+    path_in_tmp(root, sizeof(root), "dfs");
+    path_in_tmp(link, sizeof(link), "dfs-mounted-elsewhere");
+    path_in_tmp(stub, sizeof(stub), "stub-not-yet-there");
+    assert_int_equal(mkdir(root, 0755), 0);
+    assert_int_equal(symlink(root, link), 0); /* the same storage under another path */
+    snprintf(env_root, sizeof(env_root), "MOONCAKE_DISTRIBUTED_ROOT_DIR=%s", root);
+    snprintf(env_link, sizeof(env_link), "MOONCAKE_DISTRIBUTED_ROOT_DIR=%s", link);
+    snprintf(env_stub, sizeof(env_stub), "MOONCAKE_OFFLOAD_FILE_STORAGE_PATH=%s", stub);
+    /* The guide's client command, with fs type posix. */
+    const char *env_a[] = {"MOONCAKE_OFFLOAD_STORAGE_BACKEND_DESCRIPTOR=distributed",
+                           "MOONCAKE_DISTRIBUTED_FS_TYPE=posix",
+                           env_root,
+                           "MOONCAKE_DISTRIBUTED_HEALTH_CHECK=true",
+                           env_stub,
+                           "MOONCAKE_OFFLOAD_HEARTBEAT_INTERVAL_SECONDS=2",
+                           NULL};
+    assert_int_equal(start_master(&m, NULL), 0); /* --enable_offload alone */
+    assert_int_equal(start_holder(&a, &m, "64MB", env_a), 0);
+    struct stat st;
+    assert_int_equal(stat(stub, &st), 0); /* the stub directory was created */
+    mc_store_t *w = new_client(&m);
+    put_all(w, "dfs", 32, MiB, 100);
+    assert_int_equal(wait_metric_at_least(&m, "master_dfs_replicas", 32), 32);
+    char types[256];
+    replica_types(&m, "dfs/0", types, sizeof(types));
+    assert_string_equal(types, "MEMORY,DFS");
+    /* A goes away: its memory with it. */
+    assert_int_equal(WEXITSTATUS(stop_holder(&a)), 0);
+    for (int i = 0; i < 100; i++) {
+        replica_types(&m, "dfs/0", types, sizeof(types));
+        if (!strcmp(types, "DFS"))
+            break;
+        usleep(100 * 1000);
+    }
+    assert_string_equal(types, "DFS");
+    /* A client without the distributed backend cannot read it, and says why. */
+    uint8_t *buf = malloc(MiB);
+    assert_int_equal(mc_store_get(w, "dfs/0", buf, MiB), MC_ERR_UNAVAILABLE_IN_CURRENT_MODE);
+    mc_store_free(w);
+    free(buf);
+    /* B (this process, another store) mounts the storage at another path and reads all. */
+    const char *env_b[] = {"MOONCAKE_OFFLOAD_STORAGE_BACKEND_DESCRIPTOR=distributed", env_link,
+                           NULL};
+    env_apply(env_b, 1);
+    mc_store_t *b = new_client(&m);
+    env_apply(env_b, 0);
+    assert_int_equal(read_all_exact(b, "dfs", 32, MiB, 100), 32);
+    mc_replica_desc_t d[4];
+    size_t n = 0;
+    assert_int_equal(mc_store_get_replica_desc(b, "dfs/3", d, 4, &n), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(d[0].type, MC_REPLICA_DFS);
+    mc_store_offload_stats_t ost;
+    assert_int_equal(mc_store_get_offload_stats(b, &ost), 0);
+    assert_int_equal(ost.fallback_reads, 32);
+    assert_int_equal(ost.backend, 2);
+    /* Removal deletes the files once a distributed client takes the deletions. */
+    mc_store_free(b);
+    stop_master(&m);
+}
+
+static void test_master_restart_re_registers_local_disk_replicas(void **state)
+{
+    master_t m;
+    holder_t h;
+    char dir[PATH_MAX], env_path[PATH_MAX + 64];
+    path_in_tmp(dir, sizeof(dir), "local-restart");
+    snprintf(env_path, sizeof(env_path), "MOONCAKE_OFFLOAD_FILE_STORAGE_PATH=%s", dir);
+    const char *env[] = {env_path, "MOONCAKE_OFFLOAD_HEARTBEAT_INTERVAL_SECONDS=1", NULL};
+    assert_int_equal(start_master(&m, NULL), 0);
+    assert_int_equal(start_holder(&h, &m, "64MB", env), 0);
+    mc_store_t *s = new_client(&m);
+    put_all(s, "rs", 16, 256 * 1024, 50);
+    assert_int_equal(wait_metric_at_least(&m, "master_disk_replicas", 16), 16);
+    int port = m.rpc_port;
+    assert_int_equal(WEXITSTATUS(stop_master(&m)), 0);
+    assert_int_equal(start_master_on(&m, port, NULL), 0);
+    /* The holder remounts, registers again and reports the files it holds. */
+    assert_int_equal(wait_metric_at_least(&m, "master_disk_replicas", 16), 16);
+    char types[256];
+    replica_types(&m, "rs/5", types, sizeof(types));
+    assert_string_equal(types, "LOCAL_DISK");
+    assert_int_equal(read_all_exact(s, "rs", 16, 256 * 1024, 50), 16);
+    mc_store_free(s);
+    stop_holder(&h);
+    stop_master(&m);
+}
+
+static void test_unusable_directories_and_bad_values_are_one_line_start_up_errors(void **state)
+{
+    char file[PATH_MAX], under_file[PATH_MAX + 8];
+    path_in_tmp(file, sizeof(file), "regular-file");
+    int fd = open(file, O_CREAT | O_WRONLY, 0644);
+    assert_true(fd >= 0);
+    close(fd);
+    snprintf(under_file, sizeof(under_file), "%s/sub", file);
+    char e_root[PATH_MAX + 80], e_path[PATH_MAX + 80];
+    snprintf(e_root, sizeof(e_root), "MOONCAKE_DISTRIBUTED_ROOT_DIR=%s", under_file);
+    snprintf(e_path, sizeof(e_path), "MOONCAKE_OFFLOAD_FILE_STORAGE_PATH=%s", under_file);
+    struct {
+        const char *env[4];
+        const char *expect;
+    } cases[] = {
+        {{"MOONCAKE_OFFLOAD_STORAGE_BACKEND_DESCRIPTOR=distributed", e_root, NULL},
+         "MOONCAKE_DISTRIBUTED_ROOT_DIR"},
+        {{e_path, NULL}, "MOONCAKE_OFFLOAD_FILE_STORAGE_PATH"},
+        {{"MOONCAKE_OFFLOAD_STORAGE_BACKEND_DESCRIPTOR=distributed",
+          "MOONCAKE_DISTRIBUTED_FS_TYPE=hf3fs", e_root, NULL},
+         "hf3fs"},
+        {{"MOONCAKE_OFFLOAD_STORAGE_BACKEND_DESCRIPTOR=s3", NULL},
+         "MOONCAKE_OFFLOAD_STORAGE_BACKEND_DESCRIPTOR"},
+        {{"MOONCAKE_OFFLOAD_HEARTBEAT_INTERVAL_SECONDS=soon", e_path, NULL},
+         "MOONCAKE_OFFLOAD_HEARTBEAT_INTERVAL_SECONDS"},
+        {{"MOONCAKE_OFFLOAD_TOTAL_SIZE_LIMIT_BYTES=lots", NULL},
+         "MOONCAKE_OFFLOAD_TOTAL_SIZE_LIMIT_BYTES"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char *argv[] = {CLIENT_BIN, "--master_server_address=127.0.0.1:1",
+                        "--global_segment_size=16MB", "--enable_offload=true", NULL};
+        char *err = NULL;
+        int code = run_to_exit(argv, cases[i].env, &err);
+        fprintf(stderr, "case %zu: %s", i, err);
+        assert_int_equal(code, 1);
+        assert_int_equal(count_lines(err), 1);
+        assert_non_null(strstr(err, cases[i].expect));
+        free(err);
+    }
+    /* The library refuses too, before it contacts anyone. */
+    const char *env[] = {"MOONCAKE_OFFLOAD_STORAGE_BACKEND_DESCRIPTOR=distributed", e_root, NULL};
+    env_apply(env, 1);
+    mc_store_config_t cfg = {.local_hostname = "127.0.0.1",
+                             .metadata_server = "P2PHANDSHAKE",
+                             .local_buffer_size = MiB,
+                             .master_server_addr = "127.0.0.1:1"};
+    mc_store_t *s = NULL;
+    int rc = mc_store_setup(&cfg, &s);
+    env_apply(env, 0);
+    assert_int_equal(rc, MC_ERR_INVALID_PARAMS);
+    assert_null(s);
+}
+
+static void test_small_disk_limit_evicts_fifo_and_never_returns_wrong_bytes(void **state)
+{
+    master_t m;
+    holder_t h;
+    char dir[PATH_MAX], env_path[PATH_MAX + 64];
+    path_in_tmp(dir, sizeof(dir), "local-small");
+    snprintf(env_path, sizeof(env_path), "MOONCAKE_OFFLOAD_FILE_STORAGE_PATH=%s", dir);
+    const char *env[] = {env_path, "MOONCAKE_OFFLOAD_HEARTBEAT_INTERVAL_SECONDS=1",
+                         "MOONCAKE_OFFLOAD_TOTAL_SIZE_LIMIT_BYTES=8MB", NULL};
+    assert_int_equal(start_master(&m, NULL), 0);
+    assert_int_equal(start_holder(&h, &m, "16MB", env), 0);
+    mc_store_t *s = new_client(&m);
+    const int n = 48;
+    put_all(s, "cap", n, MiB, 900);
+    assert_true(wait_metric_at_least(&m, "master_offload_tasks_done_total", n - 16) >= n - 16);
+    assert_true(metric(&m, "master_disk_evicted_replicas_total") > 0);
+    assert_true(metric(&m, "master_disk_replicas") <= 8);
+    uint64_t bytes = 0, files = 0;
+    du(dir, &bytes, &files);
+    assert_true(files <= 8);
+    assert_true(bytes <= 8 * MiB + 8 * 4096);
+    /* Every get is exact or a miss; the newest objects are still there. */
+    uint8_t *v = malloc(MiB), *out = malloc(MiB);
+    int hits = 0;
+    for (int i = 0; i < n; i++) {
+        char key[64];
+        snprintf(key, sizeof(key), "cap/%d", i);
+        int64_t got = mc_store_get(s, key, out, MiB);
+        if (got == MC_ERR_OBJECT_NOT_FOUND)
+            continue;
+        assert_int_equal(got, (int64_t)MiB);
+        fill(v, MiB, 900 + (uint64_t)i);
+        assert_memory_equal(out, v, MiB);
+        hits++;
+    }
+    assert_true(hits >= 8);
+    fill(v, MiB, 900 + (uint64_t)(n - 1));
+    assert_int_equal(mc_store_get(s, "cap/47", out, MiB), (int64_t)MiB);
+    assert_memory_equal(out, v, MiB);
+    free(v);
+    free(out);
+    mc_store_free(s);
+    stop_holder(&h);
+    stop_master(&m);
+}
+
+static void test_corrupted_object_file_is_a_checksum_error_not_wrong_data(void **state)
+{
+    master_t m;
+    holder_t h;
+    char dir[PATH_MAX], env_path[PATH_MAX + 64];
+    path_in_tmp(dir, sizeof(dir), "local-corrupt");
+    snprintf(env_path, sizeof(env_path), "MOONCAKE_OFFLOAD_FILE_STORAGE_PATH=%s", dir);
+    const char *env[] = {env_path, "MOONCAKE_OFFLOAD_HEARTBEAT_INTERVAL_SECONDS=1", NULL};
+    assert_int_equal(start_master(&m, NULL), 0);
+    assert_int_equal(start_holder(&h, &m, "8MB", env), 0);
+    mc_store_t *s = new_client(&m);
+    put_all(s, "victim", 1, MiB, 31);
+    assert_int_equal(wait_metric_at_least(&m, "master_disk_replicas", 1), 1);
+    /* Fillers push the victim's memory replica out (the oldest disk-backed object goes first). */
+    char types[256] = "";
+    for (int round = 0; round < 20 && strcmp(types, "LOCAL_DISK") != 0; round++) {
+        char prefix[32];
+        snprintf(prefix, sizeof(prefix), "filler%d", round);
+        put_all(s, prefix, 8, MiB, 1000 + (uint64_t)round * 10);
+        replica_types(&m, "victim/0", types, sizeof(types));
+    }
+    assert_string_equal(types, "LOCAL_DISK");
+    char file[PATH_MAX];
+    assert_int_equal(find_file(dir, "%2Fvictim%2F0", file, sizeof(file)), 0);
+    int fd = open(file, O_RDWR);
+    assert_true(fd >= 0);
+    struct stat st;
+    assert_int_equal(fstat(fd, &st), 0);
+    uint8_t byte;
+    assert_int_equal(pread(fd, &byte, 1, st.st_size - 100), 1);
+    byte ^= 0x40;
+    assert_int_equal(pwrite(fd, &byte, 1, st.st_size - 100), 1);
+    close(fd);
+    uint8_t *out = malloc(MiB);
+    assert_int_equal(mc_store_get(s, "victim/0", out, MiB), MC_ERR_CHECKSUM_MISMATCH);
+    free(out);
+    mc_store_free(s);
+    stop_holder(&h);
+    stop_master(&m);
+}
+
+static void test_failed_health_check_stops_taking_tasks_and_shows_in_health(void **state)
+{
+    master_t m;
+    holder_t h;
+    char root[PATH_MAX], env_root[PATH_MAX + 64], probe[PATH_MAX + 32];
+    path_in_tmp(root, sizeof(root), "dfs-health");
+    snprintf(env_root, sizeof(env_root), "MOONCAKE_DISTRIBUTED_ROOT_DIR=%s", root);
+    const char *env[] = {"MOONCAKE_OFFLOAD_STORAGE_BACKEND_DESCRIPTOR=distributed", env_root,
+                         "MOONCAKE_DISTRIBUTED_HEALTH_CHECK=true",
+                         "MOONCAKE_OFFLOAD_HEARTBEAT_INTERVAL_SECONDS=1", NULL};
+    assert_int_equal(start_master(&m, NULL), 0);
+    assert_int_equal(start_holder(&h, &m, "64MB", env), 0);
+    mc_store_t *s = new_client(&m);
+    put_all(s, "hc", 4, MiB, 300);
+    assert_int_equal(wait_metric_at_least(&m, "master_dfs_replicas", 4), 4);
+    assert_int_equal(metric(&m, "master_offload_backend_healthy"), 1);
+    /* The probe directory vanishes: the next health check fails. */
+    snprintf(probe, sizeof(probe), "rm -rf '%s/.probe'", root);
+    assert_int_equal(system(probe), 0);
+    assert_int_equal(wait_metric_at_least(&m, "master_offload_unhealthy_clients", 1), 1);
+    assert_int_equal(metric(&m, "master_offload_backend_healthy"), 0);
+    char *health = http_get(m.metrics_port, "/health");
+    assert_non_null(health);
+    assert_non_null(strstr(health, "\"status\":\"degraded\""));
+    assert_non_null(strstr(health, "\"backend_healthy\":false"));
+    free(health);
+    /* No more tasks for it: new objects stay in memory, still readable. */
+    put_all(s, "hc2", 4, MiB, 400);
+    usleep(2500 * 1000);
+    assert_int_equal(metric(&m, "master_dfs_replicas"), 4);
+    assert_int_equal(read_all_exact(s, "hc2", 4, MiB, 400), 4);
+    assert_int_equal(read_all_exact(s, "hc", 4, MiB, 300), 4);
+    mc_store_free(s);
+    stop_holder(&h);
+    stop_master(&m);
+}
+
+static int setup(void **state)
+{
+    signal(SIGPIPE, SIG_IGN);
+    static const char *const clean[] = {
+        "MOONCAKE_OFFLOAD_STORAGE_BACKEND_DESCRIPTOR", "MOONCAKE_DISTRIBUTED_FS_TYPE",
+        "MOONCAKE_DISTRIBUTED_ROOT_DIR", "MOONCAKE_OFFLOAD_FILE_STORAGE_PATH",
+        "MOONCAKE_DISTRIBUTED_HEALTH_CHECK", "MOONCAKE_OFFLOAD_TOTAL_SIZE_LIMIT_BYTES", NULL};
+    for (int i = 0; clean[i]; i++)
+        unsetenv(clean[i]);
+    return mkdtemp(tmp_dir) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    char cmd[PATH_MAX + 32];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp_dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+/* Every test kills the processes it left running when it failed. */
+#define OFFLOAD_TEST(f) cmocka_unit_test_teardown(f, kill_leftovers)
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        OFFLOAD_TEST(test_unusable_directories_and_bad_values_are_one_line_start_up_errors),
+        OFFLOAD_TEST(test_64_mib_segment_holds_256_mib_of_puts_through_local_offload),
+        OFFLOAD_TEST(test_offload_on_evict_keeps_every_key_readable),
+        OFFLOAD_TEST(test_distributed_posix_objects_outlive_their_writer),
+        OFFLOAD_TEST(test_master_restart_re_registers_local_disk_replicas),
+        OFFLOAD_TEST(test_small_disk_limit_evicts_fifo_and_never_returns_wrong_bytes),
+        OFFLOAD_TEST(test_corrupted_object_file_is_a_checksum_error_not_wrong_data),
+        OFFLOAD_TEST(test_failed_health_check_stops_taking_tasks_and_shows_in_health),
+    };
+    return cmocka_run_group_tests_name("offload", tests, setup, teardown);
+}

@@ -1,0 +1,1261 @@
+/*
+ * dfs_double.c — TEST DOUBLE standing in for libdfs/libduns/libdaos (the subset in daos.h,
+ * daos_fs.h and daos_uns.h beside this file), which CI cannot run: there is no DAOS on Debian
+ * and no DAOS server here. It lets mooncake-c's DAOS adapter be built unchanged (-DUSE_DAOS=ON
+ * -DDAOS_TEST_DOUBLE=ON) and its own logic tested everywhere. It is not DAOS and proves nothing
+ * about DAOS's performance.
+ *
+ * Storage: a container is the directory $DFS_DOUBLE_ROOT/<pool>/<cont> (DFS_DOUBLE_ROOT defaults
+ * to /tmp/dfs_double); the pool directory must exist for dfs_connect, the container directory
+ * too unless O_CREAT is given (dfs_double_mkcont creates both and marks a "mount" directory).
+ * Objects are files and directories in it; every call works relative to directory fds, so the
+ * library is thread-safe with no shared offsets. Return conventions and the errno choices of
+ * daos-dfs.md §2 are kept (EINVAL for a '/' in a name or a mode without S_IFMT, ENOTSUP for
+ * O_APPEND, ENOENT for a file used as a directory, EPERM for writes on a read-only handle, ...).
+ *
+ * Event queues: an event passed to dfs_read/dfs_write completes through its queue. By default the
+ * operation runs at submission and its event is queued as completed; with DFS_DOUBLE_EQ_ASYNC=1
+ * (read at daos_eq_create) each queue has a worker thread that runs operations later, so a
+ * caller that reuses a buffer or event before polling is caught.
+ *
+ * Fault injection: DFS_DOUBLE_FAULT="<kind>[@<op>][:<count>]", re-read whenever the variable
+ * changes (so a test may setenv between calls). kind: enospc, edquot, eio, short_read, enoent,
+ * etimedout, ehostunreach, eacces, eperm, estale. op: connect, open (open/lookup of an existing
+ * name), create (dfs_open with O_CREAT), write, read, move, remove, readdir, mkdir, stat, io
+ * (read and write), any; defaults: enospc/edquot -> write, eio -> io, short_read -> read,
+ * enoent -> open, others -> any. count: how many operations fail (default 1, "*" = all).
+ * short_read returns half the bytes asked for; the others fail with that errno (through the
+ * event when there is one).
+ */
+#include "daos.h"
+#include "daos_fs.h"
+#include "daos_uns.h"
+#include "dfs_double.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/statfs.h>
+#include <sys/uio.h>
+#include <sys/xattr.h>
+#include <time.h>
+#include <unistd.h>
+
+#define DEFAULT_ROOT "/tmp/dfs_double"
+#define XATTR_OCLASS "user.dfs_double.oclass"
+#define XATTR_CHUNK "user.dfs_double.chunk"
+#define MAX_SG 1024
+
+struct dfs {
+    int root_fd;
+    int rdonly;
+    char path[PATH_MAX];
+};
+
+struct dfs_obj {
+    dfs_t *dfs;
+    int fd;
+    mode_t mode; /* S_IFREG or S_IFDIR */
+    int accmode; /* O_RDONLY, O_WRONLY or O_RDWR */
+};
+
+static pthread_mutex_t module_mu = PTHREAD_MUTEX_INITIALIZER;
+static int module_refs;
+static atomic_int live_connections, total_connects;
+
+/* ---- fault injection ---------------------------------------------------------------------- */
+
+enum {
+    OPF_CONNECT = 1 << 0,
+    OPF_OPEN = 1 << 1,
+    OPF_CREATE = 1 << 2,
+    OPF_WRITE = 1 << 3,
+    OPF_READ = 1 << 4,
+    OPF_MOVE = 1 << 5,
+    OPF_REMOVE = 1 << 6,
+    OPF_READDIR = 1 << 7,
+    OPF_MKDIR = 1 << 8,
+    OPF_STAT = 1 << 9,
+    OPF_IO = OPF_READ | OPF_WRITE,
+    OPF_ANY = 0x3ff,
+};
+#define FAULT_SHORT_READ (-1)
+
+static const struct {
+    const char *name;
+    int err;
+    int ops;
+} fault_kinds[] = {
+    {"enospc", ENOSPC, OPF_WRITE},
+    {"edquot", EDQUOT, OPF_WRITE},
+    {"eio", EIO, OPF_IO},
+    {"short_read", FAULT_SHORT_READ, OPF_READ},
+    {"enoent", ENOENT, OPF_OPEN},
+    {"etimedout", ETIMEDOUT, OPF_ANY},
+    {"ehostunreach", EHOSTUNREACH, OPF_ANY},
+    {"eacces", EACCES, OPF_ANY},
+    {"eperm", EPERM, OPF_ANY},
+    {"estale", ESTALE, OPF_ANY},
+};
+
+static const struct {
+    const char *name;
+    int ops;
+} fault_ops[] = {
+    {"connect", OPF_CONNECT}, {"open", OPF_OPEN}, {"create", OPF_CREATE}, {"write", OPF_WRITE},
+    {"read", OPF_READ},       {"move", OPF_MOVE}, {"remove", OPF_REMOVE}, {"readdir", OPF_READDIR},
+    {"mkdir", OPF_MKDIR},     {"stat", OPF_STAT}, {"io", OPF_IO},         {"any", OPF_ANY},
+};
+
+static pthread_mutex_t fault_mu = PTHREAD_MUTEX_INITIALIZER;
+static char fault_spec[128];
+static int fault_err, fault_mask, fault_left; /* fault_left < 0: unlimited */
+static atomic_int fault_armed;
+
+/* Parses a spec into the fault_* globals; an unparsable spec disables faults (and says so). */
+static void fault_parse(const char *spec)
+{
+    char buf[128];
+    snprintf(fault_spec, sizeof(fault_spec), "%s", spec);
+    snprintf(buf, sizeof(buf), "%s", spec);
+    fault_err = 0;
+    fault_left = 1;
+    char *count = strchr(buf, ':');
+    if (count) {
+        *count++ = '\0';
+        fault_left = !strcmp(count, "*") ? -1 : atoi(count);
+    }
+    char *op = strchr(buf, '@');
+    if (op)
+        *op++ = '\0';
+    for (size_t i = 0; i < sizeof(fault_kinds) / sizeof(fault_kinds[0]); i++) {
+        if (!strcmp(buf, fault_kinds[i].name)) {
+            fault_err = fault_kinds[i].err;
+            fault_mask = fault_kinds[i].ops;
+        }
+    }
+    if (op) {
+        fault_mask = 0;
+        for (size_t i = 0; i < sizeof(fault_ops) / sizeof(fault_ops[0]); i++)
+            if (!strcmp(op, fault_ops[i].name))
+                fault_mask = fault_ops[i].ops;
+    }
+    if (fault_err == 0 || fault_mask == 0) {
+        fprintf(stderr, "dfs_double: ignoring DFS_DOUBLE_FAULT=\"%s\" (see dfs_double.c)\n", spec);
+        fault_err = 0;
+    }
+}
+
+/* The fault to inject into an operation of kind `op` now: 0, an errno, or FAULT_SHORT_READ. */
+static int fault_take(int op)
+{
+    const char *env = getenv("DFS_DOUBLE_FAULT");
+    if (!env || !*env) {
+        if (atomic_load(&fault_armed)) {
+            pthread_mutex_lock(&fault_mu);
+            fault_spec[0] = '\0';
+            fault_err = 0;
+            atomic_store(&fault_armed, 0);
+            pthread_mutex_unlock(&fault_mu);
+        }
+        return 0;
+    }
+    int err = 0;
+    pthread_mutex_lock(&fault_mu);
+    if (strcmp(env, fault_spec) != 0) {
+        fault_parse(env);
+        atomic_store(&fault_armed, 1);
+    }
+    if (fault_err && (fault_mask & op) && fault_left != 0) {
+        err = fault_err;
+        if (fault_left > 0)
+            fault_left--;
+    }
+    pthread_mutex_unlock(&fault_mu);
+    return err;
+}
+
+/* ---- module, connection ------------------------------------------------------------------- */
+
+int dfs_init(void)
+{
+    pthread_mutex_lock(&module_mu);
+    module_refs++;
+    pthread_mutex_unlock(&module_mu);
+    return 0;
+}
+
+int dfs_fini(void)
+{
+    int rc = 0;
+    pthread_mutex_lock(&module_mu);
+    if (module_refs == 0)
+        rc = EINVAL;
+    else
+        module_refs--;
+    pthread_mutex_unlock(&module_mu);
+    return rc;
+}
+
+static int module_ready(void)
+{
+    pthread_mutex_lock(&module_mu);
+    int ready = module_refs > 0;
+    pthread_mutex_unlock(&module_mu);
+    return ready;
+}
+
+static int valid_label(const char *s)
+{
+    return s && s[0] && !strchr(s, '/') && strcmp(s, ".") && strcmp(s, "..") && strlen(s) < 128;
+}
+
+int dfs_connect(const char *pool, const char *sys, const char *cont, int flags, dfs_attr_t *attr,
+                dfs_t **dfs)
+{
+    if (!dfs || !valid_label(pool) || !valid_label(cont))
+        return EINVAL;
+    if (!module_ready())
+        return EACCES;
+    int fault = fault_take(OPF_CONNECT);
+    if (fault > 0)
+        return fault;
+    const char *root = getenv("DFS_DOUBLE_ROOT");
+    if (!root || !*root)
+        root = DEFAULT_ROOT;
+    dfs_t *d = calloc(1, sizeof(*d));
+    if (!d)
+        return ENOMEM;
+    snprintf(d->path, sizeof(d->path), "%s/%s", root, pool);
+    struct stat st;
+    if (stat(d->path, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        free(d);
+        return ENOENT; /* no such pool */
+    }
+    snprintf(d->path, sizeof(d->path), "%s/%s/%s", root, pool, cont);
+    if ((flags & O_CREAT) && mkdir(d->path, 0755) != 0 && errno != EEXIST) {
+        int err = errno;
+        free(d);
+        return err;
+    }
+    d->root_fd = open(d->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (d->root_fd < 0) {
+        free(d);
+        return ENOENT; /* no such container */
+    }
+    d->rdonly = (flags & O_ACCMODE) == O_RDONLY;
+    atomic_fetch_add(&live_connections, 1);
+    atomic_fetch_add(&total_connects, 1);
+    *dfs = d;
+    return 0;
+}
+
+int dfs_disconnect(dfs_t *dfs)
+{
+    if (!dfs)
+        return EINVAL;
+    close(dfs->root_fd);
+    free(dfs);
+    atomic_fetch_sub(&live_connections, 1);
+    return 0;
+}
+
+int dfs_double_live_connections(void)
+{
+    return atomic_load(&live_connections);
+}
+
+int dfs_double_total_connects(void)
+{
+    return atomic_load(&total_connects);
+}
+
+int dfs_double_init_refs(void)
+{
+    pthread_mutex_lock(&module_mu);
+    int refs = module_refs;
+    pthread_mutex_unlock(&module_mu);
+    return refs;
+}
+
+int dfs_sync(dfs_t *dfs)
+{
+    if (!dfs)
+        return EINVAL;
+    return dfs->rdonly ? EPERM : 0;
+}
+
+/* ---- objects ------------------------------------------------------------------------------ */
+
+static int valid_name(const char *name)
+{
+    return name && name[0] && !strchr(name, '/') && strlen(name) <= DFS_MAX_NAME &&
+           strcmp(name, ".") && strcmp(name, "..");
+}
+
+/* The directory fd of `parent` (NULL = root), or -1 (ENOTDIR). */
+static int parent_fd(dfs_t *dfs, dfs_obj_t *parent)
+{
+    if (!parent)
+        return dfs->root_fd;
+    return S_ISDIR(parent->mode) ? parent->fd : -1;
+}
+
+static void fill_stat(const struct stat *in, daos_size_t chunk, struct stat *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->st_mode = in->st_mode;
+    out->st_uid = in->st_uid;
+    out->st_gid = in->st_gid;
+    out->st_size = S_ISREG(in->st_mode) ? in->st_size : 0;
+    out->st_blocks = (out->st_size + 511) / 512;
+    out->st_blksize = (blksize_t)chunk;
+    out->st_nlink = 1;
+    out->st_mtim = in->st_mtim;
+    out->st_ctim = in->st_ctim;
+    int newer =
+        in->st_mtim.tv_sec > in->st_ctim.tv_sec ||
+        (in->st_mtim.tv_sec == in->st_ctim.tv_sec && in->st_mtim.tv_nsec > in->st_ctim.tv_nsec);
+    out->st_atim = newer ? in->st_mtim : in->st_ctim;
+}
+
+static daos_size_t chunk_of_fd(int fd)
+{
+    char buf[32];
+    ssize_t n = fgetxattr(fd, XATTR_CHUNK, buf, sizeof(buf) - 1);
+    if (n <= 0)
+        return DFS_DEFAULT_CHUNK_SIZE;
+    buf[n] = '\0';
+    return strtoull(buf, NULL, 10);
+}
+
+static dfs_obj_t *new_obj(dfs_t *dfs, int fd, mode_t type, int accmode)
+{
+    dfs_obj_t *o = calloc(1, sizeof(*o));
+    if (!o)
+        return NULL;
+    o->dfs = dfs;
+    o->fd = fd;
+    o->mode = type;
+    o->accmode = accmode;
+    return o;
+}
+
+/* Opens the existing entry `name` under directory fd `dfd` as an object. */
+static int open_existing(dfs_t *dfs, int dfd, const char *name, int flags, dfs_obj_t **obj,
+                         mode_t *mode, struct stat *stbuf)
+{
+    struct stat st;
+    if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+        return errno == ENOTDIR ? ENOENT : errno;
+    int acc = flags & O_ACCMODE;
+    int fd;
+    if (S_ISDIR(st.st_mode))
+        fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    else if (S_ISREG(st.st_mode))
+        fd = openat(dfd, name, acc | (flags & O_TRUNC) | O_CLOEXEC | O_NOFOLLOW);
+    else
+        return EINVAL;
+    if (fd < 0)
+        return errno;
+    *obj = new_obj(dfs, fd, st.st_mode & S_IFMT, S_ISDIR(st.st_mode) ? O_RDONLY : acc);
+    if (!*obj) {
+        close(fd);
+        return ENOMEM;
+    }
+    if (mode)
+        *mode = st.st_mode;
+    if (stbuf)
+        fill_stat(&st, S_ISREG(st.st_mode) ? chunk_of_fd(fd) : 0, stbuf);
+    return 0;
+}
+
+int dfs_lookup(dfs_t *dfs, const char *path, int flags, dfs_obj_t **obj, mode_t *mode,
+               struct stat *stbuf)
+{
+    if (!dfs || !path || path[0] != '/' || !obj)
+        return EINVAL;
+    if (flags & O_APPEND)
+        return ENOTSUP;
+    int fault = fault_take(OPF_OPEN);
+    if (fault > 0)
+        return fault;
+    while (*path == '/')
+        path++;
+    return open_existing(dfs, dfs->root_fd, *path ? path : ".", flags, obj, mode, stbuf);
+}
+
+int dfs_lookup_rel(dfs_t *dfs, dfs_obj_t *parent, const char *name, int flags, dfs_obj_t **obj,
+                   mode_t *mode, struct stat *stbuf)
+{
+    if (!dfs || !obj || !valid_name(name))
+        return EINVAL;
+    if (flags & O_APPEND)
+        return ENOTSUP;
+    int dfd = parent_fd(dfs, parent);
+    if (dfd < 0)
+        return ENOTDIR;
+    int fault = fault_take(OPF_OPEN);
+    if (fault > 0)
+        return fault;
+    return open_existing(dfs, dfd, name, flags, obj, mode, stbuf);
+}
+
+static void record_layout(int fd, daos_oclass_id_t cid, daos_size_t chunk)
+{
+    char buf[32];
+    int n = snprintf(buf, sizeof(buf), "%u", (unsigned)cid);
+    fsetxattr(fd, XATTR_OCLASS, buf, (size_t)n, 0);
+    n = snprintf(buf, sizeof(buf), "%llu",
+                 (unsigned long long)(chunk ? chunk : DFS_DEFAULT_CHUNK_SIZE));
+    fsetxattr(fd, XATTR_CHUNK, buf, (size_t)n, 0);
+}
+
+static int create_file(dfs_t *dfs, int dfd, const char *name, mode_t mode, int flags,
+                       daos_oclass_id_t cid, daos_size_t chunk, dfs_obj_t **obj)
+{
+    int acc = flags & O_ACCMODE;
+    int fd = openat(dfd, name, acc | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode & 07777);
+    if (fd < 0 && errno == EEXIST && !(flags & O_EXCL))
+        return open_existing(dfs, dfd, name, flags, obj, NULL, NULL);
+    if (fd < 0)
+        return errno == ENOTDIR ? ENOENT : errno;
+    record_layout(fd, cid, chunk);
+    *obj = new_obj(dfs, fd, S_IFREG, acc);
+    if (!*obj) {
+        close(fd);
+        return ENOMEM;
+    }
+    return 0;
+}
+
+int dfs_open(dfs_t *dfs, dfs_obj_t *parent, const char *name, mode_t mode, int flags,
+             daos_oclass_id_t cid, daos_size_t chunk_size, const char *value, dfs_obj_t **obj)
+{
+    if (!dfs || !obj || !valid_name(name))
+        return EINVAL;
+    int dfd = parent_fd(dfs, parent);
+    if (dfd < 0)
+        return ENOTDIR;
+    mode_t type = mode & S_IFMT;
+    if (type == S_IFLNK)
+        return ENOTSUP;
+    if (type != S_IFREG && type != S_IFDIR)
+        return EINVAL;
+    if (flags & O_APPEND)
+        return ENOTSUP;
+    if ((flags & O_CREAT) && dfs->rdonly)
+        return EPERM;
+    int fault = fault_take((flags & O_CREAT) ? OPF_CREATE : OPF_OPEN);
+    if (fault > 0)
+        return fault;
+    if (type == S_IFDIR) {
+        if ((flags & O_CREAT) && mkdirat(dfd, name, mode & 07777) != 0 &&
+            (errno != EEXIST || (flags & O_EXCL)))
+            return errno;
+        return open_existing(dfs, dfd, name, O_RDONLY, obj, NULL, NULL);
+    }
+    int rc;
+    if (flags & O_CREAT) {
+        rc = create_file(dfs, dfd, name, mode, flags, cid, chunk_size, obj);
+    } else {
+        rc = open_existing(dfs, dfd, name, flags, obj, NULL, NULL);
+        if (rc == 0 && (*obj)->mode != S_IFREG) {
+            dfs_release(*obj);
+            rc = EINVAL;
+        }
+    }
+    return rc;
+}
+
+int dfs_release(dfs_obj_t *obj)
+{
+    if (!obj)
+        return EINVAL;
+    close(obj->fd);
+    free(obj);
+    return 0;
+}
+
+int dfs_get_size(dfs_t *dfs, dfs_obj_t *obj, daos_size_t *size)
+{
+    struct stat st;
+    if (!dfs || !obj || !size || obj->mode != S_IFREG)
+        return EINVAL;
+    if (fstat(obj->fd, &st) != 0)
+        return errno;
+    *size = (daos_size_t)st.st_size;
+    return 0;
+}
+
+int dfs_get_chunk_size(dfs_obj_t *obj, daos_size_t *chunk_size)
+{
+    if (!obj || !chunk_size || obj->mode != S_IFREG)
+        return EINVAL;
+    *chunk_size = chunk_of_fd(obj->fd);
+    return 0;
+}
+
+int dfs_stat(dfs_t *dfs, dfs_obj_t *parent, const char *name, struct stat *stbuf)
+{
+    if (!dfs || !stbuf)
+        return EINVAL;
+    int dfd = parent_fd(dfs, parent);
+    if (dfd < 0)
+        return ENOTDIR;
+    if (!name) {
+        if (parent)
+            return EINVAL;
+        name = ".";
+    } else if (!valid_name(name)) {
+        return EINVAL;
+    }
+    int fault = fault_take(OPF_STAT);
+    if (fault > 0)
+        return fault;
+    dfs_obj_t *o = NULL;
+    int rc = open_existing(dfs, dfd, name, O_RDONLY, &o, NULL, stbuf);
+    if (rc == 0)
+        dfs_release(o);
+    return rc;
+}
+
+int dfs_ostat(dfs_t *dfs, dfs_obj_t *obj, struct stat *stbuf)
+{
+    struct stat st;
+    if (!dfs || !obj || !stbuf)
+        return EINVAL;
+    if (fstat(obj->fd, &st) != 0)
+        return errno;
+    fill_stat(&st, obj->mode == S_IFREG ? chunk_of_fd(obj->fd) : 0, stbuf);
+    return 0;
+}
+
+int dfs_mkdir(dfs_t *dfs, dfs_obj_t *parent, const char *name, mode_t mode, daos_oclass_id_t cid)
+{
+    if (!dfs || !valid_name(name))
+        return EINVAL;
+    int dfd = parent_fd(dfs, parent);
+    if (dfd < 0)
+        return ENOTDIR;
+    if (dfs->rdonly)
+        return EPERM;
+    int fault = fault_take(OPF_MKDIR);
+    if (fault > 0)
+        return fault;
+    if (mkdirat(dfd, name, mode & 07777) != 0)
+        return errno == ENOTDIR ? ENOENT : errno;
+    return 0;
+}
+
+/* rm -r of directory `name` under dfd. */
+static int remove_tree(int dfd, const char *name)
+{
+    int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+        return errno;
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return errno;
+    }
+    int rc = 0;
+    struct dirent *e;
+    while (rc == 0 && (e = readdir(d)) != NULL) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        if (e->d_type == DT_DIR)
+            rc = remove_tree(dirfd(d), e->d_name);
+        else if (unlinkat(dirfd(d), e->d_name, 0) != 0)
+            rc = errno;
+    }
+    closedir(d);
+    if (rc == 0 && unlinkat(dfd, name, AT_REMOVEDIR) != 0)
+        rc = errno;
+    return rc;
+}
+
+int dfs_remove(dfs_t *dfs, dfs_obj_t *parent, const char *name, bool force, daos_obj_id_t *oid)
+{
+    if (!dfs || !valid_name(name))
+        return EINVAL;
+    int dfd = parent_fd(dfs, parent);
+    if (dfd < 0)
+        return ENOTDIR;
+    if (dfs->rdonly)
+        return EPERM;
+    int fault = fault_take(OPF_REMOVE);
+    if (fault > 0)
+        return fault;
+    struct stat st;
+    if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+        return errno == ENOTDIR ? ENOENT : errno;
+    if (oid)
+        *oid = (daos_obj_id_t){.lo = (uint64_t)st.st_ino, .hi = (uint64_t)st.st_dev};
+    if (!S_ISDIR(st.st_mode))
+        return unlinkat(dfd, name, 0) != 0 ? errno : 0;
+    if (unlinkat(dfd, name, AT_REMOVEDIR) == 0)
+        return 0;
+    if (errno != ENOTEMPTY && errno != EEXIST)
+        return errno;
+    return force ? remove_tree(dfd, name) : ENOTEMPTY;
+}
+
+int dfs_move(dfs_t *dfs, dfs_obj_t *parent, const char *name, dfs_obj_t *new_parent,
+             const char *new_name, daos_obj_id_t *oid)
+{
+    if (!dfs || !valid_name(name) || !valid_name(new_name))
+        return EINVAL;
+    int from = parent_fd(dfs, parent), to = parent_fd(dfs, new_parent);
+    if (from < 0 || to < 0)
+        return ENOTDIR;
+    if (dfs->rdonly)
+        return EPERM;
+    int fault = fault_take(OPF_MOVE);
+    if (fault > 0)
+        return fault;
+    struct stat st;
+    if (oid && fstatat(to, new_name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+        *oid = (daos_obj_id_t){.lo = (uint64_t)st.st_ino, .hi = (uint64_t)st.st_dev};
+    return renameat(from, name, to, new_name) != 0 ? errno : 0;
+}
+
+int dfs_readdir(dfs_t *dfs, dfs_obj_t *obj, daos_anchor_t *anchor, uint32_t *nr,
+                struct dirent *dirs)
+{
+    if (!dfs || !obj || !anchor || !nr || !dirs || *nr == 0)
+        return EINVAL;
+    if (obj->mode != S_IFDIR)
+        return ENOTDIR;
+    if (daos_anchor_is_eof(anchor)) {
+        *nr = 0;
+        return 0;
+    }
+    int fault = fault_take(OPF_READDIR);
+    if (fault > 0)
+        return fault;
+    int fd = openat(obj->fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return errno;
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return errno;
+    }
+    long cookie;
+    memcpy(&cookie, anchor->da_buf, sizeof(cookie));
+    if (anchor->da_type != DAOS_ANCHOR_TYPE_ZERO || cookie != 0)
+        seekdir(d, cookie);
+    uint32_t n = 0;
+    int eof = 0;
+    while (n < *nr) {
+        struct dirent *e = readdir(d);
+        if (!e) {
+            eof = 1;
+            break;
+        }
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        memset(&dirs[n], 0, sizeof(dirs[n]));
+        snprintf(dirs[n].d_name, sizeof(dirs[n].d_name), "%s", e->d_name);
+        n++;
+    }
+    /* A full batch may have been the last: peek so EOF is reported with it, as DAOS does. */
+    if (!eof) {
+        cookie = telldir(d);
+        if (readdir(d) == NULL)
+            eof = 1;
+    }
+    closedir(d);
+    anchor->da_type = eof ? DAOS_ANCHOR_TYPE_EOF : 1;
+    memcpy(anchor->da_buf, &cookie, sizeof(cookie));
+    *nr = n;
+    return 0;
+}
+
+/* ---- data path ---------------------------------------------------------------------------- */
+
+static int sgl_to_iov(const d_sg_list_t *sgl, struct iovec *iov, uint64_t *total)
+{
+    if (!sgl || sgl->sg_nr > MAX_SG || (sgl->sg_nr > 0 && !sgl->sg_iovs))
+        return EINVAL;
+    *total = 0;
+    for (uint32_t i = 0; i < sgl->sg_nr; i++) {
+        iov[i].iov_base = sgl->sg_iovs[i].iov_buf;
+        iov[i].iov_len = sgl->sg_iovs[i].iov_len;
+        *total += iov[i].iov_len;
+    }
+    return 0;
+}
+
+static int do_write(dfs_obj_t *obj, d_sg_list_t *sgl, daos_off_t off)
+{
+    struct iovec iov[MAX_SG];
+    uint64_t total;
+    int rc = sgl_to_iov(sgl, iov, &total);
+    if (rc != 0 || total == 0)
+        return rc;
+    int fault = fault_take(OPF_WRITE);
+    if (fault > 0)
+        return fault;
+    struct iovec *v = iov;
+    int n = (int)sgl->sg_nr;
+    while (n > 0) {
+        ssize_t w = pwritev(obj->fd, v, n, (off_t)off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return w < 0 ? errno : EIO;
+        off += (daos_off_t)w;
+        while (n > 0 && (size_t)w >= v->iov_len) {
+            w -= (ssize_t)v->iov_len;
+            v++;
+            n--;
+        }
+        if (n > 0) {
+            v->iov_base = (char *)v->iov_base + w;
+            v->iov_len -= (size_t)w;
+        }
+    }
+    return 0;
+}
+
+static int do_read(dfs_obj_t *obj, d_sg_list_t *sgl, daos_off_t off, daos_size_t *read_size)
+{
+    struct iovec iov[MAX_SG];
+    uint64_t total;
+    *read_size = 0;
+    int rc = sgl_to_iov(sgl, iov, &total);
+    if (rc != 0 || total == 0)
+        return rc;
+    int fault = fault_take(OPF_READ);
+    if (fault > 0)
+        return fault;
+    struct iovec *v = iov;
+    int n = (int)sgl->sg_nr;
+    if (fault == FAULT_SHORT_READ) { /* deliver only the first half */
+        uint64_t keep = total / 2, sum = 0;
+        int k = 0;
+        while (k < n && sum + v[k].iov_len <= keep)
+            sum += v[k++].iov_len;
+        if (k < n && sum < keep)
+            v[k++].iov_len = (size_t)(keep - sum);
+        n = k;
+    }
+    while (n > 0) {
+        ssize_t r = preadv(obj->fd, v, n, (off_t)(off + *read_size));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return errno;
+        if (r == 0)
+            break;
+        *read_size += (daos_size_t)r;
+        while (n > 0 && (size_t)r >= v->iov_len) {
+            r -= (ssize_t)v->iov_len;
+            v++;
+            n--;
+        }
+        if (n > 0) {
+            v->iov_base = (char *)v->iov_base + r;
+            v->iov_len -= (size_t)r;
+        }
+    }
+    return 0;
+}
+
+/* ---- events and event queues -------------------------------------------------------------- */
+
+enum ev_state { EV_NONE = 0, EV_READY, EV_RUNNING, EV_COMPLETED };
+enum ev_op { EVOP_WRITE = 1, EVOP_READ };
+#define EV_MAGIC 0x44465344u /* "DFSD" */
+
+typedef struct eq {
+    pthread_mutex_t mu;
+    pthread_cond_t done_cv; /* completions */
+    pthread_cond_t work_cv; /* async worker: pending work or stop */
+    daos_event_t *done_head, *done_tail;
+    daos_event_t *work_head, *work_tail;
+    unsigned inflight; /* submitted, not yet polled */
+    int async, stop;
+    pthread_t worker;
+} eq_t;
+
+/* What the double keeps in daos_event_t's private area. */
+typedef struct ev_priv {
+    uint32_t magic;
+    uint32_t state;
+    eq_t *eq;
+    daos_event_t *next;
+    int op;
+    dfs_obj_t *obj;
+    d_sg_list_t *sgl;
+    daos_off_t off;
+    daos_size_t *read_size;
+} ev_priv_t;
+
+static_assert(sizeof(ev_priv_t) <= sizeof(((daos_event_t *)0)->ev_private),
+              "event private area too small");
+
+static ev_priv_t *priv(daos_event_t *ev)
+{
+    return (ev_priv_t *)(void *)ev->ev_private.space;
+}
+
+static void list_push(daos_event_t **head, daos_event_t **tail, daos_event_t *ev)
+{
+    priv(ev)->next = NULL;
+    if (*tail)
+        priv(*tail)->next = ev;
+    else
+        *head = ev;
+    *tail = ev;
+}
+
+static daos_event_t *list_pop(daos_event_t **head, daos_event_t **tail)
+{
+    daos_event_t *ev = *head;
+    if (ev) {
+        *head = priv(ev)->next;
+        if (!*head)
+            *tail = NULL;
+    }
+    return ev;
+}
+
+static void run_op(daos_event_t *ev)
+{
+    ev_priv_t *p = priv(ev);
+    ev->ev_error = p->op == EVOP_WRITE ? do_write(p->obj, p->sgl, p->off)
+                                       : do_read(p->obj, p->sgl, p->off, p->read_size);
+}
+
+/* Caller holds eq->mu. */
+static void complete_locked(eq_t *eq, daos_event_t *ev)
+{
+    priv(ev)->state = EV_COMPLETED;
+    list_push(&eq->done_head, &eq->done_tail, ev);
+    pthread_cond_broadcast(&eq->done_cv);
+}
+
+static void *eq_worker(void *arg)
+{
+    eq_t *eq = arg;
+    pthread_mutex_lock(&eq->mu);
+    for (;;) {
+        while (!eq->work_head && !eq->stop)
+            pthread_cond_wait(&eq->work_cv, &eq->mu);
+        daos_event_t *ev = list_pop(&eq->work_head, &eq->work_tail);
+        if (!ev)
+            break;
+        pthread_mutex_unlock(&eq->mu);
+        run_op(ev);
+        pthread_mutex_lock(&eq->mu);
+        complete_locked(eq, ev);
+    }
+    pthread_mutex_unlock(&eq->mu);
+    return NULL;
+}
+
+/* Submits an I/O with an event: 0 when scheduled, else an errno (event untouched). */
+static int submit(daos_event_t *ev, int op, dfs_obj_t *obj, d_sg_list_t *sgl, daos_off_t off,
+                  daos_size_t *read_size)
+{
+    ev_priv_t *p = priv(ev);
+    if (p->magic != EV_MAGIC || p->state != EV_READY || !p->eq)
+        return EINVAL;
+    eq_t *eq = p->eq;
+    p->op = op;
+    p->obj = obj;
+    p->sgl = sgl;
+    p->off = off;
+    p->read_size = read_size;
+    ev->ev_error = 0;
+    pthread_mutex_lock(&eq->mu);
+    p->state = EV_RUNNING;
+    eq->inflight++;
+    if (eq->async) {
+        list_push(&eq->work_head, &eq->work_tail, ev);
+        pthread_cond_signal(&eq->work_cv);
+        pthread_mutex_unlock(&eq->mu);
+        return 0;
+    }
+    pthread_mutex_unlock(&eq->mu);
+    run_op(ev);
+    pthread_mutex_lock(&eq->mu);
+    complete_locked(eq, ev);
+    pthread_mutex_unlock(&eq->mu);
+    return 0;
+}
+
+int dfs_write(dfs_t *dfs, dfs_obj_t *obj, d_sg_list_t *sgl, daos_off_t off, daos_event_t *ev)
+{
+    if (!dfs || !obj || !sgl || obj->mode != S_IFREG)
+        return EINVAL;
+    if (dfs->rdonly || obj->accmode == O_RDONLY)
+        return EPERM;
+    if (sgl->sg_nr > MAX_SG)
+        return EINVAL;
+    if (ev)
+        return submit(ev, EVOP_WRITE, obj, sgl, off, NULL);
+    return do_write(obj, sgl, off);
+}
+
+int dfs_read(dfs_t *dfs, dfs_obj_t *obj, d_sg_list_t *sgl, daos_off_t off, daos_size_t *read_size,
+             daos_event_t *ev)
+{
+    if (!dfs || !obj || !sgl || !read_size || obj->mode != S_IFREG)
+        return EINVAL;
+    if (obj->accmode == O_WRONLY)
+        return EPERM;
+    if (sgl->sg_nr > MAX_SG)
+        return EINVAL;
+    if (ev)
+        return submit(ev, EVOP_READ, obj, sgl, off, read_size);
+    return do_read(obj, sgl, off, read_size);
+}
+
+int daos_eq_create(daos_handle_t *eqh)
+{
+    if (!eqh)
+        return -DER_INVAL;
+    eq_t *eq = calloc(1, sizeof(*eq));
+    if (!eq)
+        return -DER_NOMEM;
+    pthread_mutex_init(&eq->mu, NULL);
+    pthread_cond_init(&eq->done_cv, NULL);
+    pthread_cond_init(&eq->work_cv, NULL);
+    const char *async = getenv("DFS_DOUBLE_EQ_ASYNC");
+    eq->async = async && !strcmp(async, "1");
+    if (eq->async && pthread_create(&eq->worker, NULL, eq_worker, eq) != 0) {
+        free(eq);
+        return -DER_NOMEM;
+    }
+    eqh->cookie = (uint64_t)(uintptr_t)eq;
+    return 0;
+}
+
+int daos_eq_destroy(daos_handle_t eqh, int flags)
+{
+    eq_t *eq = (eq_t *)(uintptr_t)eqh.cookie;
+    if (!eq)
+        return -DER_NO_HDL;
+    pthread_mutex_lock(&eq->mu);
+    if (eq->inflight > 0 && !(flags & DAOS_EQ_DESTROY_FORCE)) {
+        pthread_mutex_unlock(&eq->mu);
+        return -DER_BUSY;
+    }
+    eq->stop = 1;
+    pthread_cond_broadcast(&eq->work_cv);
+    pthread_mutex_unlock(&eq->mu);
+    if (eq->async)
+        pthread_join(eq->worker, NULL);
+    pthread_cond_destroy(&eq->done_cv);
+    pthread_cond_destroy(&eq->work_cv);
+    pthread_mutex_destroy(&eq->mu);
+    free(eq);
+    return 0;
+}
+
+/* Waits on cv until pred or the timeout (µs, <0 = forever). Returns 0 on timeout. */
+static int wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, const struct timespec *deadline)
+{
+    if (!deadline)
+        return pthread_cond_wait(cv, mu) == 0;
+    return pthread_cond_timedwait(cv, mu, deadline) == 0;
+}
+
+static struct timespec *deadline_of(int64_t timeout_us, struct timespec *ts)
+{
+    if (timeout_us < 0)
+        return NULL;
+    clock_gettime(CLOCK_REALTIME, ts);
+    ts->tv_sec += timeout_us / 1000000;
+    ts->tv_nsec += (timeout_us % 1000000) * 1000;
+    if (ts->tv_nsec >= 1000000000) {
+        ts->tv_sec++;
+        ts->tv_nsec -= 1000000000;
+    }
+    return ts;
+}
+
+int daos_eq_poll(daos_handle_t eqh, int wait_running, int64_t timeout, unsigned int nevents,
+                 daos_event_t **events)
+{
+    eq_t *eq = (eq_t *)(uintptr_t)eqh.cookie;
+    if (!eq)
+        return -DER_NO_HDL;
+    if (nevents == 0 || !events)
+        return -DER_INVAL;
+    struct timespec ts;
+    struct timespec *deadline = deadline_of(timeout, &ts);
+    pthread_mutex_lock(&eq->mu);
+    while (!eq->done_head) {
+        if ((wait_running && eq->inflight == 0) || timeout == 0 ||
+            !wait_until(&eq->done_cv, &eq->mu, deadline)) {
+            pthread_mutex_unlock(&eq->mu);
+            return 0;
+        }
+    }
+    unsigned n = 0;
+    while (n < nevents && eq->done_head) {
+        daos_event_t *ev = list_pop(&eq->done_head, &eq->done_tail);
+        priv(ev)->state = EV_READY;
+        eq->inflight--;
+        events[n++] = ev;
+    }
+    pthread_mutex_unlock(&eq->mu);
+    return (int)n;
+}
+
+int daos_event_init(daos_event_t *ev, daos_handle_t eqh, daos_event_t *parent)
+{
+    if (!ev || parent)
+        return -DER_INVAL; /* parent events are not part of the double */
+    memset(ev, 0, sizeof(*ev));
+    priv(ev)->magic = EV_MAGIC;
+    priv(ev)->state = EV_READY;
+    priv(ev)->eq = (eq_t *)(uintptr_t)eqh.cookie;
+    return 0;
+}
+
+int daos_event_fini(daos_event_t *ev)
+{
+    if (!ev || priv(ev)->magic != EV_MAGIC)
+        return -DER_INVAL;
+    if (priv(ev)->state == EV_RUNNING || priv(ev)->state == EV_COMPLETED)
+        return -DER_BUSY;
+    priv(ev)->magic = 0;
+    priv(ev)->state = EV_NONE;
+    return 0;
+}
+
+int daos_event_test(daos_event_t *ev, int64_t timeout, bool *flag)
+{
+    if (!ev || !flag || priv(ev)->magic != EV_MAGIC || !priv(ev)->eq)
+        return -DER_INVAL;
+    eq_t *eq = priv(ev)->eq;
+    struct timespec ts;
+    struct timespec *deadline = deadline_of(timeout, &ts);
+    pthread_mutex_lock(&eq->mu);
+    while (priv(ev)->state == EV_RUNNING && timeout != 0 &&
+           wait_until(&eq->done_cv, &eq->mu, deadline))
+        ;
+    *flag = priv(ev)->state != EV_RUNNING;
+    if (priv(ev)->state == EV_COMPLETED) {
+        /* Unlink it from the completion list. */
+        daos_event_t **pp = &eq->done_head, *prev = NULL;
+        while (*pp && *pp != ev) {
+            prev = *pp;
+            pp = &priv(*pp)->next;
+        }
+        if (*pp) {
+            *pp = priv(ev)->next;
+            if (eq->done_tail == ev)
+                eq->done_tail = prev;
+        }
+        priv(ev)->state = EV_READY;
+        eq->inflight--;
+    }
+    pthread_mutex_unlock(&eq->mu);
+    return 0;
+}
+
+/* ---- object classes, error strings -------------------------------------------------------- */
+
+/* S1 and SX carry DAOS's ids; the others are stand-ins (the double only records them). */
+static const struct {
+    const char *name;
+    uint32_t id;
+} oclasses[] = {
+    {"S1", OC_S1},           {"S2", 0x1000002},        {"S4", 0x1000004},
+    {"S8", 0x1000008},       {"S16", 0x1000010},       {"S32", 0x1000020},
+    {"SX", OC_SX},           {"RP_2G1", 0x1200001},    {"RP_2GX", 0x120FFFF},
+    {"RP_3G1", 0x1300001},   {"RP_3GX", 0x130FFFF},    {"EC_2P1G1", 0x1400001},
+    {"EC_2P1GX", 0x140FFFF}, {"EC_4P1GX", 0x141FFFF},  {"EC_4P2GX", 0x142FFFF},
+    {"EC_8P2GX", 0x143FFFF}, {"EC_16P3GX", 0x144FFFF},
+};
+
+int daos_oclass_name2id(const char *name)
+{
+    if (!name)
+        return OC_UNKNOWN;
+    if (!strncmp(name, "OC_", 3))
+        name += 3;
+    for (size_t i = 0; i < sizeof(oclasses) / sizeof(oclasses[0]); i++)
+        if (!strcmp(name, oclasses[i].name))
+            return (int)oclasses[i].id;
+    return OC_UNKNOWN;
+}
+
+const char *d_errstr(int rc)
+{
+    switch (rc < 0 ? -rc : rc) {
+    case DER_SUCCESS:
+        return "DER_SUCCESS";
+    case DER_NO_PERM:
+        return "DER_NO_PERM";
+    case DER_NO_HDL:
+        return "DER_NO_HDL";
+    case DER_INVAL:
+        return "DER_INVAL";
+    case DER_EXIST:
+        return "DER_EXIST";
+    case DER_NONEXIST:
+        return "DER_NONEXIST";
+    case DER_UNREACH:
+        return "DER_UNREACH";
+    case DER_NOSPACE:
+        return "DER_NOSPACE";
+    case DER_ALREADY:
+        return "DER_ALREADY";
+    case DER_NOMEM:
+        return "DER_NOMEM";
+    case DER_NOSYS:
+        return "DER_NOSYS";
+    case DER_TIMEDOUT:
+        return "DER_TIMEDOUT";
+    case DER_BUSY:
+        return "DER_BUSY";
+    case DER_AGAIN:
+        return "DER_AGAIN";
+    case DER_PROTO:
+        return "DER_PROTO";
+    case DER_UNINIT:
+        return "DER_UNINIT";
+    case DER_TRUNC:
+        return "DER_TRUNC";
+    case DER_OVERFLOW:
+        return "DER_OVERFLOW";
+    case DER_CANCELED:
+        return "DER_CANCELED";
+    case DER_IO:
+        return "DER_IO";
+    case DER_ENOENT:
+        return "DER_ENOENT";
+    case DER_STALE:
+        return "DER_STALE";
+    case DER_TX_RESTART:
+        return "DER_TX_RESTART";
+    case DER_NOTSUPPORTED:
+        return "DER_NOTSUPPORTED";
+    default:
+        return "DER_UNKNOWN";
+    }
+}
+
+/* ---- unified namespace -------------------------------------------------------------------- */
+
+/* Parses "DAOS.POSIX://pool/cont" (an xattr value). 0 or EINVAL. */
+static int parse_uns_value(const char *value, struct duns_attr_t *attr)
+{
+    const char *p = strstr(value, "://");
+    if (strncmp(value, "DAOS.", 5) != 0 || !p)
+        return EINVAL;
+    size_t type_len = (size_t)(p - (value + 5));
+    attr->da_type = (type_len == 5 && !strncmp(value + 5, "POSIX", 5))
+                        ? DAOS_PROP_CO_LAYOUT_POSIX
+                        : DAOS_PROP_CO_LAYOUT_UNKNOWN;
+    char pool[128], cont[128];
+    if (sscanf(p + 3, "%127[^/]/%127[^/\n]", pool, cont) != 2)
+        return EINVAL;
+    snprintf(attr->da_pool, sizeof(attr->da_pool), "%s", pool);
+    snprintf(attr->da_cont, sizeof(attr->da_cont), "%s", cont);
+    return 0;
+}
+
+/* "pool/cont[/rel]" → attr. */
+static int parse_direct(const char *s, struct duns_attr_t *attr)
+{
+    while (*s == '/')
+        s++;
+    char pool[128], cont[128];
+    int used = 0;
+    if (sscanf(s, "%127[^/]/%127[^/]%n", pool, cont, &used) != 2)
+        return EINVAL;
+    snprintf(attr->da_pool, sizeof(attr->da_pool), "%s", pool);
+    snprintf(attr->da_cont, sizeof(attr->da_cont), "%s", cont);
+    attr->da_type = DAOS_PROP_CO_LAYOUT_POSIX;
+    const char *rel = s + used;
+    if (*rel == '/' && rel[1] != '\0') {
+        attr->da_rel_path = strdup(rel);
+        if (!attr->da_rel_path)
+            return ENOMEM;
+    }
+    return 0;
+}
+
+/* Reads the UNS value of directory `dir` (xattr, else marker file). 0, ENODATA or an errno. */
+static int read_uns_value(const char *dir, char *value, size_t cap)
+{
+    ssize_t n = getxattr(dir, DUNS_XATTR_NAME, value, cap - 1);
+    if (n > 0) {
+        value[n] = '\0';
+        return 0;
+    }
+    char marker[PATH_MAX + 16];
+    snprintf(marker, sizeof(marker), "%s/%s", strcmp(dir, "/") ? dir : "", DFS_DOUBLE_MARKER_FILE);
+    FILE *f = fopen(marker, "r");
+    if (!f)
+        return ENODATA;
+    size_t got = fread(value, 1, cap - 1, f);
+    fclose(f);
+    value[got] = '\0';
+    value[strcspn(value, "\r\n")] = '\0';
+    return got > 0 ? 0 : ENODATA;
+}
+
+int duns_resolve_path(const char *path, struct duns_attr_t *attr)
+{
+    if (!path || !attr)
+        return EINVAL;
+    attr->da_rel_path = NULL;
+    attr->da_sys = NULL;
+    if (!strncmp(path, "daos://", 7))
+        return parse_direct(path + 7, attr);
+    if (attr->da_flags & (DUNS_NO_PREFIX | DUNS_NO_CHECK_PATH))
+        return parse_direct(path, attr);
+
+    struct statfs sfs;
+    if (statfs(path, &sfs) != 0)
+        return errno;
+    char real[PATH_MAX];
+    if (!realpath(path, real))
+        return errno;
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof(dir), "%s", real);
+    char value[DUNS_MAX_XATTR_LEN + 1];
+    for (;;) {
+        if (read_uns_value(dir, value, sizeof(value)) == 0)
+            break;
+        if (!strcmp(dir, "/") || (attr->da_flags & DUNS_NO_REVERSE_LOOKUP))
+            return ENODATA;
+        char *slash = strrchr(dir, '/');
+        if (slash == dir)
+            slash[1] = '\0';
+        else
+            *slash = '\0';
+    }
+    int rc = parse_uns_value(value, attr);
+    if (rc != 0)
+        return rc;
+    size_t base = !strcmp(dir, "/") ? 0 : strlen(dir);
+    if (real[base] != '\0') {
+        attr->da_rel_path = strdup(real + base);
+        if (!attr->da_rel_path)
+            return ENOMEM;
+    }
+    return 0;
+}
+
+void duns_destroy_attr(struct duns_attr_t *attr)
+{
+    if (!attr)
+        return;
+    free(attr->da_rel_path);
+    attr->da_rel_path = NULL;
+}
