@@ -58,6 +58,7 @@ struct mc_store {
     void *local_buffer;
     atomic_int closed;
     atomic_int master_reachable;
+    atomic_uint_fast64_t last_master_error_ms; /* rate limit: one failure line per second */
     /* Every public call holds op_lock for reading; close takes it for writing, so it waits for
      * calls in flight and no call runs on a half-torn-down store. */
     pthread_rwlock_t op_lock;
@@ -183,7 +184,11 @@ static int keys_call(mc_store_t *s, uint16_t opcode, char **keys, uint64_t *size
     req.regex = (char *)(regex ? regex : "");
     int rc = mc_master_call_keys(s->rpc, opcode, &req, resp);
     if (rc != 0) {
-        MC_ERROR("master %s: request %u failed: %s", s->master_addr, opcode, mc_error_name(rc));
+        uint64_t now = mc_now_ms(), last = atomic_load(&s->last_master_error_ms);
+        if ((!last || now - last >= 1000) &&
+            atomic_compare_exchange_strong(&s->last_master_error_ms, &last, now))
+            MC_ERROR("master %s: %s failed: %s (repeats within a second are not logged)",
+                     s->master_addr, mc_rpc_method_name(opcode), mc_error_name(rc));
         return rc;
     }
     if ((*resp)->code != 0 || (*resp)->n_results != (opcode == MC_RPC_REMOVE_ALL ||
@@ -1009,6 +1014,8 @@ static void *ping_main(void *arg)
         } else {
             if (resp->client_status == 2 /* NEED_REMOUNT */) {
                 int mrc = segment_call(s, MC_RPC_REMOUNT_SEGMENT);
+                /* A restarted master also lost its embedded metadata service's entries. */
+                mc_te_republish(s->te);
                 if (mrc == 0 && s->segment)
                     MC_INFO("re-mounted segment %s (%s) at master %s",
                             mc_te_local_segment_name(s->te), s->segment_id, s->master_addr);

@@ -46,6 +46,9 @@ enum mc_rpc_opcode {
 #define MC_RPC_MAX_BODY (64u << 20)
 #define MC_RPC_DEFAULT_TIMEOUT_MS 10000
 
+/* Upstream's name of a method ("PutStart", "GetReplicaList", ...), or "Unknown". Static string. */
+const char *mc_rpc_method_name(uint16_t opcode);
+
 typedef struct mc_rpc_client mc_rpc_client_t;
 
 /* address: "host:port". Does not connect yet. */

@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include "mooncake/store.h"
+#include "mooncake/http_metadata.h"
 #include "proc.h"
 
 #include <arpa/inet.h>
@@ -590,6 +591,50 @@ static void test_master_restart_makes_clients_remount(void **state)
     stop_master(&m, SIGTERM);
 }
 
+static void test_master_restart_republishes_http_metadata(void **state)
+{
+    /* The master's embedded HTTP metadata service forgets everything when the master restarts;
+     * clients publish their segment descriptors again when they re-mount. */
+    master_t m;
+    mc_proc_t h;
+    int meta_port = mc_test_free_port();
+    char meta_flag[64], url[96], master_flag[96], port_flag[32], segment[300], key[400];
+    snprintf(meta_flag, sizeof(meta_flag), "--http_metadata_server_port=%d", meta_port);
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/metadata", meta_port);
+    const char *extra[] = {"--enable_http_metadata_server=true",
+                           "--http_metadata_server_host=127.0.0.1", meta_flag, NULL};
+    assert_int_equal(start_master(&m, extra), 0);
+    snprintf(master_flag, sizeof(master_flag), "--master_server_address=%s", m.addr);
+    snprintf(port_flag, sizeof(port_flag), "--port=%d", mc_test_free_port());
+    char meta_arg[128];
+    snprintf(meta_arg, sizeof(meta_arg), "--metadata_server=%s", url);
+    char *argv[] = {CLIENT_BIN, master_flag, meta_arg, "--host=127.0.0.1", port_flag,
+                    "--global_segment_size=16MB", NULL};
+    assert_int_equal(mc_proc_start(&h, argv, "mooncake_client ready: segment ", 20000), 0);
+    remember_child(h.pid);
+    sscanf(h.ready_line, "mooncake_client ready: segment %299s", segment);
+    snprintf(key, sizeof(key), "mooncake/ram/%s", segment);
+    char *value = NULL;
+    size_t len = 0;
+    assert_int_equal(mc_http_metadata_get(url, key, &value, &len), 0);
+    free(value);
+
+    int port = m.rpc_port;
+    assert_int_equal(WEXITSTATUS(stop_master(&m, SIGTERM)), 0);
+    assert_int_equal(start_master_on(&m, port, extra), 0);
+    int rc = -1;
+    for (int i = 0; i < 100 && rc != 0; i++) { /* a ping per second: back within a few */
+        rc = mc_http_metadata_get(url, key, &value, &len);
+        if (rc == 0)
+            free(value);
+        else
+            usleep(100 * 1000);
+    }
+    assert_int_equal(rc, 0);
+    mc_proc_stop(&h, SIGTERM, 10000);
+    stop_master(&m, SIGTERM);
+}
+
 static void test_unknown_flags_exit_non_zero(void **state)
 {
     const char *bins[] = {CLIENT_BIN, MASTER_BIN};
@@ -827,6 +872,7 @@ int main(void)
         cmocka_unit_test(test_zero_lease_ttl_means_no_lease),
         cmocka_unit_test(test_client_killed_mid_put_is_revoked_after_ttl),
         cmocka_unit_test(test_master_restart_makes_clients_remount),
+        cmocka_unit_test(test_master_restart_republishes_http_metadata),
         cmocka_unit_test(test_unknown_flags_exit_non_zero),
     };
     atexit(kill_children);
