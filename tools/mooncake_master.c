@@ -180,8 +180,7 @@ static size_t flags_table(master_opts_t *o, mc_flag_t *out, size_t cap)
         FLAG_INT("offloading_queue_limit", offloading_queue_limit, 1, 100000000,
                  "offload tasks queued per client; beyond, objects are not queued"),
         FLAG("offload_backend", MC_FLAG_STRING, offload_backend,
-             "local|distributed (default $" ENV_OFFLOAD_BACKEND
-             ", else what the clients report)"),
+             "local|distributed (default $" ENV_OFFLOAD_BACKEND ", else what the clients report)"),
         FLAG("distributed_fs_type", MC_FLAG_STRING, distributed_fs_type,
              "posix|daos for the distributed backend (default $" ENV_DFS_TYPE ", else posix)"),
         FLAG("distributed_root_dir", MC_FLAG_STRING, distributed_root_dir,
@@ -554,8 +553,7 @@ static void master_config_from(const master_opts_t *o, mc_master_config_t *c)
     c->offload_backend = !strcmp(backend, "local")         ? MC_OFFLOAD_BACKEND_LOCAL
                          : !strcmp(backend, "distributed") ? MC_OFFLOAD_BACKEND_DISTRIBUTED
                                                            : MC_OFFLOAD_BACKEND_NONE;
-    snprintf(c->distributed_fs_type, sizeof(c->distributed_fs_type), "%s",
-             o->distributed_fs_type);
+    snprintf(c->distributed_fs_type, sizeof(c->distributed_fs_type), "%s", o->distributed_fs_type);
 }
 
 static const char *tf(int b)
@@ -590,9 +588,8 @@ static void format_settings(const master_opts_t *o, int64_t threads, int metrics
              o->distributed_fs_type,
              o->distributed_root_dir[0] ? o->distributed_root_dir : "(none)",
              o->offload_task_timeout_sec, o->offload_max_attempts, o->offload_put_wait_ms,
-             o->offloading_queue_limit,
-             o->config_path[0] ? o->config_path : "(none)", o->log_dir[0] ? o->log_dir : "(none)",
-             o->v, MC_VERSION_STRING);
+             o->offloading_queue_limit, o->config_path[0] ? o->config_path : "(none)",
+             o->log_dir[0] ? o->log_dir : "(none)", o->v, MC_VERSION_STRING);
 }
 
 /* ---- start-up ---------------------------------------------------------------------------- */

@@ -227,8 +227,8 @@ static double drain(mc_master_t *m, mc_store_t *a, const opts_t *o, uint8_t *buf
 }
 
 /* Seconds for store b to get keys first..first+count-1 from their DFS files. */
-static double fallback(mc_store_t *b, const opts_t *o, const char *dfs, uint8_t *buf,
-                       int64_t first, uint64_t *bad)
+static double fallback(mc_store_t *b, const opts_t *o, const char *dfs, uint8_t *buf, int64_t first,
+                       uint64_t *bad)
 {
     mc_store_offload_stats_t st;
     mc_store_get_offload_stats(b, &st);
@@ -256,8 +256,8 @@ static void report(const opts_t *o, const result_t *r)
 {
     char size[32];
     mc_format_size(o->value_size, size, sizeof(size));
-    printf("offload_bench: %" PRId64 " rounds of %" PRId64 " values of %s under %s (posix), %" PRIu64
-           " bad\n",
+    printf("offload_bench: %" PRId64 " rounds of %" PRId64
+           " values of %s under %s (posix), %" PRIu64 " bad\n",
            o->rounds, o->count, size, o->dir, r->bad);
     printf("| phase | GB/s | baseline | baseline GB/s | ratio |\n|---|---|---|---|---|\n");
     printf("| drain (full queue) | %.2f | pwrite+fsync per file | %.2f | %.2f |\n", r->drain_gbs,
@@ -283,8 +283,11 @@ static void report(const opts_t *o, const result_t *r)
 
 int main(int argc, char **argv)
 {
-    opts_t o = {.dir = "/var/tmp/mc_offload_bench", .value_size = 16u << 20, .count = 32,
-                .rounds = 4, .json = ""};
+    opts_t o = {.dir = "/var/tmp/mc_offload_bench",
+                .value_size = 16u << 20,
+                .count = 32,
+                .rounds = 4,
+                .json = ""};
     mc_flag_t flags[] = {
         {"dir", MC_FLAG_STRING, &o.dir, "scratch directory (emptied first); the disk under test"},
         {"value_size", MC_FLAG_SIZE, &o.value_size, "bytes per value (\"16MB\")"},
@@ -342,7 +345,8 @@ int main(int argc, char **argv)
         fprintf(stderr, PROGRAM ": store A does not offload\n");
         return 1;
     }
-    double t_base = 0, t_ours = 0, bytes = (double)o.value_size * (double)o.count * (double)o.rounds;
+    double t_base = 0, t_ours = 0,
+           bytes = (double)o.value_size * (double)o.count * (double)o.rounds;
     for (int64_t round = 0; round < o.rounds; round++) {
         pattern(buf, o.value_size, 1);
         double tb = 0, to = 0;

@@ -136,6 +136,9 @@ int mc_store_upsert(mc_store_t *store, const char *key, const void *value, size_
 /*
  * Reads the object into buf[0..capacity). Returns its size in bytes (>= 0), MC_ERR_OBJECT_NOT_FOUND
  * (-704) when absent, MC_ERR_BUFFER_OVERFLOW (-10) when capacity is smaller than the object.
+ * Offload: with no memory replica left, a disk replica is read instead; a corrupt file is
+ * MC_ERR_CHECKSUM_MISMATCH (-801), an object only on the distributed backend read by a client
+ * without it MC_ERR_UNAVAILABLE_IN_CURRENT_MODE (-1011).
  */
 int64_t mc_store_get(mc_store_t *store, const char *key, void *buf, size_t capacity);
 /* Size of the object in bytes, or MC_ERR_OBJECT_NOT_FOUND. Grants a read lease as upstream. */

@@ -23,11 +23,11 @@ struct mc_offload {
     char client_id[64];
     mc_transfer_engine_t *te;
     uint64_t segment_size;
-    int offloader;                   /* runs the worker */
-    mc_offload_backend_t *backend;   /* the worker's, or the distributed reader's */
-    mc_offload_server_t *server;     /* local backend: reads of our files by others */
+    int offloader;                 /* runs the worker */
+    mc_offload_backend_t *backend; /* the worker's, or the distributed reader's */
+    mc_offload_server_t *server;   /* local backend: reads of our files by others */
     mc_offload_worker_t *worker;
-    mc_offload_peers_t *peers;       /* connections to owners of local-disk replicas */
+    mc_offload_peers_t *peers; /* connections to owners of local-disk replicas */
     atomic_uint_fast64_t fallback_reads;
     atomic_int warned_no_dfs;
 };
@@ -90,7 +90,8 @@ int mc_offload_prepare(const mc_offload_setup_t *setup, mc_offload_t **out)
     if (rc == 0)
         rc = mc_offload_peers_create(&o->peers);
     if (rc == 0 && (o->offloader || distributed))
-        rc = mc_offload_backend_open(&o->env, distributed ? MC_OFFLOAD_DISTRIBUTED : MC_OFFLOAD_LOCAL,
+        rc = mc_offload_backend_open(&o->env,
+                                     distributed ? MC_OFFLOAD_DISTRIBUTED : MC_OFFLOAD_LOCAL,
                                      o->env.storage_path, &o->backend, err, sizeof(err));
     if (rc == 0 && o->offloader && !distributed) {
         rc = mc_offload_server_start(setup->host, setup->te, o->backend, o->env.staging_bytes,

@@ -74,7 +74,8 @@ static void new_cluster_id(char out[64])
     if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r)) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
-        uint64_t x = ((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec) ^ (uint64_t)getpid();
+        uint64_t x =
+            ((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec) ^ (uint64_t)getpid();
         memcpy(r, &x, sizeof(x));
         memcpy(r + 8, &ts, sizeof(uint64_t));
     }
@@ -99,8 +100,7 @@ static int marker_parse(const char *text, char id[64], char fs[16])
     return id[0] && fs[0] ? 0 : -1;
 }
 
-static int marker_read(mc_offload_backend_t *b, char id[64], char fs[16], char *err,
-                       size_t errlen)
+static int marker_read(mc_offload_backend_t *b, char id[64], char fs[16], char *err, size_t errlen)
 {
     uint64_t size = 0;
     int rc = mc_fs_stat(b->fs, MARKER_KEY, &size);
@@ -114,8 +114,9 @@ static int marker_read(mc_offload_backend_t *b, char id[64], char fs[16], char *
     if (rc == 0 && marker_parse(text, id, fs) != 0)
         rc = MC_ERR_CHECKSUM_MISMATCH;
     if (rc != 0)
-        fail(err, errlen, "MOONCAKE_DISTRIBUTED_ROOT_DIR=%s: the cluster marker %s cannot be read: %s",
-             b->root, MARKER_KEY, mc_error_name(rc));
+        fail(err, errlen,
+             "MOONCAKE_DISTRIBUTED_ROOT_DIR=%s: the cluster marker %s cannot be read: %s", b->root,
+             MARKER_KEY, mc_error_name(rc));
     return rc;
 }
 
@@ -134,8 +135,9 @@ static int marker_setup(mc_offload_backend_t *b, char *err, size_t errlen)
                          b->fs_type);
         rc = mc_fs_write(b->fs, MARKER_KEY, text, (uint64_t)n);
         if (rc != 0) {
-            fail(err, errlen, "MOONCAKE_DISTRIBUTED_ROOT_DIR=%s: cannot write the cluster marker: %s",
-                 b->root, mc_error_name(rc));
+            fail(err, errlen,
+                 "MOONCAKE_DISTRIBUTED_ROOT_DIR=%s: cannot write the cluster marker: %s", b->root,
+                 mc_error_name(rc));
             return rc;
         }
         rc = marker_read(b, id, fs, err, errlen);
@@ -187,8 +189,8 @@ int mc_offload_backend_open(const mc_offload_env_t *env, int kind, const char *l
     if (rc == 0) {
         rc = mc_fs_adapter_open(&cfg, &b->fs);
         if (rc != 0)
-            fail(err, errlen, "%s=%s: the %s adapter cannot open it: %s", what, b->root,
-                 b->fs_type, mc_error_name(rc));
+            fail(err, errlen, "%s=%s: the %s adapter cannot open it: %s", what, b->root, b->fs_type,
+                 mc_error_name(rc));
     }
     if (rc == 0 && kind == MC_OFFLOAD_DISTRIBUTED)
         rc = marker_setup(b, err, errlen);

@@ -146,10 +146,10 @@ static int read_distributed(mc_offload_env_t *e, char *err, size_t errlen)
 {
     static atomic_int warned;
     static const char *const names[] = {
-        "MOONCAKE_DISTRIBUTED_FS_TYPE",       "MOONCAKE_DISTRIBUTED_ROOT_DIR",
-        "MOONCAKE_DISTRIBUTED_HEALTH_CHECK",  "MOONCAKE_DISTRIBUTED_XFER_SIZE",
+        "MOONCAKE_DISTRIBUTED_FS_TYPE",        "MOONCAKE_DISTRIBUTED_ROOT_DIR",
+        "MOONCAKE_DISTRIBUTED_HEALTH_CHECK",   "MOONCAKE_DISTRIBUTED_XFER_SIZE",
         "MOONCAKE_DISTRIBUTED_READ_XFER_SIZE", "MOONCAKE_DISTRIBUTED_CHUNK_SIZE",
-        "MOONCAKE_DISTRIBUTED_OCLASS",        NULL};
+        "MOONCAKE_DISTRIBUTED_OCLASS",         NULL};
     int rc = env_string("MOONCAKE_DISTRIBUTED_FS_TYPE", "MOONCAKE_DFS_FS_ADAPTER", "posix",
                         e->fs_type, sizeof(e->fs_type), err, errlen);
     if (rc == 0)
@@ -184,8 +184,9 @@ static int read_distributed(mc_offload_env_t *e, char *err, size_t errlen)
         return 0;
     }
     if (!strcmp(e->fs_type, "hf3fs")) {
-        fail(err, errlen, "MOONCAKE_DISTRIBUTED_FS_TYPE=hf3fs is not supported by mooncake-c "
-                          "(use posix on the 3FS FUSE mount, or daos)");
+        fail(err, errlen,
+             "MOONCAKE_DISTRIBUTED_FS_TYPE=hf3fs is not supported by mooncake-c "
+             "(use posix on the 3FS FUSE mount, or daos)");
         return MC_ERR_NOT_SUPPORTED;
     }
     if (strcmp(e->fs_type, "posix") != 0 && strcmp(e->fs_type, "daos") != 0)
@@ -242,8 +243,8 @@ int mc_offload_env_read(mc_offload_env_t *e, char *err, size_t errlen)
         rc = env_int("MOONCAKE_OFFLOAD_CLIENT_BUFFER_GC_TTL_MS", 1, INT32_MAX,
                      DEFAULT_STAGING_TTL_MS, &ttl, err, errlen);
     if (rc == 0)
-        rc = env_int("MOONCAKE_OFFLOAD_IO_THREADS", 1, MAX_IO_THREADS, DEFAULT_IO_THREADS,
-                     &threads, err, errlen);
+        rc = env_int("MOONCAKE_OFFLOAD_IO_THREADS", 1, MAX_IO_THREADS, DEFAULT_IO_THREADS, &threads,
+                     err, errlen);
     if (rc == 0)
         rc = env_int("MOONCAKE_OFFLOAD_CLOSE_DRAIN_SECONDS", 0, MAX_HEARTBEAT_S,
                      DEFAULT_CLOSE_DRAIN_S, &drain, err, errlen);

@@ -8,9 +8,9 @@
  *                                                (also distributed_storage_backend)
  *   MOONCAKE_DISTRIBUTED_FS_TYPE                 posix (default) | daos (when built); hf3fs is
  *                                                refused (alias MOONCAKE_DFS_FS_ADAPTER)
- *   MOONCAKE_DISTRIBUTED_ROOT_DIR                shared root, absolute (alias MOONCAKE_DFS_ROOT_DIR)
- *   MOONCAKE_DISTRIBUTED_HEALTH_CHECK            false; true: probe at start and periodically
- *   MOONCAKE_DISTRIBUTED_XFER_SIZE               0 (unsplit writes)
+ *   MOONCAKE_DISTRIBUTED_ROOT_DIR                shared root, absolute (alias
+ * MOONCAKE_DFS_ROOT_DIR) MOONCAKE_DISTRIBUTED_HEALTH_CHECK            false; true: probe at start
+ * and periodically MOONCAKE_DISTRIBUTED_XFER_SIZE               0 (unsplit writes)
  *   MOONCAKE_DISTRIBUTED_READ_XFER_SIZE          8m
  *   MOONCAKE_DISTRIBUTED_CHUNK_SIZE              8m
  *   MOONCAKE_DISTRIBUTED_OCLASS                  "" (DAOS object class; ignored by posix)
@@ -36,7 +36,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define MC_OFFLOAD_LOCAL 1       /* = OffloadHeartbeatRequest.backend */
+#define MC_OFFLOAD_LOCAL 1 /* = OffloadHeartbeatRequest.backend */
 #define MC_OFFLOAD_DISTRIBUTED 2
 #define MC_OFFLOAD_DEFAULT_STORAGE_PATH "/data/file_storage"
 

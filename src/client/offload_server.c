@@ -184,8 +184,8 @@ static void handle_fetch(mc_offload_server_t *s, const Mc__FetchRequest *req,
     resp->code = staging_alloc(s, req->size, &lease);
     if (resp->code != 0)
         return;
-    resp->code =
-        mc_offload_backend_read(s->backend, req->key, req->version, s->staging + lease.off, req->size);
+    resp->code = mc_offload_backend_read(s->backend, req->key, req->version, s->staging + lease.off,
+                                         req->size);
     if (resp->code != 0) {
         MC_WARN("offload server: read of %.64s (version %016" PRIx64 ") failed: %s", req->key,
                 req->version, mc_error_name(resp->code));

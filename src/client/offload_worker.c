@@ -30,7 +30,8 @@
 #define RETRY_MS 1000
 #define HEALTH_MIN_MS 5000
 
-/* ---- the ledger ------------------------------------------------------------------------------- */
+/* ---- the ledger -------------------------------------------------------------------------------
+ */
 
 typedef struct ledger_entry {
     struct ledger_entry *prev, *next; /* FIFO ring, oldest first */
@@ -152,7 +153,8 @@ static int ledger_remove(ledger_t *l, const char *key, uint64_t version)
     return e != NULL;
 }
 
-/* ---- the worker ------------------------------------------------------------------------------- */
+/* ---- the worker -------------------------------------------------------------------------------
+ */
 
 typedef struct wtask {
     uint64_t id, size, address, version;
@@ -174,9 +176,9 @@ struct mc_offload_worker {
     pthread_cond_t work_cond;    /* wakes writers */
     wtask_t *q;                  /* ring of qcap */
     size_t qcap, qhead, qlen;
-    uint64_t *active;            /* ids being written, one slot per writer (0 = idle) */
+    uint64_t *active; /* ids being written, one slot per writer (0 = idle) */
     int stopping;
-    uint64_t drain_deadline;     /* mc_now_ms(); 0 = no drain */
+    uint64_t drain_deadline; /* mc_now_ms(); 0 = no drain */
     int wake;
     int offloading;
     int healthy;
@@ -203,7 +205,8 @@ static int rpc_trouble(int rc)
     return rc == MC_ERR_RPC_FAIL || rc == MC_ERR_RPC_TIMEOUT;
 }
 
-/* ---- results and capacity --------------------------------------------------------------------- */
+/* ---- results and capacity ---------------------------------------------------------------------
+ */
 
 static int notify(mc_offload_worker_t *w, uint64_t task_id, const char *key, uint64_t version,
                   uint64_t size, int code)
@@ -319,7 +322,8 @@ static void unreserve(mc_offload_worker_t *w, uint64_t size)
     pthread_mutex_unlock(&w->ledger.lock);
 }
 
-/* ---- writers ---------------------------------------------------------------------------------- */
+/* ---- writers ----------------------------------------------------------------------------------
+ */
 
 static void write_task(mc_offload_worker_t *w, const wtask_t *t)
 {
@@ -385,7 +389,8 @@ static void *writer_main(void *arg)
     return NULL;
 }
 
-/* ---- control ---------------------------------------------------------------------------------- */
+/* ---- control ----------------------------------------------------------------------------------
+ */
 
 static void fill_info(mc_offload_worker_t *w, Mc__OffloadHeartbeatRequest *req, int offloading,
                       int healthy)
@@ -629,7 +634,8 @@ static void *control_main(void *arg)
     return NULL;
 }
 
-/* ---- lifecycle -------------------------------------------------------------------------------- */
+/* ---- lifecycle --------------------------------------------------------------------------------
+ */
 
 static int scan_one(const char *key, uint64_t version, uint64_t size, void *arg)
 {

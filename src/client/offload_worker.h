@@ -39,7 +39,7 @@ typedef struct mc_offload_worker_config {
     const char *endpoint;          /* local backend: where others read this client's files */
     uintptr_t segment_base;        /* this client's segment */
     uint64_t segment_size;
-    const mc_offload_env_t *env;   /* copied */
+    const mc_offload_env_t *env; /* copied */
 } mc_offload_worker_config_t;
 
 typedef struct mc_offload_worker_stats {

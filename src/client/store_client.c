@@ -1179,6 +1179,12 @@ int mc_store_close(mc_store_t *s)
         pthread_mutex_unlock(&s->ping_lock);
         pthread_join(s->ping_thread, NULL);
         s->ping_started = 0;
+        if (mc_offload_fallback_reads(s->offload) > 0) { /* the master's count, up to date */
+            Mc__PingResponse *resp = NULL;
+            if (mc_master_call_ping(s->rpc, s->client_id, mc_offload_fallback_reads(s->offload),
+                                    &resp) == 0)
+                mc__ping_response__free_unpacked(resp, NULL);
+        }
     }
     if (s->segment && s->rpc && s->segment_id[0]) {
         int rc = segment_call(s, MC_RPC_UNMOUNT_SEGMENT);

@@ -95,8 +95,8 @@ static void render_offload_metrics(FILE *f, const mc_master_stats_t *st)
            st->disk_replicas);
     metric(f, "master_dfs_replicas", "gauge", "Disk replicas on the distributed backend.",
            st->dfs_replicas);
-    metric(f, "master_disk_replica_bytes", "gauge", "Bytes of the objects that have a disk replica.",
-           st->disk_replica_bytes);
+    metric(f, "master_disk_replica_bytes", "gauge",
+           "Bytes of the objects that have a disk replica.", st->disk_replica_bytes);
     metric(f, "master_disk_only_keys", "gauge", "Objects readable from disk only.",
            st->disk_only_objects);
     metric(f, "master_disk_used_bytes", "gauge", "Disk bytes used, as the clients report.",
@@ -190,9 +190,9 @@ static void render_summary(mc_admin_http_t *a, FILE *f)
     if (st.offload_enabled) {
         char bytes[32], dused[32], dcap[32];
         fprintf(f,
-                "Offload: backend %s%s%s, %" PRIu64 " clients (%" PRIu64 " unhealthy); queue %" PRIu64
-                " (%" PRIu64 " being written); done %" PRIu64 ", failed %" PRIu64 ", retried %" PRIu64
-                ", skipped %" PRIu64 "; %s offloaded\n",
+                "Offload: backend %s%s%s, %" PRIu64 " clients (%" PRIu64
+                " unhealthy); queue %" PRIu64 " (%" PRIu64 " being written); done %" PRIu64
+                ", failed %" PRIu64 ", retried %" PRIu64 ", skipped %" PRIu64 "; %s offloaded\n",
                 offload_backend_name(st.offload_backend), st.offload_fs_type[0] ? "/" : "",
                 st.offload_fs_type, st.offloaders, st.offloaders_unhealthy,
                 st.offload_queued + st.offload_leased, st.offload_leased, st.offload_done,

@@ -83,7 +83,7 @@ typedef struct mc_offload_task {
     uint64_t lease_until; /* master clock ms; 0 = queued */
     uint64_t queued_ms;   /* when it was last queued */
     mc_replica_ref_t src;
-    uint32_t attempts;    /* leases handed out so far */
+    uint32_t attempts; /* leases handed out so far */
 } mc_offload_task_t;
 
 /* Offload state of an object's readable value (NULL when it has neither). */
@@ -170,7 +170,7 @@ struct mc_master {
     /* offload (offload.c) */
     mc_offloader_t **offloaders;
     size_t n_offloaders, offloaders_cap;
-    mc_delete_queue_t dfs_deletes; /* DFS files to delete, for any distributed client */
+    mc_delete_queue_t dfs_deletes;          /* DFS files to delete, for any distributed client */
     char dfs_storage_id[MC_OFFLOAD_ID_MAX]; /* the storage the first distributed client named */
     int seen_backend;                       /* first backend a client reported */
     char seen_fs_type[16];

@@ -1248,8 +1248,8 @@ static int config_valid(const mc_master_config_t *c)
     return c->eviction_ratio >= 0.0 && c->eviction_ratio <= 1.0 &&
            c->eviction_high_watermark_ratio >= 0.0 && c->eviction_high_watermark_ratio <= 1.0 &&
            c->offload_backend >= MC_OFFLOAD_BACKEND_NONE &&
-           c->offload_backend <= MC_OFFLOAD_BACKEND_DISTRIBUTED &&
-           c->offload_max_attempts >= 1 && c->offload_task_timeout_ms > 0 &&
+           c->offload_backend <= MC_OFFLOAD_BACKEND_DISTRIBUTED && c->offload_max_attempts >= 1 &&
+           c->offload_task_timeout_ms > 0 &&
            memchr(c->distributed_fs_type, '\0', sizeof(c->distributed_fs_type)) != NULL;
 }
 

@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct mc_pending_put;   /* master_internal.h */
+struct mc_pending_put;    /* master_internal.h */
 struct mc_object_offload; /* master_internal.h */
 
 /*

@@ -60,9 +60,10 @@ static void delq_push(mc_master_t *m, mc_delete_queue_t *q, const char *key, uin
 {
     if (q->count >= OFFLOAD_MAX_PENDING_DELETES) {
         m->deletes_dropped++;
-        MC_WARN("offload: %zu file deletions already pending; the file of %.64s (version %016" PRIx64
-                ") is left behind",
-                q->count, key, version);
+        MC_WARN(
+            "offload: %zu file deletions already pending; the file of %.64s (version %016" PRIx64
+            ") is left behind",
+            q->count, key, version);
         return;
     }
     if (q->count == q->cap) {
@@ -170,8 +171,7 @@ static void offload_state_trim(mc_object_t *o)
     }
 }
 
-static int disk_add(mc_object_t *o, uint8_t type, uint64_t version,
-                    mc_offloader_t *owner)
+static int disk_add(mc_object_t *o, uint8_t type, uint64_t version, mc_offloader_t *owner)
 {
     mc_object_offload_t *st = offload_state(o);
     if (!st)
@@ -244,8 +244,7 @@ static void task_enqueue(mc_master_t *m, mc_offload_task_t *t, uint64_t now)
 }
 
 /* A lease expired or a write failed: queue the task again, or fail it after its last attempt. */
-static void task_retry_or_fail(mc_master_t *m, mc_offload_task_t *t, uint64_t now,
-                               const char *why)
+static void task_retry_or_fail(mc_master_t *m, mc_offload_task_t *t, uint64_t now, const char *why)
 {
     task_unlink(m, t);
     if (t->attempts >= m->cfg.offload_max_attempts) {
@@ -467,8 +466,7 @@ static size_t dfs_replica_count(const mc_master_t *m, size_t *distributed_offloa
 {
     *distributed_offloaders = 0;
     for (size_t i = 0; i < m->n_offloaders; i++)
-        *distributed_offloaders +=
-            m->offloaders[i]->info.backend == MC_OFFLOAD_BACKEND_DISTRIBUTED;
+        *distributed_offloaders += m->offloaders[i]->info.backend == MC_OFFLOAD_BACKEND_DISTRIBUTED;
     size_t n = 0, cursor = 0;
     const mc_object_t *o;
     while ((o = mc_index_next(&m->index, &cursor)) != NULL) {
@@ -627,9 +625,8 @@ int mc_master_offload_heartbeat(mc_master_t *m, const char *client_id,
                 }
             }
         }
-        for (size_t i = 0; offloader_takes_tasks(off) && i < max_tasks &&
-                           off->queued.next != &off->queued;
-             i++) {
+        for (size_t i = 0;
+             offloader_takes_tasks(off) && i < max_tasks && off->queued.next != &off->queued; i++) {
             mc_offload_task_t *t = off->queued.next;
             mc_offload_task_desc_t d = {
                 .task_id = t->id,
@@ -666,7 +663,7 @@ static int notify_recovered(mc_master_t *m, mc_offloader_t *off, const mc_offloa
                             size_t len, uint64_t now)
 {
     uint8_t type = off->info.backend == MC_OFFLOAD_BACKEND_DISTRIBUTED ? MC_REPLICA_DFS
-                                                                         : MC_REPLICA_LOCAL_DISK;
+                                                                       : MC_REPLICA_LOCAL_DISK;
     mc_object_t *o = mc_index_find(&m->index, r->key, len);
     if (o) {
         if (o->complete && o->size == r->size && disk_find(o, r->version, off) >= 0)
@@ -720,7 +717,7 @@ static int notify_one(mc_master_t *m, mc_offloader_t *off, const mc_offload_resu
         return MC_ERR_TASK_NOT_FOUND;
     }
     uint8_t type = off->info.backend == MC_OFFLOAD_BACKEND_DISTRIBUTED ? MC_REPLICA_DFS
-                                                                         : MC_REPLICA_LOCAL_DISK;
+                                                                       : MC_REPLICA_LOCAL_DISK;
     int rc = disk_add(o, type, r->version, off);
     task_end(m, t);
     if (rc != 0)
@@ -755,8 +752,8 @@ int mc_master_evict_disk_replicas(mc_master_t *m, const char *client_id,
     int rc = off ? 0 : MC_ERR_CLIENT_NOT_FOUND;
     for (size_t i = 0; off && i < n; i++) {
         size_t len = files[i].key ? strnlen(files[i].key, MC_MAX_KEY_LEN + 1) : 0;
-        mc_object_t *o = len && len <= MC_MAX_KEY_LEN ? mc_index_find(&m->index, files[i].key, len)
-                                                      : NULL;
+        mc_object_t *o =
+            len && len <= MC_MAX_KEY_LEN ? mc_index_find(&m->index, files[i].key, len) : NULL;
         int at = o ? disk_find(o, files[i].version, off) : -1;
         codes[i] = at < 0 ? MC_ERR_REPLICA_NOT_FOUND : 0;
         if (at < 0)
@@ -774,17 +771,17 @@ uint64_t mc_master_offload_put_wait_ms(mc_master_t *m, uint64_t size)
 {
     pthread_mutex_lock(&m->lock);
     uint64_t aligned = (size + MC_ALLOC_ALIGN - 1) & ~(uint64_t)(MC_ALLOC_ALIGN - 1);
-    uint64_t ms = m->cfg.enable_offload && m->tasks_outstanding > 0 &&
-                          aligned <= m->largest_capacity
-                      ? m->cfg.offload_put_wait_ms
-                      : 0;
+    uint64_t ms =
+        m->cfg.enable_offload && m->tasks_outstanding > 0 && aligned <= m->largest_capacity
+            ? m->cfg.offload_put_wait_ms
+            : 0;
     pthread_mutex_unlock(&m->lock);
     return ms;
 }
 
 uint64_t mc_master_offload_ping(mc_master_t *m, const char *client_id, uint64_t fallback_reads)
 {
-    if (!m || !client_id)
+    if (!m || !client_id || !m->cfg.enable_offload) /* cfg never changes after create */
         return 0;
     pthread_mutex_lock(&m->lock);
     mc_client_t *c = mc_master_client_locked(m, client_id);

@@ -504,8 +504,8 @@ static int handle_offload_heartbeat(rpc_conn_t *c, uint16_t opcode, uint64_t id,
 }
 
 /* Replies with per-item codes; `codes` of n items (may be NULL when code != 0). */
-static int rpc_reply_codes(rpc_conn_t *c, uint16_t opcode, uint64_t id, int code,
-                           const int *codes, size_t n)
+static int rpc_reply_codes(rpc_conn_t *c, uint16_t opcode, uint64_t id, int code, const int *codes,
+                           size_t n)
 {
     Mc__CodesResponse resp = MC__CODES_RESPONSE__INIT;
     int32_t *v = NULL;
@@ -536,7 +536,9 @@ static int handle_notify_offload(rpc_conn_t *c, uint16_t opcode, uint64_t id, co
     size_t n = req->n_results;
     mc_offload_result_t *r = calloc(n ? n : 1, sizeof(*r));
     int *codes = calloc(n ? n : 1, sizeof(*codes));
-    int code = !r || !codes ? MC_ERR_INTERNAL_ERROR : n > MC_RPC_MAX_BATCH ? MC_ERR_INVALID_PARAMS : 0;
+    int code = !r || !codes           ? MC_ERR_INTERNAL_ERROR
+               : n > MC_RPC_MAX_BATCH ? MC_ERR_INVALID_PARAMS
+                                      : 0;
     for (size_t i = 0; code == 0 && i < n; i++) {
         const Mc__OffloadResult *p = req->results[i];
         r[i] = (mc_offload_result_t){p->task_id, p->key, p->version, p->size, p->code};
@@ -559,10 +561,12 @@ static int handle_evict_disk(rpc_conn_t *c, uint16_t opcode, uint64_t id, const 
     size_t n = req->n_files;
     mc_disk_file_desc_t *f = calloc(n ? n : 1, sizeof(*f));
     int *codes = calloc(n ? n : 1, sizeof(*codes));
-    int code = !f || !codes ? MC_ERR_INTERNAL_ERROR : n > MC_RPC_MAX_BATCH ? MC_ERR_INVALID_PARAMS : 0;
+    int code = !f || !codes           ? MC_ERR_INTERNAL_ERROR
+               : n > MC_RPC_MAX_BATCH ? MC_ERR_INVALID_PARAMS
+                                      : 0;
     for (size_t i = 0; code == 0 && i < n; i++)
-        f[i] = (mc_disk_file_desc_t){req->files[i]->key, req->files[i]->version,
-                                     req->files[i]->size};
+        f[i] =
+            (mc_disk_file_desc_t){req->files[i]->key, req->files[i]->version, req->files[i]->size};
     if (code == 0)
         code = mc_master_evict_disk_replicas(mc_rpc_conn_master(c), req->client_id, f, n, codes);
     int rc = rpc_reply_codes(c, opcode, id, code, codes, n);

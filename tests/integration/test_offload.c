@@ -86,7 +86,8 @@ typedef struct master {
 static int port_open(int port)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+    struct sockaddr_in sin = {.sin_family = AF_INET,
+                              .sin_port = htons((uint16_t)port),
                               .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     int ok = connect(fd, (struct sockaddr *)&sin, sizeof(sin)) == 0;
     close(fd);
@@ -101,8 +102,12 @@ static int start_master_on(master_t *m, int rpc_port, const char *const *extra)
     snprintf(rpc, sizeof(rpc), "--rpc_port=%d", m->rpc_port);
     snprintf(metrics, sizeof(metrics), "--metrics_port=%d", m->metrics_port);
     snprintf(m->addr, sizeof(m->addr), "127.0.0.1:%d", m->rpc_port);
-    char *argv[32] = {MASTER_BIN, rpc, metrics, "--rpc_address=127.0.0.1",
-                      "--metrics_host=127.0.0.1", "--enable_offload=true"};
+    char *argv[32] = {MASTER_BIN,
+                      rpc,
+                      metrics,
+                      "--rpc_address=127.0.0.1",
+                      "--metrics_host=127.0.0.1",
+                      "--enable_offload=true"};
     int argc = 6;
     for (int i = 0; extra && extra[i] && argc < 31; i++)
         argv[argc++] = (char *)extra[i];
@@ -158,15 +163,14 @@ typedef struct holder {
 } holder_t;
 
 /* mooncake_client --enable_offload=true with a segment of `segment` bytes and `env` set. */
-static int start_holder(holder_t *h, const master_t *m, const char *segment,
-                        const char *const *env)
+static int start_holder(holder_t *h, const master_t *m, const char *segment, const char *const *env)
 {
     char master_flag[96], port_flag[32], seg_flag[64];
     snprintf(master_flag, sizeof(master_flag), "--master_server_address=%s", m->addr);
     snprintf(port_flag, sizeof(port_flag), "--port=%d", mc_test_free_port());
     snprintf(seg_flag, sizeof(seg_flag), "--global_segment_size=%s", segment);
     char *argv[] = {CLIENT_BIN, master_flag, "--metadata_server=P2PHANDSHAKE", "--host=127.0.0.1",
-                    port_flag, seg_flag, "--enable_offload=true", NULL};
+                    port_flag,  seg_flag,    "--enable_offload=true",          NULL};
     env_apply(env, 1);
     int rc = mc_proc_start(&h->proc, argv, "mooncake_client ready: segment ", 30000);
     env_apply(env, 0);
@@ -227,7 +231,8 @@ static int run_to_exit(char *const argv[], const char *const *env, char **err_te
 static char *http_get(int port, const char *path)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+    struct sockaddr_in sin = {.sin_family = AF_INET,
+                              .sin_port = htons((uint16_t)port),
                               .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     if (connect(fd, (struct sockaddr *)&sin, sizeof(sin)) != 0) {
         close(fd);
@@ -737,10 +742,13 @@ static void test_failed_health_check_stops_taking_tasks_and_shows_in_health(void
 static int setup(void **state)
 {
     signal(SIGPIPE, SIG_IGN);
-    static const char *const clean[] = {
-        "MOONCAKE_OFFLOAD_STORAGE_BACKEND_DESCRIPTOR", "MOONCAKE_DISTRIBUTED_FS_TYPE",
-        "MOONCAKE_DISTRIBUTED_ROOT_DIR", "MOONCAKE_OFFLOAD_FILE_STORAGE_PATH",
-        "MOONCAKE_DISTRIBUTED_HEALTH_CHECK", "MOONCAKE_OFFLOAD_TOTAL_SIZE_LIMIT_BYTES", NULL};
+    static const char *const clean[] = {"MOONCAKE_OFFLOAD_STORAGE_BACKEND_DESCRIPTOR",
+                                        "MOONCAKE_DISTRIBUTED_FS_TYPE",
+                                        "MOONCAKE_DISTRIBUTED_ROOT_DIR",
+                                        "MOONCAKE_OFFLOAD_FILE_STORAGE_PATH",
+                                        "MOONCAKE_DISTRIBUTED_HEALTH_CHECK",
+                                        "MOONCAKE_OFFLOAD_TOTAL_SIZE_LIMIT_BYTES",
+                                        NULL};
     for (int i = 0; clean[i]; i++)
         unsetenv(clean[i]);
     return mkdtemp(tmp_dir) ? 0 : -1;
