@@ -66,7 +66,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -75,7 +74,6 @@
 #define PROGRAM "mooncake_store_bench"
 
 #define NS_PER_S UINT64_C(1000000000)
-#define KIB (UINT64_C(1) << 10)
 #define MIB (UINT64_C(1) << 20)
 #define GIB (UINT64_C(1) << 30)
 
@@ -85,7 +83,8 @@
 #define WARMUP_NS NS_PER_S         /* not counted at the start of every row */
 #define OVERRUN_NS (60 * NS_PER_S) /* longest a row runs past --duration for one call */
 #define STALL_SECONDS 120          /* no call finished for this long: the store hangs */
-#define AUTO_WORKING_SET GIB       /* --num_keys=0: threads x keys x value <= this ... */
+#define AUTO_WORKING_SET GIB       /* --num_keys=0: threads x keys x value <= this (or half of a
+                                      spawned pool) ... */
 #define AUTO_MAX_KEYS 1024         /* ... and at most this many keys per thread */
 #define FIRST_TOUCH_MIN_VALUE (4 * MIB)
 #define FIRST_TOUCH_SEGMENT_SHARE 0.85 /* of the spawned segment; the master evicts at 90% */
@@ -95,7 +94,6 @@
 #define RSS_BATCH 256
 #define MASTER_READY_TIMEOUT_MS (30 * 1000)
 #define CLIENT_READY_TIMEOUT_MS (120 * 1000)
-#define CHILD_STOP_TIMEOUT_MS (10 * 1000)
 #define CLIENT_READY_PREFIX "mooncake_client ready: segment "
 
 /* ---- options ----------------------------------------------------------------------------- */
@@ -144,45 +142,6 @@ typedef struct bench_opts {
     int disable_shm;
     uint64_t max_value, max_batch, max_threads;
 } bench_opts_t;
-
-/*
- * Splits a comma list into out[]: sizes (mc_parse_size) when is_size, else whole numbers; each
- * value within [min, max].
- */
-static int parse_u64_list(const char *text, int is_size, uint64_t min, uint64_t max, uint64_t *out,
-                          size_t *n, const char *flag, char *err, size_t errlen)
-{
-    char *copy = strdup(text);
-    if (!copy)
-        return MC_ERR_INTERNAL_ERROR;
-    char *save = NULL;
-    int rc = 0;
-    *n = 0;
-    for (char *tok = strtok_r(copy, ",", &save); tok && rc == 0; tok = strtok_r(NULL, ",", &save)) {
-        int64_t v = 0;
-        uint64_t u = 0;
-        int prc = is_size ? mc_parse_size(tok, &u, NULL, 0)
-                          : mc_parse_int64(tok, 0, INT64_MAX, &v, NULL, 0);
-        if (!is_size)
-            u = (uint64_t)v;
-        if (*n == MAX_LIST) {
-            snprintf(err, errlen, "--%s: more than %d values", flag, MAX_LIST);
-            rc = MC_ERR_INVALID_PARAMS;
-        } else if (prc != 0 || u < min || u > max) {
-            snprintf(err, errlen, "--%s: bad value \"%s\" (allowed %" PRIu64 "..%" PRIu64 ")", flag,
-                     tok, min, max);
-            rc = MC_ERR_INVALID_PARAMS;
-        } else {
-            out[(*n)++] = u;
-        }
-    }
-    free(copy);
-    if (rc == 0 && *n == 0) {
-        snprintf(err, errlen, "--%s: empty list", flag);
-        rc = MC_ERR_INVALID_PARAMS;
-    }
-    return rc;
-}
 
 static int parse_ops(bench_opts_t *o, char *err, size_t errlen)
 {
@@ -233,12 +192,12 @@ static int validate_opts(bench_opts_t *o, char *err, size_t errlen)
         return MC_ERR_INVALID_PARAMS;
     }
     if (parse_ops(o, err, errlen) != 0 ||
-        parse_u64_list(o->value_size_text, 1, 1, MC_MAX_VALUE_SIZE, o->values, &o->nvalues,
-                       "value_size", err, errlen) != 0 ||
-        parse_u64_list(o->batch_size_text, 0, 1, 4096, o->batches, &o->nbatches, "batch_size", err,
-                       errlen) != 0 ||
-        parse_u64_list(o->threads_text, 0, 1, 256, o->threads, &o->nthreads, "threads", err,
-                       errlen) != 0)
+        bench_parse_list(o->value_size_text, 1, 1, MC_MAX_VALUE_SIZE, o->values, MAX_LIST,
+                         &o->nvalues, "value_size", err, errlen) != 0 ||
+        bench_parse_list(o->batch_size_text, 0, 1, 4096, o->batches, MAX_LIST, &o->nbatches,
+                         "batch_size", err, errlen) != 0 ||
+        bench_parse_list(o->threads_text, 0, 1, 256, o->threads, MAX_LIST, &o->nthreads, "threads",
+                         err, errlen) != 0)
         return MC_ERR_INVALID_PARAMS;
     o->max_value = list_max(o->values, o->nvalues);
     o->max_batch = list_max(o->batches, o->nbatches);
@@ -266,35 +225,6 @@ static int validate_opts(bench_opts_t *o, char *err, size_t errlen)
 }
 
 /* ---- small helpers ----------------------------------------------------------------------- */
-
-static const char *size_label(uint64_t b, char *buf, size_t n)
-{
-    if (b % GIB == 0)
-        snprintf(buf, n, "%" PRIu64 "GiB", b / GIB);
-    else if (b % MIB == 0)
-        snprintf(buf, n, "%" PRIu64 "MiB", b / MIB);
-    else if (b % KIB == 0)
-        snprintf(buf, n, "%" PRIu64 "KiB", b / KIB);
-    else
-        snprintf(buf, n, "%" PRIu64 "B", b);
-    return buf;
-}
-
-static int compare_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* Nearest-rank percentile of sorted v[0..n-1]. */
-static double percentile(const double *v, size_t n, double p)
-{
-    if (n == 0)
-        return 0;
-    size_t rank = (size_t)(p / 100.0 * (double)n + 0.999999);
-    rank = rank < 1 ? 1 : rank > n ? n : rank;
-    return v[rank - 1];
-}
 
 /* VmRSS (or VmHWM, ...) of a process in KiB; -1 when unreadable. */
 static long proc_status_kib(pid_t pid, const char *field)
@@ -411,62 +341,10 @@ static int free_ports(int *ports, int n)
 static int sibling_program(const char *name, char *out, size_t cap)
 {
     char exe[4096];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-    if (n <= 0)
+    if (bench_self_exe(exe, sizeof(exe)) != 0)
         return -1;
-    exe[n] = '\0';
     int w = snprintf(out, cap, "%s/%s", dirname(exe), name);
     return w > 0 && (size_t)w < cap ? 0 : -1;
-}
-
-/*
- * Forks and executes path with argv; the child's stdout goes to out_fd, its stderr to err_fd, and
- * it gets SIGTERM when this process dies. Called before any thread exists. Returns the pid or -1.
- */
-static pid_t spawn(const char *path, char *const argv[], int out_fd, int err_fd)
-{
-    pid_t parent = getpid();
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid != 0)
-        return pid;
-    prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (getppid() != parent)
-        _exit(1);
-    dup2(out_fd, STDOUT_FILENO);
-    dup2(err_fd, STDERR_FILENO);
-    execv(path, argv);
-    fprintf(stderr, PROGRAM ": cannot execute %s: %s\n", path, strerror(errno));
-    _exit(127);
-}
-
-/* SIGTERM, then wait up to CHILD_STOP_TIMEOUT_MS, then SIGKILL. 0 on a clean exit. */
-static int stop_child(pid_t pid, const char *what)
-{
-    if (pid <= 0)
-        return 0;
-    kill(pid, SIGTERM);
-    uint64_t deadline = mc_now_ms() + CHILD_STOP_TIMEOUT_MS;
-    int wstatus = 0;
-    for (;;) {
-        pid_t w = waitpid(pid, &wstatus, WNOHANG);
-        if (w == pid)
-            break;
-        if (w < 0 && errno != EINTR)
-            return 1;
-        if (mc_now_ms() >= deadline) {
-            fprintf(stderr, PROGRAM ": %s (pid %d) did not stop within %d s; killing it\n", what,
-                    (int)pid, CHILD_STOP_TIMEOUT_MS / 1000);
-            kill(pid, SIGKILL);
-            waitpid(pid, &wstatus, 0);
-            return 1;
-        }
-        usleep(20 * 1000);
-    }
-    if (WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0)
-        return 0;
-    fprintf(stderr, PROGRAM ": %s exited abnormally (status 0x%x)\n", what, wstatus);
-    return 1;
 }
 
 /* 1 when the child has exited (it is reaped then). */
@@ -575,13 +453,13 @@ static int cluster_start(cluster_t *c, const bench_opts_t *o)
                 strerror(errno));
         goto fail;
     }
-    c->master_pid = spawn(master_exe, margv, mlog, mlog);
+    c->master_pid = bench_spawn(PROGRAM, master_exe, margv, mlog, mlog, NULL, NULL);
     if (c->master_pid < 0 || wait_master_ready(c) != 0) {
         fprintf(stderr, PROGRAM ": mooncake_master did not start listening on port %d\n",
                 c->rpc_port);
         goto fail;
     }
-    c->client_pid = spawn(client_exe, cargv, pipefd[1], clog);
+    c->client_pid = bench_spawn(PROGRAM, client_exe, cargv, pipefd[1], clog, NULL, NULL);
     close(pipefd[1]);
     pipefd[1] = -1;
     if (c->client_pid < 0 || wait_client_ready(c, pipefd[0]) != 0) {
@@ -609,9 +487,9 @@ fail:
     if (clog >= 0)
         close(clog);
     if (c->client_pid > 0)
-        stop_child(c->client_pid, "mooncake_client");
+        bench_stop_child(PROGRAM, c->client_pid, "mooncake_client");
     if (c->master_pid > 0)
-        stop_child(c->master_pid, "mooncake_master");
+        bench_stop_child(PROGRAM, c->master_pid, "mooncake_master");
     c->client_pid = c->master_pid = 0;
     return -1;
 }
@@ -620,8 +498,8 @@ fail:
  * cleanly and keep_logs is 0. Returns 0 on clean exits. */
 static int cluster_stop(cluster_t *c, int keep_logs)
 {
-    int rc = stop_child(c->client_pid, "mooncake_client");
-    rc |= stop_child(c->master_pid, "mooncake_master");
+    int rc = bench_stop_child(PROGRAM, c->client_pid, "mooncake_client");
+    rc |= bench_stop_child(PROGRAM, c->master_pid, "mooncake_master");
     c->client_pid = c->master_pid = 0;
     if (rc != 0 || keep_logs) {
         fprintf(stderr, PROGRAM ": cluster logs kept: %s, %s\n", c->master_log, c->client_log);
@@ -663,7 +541,12 @@ static uint64_t keys_per_thread(const bench_t *b, uint64_t v)
     uint64_t n = (uint64_t)o->num_keys;
     if (n == 0) {
         uint64_t per_key = v * o->max_threads * (uint64_t)o->replica_num;
-        n = AUTO_WORKING_SET / (per_key ? per_key : 1);
+        /* A spawned pool smaller than the default working set: stay at half of it, well under
+         * the master's 90 % eviction watermark, or gets would measure misses. */
+        uint64_t set = AUTO_WORKING_SET;
+        if (o->spawn_cluster && o->cluster_segment_size / 2 < set)
+            set = o->cluster_segment_size / 2;
+        n = set / (per_key ? per_key : 1);
         n = n < 1 ? 1 : n > AUTO_MAX_KEYS ? AUTO_MAX_KEYS : n;
     }
     return n < o->max_batch ? o->max_batch : n;
@@ -679,10 +562,7 @@ static bench_limits_t limits_for(bench_t *b, uint64_t v)
     if (b->o->limits && b->area.src) {
         MC_INFO("measuring limits at %" PRIu64 " B: memcpy %.0f s, raw loopback tcp %.0f s", v,
                 BENCH_MEMCPY_SECONDS, BENCH_RAW_TCP_SECONDS);
-        l.memcpy_gbps = bench_measure_memcpy(&b->area, v);
-        l.raw_tcp_gbps = bench_measure_raw_tcp(v);
-        if (l.raw_tcp_gbps < 0)
-            MC_WARN("raw loopback tcp measurement failed: %s", strerror(errno));
+        l = bench_measure_limits(&b->area, v);
     }
     if (b->nlimits < MAX_LIST + 1) {
         b->limit_values[b->nlimits] = v;
@@ -761,8 +641,7 @@ typedef struct worker {
     /* results, read by main after join */
     uint64_t calls, ops, bytes, errors, bad, remove_errors;
     uint64_t first_start_ns, last_end_ns;
-    double *lat_us;
-    size_t nlat, lat_cap;
+    bench_latencies_t lat;
     int first_error;
     int full;
     atomic_int done; /* the thread is about to return; main joins it */
@@ -806,21 +685,7 @@ static void worker_free(worker_t *w)
     free(w->gen_keys);
     free(w->gen_ptrs);
     free(w->remove_results);
-    free(w->lat_us);
-}
-
-static int record_latency(worker_t *w, double us)
-{
-    if (w->nlat == w->lat_cap) {
-        size_t cap = w->lat_cap ? w->lat_cap * 2 : 4096;
-        double *p = realloc(w->lat_us, cap * sizeof(*p));
-        if (!p)
-            return -1;
-        w->lat_us = p;
-        w->lat_cap = cap;
-    }
-    w->lat_us[w->nlat++] = us;
-    return 0;
+    bench_latencies_free(&w->lat);
 }
 
 /*
@@ -973,6 +838,22 @@ static void name_get_keys(worker_t *w)
     }
 }
 
+/* Counts a finished call that stored or fetched `ok` values from t0 to t1; -1 when out of memory
+ * (the thread stops). */
+static int count_call(worker_t *w, uint64_t t0, uint64_t t1, uint64_t ok)
+{
+    if (w->calls++ == 0)
+        w->first_start_ns = t0;
+    w->last_end_ns = t1;
+    w->ops += ok;
+    w->bytes += ok * w->run->value;
+    if (bench_latencies_add(&w->lat, (double)(t1 - t0) / 1e3) != 0) {
+        note_error(w, "out of memory", "", MC_ERR_INTERNAL_ERROR);
+        return -1;
+    }
+    return 0;
+}
+
 static void *timed_main(void *arg)
 {
     worker_t *w = arg;
@@ -998,15 +879,8 @@ static void *timed_main(void *arg)
         atomic_fetch_add(&r->progress, 1);
         if (t0 < r->warm_end_ns)
             continue;
-        if (w->calls++ == 0)
-            w->first_start_ns = t0;
-        w->last_end_ns = t1;
-        w->ops += ok;
-        w->bytes += ok * r->value;
-        if (record_latency(w, (double)(t1 - t0) / 1e3) != 0) {
-            note_error(w, "out of memory", "", MC_ERR_INTERNAL_ERROR);
+        if (count_call(w, t0, t1, ok) != 0)
             break;
-        }
     }
     retire_generation(w); /* untimed: leave nothing of this row behind */
     atomic_store(&w->done, 1);
@@ -1027,15 +901,8 @@ static void *fill_main(void *arg)
         uint64_t ok = put_keys(w, n);
         uint64_t t1 = mc_now_ns();
         atomic_fetch_add(&r->progress, 1);
-        if (w->calls++ == 0)
-            w->first_start_ns = t0;
-        w->last_end_ns = t1;
-        w->ops += ok;
-        w->bytes += ok * r->value;
-        if (record_latency(w, (double)(t1 - t0) / 1e3) != 0) {
-            note_error(w, "out of memory", "", MC_ERR_INTERNAL_ERROR);
+        if (count_call(w, t0, t1, ok) != 0)
             break;
-        }
     }
     atomic_store(&w->done, 1);
     return NULL;
@@ -1051,7 +918,7 @@ typedef struct bench_row {
     uint64_t num_keys;
     uint64_t calls, ops, bytes, errors, bad;
     double seconds, ops_per_s, gbps;
-    double lat_avg_us, lat_p50_us, lat_p99_us;
+    bench_latency_stats_t lat;
     bench_limits_t limits;
     long master_rss_kib;
     int first_error;
@@ -1060,10 +927,8 @@ typedef struct bench_row {
 /* Merges the threads' results into *row. */
 static void summarize(worker_t *ws, int n, bench_row_t *row)
 {
-    size_t nlat = 0;
     uint64_t start = UINT64_MAX, end = 0;
     for (int i = 0; i < n; i++) {
-        nlat += ws[i].nlat;
         row->calls += ws[i].calls;
         row->ops += ws[i].ops;
         row->bytes += ws[i].bytes;
@@ -1079,22 +944,7 @@ static void summarize(worker_t *ws, int n, bench_row_t *row)
     row->seconds = end > start ? (double)(end - start) / 1e9 : 0;
     row->ops_per_s = row->seconds > 0 ? (double)row->ops / row->seconds : 0;
     row->gbps = row->seconds > 0 ? (double)row->bytes / row->seconds / 1e9 : 0;
-    double *all = malloc((nlat ? nlat : 1) * sizeof(*all));
-    if (!all)
-        return;
-    size_t k = 0;
-    double sum = 0;
-    for (int i = 0; i < n; i++) {
-        for (size_t j = 0; j < ws[i].nlat; j++) {
-            all[k++] = ws[i].lat_us[j];
-            sum += ws[i].lat_us[j];
-        }
-    }
-    qsort(all, nlat, sizeof(*all), compare_double);
-    row->lat_avg_us = nlat ? sum / (double)nlat : 0;
-    row->lat_p50_us = percentile(all, nlat, 50);
-    row->lat_p99_us = percentile(all, nlat, 99);
-    free(all);
+    row->lat = bench_latency_stats(&ws[0].lat, sizeof(ws[0]), (size_t)n);
 }
 
 /* Kills the cluster and exits 2: a store call has not returned for STALL_SECONDS. */
@@ -1180,33 +1030,19 @@ static void print_header(void)
            "memcpy_GB/s", "vs_memcpy", "raw_tcp_GB/s", "vs_raw_tcp", "mRSS_MiB");
 }
 
-static void print_limit_cells(double limit, double gbps, int limit_width, int ratio_width)
-{
-    if (limit > 0)
-        printf(" %*.3f %*.3f", limit_width, limit, ratio_width, gbps / limit);
-    else
-        printf(" %*s %*s", limit_width, "-", ratio_width, "-");
-}
-
 static void print_row(const bench_opts_t *o, const bench_row_t *row)
 {
     char value[32];
     printf("%-10s %-11s %6s %5" PRIu64 " %7d %10.0f %8.3f %9.1f %9.1f %6" PRIu64 " %4" PRIu64,
-           o->protocol, row->op, size_label(row->value, value, sizeof(value)), row->batch,
-           row->threads, row->ops_per_s, row->gbps, row->lat_p50_us, row->lat_p99_us, row->errors,
+           o->protocol, row->op, bench_size_label(row->value, value, sizeof(value)), row->batch,
+           row->threads, row->ops_per_s, row->gbps, row->lat.p50_us, row->lat.p99_us, row->errors,
            row->bad);
-    print_limit_cells(row->limits.memcpy_gbps, row->gbps, 11, 9);
-    print_limit_cells(row->limits.raw_tcp_gbps, row->gbps, 12, 10);
+    bench_print_limit_cells(&row->limits, row->gbps, 3);
     if (row->master_rss_kib >= 0)
         printf(" %8.1f\n", (double)row->master_rss_kib / 1024.0);
     else
         printf(" %8s\n", "-");
     fflush(stdout);
-}
-
-static json_t *json_positive(double v)
-{
-    return v > 0 ? json_real(v) : json_null();
 }
 
 static json_t *row_json(const bench_row_t *row)
@@ -1223,34 +1059,18 @@ static json_t *row_json(const bench_row_t *row)
     json_object_set_new(j, "seconds", json_real(row->seconds));
     json_object_set_new(j, "ops_per_s", json_real(row->ops_per_s));
     json_object_set_new(j, "gbps", json_real(row->gbps));
-    json_object_set_new(j, "lat_avg_us", json_real(row->lat_avg_us));
-    json_object_set_new(j, "lat_p50_us", json_real(row->lat_p50_us));
-    json_object_set_new(j, "lat_p99_us", json_real(row->lat_p99_us));
+    json_object_set_new(j, "lat_avg_us", json_real(row->lat.avg_us));
+    json_object_set_new(j, "lat_p50_us", json_real(row->lat.p50_us));
+    json_object_set_new(j, "lat_p99_us", json_real(row->lat.p99_us));
     json_object_set_new(j, "errors", json_integer((json_int_t)row->errors));
     json_object_set_new(j, "verify_failures", json_integer((json_int_t)row->bad));
     json_object_set_new(j, "first_error",
                         row->first_error ? json_string(mc_error_name(row->first_error))
                                          : json_null());
-    json_object_set_new(j, "memcpy_gbps", json_positive(row->limits.memcpy_gbps));
-    json_object_set_new(j, "raw_tcp_gbps", json_positive(row->limits.raw_tcp_gbps));
-    json_object_set_new(j, "vs_memcpy",
-                        row->limits.memcpy_gbps > 0 ? json_real(row->gbps / row->limits.memcpy_gbps)
-                                                    : json_null());
-    json_object_set_new(j, "vs_raw_tcp",
-                        row->limits.raw_tcp_gbps > 0
-                            ? json_real(row->gbps / row->limits.raw_tcp_gbps)
-                            : json_null());
+    bench_limits_row_json(j, &row->limits, row->gbps);
     json_object_set_new(j, "master_rss_kib",
                         row->master_rss_kib >= 0 ? json_integer(row->master_rss_kib) : json_null());
     return j;
-}
-
-static json_t *list_json(const uint64_t *v, size_t n)
-{
-    json_t *a = json_array();
-    for (size_t i = 0; i < n; i++)
-        json_array_append_new(a, json_integer((json_int_t)v[i]));
-    return a;
 }
 
 static json_t *config_json(const bench_t *b)
@@ -1261,9 +1081,9 @@ static json_t *config_json(const bench_t *b)
     for (size_t i = 0; i < o->nops; i++)
         json_array_append_new(ops, json_string(op_names[o->ops[i]]));
     json_object_set_new(c, "operations", ops);
-    json_object_set_new(c, "value_sizes", list_json(o->values, o->nvalues));
-    json_object_set_new(c, "batch_sizes", list_json(o->batches, o->nbatches));
-    json_object_set_new(c, "threads", list_json(o->threads, o->nthreads));
+    json_object_set_new(c, "value_sizes", bench_u64_list_json(o->values, o->nvalues));
+    json_object_set_new(c, "batch_sizes", bench_u64_list_json(o->batches, o->nbatches));
+    json_object_set_new(c, "threads", bench_u64_list_json(o->threads, o->nthreads));
     json_object_set_new(c, "protocol", json_string(o->protocol));
     json_object_set_new(c, "disable_shm", json_boolean(o->disable_shm));
     json_object_set_new(c, "master_server_address",
@@ -1278,11 +1098,7 @@ static json_t *config_json(const bench_t *b)
     json_object_set_new(c, "local_buffer_size", json_integer((json_int_t)o->local_buffer_size));
     json_object_set_new(c, "zero_copy", json_boolean(o->zero_copy));
     json_object_set_new(c, "verified_bytes_per_value", json_integer(2 * SAMPLE_BYTES));
-    json_object_set_new(c, "limits_measured", json_boolean(o->limits));
-    json_object_set_new(c, "memcpy_working_set",
-                        json_integer((json_int_t)BENCH_MEMCPY_WORKING_SET));
-    json_object_set_new(c, "memcpy_seconds", json_real(BENCH_MEMCPY_SECONDS));
-    json_object_set_new(c, "raw_tcp_seconds", json_real(BENCH_RAW_TCP_SECONDS));
+    bench_limits_config_json(c, o->limits);
     json_object_set_new(c, "key_prefix", json_string(b->prefix));
     return c;
 }
@@ -1309,24 +1125,14 @@ static json_t *cluster_json(const bench_t *b)
 
 static int write_json(const bench_t *b)
 {
-    json_t *root = json_object();
-    json_object_set_new(root, "benchmark", json_string(PROGRAM));
-    json_object_set_new(root, "version", json_string(MC_VERSION_STRING));
-    json_object_set_new(root, "machine", bench_machine_json());
-    json_object_set_new(root, "config", config_json(b));
+    json_t *root = bench_report_json(PROGRAM, config_json(b));
     json_object_set_new(root, "cluster", cluster_json(b));
     json_object_set_new(root, "first_touch",
                         b->first_touch ? json_incref(b->first_touch) : json_null());
     json_object_set_new(root, "rows", json_incref(b->rows));
     json_object_set_new(root, "rss_objects",
                         b->rss_report ? json_incref(b->rss_report) : json_null());
-    int rc = json_dump_file(root, b->o->json_path, JSON_INDENT(2) | JSON_REAL_PRECISION(6));
-    json_decref(root);
-    if (rc != 0) {
-        fprintf(stderr, PROGRAM ": cannot write %s: %s\n", b->o->json_path, strerror(errno));
-        return 1;
-    }
-    return 0;
+    return bench_report_write(root, b->o->json_path, PROGRAM);
 }
 
 /* ---- phases ------------------------------------------------------------------------------- */
@@ -1706,7 +1512,8 @@ int main(int argc, char **argv)
          1, 86400},
         {"replica_num", MC_FLAG_INT, &o.replica_num, "replicas per put", 1, MC_MAX_REPLICAS},
         {"num_keys", MC_FLAG_INT, &o.num_keys,
-         "key space per thread (0: threads x keys x value <= 1 GiB, at most 1024 keys)", 0,
+         "key space per thread (0: threads x keys x value <= 1 GiB, or half a spawned pool; at "
+         "most 1024 keys; against a running cluster keep it well under the pool size)", 0,
          100000000},
         {"global_segment_size", MC_FLAG_SIZE, &o.global_segment_size,
          "bytes this bench contributes to the pool (0: the data lives in the mooncake_client)"},

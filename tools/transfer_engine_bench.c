@@ -59,16 +59,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #define PROGRAM "transfer_engine_bench"
 #define READY_FD_ENV "MC_TE_BENCH_READY_FD"
 
 #define NS_PER_S UINT64_C(1000000000)
-#define KIB (UINT64_C(1) << 10)
-#define MIB (UINT64_C(1) << 20)
 #define GIB (UINT64_C(1) << 30)
 
 #define MAX_LIST 32                         /* values in --block_size / --batch_size lists */
@@ -76,7 +72,6 @@
 #define WAIT_TIMEOUT_MS 120000              /* a batch not done by then: the engine is stuck */
 #define OVERRUN_NS (60 * NS_PER_S)          /* longest a row runs past --duration for 1 batch */
 #define CHILD_READY_TIMEOUT_MS (300 * 1000) /* the target warms --buffer_size first */
-#define CHILD_STOP_TIMEOUT_MS (10 * 1000)
 
 /* ---- options ----------------------------------------------------------------------------- */
 
@@ -115,38 +110,6 @@ static const char *const ignored_flags[] = {
     NULL,
 };
 
-/* Splits a comma list of sizes ("65536,1MiB") into out[]. */
-static int parse_size_list(const char *text, uint64_t *out, size_t *n, const char *flag, char *err,
-                           size_t errlen)
-{
-    char *copy = strdup(text);
-    if (!copy)
-        return MC_ERR_INTERNAL_ERROR;
-    char *save = NULL;
-    int rc = 0;
-    *n = 0;
-    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        char perr[160];
-        if (*n == MAX_LIST) {
-            snprintf(err, errlen, "--%s: more than %d values", flag, MAX_LIST);
-            rc = MC_ERR_INVALID_PARAMS;
-            break;
-        }
-        if (mc_parse_size(tok, &out[*n], perr, sizeof(perr)) != 0 || out[*n] == 0) {
-            snprintf(err, errlen, "--%s: bad value \"%s\"", flag, tok);
-            rc = MC_ERR_INVALID_PARAMS;
-            break;
-        }
-        (*n)++;
-    }
-    free(copy);
-    if (rc == 0 && *n == 0) {
-        snprintf(err, errlen, "--%s: empty list", flag);
-        rc = MC_ERR_INVALID_PARAMS;
-    }
-    return rc;
-}
-
 /* Checks the parsed flags and fills the derived fields. One line in err on failure. */
 static int validate_opts(bench_opts_t *o, char *err, size_t errlen)
 {
@@ -175,9 +138,10 @@ static int validate_opts(bench_opts_t *o, char *err, size_t errlen)
         snprintf(err, errlen, "--protocol must be tcp, shm or rdma, not \"%s\"", o->protocol);
         return MC_ERR_INVALID_PARAMS;
     }
-    if (parse_size_list(o->block_size_text, o->blocks, &o->nblocks, "block_size", err, errlen))
-        return MC_ERR_INVALID_PARAMS;
-    if (parse_size_list(o->batch_size_text, o->batches, &o->nbatches, "batch_size", err, errlen))
+    if (bench_parse_list(o->block_size_text, 1, 1, UINT64_MAX, o->blocks, MAX_LIST, &o->nblocks,
+                         "block_size", err, errlen) ||
+        bench_parse_list(o->batch_size_text, 1, 1, UINT64_MAX, o->batches, MAX_LIST, &o->nbatches,
+                         "batch_size", err, errlen))
         return MC_ERR_INVALID_PARAMS;
     for (size_t i = 0; i < o->nbatches; i++) {
         if (o->batches[i] > 65536) {
@@ -229,19 +193,6 @@ static int validate_opts(bench_opts_t *o, char *err, size_t errlen)
 }
 
 /* ---- small helpers ----------------------------------------------------------------------- */
-
-static const char *format_block(uint64_t b, char *buf, size_t n)
-{
-    if (b % GIB == 0)
-        snprintf(buf, n, "%" PRIu64 "GiB", b / GIB);
-    else if (b % MIB == 0)
-        snprintf(buf, n, "%" PRIu64 "MiB", b / MIB);
-    else if (b % KIB == 0)
-        snprintf(buf, n, "%" PRIu64 "KiB", b / KIB);
-    else
-        snprintf(buf, n, "%" PRIu64 "B", b);
-    return buf;
-}
 
 static void print_engine_error(const char *what, int rc)
 {
@@ -350,8 +301,7 @@ typedef struct bench_thread {
     uint64_t failed;         /* failed requests, warm-up included */
     uint64_t first_start_ns; /* first counted batch */
     uint64_t last_end_ns;    /* last counted batch */
-    double *lat_us;
-    size_t nlat, lat_cap;
+    bench_latencies_t lat;
     int first_error;
     int stuck; /* a wait timed out: the engine is stuck */
 } bench_thread_t;
@@ -362,20 +312,6 @@ static void note_error(bench_thread_t *t, const char *what, int rc)
         return;
     t->first_error = rc;
     MC_ERROR("thread %d: %s: %s (%d)", t->index, what, mc_error_name(rc), rc);
-}
-
-static int record_latency(bench_thread_t *t, double us)
-{
-    if (t->nlat == t->lat_cap) {
-        size_t cap = t->lat_cap ? t->lat_cap * 2 : 4096;
-        double *p = realloc(t->lat_us, cap * sizeof(*p));
-        if (!p)
-            return MC_ERR_INTERNAL_ERROR;
-        t->lat_us = p;
-        t->lat_cap = cap;
-    }
-    t->lat_us[t->nlat++] = us;
-    return 0;
 }
 
 /* Counts the requests of a finished batch that did not complete. */
@@ -456,7 +392,7 @@ static void *bench_thread_main(void *arg)
         t->last_end_ns = t1;
         t->batches++;
         t->ok_bytes += (r->batch - failed) * r->block;
-        if (record_latency(t, (double)(t1 - t0) / 1e3) != 0) {
+        if (bench_latencies_add(&t->lat, (double)(t1 - t0) / 1e3) != 0) {
             note_error(t, "out of memory", MC_ERR_INTERNAL_ERROR);
             break;
         }
@@ -475,38 +411,17 @@ typedef struct bench_row {
     uint64_t bytes;
     double seconds;
     double gbps;
-    double lat_avg_us, lat_p50_us, lat_p99_us;
+    bench_latency_stats_t lat;
     bench_limits_t limits;
     int first_error;
 } bench_row_t;
 
-static int compare_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* Nearest-rank percentile of sorted v[0..n-1]. */
-static double percentile(const double *v, size_t n, double p)
-{
-    if (n == 0)
-        return 0;
-    size_t rank = (size_t)(p / 100.0 * (double)n + 0.999999);
-    if (rank < 1)
-        rank = 1;
-    if (rank > n)
-        rank = n;
-    return v[rank - 1];
-}
-
 /* Merges the threads' results into *row. Returns 1 when the engine got stuck. */
 static int summarize(bench_thread_t *ts, int nthreads, const bench_run_t *r, bench_row_t *row)
 {
-    size_t nlat = 0;
     uint64_t start = UINT64_MAX, end = 0;
     int stuck = 0;
     for (int i = 0; i < nthreads; i++) {
-        nlat += ts[i].nlat;
         row->batches += ts[i].batches;
         row->failed += ts[i].failed;
         row->bytes += ts[i].ok_bytes;
@@ -521,23 +436,7 @@ static int summarize(bench_thread_t *ts, int nthreads, const bench_run_t *r, ben
     row->requests = row->batches * r->batch;
     row->seconds = end > start ? (double)(end - start) / 1e9 : 0;
     row->gbps = row->seconds > 0 ? (double)row->bytes / row->seconds / 1e9 : 0;
-
-    double *all = malloc((nlat ? nlat : 1) * sizeof(*all));
-    if (all) {
-        size_t k = 0;
-        double sum = 0;
-        for (int i = 0; i < nthreads; i++) {
-            for (size_t j = 0; j < ts[i].nlat; j++) {
-                all[k++] = ts[i].lat_us[j];
-                sum += ts[i].lat_us[j];
-            }
-        }
-        qsort(all, nlat, sizeof(*all), compare_double);
-        row->lat_avg_us = nlat ? sum / (double)nlat : 0;
-        row->lat_p50_us = percentile(all, nlat, 50);
-        row->lat_p99_us = percentile(all, nlat, 99);
-        free(all);
-    }
+    row->lat = bench_latency_stats(&ts[0].lat, sizeof(ts[0]), (size_t)nthreads);
     return stuck;
 }
 
@@ -570,7 +469,7 @@ static int run_config(bench_run_t *r, uint64_t duration_s, bench_row_t *row)
     row->threads = started;
     int stuck = summarize(ts, started, r, row);
     for (int i = 0; i < r->threads; i++)
-        free(ts[i].lat_us);
+        bench_latencies_free(&ts[i].lat);
     free(ts);
     return stuck;
 }
@@ -584,34 +483,15 @@ static void print_header(void)
            "memcpy_GB/s", "vs_memcpy", "raw_tcp_GB/s", "vs_raw_tcp");
 }
 
-static void print_ratio_cells(double limit, double gbps, int limit_width, int ratio_width)
-{
-    if (limit > 0)
-        printf(" %*.3f %*.2f", limit_width, limit, ratio_width, gbps / limit);
-    else
-        printf(" %*s %*s", limit_width, "-", ratio_width, "-");
-}
-
 static void print_row(const bench_opts_t *o, const bench_row_t *row)
 {
     char block[32];
     printf("%-8s %-5s %7s %6" PRIu64 " %7d %9.3f %10.1f %10.1f %10.1f %7" PRIu64, o->protocol,
-           o->operation, format_block(row->block, block, sizeof(block)), row->batch, row->threads,
-           row->gbps, row->lat_avg_us, row->lat_p50_us, row->lat_p99_us, row->failed);
-    print_ratio_cells(row->limits.memcpy_gbps, row->gbps, 11, 9);
-    print_ratio_cells(row->limits.raw_tcp_gbps, row->gbps, 12, 10);
+           o->operation, bench_size_label(row->block, block, sizeof(block)), row->batch,
+           row->threads, row->gbps, row->lat.avg_us, row->lat.p50_us, row->lat.p99_us, row->failed);
+    bench_print_limit_cells(&row->limits, row->gbps, 2);
     printf("\n");
     fflush(stdout);
-}
-
-static json_t *json_limit(double v)
-{
-    return v > 0 ? json_real(v) : json_null();
-}
-
-static json_t *json_ratio(double gbps, double limit)
-{
-    return limit > 0 ? json_real(gbps / limit) : json_null();
 }
 
 static json_t *config_json(const bench_opts_t *o, const char *segment, uint64_t target_addr)
@@ -632,18 +512,9 @@ static json_t *config_json(const bench_opts_t *o, const char *segment, uint64_t 
     json_object_set_new(c, "threads", json_integer(o->threads));
     json_object_set_new(c, "duration_s", json_integer(o->duration_s));
     json_object_set_new(c, "warmup_s", json_real((double)WARMUP_NS / 1e9));
-    json_t *blocks = json_array(), *batches = json_array();
-    for (size_t i = 0; i < o->nblocks; i++)
-        json_array_append_new(blocks, json_integer((json_int_t)o->blocks[i]));
-    for (size_t i = 0; i < o->nbatches; i++)
-        json_array_append_new(batches, json_integer((json_int_t)o->batches[i]));
-    json_object_set_new(c, "block_sizes", blocks);
-    json_object_set_new(c, "batch_sizes", batches);
-    json_object_set_new(c, "limits_measured", json_boolean(o->limits));
-    json_object_set_new(c, "memcpy_working_set",
-                        json_integer((json_int_t)BENCH_MEMCPY_WORKING_SET));
-    json_object_set_new(c, "memcpy_seconds", json_real(BENCH_MEMCPY_SECONDS));
-    json_object_set_new(c, "raw_tcp_seconds", json_real(BENCH_RAW_TCP_SECONDS));
+    json_object_set_new(c, "block_sizes", bench_u64_list_json(o->blocks, o->nblocks));
+    json_object_set_new(c, "batch_sizes", bench_u64_list_json(o->batches, o->nbatches));
+    bench_limits_config_json(c, o->limits);
     return c;
 }
 
@@ -664,13 +535,10 @@ static json_t *row_json(const bench_opts_t *o, const bench_row_t *row)
     json_object_set_new(j, "bytes", json_integer((json_int_t)row->bytes));
     json_object_set_new(j, "seconds", json_real(row->seconds));
     json_object_set_new(j, "gbps", json_real(row->gbps));
-    json_object_set_new(j, "lat_avg_us", json_real(row->lat_avg_us));
-    json_object_set_new(j, "lat_p50_us", json_real(row->lat_p50_us));
-    json_object_set_new(j, "lat_p99_us", json_real(row->lat_p99_us));
-    json_object_set_new(j, "memcpy_gbps", json_limit(row->limits.memcpy_gbps));
-    json_object_set_new(j, "raw_tcp_gbps", json_limit(row->limits.raw_tcp_gbps));
-    json_object_set_new(j, "vs_memcpy", json_ratio(row->gbps, row->limits.memcpy_gbps));
-    json_object_set_new(j, "vs_raw_tcp", json_ratio(row->gbps, row->limits.raw_tcp_gbps));
+    json_object_set_new(j, "lat_avg_us", json_real(row->lat.avg_us));
+    json_object_set_new(j, "lat_p50_us", json_real(row->lat.p50_us));
+    json_object_set_new(j, "lat_p99_us", json_real(row->lat.p99_us));
+    bench_limits_row_json(j, &row->limits, row->gbps);
     return j;
 }
 
@@ -705,29 +573,16 @@ static int measure_limits(const bench_opts_t *o, bench_memcpy_area_t *area, uint
     }
     MC_INFO("measuring limits at %" PRIu64 " B blocks: memcpy %.0f s, raw loopback tcp %.0f s",
             block, BENCH_MEMCPY_SECONDS, BENCH_RAW_TCP_SECONDS);
-    out->memcpy_gbps = bench_measure_memcpy(area, block);
-    out->raw_tcp_gbps = bench_measure_raw_tcp(block);
-    if (out->raw_tcp_gbps < 0)
-        MC_WARN("raw loopback tcp measurement failed: %s", strerror(errno));
+    *out = bench_measure_limits(area, block);
     return 0;
 }
 
 static int write_json(const bench_opts_t *o, json_t *rows, const char *segment,
                       uint64_t target_addr)
 {
-    json_t *root = json_object();
-    json_object_set_new(root, "benchmark", json_string(PROGRAM));
-    json_object_set_new(root, "version", json_string(MC_VERSION_STRING));
-    json_object_set_new(root, "machine", bench_machine_json());
-    json_object_set_new(root, "config", config_json(o, segment, target_addr));
+    json_t *root = bench_report_json(PROGRAM, config_json(o, segment, target_addr));
     json_object_set_new(root, "rows", json_incref(rows));
-    int rc = json_dump_file(root, o->json_path, JSON_INDENT(2) | JSON_REAL_PRECISION(6));
-    json_decref(root);
-    if (rc != 0) {
-        fprintf(stderr, PROGRAM ": cannot write %s: %s\n", o->json_path, strerror(errno));
-        return 1;
-    }
-    return 0;
+    return bench_report_write(root, o->json_path, PROGRAM);
 }
 
 /*
@@ -890,16 +745,24 @@ static int read_ready_line(int fd, char *line, size_t cap, int timeout_ms)
     return MC_ERR_INVALID_PARAMS;
 }
 
-/* Starts the target child; *ready_fd receives the read end of its readiness pipe. */
+/* In the target child before exec: hands it the write end of the readiness pipe. */
+static void pass_ready_fd(void *arg)
+{
+    char fdtext[16];
+    int wfd = dup(*(const int *)arg); /* without O_CLOEXEC: survives the exec */
+    snprintf(fdtext, sizeof(fdtext), "%d", wfd);
+    setenv(READY_FD_ENV, fdtext, 1);
+}
+
+/* Starts the target child; *ready_fd receives the read end of its readiness pipe. Its stdout goes
+ * to stderr: the parent's stdout is for the table only. */
 static pid_t start_child(const bench_opts_t *o, const char *argv0, int *ready_fd)
 {
     char exe[4096];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-    if (n <= 0) {
+    if (bench_self_exe(exe, sizeof(exe)) != 0) {
         fprintf(stderr, PROGRAM ": cannot find my own executable: %s\n", strerror(errno));
         return -1;
     }
-    exe[n] = '\0';
     char **args = child_argv(o, argv0);
     int fds[2];
     if (!args || pipe2(fds, O_CLOEXEC) != 0) {
@@ -907,23 +770,8 @@ static pid_t start_child(const bench_opts_t *o, const char *argv0, int *ready_fd
         free_argv(args);
         return -1;
     }
-    pid_t parent = getpid();
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid == 0) {
-        /* Child: stop with the parent; keep the parent's stdout for the table only. */
-        prctl(PR_SET_PDEATHSIG, SIGTERM);
-        if (getppid() != parent)
-            _exit(1);
-        char fdtext[16];
-        int wfd = dup(fds[1]); /* without O_CLOEXEC: survives the exec */
-        snprintf(fdtext, sizeof(fdtext), "%d", wfd);
-        setenv(READY_FD_ENV, fdtext, 1);
-        dup2(STDERR_FILENO, STDOUT_FILENO);
-        execv(exe, args);
-        fprintf(stderr, PROGRAM ": cannot execute %s: %s\n", exe, strerror(errno));
-        _exit(127);
-    }
+    pid_t pid =
+        bench_spawn(PROGRAM, exe, args, STDERR_FILENO, STDERR_FILENO, pass_ready_fd, &fds[1]);
     free_argv(args);
     close(fds[1]);
     if (pid < 0) {
@@ -933,33 +781,6 @@ static pid_t start_child(const bench_opts_t *o, const char *argv0, int *ready_fd
     }
     *ready_fd = fds[0];
     return pid;
-}
-
-/* SIGTERM, then wait up to CHILD_STOP_TIMEOUT_MS, then SIGKILL. Returns 0 on a clean exit. */
-static int stop_child(pid_t pid)
-{
-    kill(pid, SIGTERM);
-    uint64_t deadline = mc_now_ms() + CHILD_STOP_TIMEOUT_MS;
-    int wstatus = 0;
-    for (;;) {
-        pid_t w = waitpid(pid, &wstatus, WNOHANG);
-        if (w == pid)
-            break;
-        if (w < 0 && errno != EINTR)
-            return 1;
-        if (mc_now_ms() >= deadline) {
-            fprintf(stderr, PROGRAM ": target child %d did not stop within %d s; killing it\n",
-                    (int)pid, CHILD_STOP_TIMEOUT_MS / 1000);
-            kill(pid, SIGKILL);
-            waitpid(pid, &wstatus, 0);
-            return 1;
-        }
-        usleep(20 * 1000);
-    }
-    if (WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0)
-        return 0;
-    fprintf(stderr, PROGRAM ": target child exited abnormally (status 0x%x)\n", wstatus);
-    return 1;
 }
 
 /* The initiator's own endpoint in loopback: the given host, any port (the child has the port). */
@@ -991,13 +812,13 @@ static int run_loopback(const bench_opts_t *o, const char *argv0)
     if (rc != 0 || sscanf(line, "%263s %" SCNx64, segment, &addr) != 2 || addr == 0) {
         fprintf(stderr, PROGRAM ": the target child did not report ready (%s)\n",
                 rc == MC_ERR_RPC_TIMEOUT ? "timed out" : "it exited or wrote garbage");
-        stop_child(pid);
+        bench_stop_child(PROGRAM, pid, "target child");
         return 1;
     }
     char local_name[MC_ENDPOINT_MAX + 8];
     loopback_initiator_name(o->local_server_name, local_name, sizeof(local_name));
     int status = run_initiator(o, local_name, segment, addr);
-    if (stop_child(pid) != 0 && status == 0)
+    if (bench_stop_child(PROGRAM, pid, "target child") != 0 && status == 0)
         status = 1;
     return status;
 }
