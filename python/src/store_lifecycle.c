@@ -10,8 +10,9 @@
  *
  * Options C does not implement: `engine` (sharing a Python TransferEngine) and a tenant other
  * than "default" make setup return NOT_SUPPORTED (-1012), because silently ignoring them would
- * put objects somewhere the caller did not ask for; enable_ssd_offload and
- * enable_client_http_server only log a warning, as mooncake_client does for --enable_offload.
+ * put objects somewhere the caller did not ask for; enable_client_http_server only logs a
+ * warning. enable_ssd_offload / ssd_offload_path map to the store's offload configuration
+ * (mc_store_config_t.enable_offload / offload_path), as mooncake_client --enable_offload does.
  */
 #include "mcpy.h"
 
@@ -137,9 +138,6 @@ static PyObject *run_setup(McStoreObject *self, const setup_args_t *a)
         MC_ERROR("setup: client_http_port %lld is not in 1..65535", (long long)a->client_http_port);
         return PyLong_FromLong(MC_ERR_INVALID_PARAMS);
     }
-    if (a->enable_ssd_offload)
-        MC_WARN("setup: enable_ssd_offload: SSD offload is not part of this build; objects stay "
-                "in memory only");
     if (a->enable_client_http_server)
         MC_WARN("setup: enable_client_http_server: the client HTTP server is not part of this "
                 "build; not started");
@@ -150,7 +148,13 @@ static PyObject *run_setup(McStoreObject *self, const setup_args_t *a)
                              .local_buffer_size = a->local_buffer_size,
                              .protocol = a->protocol,
                              .device_name = a->rdma_devices,
-                             .master_server_addr = a->master_server_addr};
+                             .master_server_addr = a->master_server_addr,
+                             /* upstream's SSD offload: the backend comes from the
+                              * MOONCAKE_OFFLOAD_* / MOONCAKE_DISTRIBUTED_* environment
+                              * (docs/offload.md); ssd_offload_path overrides the local
+                              * backend's directory */
+                             .enable_offload = a->enable_ssd_offload,
+                             .offload_path = a->ssd_offload_path};
     mcpy_store_state_t before = self->state;
     self->state = MCPY_STORE_SETTING_UP;
     mc_store_t *handle = NULL;
