@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Upstream flags this program accepts for compatibility but does not implement. */
 static const char *const ignored_flags[] = {
@@ -85,6 +86,16 @@ int main(int argc, char **argv)
         return 1;
     }
     snprintf(local, sizeof(local), strchr(h, ':') ? "[%s]:%d" : "%s:%d", h, hport);
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    uint64_t ram = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
+    if (ram && segment_size > ram) {
+        char seg_text[32], ram_text[32];
+        MC_WARN("--global_segment_size %s is larger than this machine's %s of memory: it is "
+                "reserved, not committed, but the master evicts only at "
+                "--eviction_high_watermark_ratio of it, so the host can run out of memory first",
+                mc_format_size(segment_size, seg_text, sizeof(seg_text)),
+                mc_format_size(ram, ram_text, sizeof(ram_text)));
+    }
     rc = mc_offload_check_environment(segment_size, enable_offload, NULL, err, sizeof(err));
     if (rc != 0) {
         fprintf(stderr, "mooncake_client: offload: %s\n", err);
