@@ -11,7 +11,8 @@
 # fsync + posix_fadvise(DONTNEED) per file), so both read from the device.
 # Each of REPEAT repetitions runs both tools (alternating which goes first), after one warm-up
 # repetition that is not counted; every write phase starts after `sync` and a 1 s settle. The
-# medians are compared. Target: the adapter's aggregate write and read MiB/s >= 0.85 x fio's.
+# medians are compared (also printed: the median of the per-repetition ratios). Target: the
+# adapter's aggregate write and read MiB/s >= 0.85 x fio's.
 # (Small VMs are noisy: fresh page-cache pages can cost a host-side fault each, so single runs of
 # either tool vary by 2-3x; look at the per-repetition lines before trusting one number.)
 #
@@ -19,8 +20,8 @@
 #   NR=128 SIZE=64m REPEAT=5 bash bench/fio_compare.sh
 #
 # Variables (default): WORK (/var/tmp/mc_fio_compare) the directory used and removed,
-# NPROCS (2) THREADS (2) NR (32, a multiple of THREADS) SIZE (16m) XFER (0) READ_XFER (8m)
-# REPEAT (5) OUT ($WORK/../mc_fio_compare.json) BUILD_DIR (<repo>/build)
+# NPROCS (2) THREADS (2) NR (16, a multiple of THREADS) SIZE (16m) XFER (0) READ_XFER (8m)
+# REPEAT (9) OUT ($WORK/../mc_fio_compare.json) BUILD_DIR (<repo>/build)
 # DAOS_ADAPTER_BENCH_BIN (BUILD_DIR/tools/daos_adapter_bench).
 # Prints a table and writes OUT (JSON: machine, config, every repetition, medians, ratios).
 set -euo pipefail
@@ -30,11 +31,11 @@ export DAOS_ADAPTER_BENCH_BIN=${DAOS_ADAPTER_BENCH_BIN:-$BUILD_DIR/tools/daos_ad
 WORK=${WORK:-/var/tmp/mc_fio_compare}
 NPROCS=${NPROCS:-2}
 THREADS=${THREADS:-2}
-NR=${NR:-32}
+NR=${NR:-16}
 SIZE=${SIZE:-16m}
 XFER=${XFER:-0}
 READ_XFER=${READ_XFER:-8m}
-REPEAT=${REPEAT:-5}
+REPEAT=${REPEAT:-9}
 OUT=${OUT:-$(dirname "$WORK")/mc_fio_compare.json}
 export NPROCS THREADS NR SIZE XFER READ_XFER # recorded in OUT
 
@@ -117,6 +118,8 @@ for r in range(1, repeat + 1):
 med = {k: statistics.median(r[k] for r in reps) for k in reps[0]}
 ratio = {"write": med["adapter_write_mib_s"] / med["fio_write_mib_s"],
          "read": med["adapter_read_mib_s"] / med["fio_read_mib_s"]}
+paired = {op: statistics.median(r[f"adapter_{op}_mib_s"] / r[f"fio_{op}_mib_s"] for r in reps)
+          for op in ("write", "read")}
 target = 0.85
 df = subprocess.run(["df", "-T", os.path.dirname(res)], capture_output=True, text=True).stdout.splitlines()[-1].split()
 summary = {
@@ -126,15 +129,17 @@ summary = {
                 "filesystem": df[1] if len(df) > 1 else "", "device": df[0] if df else ""},
     "config": {k: os.environ.get(k) for k in ("NPROCS", "THREADS", "NR", "SIZE", "XFER", "READ_XFER")},
     "fio_write_cmd": "${fio_write[*]}", "fio_read_cmd": "${fio_read[*]}",
-    "repetitions": reps, "median": med, "ratio": ratio, "target": target,
+    "repetitions": reps, "median": med, "ratio": ratio, "paired_ratio_median": paired,
+    "target": target,
     "pass": {k: v >= target for k, v in ratio.items()},
 }
 with open(out, "w") as f:
     json.dump(summary, f, indent=2)
-print(f"{'':8}{'adapter MiB/s':>15}{'fio MiB/s':>12}{'ratio':>8}   (median of {repeat})")
+print(f"{'':8}{'adapter MiB/s':>15}{'fio MiB/s':>12}{'ratio':>8}{'paired':>8}   (medians of {repeat})")
 for op in ("write", "read"):
     a, b = med[f"adapter_{op}_mib_s"], med[f"fio_{op}_mib_s"]
-    print(f"{op:8}{a:15.1f}{b:12.1f}{ratio[op]:8.2f}   {'ok' if ratio[op] >= target else 'BELOW'} (target {target})")
+    print(f"{op:8}{a:15.1f}{b:12.1f}{ratio[op]:8.2f}{paired[op]:8.2f}   "
+          f"{'ok' if ratio[op] >= target else 'BELOW'} (target {target})")
 for i, r in enumerate(reps, 1):
     print(f"  rep {i}: write {r['adapter_write_mib_s']:.1f} vs {r['fio_write_mib_s']:.1f}, "
           f"read {r['adapter_read_mib_s']:.1f} vs {r['fio_read_mib_s']:.1f} MiB/s")

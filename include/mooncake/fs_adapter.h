@@ -21,7 +21,8 @@
  *   <root>/<hh>/.t*       temporary files of writes in progress (never listed, never read).
  *   <root>/.probe/        the health check's probe objects.
  * An object file holds a header (magic "MCOBJ", version, header length, key, value size,
- * CRC32C of the value, CRC32C of the header) followed by the value (see object_layout.h).
+ * CRC32C of the value, CRC32C of the header; zero-padded to 4 KiB for values of 64 KiB and more)
+ * followed by the value (see src/storage/object_layout.h).
  *
  * Units: sizes and offsets in bytes. Keys: 1..MC_FS_KEY_MAX bytes, no NUL (C strings); any
  * other byte is allowed, '/' included.

@@ -209,7 +209,6 @@ const char *mc_fs_adapter_type(const mc_fs_adapter_t *a)
 typedef struct obj_loc {
     size_t key_len;
     unsigned dir;
-    int hashed;
     char name[MC_OBJ_NAME_MAX];
 } obj_loc_t;
 
@@ -223,7 +222,6 @@ static int locate(const char *key, obj_loc_t *loc)
         MC_ERROR("fs adapter: invalid key (empty or longer than %d bytes)", MC_FS_KEY_MAX);
         return rc;
     }
-    loc->hashed = rc;
     loc->dir = mc_obj_dir_index(key, loc->key_len);
     return 0;
 }
