@@ -4,6 +4,12 @@
  * environment, and this process as a store client (no segment) that puts and reads back.
  * Progress is watched on the master's /metrics and /query_key, which grant no read lease (a
  * lease would keep the objects under test from being evicted).
+ *
+ * The distributed-backend tests run with MOONCAKE_DISTRIBUTED_FS_TYPE=$MC_TEST_OFFLOAD_FS_TYPE
+ * (posix by default). With daos (ctest test_offload_daos, a build against the libdfs test double)
+ * each root is made a container of the double with dfs_double_mkcont, DFS_DOUBLE_ROOT is a
+ * directory of the test's tmp dir, the master gets --distributed-fs-type daos, and only the
+ * distributed tests run.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -36,10 +42,16 @@
 #define CLIENT_BIN MC_BUILD_DIR "/tools/mooncake_client"
 #define HTTP_MAX (1u << 20)
 #define WAIT_MS 120000
+#define MKCONT_BIN MC_BUILD_DIR "/dfs_double/dfs_double_mkcont"
+#define DAOS_POOL "pool"
 
 extern char **environ;
 
 static char tmp_dir[] = "/tmp/mc_offload_test_XXXXXX";
+
+/* MOONCAKE_DISTRIBUTED_FS_TYPE of the distributed tests: "posix" or "daos". */
+static const char *fs_type = "posix";
+static char env_fs_type[64];
 
 /* ---- processes ---------------------------------------------------------------------------- */
 
@@ -381,6 +393,39 @@ static int count_lines(const char *s)
     return n;
 }
 
+static int fs_is_daos(void)
+{
+    return strcmp(fs_type, "daos") == 0;
+}
+
+/* Master flags of a distributed test: --distributed-fs-type for daos, nothing for posix. */
+static const char *const *dfs_master_flags(void)
+{
+    static const char *const daos_flags[] = {"--distributed-fs-type", "daos", NULL};
+    return fs_is_daos() ? daos_flags : NULL;
+}
+
+/*
+ * For daos: makes `mount` the mount point of container `cont` of the test double (created), and
+ * returns in `backing` the directory that holds the container's objects. For posix `backing` is
+ * `mount` itself and nothing is created.
+ */
+static void dfs_prepare_root(const char *mount, const char *cont, char *backing, size_t cap)
+{
+    if (!fs_is_daos()) {
+        snprintf(backing, cap, "%s", mount);
+        return;
+    }
+    char *argv[] = {MKCONT_BIN, (char *)mount, DAOS_POOL, (char *)cont, NULL};
+    char *err = NULL;
+    int code = run_to_exit(argv, NULL, &err);
+    if (code != 0)
+        fprintf(stderr, "dfs_double_mkcont %s: %d: %s", mount, code, err);
+    free(err);
+    assert_int_equal(code, 0);
+    snprintf(backing, cap, "%s/" DAOS_POOL "/%s", getenv("DFS_DOUBLE_ROOT"), cont);
+}
+
 /* ---- tests -------------------------------------------------------------------------------- */
 
 #define BIG_N 256
@@ -477,20 +522,25 @@ static void test_distributed_posix_objects_outlive_their_writer(void **state)
     path_in_tmp(root, sizeof(root), "dfs");
     path_in_tmp(link, sizeof(link), "dfs-mounted-elsewhere");
     path_in_tmp(stub, sizeof(stub), "stub-not-yet-there");
-    assert_int_equal(mkdir(root, 0755), 0);
+    char backing[PATH_MAX];
+    if (fs_is_daos())
+        dfs_prepare_root(root, "outlive", backing, sizeof(backing));
+    else
+        assert_int_equal(mkdir(root, 0755), 0);
     assert_int_equal(symlink(root, link), 0); /* the same storage under another path */
     snprintf(env_root, sizeof(env_root), "MOONCAKE_DISTRIBUTED_ROOT_DIR=%s", root);
     snprintf(env_link, sizeof(env_link), "MOONCAKE_DISTRIBUTED_ROOT_DIR=%s", link);
     snprintf(env_stub, sizeof(env_stub), "MOONCAKE_OFFLOAD_FILE_STORAGE_PATH=%s", stub);
-    /* The guide's client command, with fs type posix. */
+    /* The guide's client command, with the fs type under test. */
     const char *env_a[] = {"MOONCAKE_OFFLOAD_STORAGE_BACKEND_DESCRIPTOR=distributed",
-                           "MOONCAKE_DISTRIBUTED_FS_TYPE=posix",
+                           env_fs_type,
                            env_root,
                            "MOONCAKE_DISTRIBUTED_HEALTH_CHECK=true",
                            env_stub,
                            "MOONCAKE_OFFLOAD_HEARTBEAT_INTERVAL_SECONDS=2",
                            NULL};
-    assert_int_equal(start_master(&m, NULL), 0); /* --enable_offload alone */
+    /* --enable_offload alone (with posix), plus --distributed-fs-type daos with daos. */
+    assert_int_equal(start_master(&m, dfs_master_flags()), 0);
     assert_int_equal(start_holder(&a, &m, "64MB", env_a), 0);
     struct stat st;
     assert_int_equal(stat(stub, &st), 0); /* the stub directory was created */
@@ -500,6 +550,11 @@ static void test_distributed_posix_objects_outlive_their_writer(void **state)
     char types[256];
     replica_types(&m, "dfs/0", types, sizeof(types));
     assert_string_equal(types, "MEMORY,DFS");
+    if (fs_is_daos()) { /* the bytes went through libdfs into the container, not the mount */
+        char file[PATH_MAX];
+        assert_int_equal(find_file(backing, "%2Fdfs%2F0", file, sizeof(file)), 0);
+        assert_int_not_equal(find_file(root, "%2Fdfs%2F0", file, sizeof(file)), 0);
+    }
     /* A goes away: its memory with it. */
     assert_int_equal(WEXITSTATUS(stop_holder(&a)), 0);
     for (int i = 0; i < 100; i++) {
@@ -515,8 +570,8 @@ static void test_distributed_posix_objects_outlive_their_writer(void **state)
     mc_store_free(w);
     free(buf);
     /* B (this process, another store) mounts the storage at another path and reads all. */
-    const char *env_b[] = {"MOONCAKE_OFFLOAD_STORAGE_BACKEND_DESCRIPTOR=distributed", env_link,
-                           NULL};
+    const char *env_b[] = {"MOONCAKE_OFFLOAD_STORAGE_BACKEND_DESCRIPTOR=distributed", env_fs_type,
+                           env_link, NULL};
     env_apply(env_b, 1);
     mc_store_t *b = new_client(&m);
     env_apply(env_b, 0);
@@ -706,20 +761,24 @@ static void test_failed_health_check_stops_taking_tasks_and_shows_in_health(void
 {
     master_t m;
     holder_t h;
-    char root[PATH_MAX], env_root[PATH_MAX + 64], probe[PATH_MAX + 32];
+    char root[PATH_MAX], backing[PATH_MAX], env_root[PATH_MAX + 64], probe[PATH_MAX + 32];
     path_in_tmp(root, sizeof(root), "dfs-health");
+    dfs_prepare_root(root, "health", backing, sizeof(backing));
     snprintf(env_root, sizeof(env_root), "MOONCAKE_DISTRIBUTED_ROOT_DIR=%s", root);
-    const char *env[] = {"MOONCAKE_OFFLOAD_STORAGE_BACKEND_DESCRIPTOR=distributed", env_root,
+    const char *env[] = {"MOONCAKE_OFFLOAD_STORAGE_BACKEND_DESCRIPTOR=distributed",
+                         env_fs_type,
+                         env_root,
                          "MOONCAKE_DISTRIBUTED_HEALTH_CHECK=true",
-                         "MOONCAKE_OFFLOAD_HEARTBEAT_INTERVAL_SECONDS=1", NULL};
-    assert_int_equal(start_master(&m, NULL), 0);
+                         "MOONCAKE_OFFLOAD_HEARTBEAT_INTERVAL_SECONDS=1",
+                         NULL};
+    assert_int_equal(start_master(&m, dfs_master_flags()), 0);
     assert_int_equal(start_holder(&h, &m, "64MB", env), 0);
     mc_store_t *s = new_client(&m);
     put_all(s, "hc", 4, MiB, 300);
     assert_int_equal(wait_metric_at_least(&m, "master_dfs_replicas", 4), 4);
     assert_int_equal(metric(&m, "master_offload_backend_healthy"), 1);
-    /* The probe directory vanishes: the next health check fails. */
-    snprintf(probe, sizeof(probe), "rm -rf '%s/.probe'", root);
+    /* The probe directory vanishes (from the container, with daos): the next check fails. */
+    snprintf(probe, sizeof(probe), "rm -rf '%s/.probe'", backing);
     assert_int_equal(system(probe), 0);
     assert_int_equal(wait_metric_at_least(&m, "master_offload_unhealthy_clients", 1), 1);
     assert_int_equal(metric(&m, "master_offload_backend_healthy"), 0);
@@ -751,7 +810,23 @@ static int setup(void **state)
                                         NULL};
     for (int i = 0; clean[i]; i++)
         unsetenv(clean[i]);
-    return mkdtemp(tmp_dir) ? 0 : -1;
+    const char *t = getenv("MC_TEST_OFFLOAD_FS_TYPE");
+    fs_type = t && *t ? t : "posix";
+    if (strcmp(fs_type, "posix") != 0 && strcmp(fs_type, "daos") != 0) {
+        fprintf(stderr, "MC_TEST_OFFLOAD_FS_TYPE=%s: expected posix or daos\n", fs_type);
+        return -1;
+    }
+    snprintf(env_fs_type, sizeof(env_fs_type), "MOONCAKE_DISTRIBUTED_FS_TYPE=%s", fs_type);
+    if (!mkdtemp(tmp_dir))
+        return -1;
+    if (fs_is_daos()) {
+        /* The double's pools and containers, for this process and the ones it starts. */
+        char store[PATH_MAX];
+        path_in_tmp(store, sizeof(store), "dfs-double-store");
+        if (mkdir(store, 0755) != 0 || setenv("DFS_DOUBLE_ROOT", store, 1) != 0)
+            return -1;
+    }
+    return 0;
 }
 
 static int teardown(void **state)
@@ -766,6 +841,15 @@ static int teardown(void **state)
 
 int main(void)
 {
+    const char *t = getenv("MC_TEST_OFFLOAD_FS_TYPE");
+    if (t && !strcmp(t, "daos")) {
+        const struct CMUnitTest dfs_tests[] = {
+            OFFLOAD_TEST(test_distributed_posix_objects_outlive_their_writer),
+            OFFLOAD_TEST(test_failed_health_check_stops_taking_tasks_and_shows_in_health),
+        };
+        return cmocka_run_group_tests_name("offload (distributed fs type daos)", dfs_tests, setup,
+                                           teardown);
+    }
     const struct CMUnitTest tests[] = {
         OFFLOAD_TEST(test_unusable_directories_and_bad_values_are_one_line_start_up_errors),
         OFFLOAD_TEST(test_64_mib_segment_holds_256_mib_of_puts_through_local_offload),
