@@ -14,6 +14,7 @@
 
 #include "log.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <pthread.h>
@@ -50,6 +51,34 @@ static void unique_init(void)
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         unique_base = ((uint64_t)ts.tv_sec << 32) ^ (uint64_t)ts.tv_nsec ^ (uint64_t)getpid();
+    }
+}
+
+int mc_fs_errno_code(int err, int other)
+{
+    switch (err) {
+    case ENOENT:
+        return MC_ERR_FILE_NOT_FOUND;
+    case EACCES:
+    case EPERM:
+    case EROFS:
+        return MC_ERR_DFS_PERMISSION_DENIED;
+    case ENOSPC:
+    case EDQUOT:
+        return MC_ERR_DFS_QUOTA_EXCEEDED;
+    case ETIMEDOUT:
+        return MC_ERR_DFS_NETWORK_TIMEOUT;
+    case EHOSTUNREACH:
+    case ENETUNREACH:
+    case ECONNREFUSED:
+    case ENOTCONN:
+    case ESHUTDOWN:
+    case EHOSTDOWN:
+        return MC_ERR_DFS_SERVICE_UNAVAILABLE;
+    case ESTALE:
+        return MC_ERR_DFS_STALE_HANDLE;
+    default:
+        return other;
     }
 }
 

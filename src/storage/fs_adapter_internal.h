@@ -50,4 +50,11 @@ extern const mc_fs_ops_t mc_fs_daos_ops;
 /* A temporary file name unique across processes and hosts (".t" + 24 hex digits). out: 32 bytes. */
 void mc_fs_temp_name(char *out);
 
+/*
+ * The store code of a filesystem errno that every adapter maps the same way (not found,
+ * permission, quota, timeout, service unavailable, stale handle); `other` for any other errno.
+ * An adapter's error function handles its own special values (ENODATA, EAGAIN, ENOMEM, 0) first.
+ */
+int mc_fs_errno_code(int err, int other);
+
 #endif /* MC_STORAGE_FS_ADAPTER_INTERNAL_H */

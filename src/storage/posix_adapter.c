@@ -56,43 +56,11 @@ typedef enum posix_op { OP_OPEN, OP_READ, OP_WRITE, OP_REMOVE, OP_LIST } posix_o
 static int posix_fail(const posix_adapter_t *p, int err, posix_op_t op, const char *call,
                       unsigned dir, const char *name)
 {
-    int code;
-    switch (err) {
-    case ENOENT:
-        code = MC_ERR_FILE_NOT_FOUND;
-        break;
-    case EACCES:
-    case EPERM:
-    case EROFS:
-        code = MC_ERR_DFS_PERMISSION_DENIED;
-        break;
-    case ENOSPC:
-    case EDQUOT:
-        code = MC_ERR_DFS_QUOTA_EXCEEDED;
-        break;
-    case ETIMEDOUT:
-        code = MC_ERR_DFS_NETWORK_TIMEOUT;
-        break;
-    case EHOSTUNREACH:
-    case ENETUNREACH:
-    case ECONNREFUSED:
-    case ENOTCONN:
-    case ESHUTDOWN:
-    case EHOSTDOWN:
-        code = MC_ERR_DFS_SERVICE_UNAVAILABLE;
-        break;
-    case ESTALE:
-        code = MC_ERR_DFS_STALE_HANDLE;
-        break;
-    case 0: /* a write call that stored nothing */
-        code = MC_ERR_DFS_PARTIAL_WRITE;
-        break;
-    default:
-        code = op == OP_READ    ? MC_ERR_FILE_READ_FAIL
-               : op == OP_WRITE ? MC_ERR_FILE_WRITE_FAIL
-                                : MC_ERR_FILE_OPEN_FAIL;
-        break;
-    }
+    int other = op == OP_READ    ? MC_ERR_FILE_READ_FAIL
+                : op == OP_WRITE ? MC_ERR_FILE_WRITE_FAIL
+                                 : MC_ERR_FILE_OPEN_FAIL;
+    /* err 0: a write call that stored nothing */
+    int code = err == 0 ? MC_ERR_DFS_PARTIAL_WRITE : mc_fs_errno_code(err, other);
     char path[PATH_MAX + MC_OBJ_NAME_MAX];
     if (dir <= MC_OBJ_PROBE_DIR) {
         char dname[8];

@@ -2,7 +2,8 @@
 # --enable_offload processes on loopback, with local and distributed (posix) backends in a
 # temporary directory.
 mc_add_test(test_offload SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_offload.c
-            ${CMAKE_CURRENT_SOURCE_DIR}/../support/proc.c LIBS mc_store TIMEOUT 900)
+            ${CMAKE_CURRENT_SOURCE_DIR}/../support/proc.c
+            ${CMAKE_CURRENT_SOURCE_DIR}/../support/cluster.c LIBS mc_store TIMEOUT 900)
 target_include_directories(test_offload PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/../support)
 add_dependencies(test_offload mooncake_client mooncake_master)
 # The distributed-backend tests again with MOONCAKE_DISTRIBUTED_FS_TYPE=daos, on the libdfs test

@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "mooncake/store.h"
+#include "cluster.h"
 #include "proc.h"
 
 #include <arpa/inet.h>
@@ -56,146 +57,41 @@ static char env_fs_type[64];
 /* ---- processes ---------------------------------------------------------------------------- */
 
 /* Children still running; a failed assertion leaves the test early, its teardown kills them. */
-#define MAX_LIVE 32
-static pid_t live[MAX_LIVE];
-
-static void track(pid_t pid)
-{
-    for (int i = 0; i < MAX_LIVE; i++) {
-        if (live[i] == 0) {
-            live[i] = pid;
-            return;
-        }
-    }
-}
-
-static void untrack(pid_t pid)
-{
-    for (int i = 0; i < MAX_LIVE; i++) {
-        if (live[i] == pid)
-            live[i] = 0;
-    }
-}
-
 static int kill_leftovers(void **state)
 {
-    for (int i = 0; i < MAX_LIVE; i++) {
-        if (live[i] > 0) {
-            kill(live[i], SIGKILL);
-            waitpid(live[i], NULL, 0);
-            live[i] = 0;
-        }
-    }
+    mc_cluster_kill_all();
     return 0;
 }
 
-typedef struct master {
-    pid_t pid;
-    int rpc_port, metrics_port;
-    char addr[64];
-} master_t;
+typedef mc_master_t master_t;
+typedef mc_holder_t holder_t;
 
-static int port_open(int port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sin = {.sin_family = AF_INET,
-                              .sin_port = htons((uint16_t)port),
-                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    int ok = connect(fd, (struct sockaddr *)&sin, sizeof(sin)) == 0;
-    close(fd);
-    return ok;
-}
-
+/* mooncake_master --enable_offload=true; waits for its RPC and metrics ports. */
 static int start_master_on(master_t *m, int rpc_port, const char *const *extra)
 {
-    char rpc[32], metrics[32];
-    m->rpc_port = rpc_port;
-    m->metrics_port = mc_test_free_port();
-    snprintf(rpc, sizeof(rpc), "--rpc_port=%d", m->rpc_port);
-    snprintf(metrics, sizeof(metrics), "--metrics_port=%d", m->metrics_port);
-    snprintf(m->addr, sizeof(m->addr), "127.0.0.1:%d", m->rpc_port);
-    char *argv[32] = {MASTER_BIN,
-                      rpc,
-                      metrics,
-                      "--rpc_address=127.0.0.1",
-                      "--metrics_host=127.0.0.1",
-                      "--enable_offload=true"};
-    int argc = 6;
-    for (int i = 0; extra && extra[i] && argc < 31; i++)
-        argv[argc++] = (char *)extra[i];
-    argv[argc] = NULL;
-    if (posix_spawn(&m->pid, MASTER_BIN, NULL, NULL, argv, environ) != 0)
-        return -1;
-    track(m->pid);
-    for (int i = 0; i < 200; i++) {
-        if (port_open(m->rpc_port) && port_open(m->metrics_port))
-            return 0;
-        usleep(50000);
-    }
-    return -1;
+    return mc_master_start_on(m, rpc_port, 1, extra);
 }
 
 static int start_master(master_t *m, const char *const *extra)
 {
-    return start_master_on(m, mc_test_free_port(), extra);
+    return mc_master_start(m, 1, extra);
 }
 
 static int stop_master(master_t *m)
 {
-    int status = -1;
-    untrack(m->pid);
-    kill(m->pid, SIGTERM);
-    for (int i = 0; i < 500; i++) {
-        if (waitpid(m->pid, &status, WNOHANG) == m->pid)
-            return status;
-        usleep(20000);
-    }
-    kill(m->pid, SIGKILL);
-    waitpid(m->pid, &status, 0);
-    return -1;
+    return mc_master_stop(m, SIGTERM);
 }
-
-/* Environment of a holder: NULL-terminated "NAME=value" strings, set only while it starts. */
-static void env_apply(const char *const *env, int set)
-{
-    for (int i = 0; env && env[i]; i++) {
-        char name[128];
-        const char *eq = strchr(env[i], '=');
-        snprintf(name, sizeof(name), "%.*s", (int)(eq - env[i]), env[i]);
-        if (set)
-            setenv(name, eq + 1, 1);
-        else
-            unsetenv(name);
-    }
-}
-
-typedef struct holder {
-    mc_proc_t proc;
-    char segment[300];
-} holder_t;
 
 /* mooncake_client --enable_offload=true with a segment of `segment` bytes and `env` set. */
 static int start_holder(holder_t *h, const master_t *m, const char *segment, const char *const *env)
 {
-    char master_flag[96], port_flag[32], seg_flag[64];
-    snprintf(master_flag, sizeof(master_flag), "--master_server_address=%s", m->addr);
-    snprintf(port_flag, sizeof(port_flag), "--port=%d", mc_test_free_port());
-    snprintf(seg_flag, sizeof(seg_flag), "--global_segment_size=%s", segment);
-    char *argv[] = {CLIENT_BIN, master_flag, "--metadata_server=P2PHANDSHAKE", "--host=127.0.0.1",
-                    port_flag,  seg_flag,    "--enable_offload=true",          NULL};
-    env_apply(env, 1);
-    int rc = mc_proc_start(&h->proc, argv, "mooncake_client ready: segment ", 30000);
-    env_apply(env, 0);
-    if (rc != 0)
-        return -1;
-    track(h->proc.pid);
-    sscanf(h->proc.ready_line, "mooncake_client ready: segment %299s", h->segment);
-    return 0;
+    static const char *const flags[] = {"--enable_offload=true", NULL};
+    return mc_holder_start(h, m, segment, flags, env, 30000);
 }
 
 static int stop_holder(holder_t *h)
 {
-    untrack(h->proc.pid);
+    mc_cluster_untrack(h->proc.pid);
     return mc_proc_stop(&h->proc, SIGTERM, 30000);
 }
 
@@ -221,9 +117,9 @@ static int run_to_exit(char *const argv[], const char *const *env, char **err_te
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_adddup2(&fa, errp[1], STDERR_FILENO);
     pid_t pid;
-    env_apply(env, 1);
+    mc_env_apply(env, 1);
     assert_int_equal(posix_spawn(&pid, argv[0], &fa, NULL, argv, environ), 0);
-    env_apply(env, 0);
+    mc_env_apply(env, 0);
     posix_spawn_file_actions_destroy(&fa);
     close(errp[1]);
     char *buf = calloc(1, 65536);
@@ -572,9 +468,9 @@ static void test_distributed_posix_objects_outlive_their_writer(void **state)
     /* B (this process, another store) mounts the storage at another path and reads all. */
     const char *env_b[] = {"MOONCAKE_OFFLOAD_STORAGE_BACKEND_DESCRIPTOR=distributed", env_fs_type,
                            env_link, NULL};
-    env_apply(env_b, 1);
+    mc_env_apply(env_b, 1);
     mc_store_t *b = new_client(&m);
-    env_apply(env_b, 0);
+    mc_env_apply(env_b, 0);
     assert_int_equal(read_all_exact(b, "dfs", 32, MiB, 100), 32);
     mc_replica_desc_t d[4];
     size_t n = 0;
@@ -658,14 +554,14 @@ static void test_unusable_directories_and_bad_values_are_one_line_start_up_error
     }
     /* The library refuses too, before it contacts anyone. */
     const char *env[] = {"MOONCAKE_OFFLOAD_STORAGE_BACKEND_DESCRIPTOR=distributed", e_root, NULL};
-    env_apply(env, 1);
+    mc_env_apply(env, 1);
     mc_store_config_t cfg = {.local_hostname = "127.0.0.1",
                              .metadata_server = "P2PHANDSHAKE",
                              .local_buffer_size = MiB,
                              .master_server_addr = "127.0.0.1:1"};
     mc_store_t *s = NULL;
     int rc = mc_store_setup(&cfg, &s);
-    env_apply(env, 0);
+    mc_env_apply(env, 0);
     assert_int_equal(rc, MC_ERR_INVALID_PARAMS);
     assert_null(s);
 }

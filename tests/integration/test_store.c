@@ -11,6 +11,7 @@
 
 #include "mooncake/store.h"
 #include "mooncake/http_metadata.h"
+#include "cluster.h"
 #include "proc.h"
 
 #include <arpa/inet.h>
@@ -37,114 +38,34 @@ extern char **environ;
 /*
  * Every child this test starts is recorded, so a failed assertion (which skips the test's own
  * cleanup) cannot leave a master or mooncake_client running: they would hold ctest's output pipe
- * open and hang it. The group teardowns and an atexit handler kill whatever is left.
+ * open and hang it. The group teardowns and an atexit handler kill whatever is left
+ * (mc_cluster_kill_all, cluster.h).
  */
-static pid_t children[64];
-static size_t child_count;
-
-static void remember_child(pid_t pid)
-{
-    if (child_count < sizeof(children) / sizeof(children[0]))
-        children[child_count++] = pid;
-}
-
-static void kill_children(void)
-{
-    for (size_t i = 0; i < child_count; i++) {
-        if (kill(children[i], 0) == 0) {
-            kill(children[i], SIGKILL);
-            waitpid(children[i], NULL, 0);
-        }
-    }
-    child_count = 0;
-}
-
-typedef struct master {
-    pid_t pid;
-    int rpc_port, metrics_port;
-    char addr[64];
-} master_t;
-
-static int port_open(int port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
-                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    int ok = connect(fd, (struct sockaddr *)&sin, sizeof(sin)) == 0;
-    close(fd);
-    return ok;
-}
+typedef mc_master_t master_t;
+typedef mc_holder_t holder_t;
 
 /* Starts mooncake_master with extra flags (NULL-terminated) and waits for its RPC port. */
 static int start_master_on(master_t *m, int rpc_port, const char *const *extra)
 {
-    char rpc[32], metrics[32];
-    m->rpc_port = rpc_port;
-    m->metrics_port = mc_test_free_port();
-    snprintf(rpc, sizeof(rpc), "--rpc_port=%d", m->rpc_port);
-    snprintf(metrics, sizeof(metrics), "--metrics_port=%d", m->metrics_port);
-    snprintf(m->addr, sizeof(m->addr), "127.0.0.1:%d", m->rpc_port);
-    char *argv[32] = {MASTER_BIN, rpc, metrics, "--rpc_address=127.0.0.1",
-                      "--metrics_host=127.0.0.1"};
-    int argc = 5;
-    for (int i = 0; extra && extra[i] && argc < 31; i++)
-        argv[argc++] = (char *)extra[i];
-    argv[argc] = NULL;
-    if (posix_spawn(&m->pid, MASTER_BIN, NULL, NULL, argv, environ) != 0)
-        return -1;
-    remember_child(m->pid);
-    for (int i = 0; i < 200; i++) {
-        if (port_open(m->rpc_port))
-            return 0;
-        usleep(50000);
-    }
-    return -1;
+    return mc_master_start_on(m, rpc_port, 0, extra);
 }
 
 static int start_master(master_t *m, const char *const *extra)
 {
-    return start_master_on(m, mc_test_free_port(), extra);
+    return mc_master_start(m, 0, extra);
 }
-
-static int stop_master(master_t *m, int sig)
-{
-    int status = -1;
-    kill(m->pid, sig);
-    for (int i = 0; i < 500; i++) {
-        if (waitpid(m->pid, &status, WNOHANG) == m->pid)
-            return status;
-        usleep(20000);
-    }
-    kill(m->pid, SIGKILL);
-    waitpid(m->pid, &status, 0);
-    return -1;
-}
-
-typedef struct holder {
-    mc_proc_t proc;
-    char segment[300];
-} holder_t;
 
 /* A mooncake_client holding a segment of `segment` bytes, speaking `protocol`. */
 static int start_holder_with(holder_t *h, const master_t *m, const char *segment, int disable_shm,
                              const char *protocol)
 {
-    char master_flag[96], port_flag[32], seg_flag[64], protocol_flag[32];
-    snprintf(master_flag, sizeof(master_flag), "--master_server_address=%s", m->addr);
-    snprintf(port_flag, sizeof(port_flag), "--port=%d", mc_test_free_port());
-    snprintf(seg_flag, sizeof(seg_flag), "--global_segment_size=%s", segment);
+    char protocol_flag[32];
     snprintf(protocol_flag, sizeof(protocol_flag), "--protocol=%s", protocol);
-    char *argv[] = {CLIENT_BIN, master_flag, "--metadata_server=P2PHANDSHAKE", "--host=127.0.0.1",
-                    port_flag, seg_flag, protocol_flag, NULL};
-    if (disable_shm)
-        setenv("MC_DISABLE_SHM", "1", 1);
-    int rc = mc_proc_start(&h->proc, argv, "mooncake_client ready: segment ", 20000);
+    const char *const flags[] = {protocol_flag, NULL};
+    static const char *const no_shm[] = {"MC_DISABLE_SHM=1", NULL};
+    int rc = mc_holder_start(h, m, segment, flags, disable_shm ? no_shm : NULL, 20000);
     unsetenv("MC_DISABLE_SHM");
-    if (rc != 0)
-        return -1;
-    remember_child(h->proc.pid);
-    sscanf(h->proc.ready_line, "mooncake_client ready: segment %299s", h->segment);
-    return 0;
+    return rc;
 }
 
 static int start_holder(holder_t *h, const master_t *m, const char *segment, int disable_shm)
@@ -438,7 +359,7 @@ static void test_value_of_segment_size_fits_and_one_byte_more_does_not(void **st
     free(out);
     mc_store_free(s);
     mc_proc_stop(&h.proc, SIGTERM, 10000);
-    stop_master(&m, SIGTERM);
+    mc_master_stop(&m, SIGTERM);
 }
 
 static void test_eviction_keeps_puts_succeeding_when_the_pool_is_full(void **state)
@@ -490,7 +411,7 @@ static void test_two_replicas_survive_the_death_of_one_holder(void **state)
     assert_memory_equal(v, out, sizeof(v));
     mc_store_free(s);
     mc_proc_stop(&h2.proc, SIGTERM, 10000);
-    assert_int_equal(WEXITSTATUS(stop_master(&m, SIGTERM)), 0);
+    assert_int_equal(WEXITSTATUS(mc_master_stop(&m, SIGTERM)), 0);
 }
 
 static void test_zero_lease_ttl_means_no_lease(void **state)
@@ -510,7 +431,7 @@ static void test_zero_lease_ttl_means_no_lease(void **state)
     assert_int_equal(mc_store_remove(s, "nolease", 0), 0); /* no -706 */
     mc_store_free(s);
     mc_proc_stop(&h.proc, SIGTERM, 10000);
-    stop_master(&m, SIGTERM);
+    mc_master_stop(&m, SIGTERM);
 }
 
 typedef struct big_put_arg {
@@ -533,7 +454,7 @@ static void test_client_killed_mid_put_is_revoked_after_ttl(void **state)
     mc_proc_t w;
     setenv("MC_DISABLE_SHM", "1", 1); /* tcp: slow enough to be killed mid-transfer */
     assert_int_equal(mc_proc_start(&w, argv, "PUTTING", 20000), 0);
-    remember_child(w.pid);
+    mc_cluster_track(w.pid);
     unsetenv("MC_DISABLE_SHM");
     usleep(100 * 1000);
     mc_proc_stop(&w, SIGKILL, 5000);
@@ -557,7 +478,7 @@ static void test_client_killed_mid_put_is_revoked_after_ttl(void **state)
     free(buf);
     mc_store_free(s);
     mc_proc_stop(&h.proc, SIGTERM, 10000);
-    stop_master(&m, SIGTERM);
+    mc_master_stop(&m, SIGTERM);
 }
 
 static void test_master_restart_makes_clients_remount(void **state)
@@ -571,7 +492,7 @@ static void test_master_restart_makes_clients_remount(void **state)
     fill(v, sizeof(v), 1);
     assert_int_equal(mc_store_put(s, "before", v, sizeof(v), NULL), 0);
     int port = m.rpc_port;
-    assert_int_equal(WEXITSTATUS(stop_master(&m, SIGTERM)), 0);
+    assert_int_equal(WEXITSTATUS(mc_master_stop(&m, SIGTERM)), 0);
     assert_int_equal(start_master_on(&m, port, NULL), 0);
     /* The holder re-mounts within a few pings; until then puts find no segment. */
     int rc = -1;
@@ -588,7 +509,7 @@ static void test_master_restart_makes_clients_remount(void **state)
     assert_int_equal(mc_store_health_check(s), 0);
     mc_store_free(s);
     mc_proc_stop(&h.proc, SIGTERM, 10000);
-    stop_master(&m, SIGTERM);
+    mc_master_stop(&m, SIGTERM);
 }
 
 static void test_master_restart_republishes_http_metadata(void **state)
@@ -611,7 +532,7 @@ static void test_master_restart_republishes_http_metadata(void **state)
     char *argv[] = {CLIENT_BIN, master_flag, meta_arg, "--host=127.0.0.1", port_flag,
                     "--global_segment_size=16MB", NULL};
     assert_int_equal(mc_proc_start(&h, argv, "mooncake_client ready: segment ", 20000), 0);
-    remember_child(h.pid);
+    mc_cluster_track(h.pid);
     sscanf(h.ready_line, "mooncake_client ready: segment %299s", segment);
     snprintf(key, sizeof(key), "mooncake/ram/%s", segment);
     char *value = NULL;
@@ -620,7 +541,7 @@ static void test_master_restart_republishes_http_metadata(void **state)
     free(value);
 
     int port = m.rpc_port;
-    assert_int_equal(WEXITSTATUS(stop_master(&m, SIGTERM)), 0);
+    assert_int_equal(WEXITSTATUS(mc_master_stop(&m, SIGTERM)), 0);
     assert_int_equal(start_master_on(&m, port, extra), 0);
     int rc = -1;
     for (int i = 0; i < 100 && rc != 0; i++) { /* a ping per second: back within a few */
@@ -632,7 +553,7 @@ static void test_master_restart_republishes_http_metadata(void **state)
     }
     assert_int_equal(rc, 0);
     mc_proc_stop(&h, SIGTERM, 10000);
-    stop_master(&m, SIGTERM);
+    mc_master_stop(&m, SIGTERM);
 }
 
 static void test_unknown_flags_exit_non_zero(void **state)
@@ -820,7 +741,7 @@ static int teardown_rdma(void **state)
 {
     int rs = mc_proc_stop(&rdma_holder.proc, SIGTERM, 10000);
     int ts = mc_proc_stop(&tcp_holder.proc, SIGTERM, 10000);
-    int ms = stop_master(&rdma_cluster, SIGTERM);
+    int ms = mc_master_stop(&rdma_cluster, SIGTERM);
     int ok = 1;
     const int statuses[] = {rs, ts, ms};
     for (int i = 0; i < 3; i++)
@@ -839,15 +760,15 @@ static int setup(void **state)
 
 static int teardown_own(void **state)
 {
-    kill_children();
+    mc_cluster_kill_all();
     return 0;
 }
 
 static int teardown(void **state)
 {
     int hs = mc_proc_stop(&holder_a.proc, SIGTERM, 10000);
-    int ms = stop_master(&cluster, SIGTERM);
-    kill_children();
+    int ms = mc_master_stop(&cluster, SIGTERM);
+    mc_cluster_kill_all();
     return (WIFEXITED(hs) && WEXITSTATUS(hs) == 0 && WIFEXITED(ms) && WEXITSTATUS(ms) == 0) ? 0
                                                                                              : -1;
 }
@@ -875,7 +796,7 @@ int main(void)
         cmocka_unit_test(test_master_restart_republishes_http_metadata),
         cmocka_unit_test(test_unknown_flags_exit_non_zero),
     };
-    atexit(kill_children);
+    atexit(mc_cluster_kill_all);
     int failed = cmocka_run_group_tests_name("store_cluster", cluster_tests, setup, teardown);
     failed += cmocka_run_group_tests_name("store_own_cluster", own_cluster_tests, NULL,
                                           teardown_own);

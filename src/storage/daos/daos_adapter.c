@@ -111,6 +111,9 @@ typedef enum daos_op { OP_OPEN, OP_READ, OP_WRITE, OP_REMOVE, OP_LIST } daos_op_
 static int daos_fail(const daos_adapter_t *a, int err, daos_op_t op, const char *call, unsigned dir,
                      const char *name)
 {
+    int other = op == OP_READ    ? MC_ERR_FILE_READ_FAIL
+                : op == OP_WRITE ? MC_ERR_FILE_WRITE_FAIL
+                                 : MC_ERR_FILE_OPEN_FAIL;
     int code;
     if (err < 0) {
         switch (-err) {
@@ -138,48 +141,16 @@ static int daos_fail(const daos_adapter_t *a, int err, daos_op_t op, const char 
             code = MC_ERR_INTERNAL_ERROR;
             break;
         default:
-            code = op == OP_READ    ? MC_ERR_FILE_READ_FAIL
-                   : op == OP_WRITE ? MC_ERR_FILE_WRITE_FAIL
-                                    : MC_ERR_FILE_OPEN_FAIL;
+            code = other;
         }
+    } else if (err == ENODATA) {
+        code = MC_ERR_FILE_NOT_FOUND;
+    } else if (err == EAGAIN) {
+        code = MC_ERR_DFS_SERVICE_UNAVAILABLE;
+    } else if (err == ENOMEM) {
+        code = MC_ERR_INTERNAL_ERROR;
     } else {
-        switch (err) {
-        case ENOENT:
-        case ENODATA:
-            code = MC_ERR_FILE_NOT_FOUND;
-            break;
-        case EACCES:
-        case EPERM:
-        case EROFS:
-            code = MC_ERR_DFS_PERMISSION_DENIED;
-            break;
-        case ENOSPC:
-        case EDQUOT:
-            code = MC_ERR_DFS_QUOTA_EXCEEDED;
-            break;
-        case ETIMEDOUT:
-            code = MC_ERR_DFS_NETWORK_TIMEOUT;
-            break;
-        case EHOSTUNREACH:
-        case ENETUNREACH:
-        case ECONNREFUSED:
-        case ENOTCONN:
-        case ESHUTDOWN:
-        case EHOSTDOWN:
-        case EAGAIN:
-            code = MC_ERR_DFS_SERVICE_UNAVAILABLE;
-            break;
-        case ESTALE:
-            code = MC_ERR_DFS_STALE_HANDLE;
-            break;
-        case ENOMEM:
-            code = MC_ERR_INTERNAL_ERROR;
-            break;
-        default:
-            code = op == OP_READ    ? MC_ERR_FILE_READ_FAIL
-                   : op == OP_WRITE ? MC_ERR_FILE_WRITE_FAIL
-                                    : MC_ERR_FILE_OPEN_FAIL;
-        }
+        code = mc_fs_errno_code(err, other);
     }
     char path[PATH_MAX + 400];
     if (dir <= MC_OBJ_PROBE_DIR) {

@@ -1,0 +1,148 @@
+/*
+ * cluster.c — real mooncake_master / mooncake_client processes for the integration tests
+ * (cluster.h).
+ */
+#include "cluster.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define MASTER_BIN MC_BUILD_DIR "/tools/mooncake_master"
+#define CLIENT_BIN MC_BUILD_DIR "/tools/mooncake_client"
+
+extern char **environ;
+
+#define MAX_CHILDREN 64
+static pid_t children[MAX_CHILDREN];
+
+void mc_cluster_track(pid_t pid)
+{
+    for (int i = 0; i < MAX_CHILDREN; i++) {
+        if (children[i] == 0) {
+            children[i] = pid;
+            return;
+        }
+    }
+}
+
+void mc_cluster_untrack(pid_t pid)
+{
+    for (int i = 0; i < MAX_CHILDREN; i++) {
+        if (children[i] == pid)
+            children[i] = 0;
+    }
+}
+
+void mc_cluster_kill_all(void)
+{
+    for (int i = 0; i < MAX_CHILDREN; i++) {
+        if (children[i] > 0 && kill(children[i], 0) == 0) {
+            kill(children[i], SIGKILL);
+            waitpid(children[i], NULL, 0);
+        }
+        children[i] = 0;
+    }
+}
+
+int mc_port_open(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sin = {.sin_family = AF_INET,
+                              .sin_port = htons((uint16_t)port),
+                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    int ok = connect(fd, (struct sockaddr *)&sin, sizeof(sin)) == 0;
+    close(fd);
+    return ok;
+}
+
+int mc_master_start_on(mc_master_t *m, int rpc_port, int offload, const char *const *extra)
+{
+    char rpc[32], metrics[32];
+    m->rpc_port = rpc_port;
+    m->metrics_port = mc_test_free_port();
+    snprintf(rpc, sizeof(rpc), "--rpc_port=%d", m->rpc_port);
+    snprintf(metrics, sizeof(metrics), "--metrics_port=%d", m->metrics_port);
+    snprintf(m->addr, sizeof(m->addr), "127.0.0.1:%d", m->rpc_port);
+    char *argv[32] = {MASTER_BIN, rpc, metrics, "--rpc_address=127.0.0.1",
+                      "--metrics_host=127.0.0.1"};
+    int argc = 5;
+    if (offload)
+        argv[argc++] = "--enable_offload=true";
+    for (int i = 0; extra && extra[i] && argc < 31; i++)
+        argv[argc++] = (char *)extra[i];
+    argv[argc] = NULL;
+    if (posix_spawn(&m->pid, MASTER_BIN, NULL, NULL, argv, environ) != 0)
+        return -1;
+    mc_cluster_track(m->pid);
+    for (int i = 0; i < 200; i++) {
+        if (mc_port_open(m->rpc_port) && (!offload || mc_port_open(m->metrics_port)))
+            return 0;
+        usleep(50000);
+    }
+    return -1;
+}
+
+int mc_master_start(mc_master_t *m, int offload, const char *const *extra)
+{
+    return mc_master_start_on(m, mc_test_free_port(), offload, extra);
+}
+
+int mc_master_stop(mc_master_t *m, int sig)
+{
+    int status = -1;
+    mc_cluster_untrack(m->pid);
+    kill(m->pid, sig);
+    for (int i = 0; i < 500; i++) {
+        if (waitpid(m->pid, &status, WNOHANG) == m->pid)
+            return status;
+        usleep(20000);
+    }
+    kill(m->pid, SIGKILL);
+    waitpid(m->pid, &status, 0);
+    return -1;
+}
+
+void mc_env_apply(const char *const *env, int set)
+{
+    for (int i = 0; env && env[i]; i++) {
+        char name[128];
+        const char *eq = strchr(env[i], '=');
+        snprintf(name, sizeof(name), "%.*s", (int)(eq - env[i]), env[i]);
+        if (set)
+            setenv(name, eq + 1, 1);
+        else
+            unsetenv(name);
+    }
+}
+
+int mc_holder_start(mc_holder_t *h, const mc_master_t *m, const char *segment,
+                    const char *const *flags, const char *const *env, int timeout_ms)
+{
+    char master_flag[96], port_flag[32], seg_flag[64];
+    snprintf(master_flag, sizeof(master_flag), "--master_server_address=%s", m->addr);
+    snprintf(port_flag, sizeof(port_flag), "--port=%d", mc_test_free_port());
+    snprintf(seg_flag, sizeof(seg_flag), "--global_segment_size=%s", segment);
+    char *argv[16] = {CLIENT_BIN, master_flag, "--metadata_server=P2PHANDSHAKE",
+                      "--host=127.0.0.1", port_flag, seg_flag};
+    int argc = 6;
+    for (int i = 0; flags && flags[i] && argc < 15; i++)
+        argv[argc++] = (char *)flags[i];
+    argv[argc] = NULL;
+    mc_env_apply(env, 1);
+    int rc = mc_proc_start(&h->proc, argv, "mooncake_client ready: segment ", timeout_ms);
+    mc_env_apply(env, 0);
+    if (rc != 0)
+        return -1;
+    mc_cluster_track(h->proc.pid);
+    sscanf(h->proc.ready_line, "mooncake_client ready: segment %299s", h->segment);
+    return 0;
+}

@@ -1,0 +1,57 @@
+/*
+ * cluster.h — a real mooncake_master and mooncake_client holders on loopback, for the
+ * integration tests (test_store, test_offload). Built on proc.h.
+ *
+ * Every child started here is recorded in a registry (mc_cluster_track); a failed assertion skips
+ * a test's own cleanup, so teardowns call mc_cluster_kill_all() to kill whatever is still running
+ * (a leftover master or mooncake_client would hold ctest's output pipe open and hang it).
+ */
+#ifndef MC_TEST_CLUSTER_H
+#define MC_TEST_CLUSTER_H
+
+#include "proc.h"
+
+#include <sys/types.h>
+
+typedef struct mc_master {
+    pid_t pid;
+    int rpc_port, metrics_port;
+    char addr[64];
+} mc_master_t;
+
+typedef struct mc_holder {
+    mc_proc_t proc;
+    char segment[300];
+} mc_holder_t;
+
+/* Child registry: record, forget, and SIGKILL + reap every recorded child still present. */
+void mc_cluster_track(pid_t pid);
+void mc_cluster_untrack(pid_t pid);
+void mc_cluster_kill_all(void);
+
+/* 1 when something accepts TCP connections on 127.0.0.1:port. */
+int mc_port_open(int port);
+
+/*
+ * Starts mooncake_master on rpc_port (metrics on a free port) with extra flags (NULL-terminated,
+ * may be NULL) and waits for its RPC port. With `offload`, --enable_offload=true comes before the
+ * extra flags and the metrics port is waited for too. 0 when up, -1 otherwise.
+ */
+int mc_master_start_on(mc_master_t *m, int rpc_port, int offload, const char *const *extra);
+/* mc_master_start_on on a free port. */
+int mc_master_start(mc_master_t *m, int offload, const char *const *extra);
+/* Untracks, sends sig and waits 10 s; the wait status, or -1 after a SIGKILL. */
+int mc_master_stop(mc_master_t *m, int sig);
+
+/* Sets (set != 0) or unsets each "NAME=value" of the NULL-terminated env (may be NULL). */
+void mc_env_apply(const char *const *env, int set);
+
+/*
+ * mooncake_client with a segment of `segment` bytes against master m, extra flags after the
+ * common ones, and `env` set only while it starts; waits timeout_ms for its ready line, tracks it
+ * and fills h->segment. 0 when ready, -1 otherwise.
+ */
+int mc_holder_start(mc_holder_t *h, const mc_master_t *m, const char *segment,
+                    const char *const *flags, const char *const *env, int timeout_ms);
+
+#endif
