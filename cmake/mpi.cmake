@@ -4,13 +4,26 @@
 # Results: MPI_C_FOUND, MPI::MPI_C, MC_MPI_FAMILY (mpich|openmpi|unknown) and MC_MPIEXEC (the
 # launcher of that same MPI), which the benchmark records and daos_adapter_bench.sh checks.
 find_program(MC_MPICH_MPICC NAMES mpicc.mpich)
+find_program(MC_ANY_MPICC NAMES mpicc mpicc.openmpi)
+if(MC_MPICH_MPICC OR MC_ANY_MPICC OR MPI_C_COMPILER)
+  set(_mc_mpi_default ON)
+else()
+  set(_mc_mpi_default OFF)
+endif()
+option(WITH_MPI "build daos_adapter_bench with MPI (default ON when an MPI compiler is found)"
+       ${_mc_mpi_default})
+if(NOT WITH_MPI)
+  set(MPI_C_FOUND FALSE)
+  message(STATUS "WITH_MPI=OFF: daos_adapter_bench is not built")
+  return()
+endif()
 if(MC_MPICH_MPICC AND NOT MPI_C_COMPILER)
   set(MPI_C_COMPILER ${MC_MPICH_MPICC} CACHE FILEPATH "MPI C compiler wrapper (MPICH preferred)")
 endif()
 find_package(MPI COMPONENTS C QUIET)
 if(NOT MPI_C_FOUND)
-  message(STATUS "MPI not found: daos_adapter_bench is not built (install mpich libmpich-dev)")
-  return()
+  message(FATAL_ERROR "WITH_MPI=ON but no usable MPI was found: install mpich and libmpich-dev "
+                      "(or Open MPI), or configure with -DWITH_MPI=OFF")
 endif()
 set(_mpi_text "${MPI_C_COMPILER};${MPI_C_LIBRARIES};${MPI_C_INCLUDE_DIRS}")
 if(_mpi_text MATCHES "mpich")
