@@ -184,9 +184,7 @@ static int keys_call(mc_store_t *s, uint16_t opcode, char **keys, uint64_t *size
     req.regex = (char *)(regex ? regex : "");
     int rc = mc_master_call_keys(s->rpc, opcode, &req, resp);
     if (rc != 0) {
-        uint64_t now = mc_now_ms(), last = atomic_load(&s->last_master_error_ms);
-        if ((!last || now - last >= 1000) &&
-            atomic_compare_exchange_strong(&s->last_master_error_ms, &last, now))
+        if (mc_log_ratelimit(&s->last_master_error_ms, 1000))
             MC_ERROR("master %s: %s failed: %s (repeats within a second are not logged)",
                      s->master_addr, mc_rpc_method_name(opcode), mc_error_name(rc));
         return rc;

@@ -15,6 +15,8 @@
 #define MC_COMMON_LOG_H
 
 #include <stdarg.h>
+#include <stdatomic.h>
+#include <stdint.h>
 
 typedef enum mc_log_level {
     MC_LOG_INFO = 0,
@@ -37,6 +39,12 @@ int mc_log_get_verbosity(void);
 int mc_log_set_file(const char *path);
 /* 0 silences stderr (only the file gets lines); default 1. */
 void mc_log_set_stderr(int enabled);
+
+/*
+ * Rate limit for repeated failure lines: 1 when at least interval_ms passed since the last time
+ * this returned 1 for the same *last_ms (0 = never), else 0. Lock-free; one caller wins a race.
+ */
+int mc_log_ratelimit(atomic_uint_fast64_t *last_ms, uint64_t interval_ms);
 
 #define MC_LOG_BASENAME (__builtin_strrchr(__FILE__, '/') ? __builtin_strrchr(__FILE__, '/') + 1 : __FILE__)
 

@@ -438,10 +438,7 @@ static void rpc_accept_one(mc_rpc_server_t *s, int fd)
     if (atomic_load(&s->active) >= MC_RPC_MAX_CONNECTIONS) {
         close(fd);
         atomic_fetch_add(&s->rejected, 1);
-        uint64_t now = mc_now_ms();
-        uint64_t last = atomic_load(&s->last_reject_log_ms);
-        if (now - last >= RPC_REJECT_LOG_INTERVAL_MS &&
-            atomic_compare_exchange_strong(&s->last_reject_log_ms, &last, now))
+        if (mc_log_ratelimit(&s->last_reject_log_ms, RPC_REJECT_LOG_INTERVAL_MS))
             MC_WARN("RPC: %d connections are open, the limit; refusing new ones",
                     MC_RPC_MAX_CONNECTIONS);
         return;

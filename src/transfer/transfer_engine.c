@@ -382,11 +382,7 @@ mc_peer_t *mc_te_peer(mc_transfer_engine_t *te, mc_segment_id_t id)
 
 int mc_peer_should_log(mc_peer_t *peer)
 {
-    uint64_t now = mc_now_ms();
-    uint64_t last = atomic_load(&peer->last_error_log_ms);
-    if (last && now - last < 1000)
-        return 0;
-    return atomic_compare_exchange_strong(&peer->last_error_log_ms, &last, now);
+    return mc_log_ratelimit(&peer->last_error_log_ms, 1000);
 }
 
 int mc_peer_refresh(mc_transfer_engine_t *te, mc_peer_t *peer)
