@@ -43,7 +43,7 @@ static void fp_parse_one(const char *item, size_t len)
     *eq = '\0';
     const char *act = eq + 1;
     fp_entry_t *e = &fp_table[fp_count];
-    snprintf(e->name, sizeof(e->name), "%s", buf);
+    snprintf(e->name, sizeof(e->name), "%.63s", buf);
     atomic_store(&e->budget, -1);
     if (strncmp(act, "stop", 4) == 0 && (act[4] == '\0' || act[4] == ':')) {
         e->action = FP_STOP;
