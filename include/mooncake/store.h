@@ -53,6 +53,14 @@ typedef struct mc_store_config {
     /* Directory of the local backend's files (upstream's ssd_offload_path); NULL or "" =
      * $MOONCAKE_OFFLOAD_FILE_STORAGE_PATH, else /data/file_storage. */
     const char *offload_path;
+    /* End-to-end checksums (on by default): a put computes the CRC32C of each value and the
+     * master keeps it with the object; a get verifies the bytes of whichever replica it read
+     * (memory over local/shm/tcp/rdma, local disk through its owner, DFS) before returning
+     * success, tries the next replica on a mismatch, and returns MC_ERR_CHECKSUM_MISMATCH (-801)
+     * when no replica verifies. 1 turns both off (upstream's behaviour, for like-for-like
+     * comparisons); so does the environment variable MC_STORE_CHECKSUM=0. Objects written
+     * without a checksum are read unverified. */
+    int disable_checksum;
 } mc_store_config_t;
 
 typedef enum mc_soft_pin_action {
@@ -63,17 +71,20 @@ typedef enum mc_soft_pin_action {
 
 /* Placement and pinning of a put (upstream's ReplicateConfig). Zero-initialise, or use _INIT. */
 typedef struct mc_replicate_config {
-    uint32_t replica_num;                   /* replicas on distinct segments, best effort; 0 = 1 */
-    const char *preferred_segment;          /* "host:port" tried first; NULL/"" = none */
-    const char *const *preferred_segments;  /* more preferences, in order */
+    uint32_t replica_num;                  /* replicas on distinct segments, best effort; 0 = 1 */
+    const char *preferred_segment;         /* "host:port" tried first; NULL/"" = none */
+    const char *const *preferred_segments; /* more preferences, in order */
     size_t preferred_segment_count;
-    mc_soft_pin_action_t soft_pin_action;   /* ENABLE: evicted last, until the soft-pin TTL */
-    int has_soft_pin_ttl;                   /* 1: soft_pin_ttl_ms overrides the master default */
+    mc_soft_pin_action_t soft_pin_action; /* ENABLE: evicted last, until the soft-pin TTL */
+    int has_soft_pin_ttl;                 /* 1: soft_pin_ttl_ms overrides the master default */
     uint64_t soft_pin_ttl_ms;
-    int with_hard_pin;                      /* 1: never evicted; removable explicitly */
+    int with_hard_pin; /* 1: never evicted; removable explicitly */
 } mc_replicate_config_t;
 
-#define MC_REPLICATE_CONFIG_INIT {1, NULL, NULL, 0, MC_SOFT_PIN_PRESERVE, 0, 0, 0}
+#define MC_REPLICATE_CONFIG_INIT                                                                   \
+    {                                                                                              \
+        1, NULL, NULL, 0, MC_SOFT_PIN_PRESERVE, 0, 0, 0                                            \
+    }
 
 typedef enum mc_replica_type {
     MC_REPLICA_MEMORY = 0,
@@ -99,6 +110,9 @@ typedef struct mc_replica_desc {
     uint64_t address;       /* memory: address in the owner's registered memory */
     uint64_t size;          /* bytes */
     char file_path[512];    /* disk replicas */
+    uint64_t epoch;         /* memory: the mount epoch of its segment (0 for disk replicas) */
+    int has_checksum;       /* 1: checksum holds the writer's CRC32C of the value */
+    uint32_t checksum;      /* CRC32C (Castagnoli, as iSCSI/ext4) of the whole value */
 } mc_replica_desc_t;
 
 /*
@@ -126,6 +140,11 @@ const char *mc_store_get_hostname(const mc_store_t *store);
  * Stores a copy of value[0..size). Matches upstream put: 0 also when the key already exists
  * (objects are immutable; the existing value is kept). MC_ERR_NO_AVAILABLE_HANDLE (-200) when no
  * segment has room even after eviction (vLLM treats it as back-pressure).
+ * When another client's put of the key is still in progress, waits (up to MC_PUT_BUSY_WAIT_MS,
+ * 5 s) for its outcome: 0 once it completed, or this put's own result if it failed; still in
+ * progress after the wait: MC_ERR_REPLICA_IS_NOT_READY (-703). (Upstream returns success at once,
+ * even if that other put then fails and the key ends absent; here a 0 always means the key is
+ * readable until removed or evicted.)
  */
 int mc_store_put(mc_store_t *store, const char *key, const void *value, size_t size,
                  const mc_replicate_config_t *config);
@@ -136,9 +155,14 @@ int mc_store_upsert(mc_store_t *store, const char *key, const void *value, size_
 /*
  * Reads the object into buf[0..capacity). Returns its size in bytes (>= 0), MC_ERR_OBJECT_NOT_FOUND
  * (-704) when absent, MC_ERR_BUFFER_OVERFLOW (-10) when capacity is smaller than the object.
- * Offload: with no memory replica left, a disk replica is read instead; a corrupt file is
- * MC_ERR_CHECKSUM_MISMATCH (-801), an object only on the distributed backend read by a client
- * without it MC_ERR_UNAVAILABLE_IN_CURRENT_MODE (-1011).
+ * Offload: with no memory replica left, a disk replica is read instead; an object only on the
+ * distributed backend read by a client without it is MC_ERR_UNAVAILABLE_IN_CURRENT_MODE (-1011).
+ * Integrity: the bytes returned are the object's exact value or the call fails. Each replica
+ * read is verified against the writer's CRC32C (see disable_checksum); a replica that fails is
+ * skipped for the next one (memory, then disk); when none verifies, the lookup is repeated once
+ * (the object may have been replaced meanwhile), then MC_ERR_CHECKSUM_MISMATCH (-801). A memory
+ * read that finished after its read lease (--default_kv_lease_ttl) ran out is
+ * MC_ERR_LEASE_EXPIRED (-707): its memory may have been reused; judged per key in batches.
  */
 int64_t mc_store_get(mc_store_t *store, const char *key, void *buf, size_t capacity);
 /* Size of the object in bytes, or MC_ERR_OBJECT_NOT_FOUND. Grants a read lease as upstream. */
@@ -168,9 +192,9 @@ int mc_store_get_batch(mc_store_t *store, const char *const *keys, void *const *
 int mc_store_put_from_batch(mc_store_t *store, const char *const *keys, const void *const *bufs,
                             const size_t *sizes, size_t n, const mc_replicate_config_t *config,
                             int *results);
-int mc_store_upsert_from_batch(mc_store_t *store, const char *const *keys,
-                               const void *const *bufs, const size_t *sizes, size_t n,
-                               const mc_replicate_config_t *config, int *results);
+int mc_store_upsert_from_batch(mc_store_t *store, const char *const *keys, const void *const *bufs,
+                               const size_t *sizes, size_t n, const mc_replicate_config_t *config,
+                               int *results);
 int mc_store_get_into_batch(mc_store_t *store, const char *const *keys, void *const *bufs,
                             const size_t *capacities, size_t n, int64_t *results);
 
@@ -196,20 +220,20 @@ int mc_store_unregister_buffer(mc_store_t *store, void *buf);
 
 /* Offload activity of this client, since setup. */
 typedef struct mc_store_offload_stats {
-    int enabled;              /* this client runs the offload worker */
-    int backend;              /* 0 none, 1 local, 2 distributed */
-    int healthy;              /* the backend passed its last health check */
-    int offloading;           /* taking tasks (see mc_store_set_offloading) */
-    uint64_t tasks_done;      /* objects written to disk */
+    int enabled;         /* this client runs the offload worker */
+    int backend;         /* 0 none, 1 local, 2 distributed */
+    int healthy;         /* the backend passed its last health check */
+    int offloading;      /* taking tasks (see mc_store_set_offloading) */
+    uint64_t tasks_done; /* objects written to disk */
     uint64_t tasks_failed;
-    uint64_t tasks_stale;     /* written, but removed or replaced meanwhile (file deleted) */
+    uint64_t tasks_stale; /* written, but removed or replaced meanwhile (file deleted) */
     uint64_t bytes_offloaded;
-    uint64_t files;           /* files this client holds now */
-    uint64_t disk_bytes;      /* their value bytes */
-    uint64_t evicted_files;   /* deleted for MOONCAKE_OFFLOAD_TOTAL_SIZE_LIMIT_BYTES/_KEYS_LIMIT */
-    uint64_t queued;          /* tasks taken, not yet written */
-    uint64_t fallback_reads;  /* gets served from a disk replica */
-    uint64_t served_reads;    /* reads of this client's local files served to others */
+    uint64_t files;          /* files this client holds now */
+    uint64_t disk_bytes;     /* their value bytes */
+    uint64_t evicted_files;  /* deleted for MOONCAKE_OFFLOAD_TOTAL_SIZE_LIMIT_BYTES/_KEYS_LIMIT */
+    uint64_t queued;         /* tasks taken, not yet written */
+    uint64_t fallback_reads; /* gets served from a disk replica */
+    uint64_t served_reads;   /* reads of this client's local files served to others */
 } mc_store_offload_stats_t;
 
 int mc_store_get_offload_stats(mc_store_t *store, mc_store_offload_stats_t *out);

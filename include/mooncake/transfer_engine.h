@@ -93,6 +93,7 @@ typedef struct mc_transfer_req {
     mc_segment_id_t target_id; /* from mc_te_open_segment() */
     uint64_t target_offset;    /* address in the target's registered memory, as its owner sees it */
     size_t length;             /* bytes, > 0 */
+    uint64_t epoch;
 } mc_transfer_req_t;
 
 typedef enum mc_transfer_state {
@@ -105,7 +106,9 @@ typedef struct mc_transfer_status {
     mc_transfer_state_t state;
     int error;                /* 0, or the store code that failed the request */
     size_t transferred_bytes; /* bytes confirmed so far */
+    uint64_t finish_ms;
 } mc_transfer_status_t;
+int mc_te_set_epoch(mc_transfer_engine_t *te, uint64_t epoch);
 
 /*
  * Creates an engine: starts listening on local_server_name, and publishes the (still empty)

@@ -20,10 +20,12 @@
  */
 #include "mooncake/store.h"
 
+#include "failpoint.h"
 #include "log.h"
 #include "master_client.h"
 #include "mooncake/transfer_engine.h"
 #include "net.h"
+#include "object_layout.h" /* mc_crc32c */
 #include "offload.h"
 
 #include <errno.h>
@@ -32,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -39,6 +42,8 @@
 #define MC_DEFAULT_MASTER "127.0.0.1:50051"
 #define MC_PUT_RETRY_MIN_MS 5
 #define MC_PUT_RETRY_MAX_MS 100
+#define MC_PUT_BUSY_WAIT_MS 5000     /* a put waits this long for another put of its key */
+#define MC_MOUNT_FENCE_WAIT_MS 30000 /* setup waits this long for a fenced range (leases) */
 
 typedef struct mc_buffer_range {
     uintptr_t addr;
@@ -58,6 +63,9 @@ struct mc_store {
     void *local_buffer;
     atomic_int closed;
     atomic_int master_reachable;
+    int checksum;                             /* 1: CRC32C on put, verified on get */
+    atomic_uint_fast64_t checksum_mismatches; /* replicas whose bytes failed verification */
+    atomic_uint_fast64_t last_mismatch_log_ms;
     atomic_uint_fast64_t last_master_error_ms; /* rate limit: one failure line per second */
     /* Every public call holds op_lock for reading; close takes it for writing, so it waits for
      * calls in flight and no call runs on a half-torn-down store. */
@@ -167,6 +175,9 @@ static int config_to_pb(const mc_replicate_config_t *c, pb_config_t *out)
     return 0;
 }
 
+static int keys_call_req(mc_store_t *s, uint16_t opcode, Mc__KeysRequest *req, size_t n,
+                         Mc__KeysResponse **resp);
+
 static int keys_call(mc_store_t *s, uint16_t opcode, char **keys, uint64_t *sizes, size_t n,
                      Mc__ReplicateConfig *config, int force, const char *regex,
                      Mc__KeysResponse **resp)
@@ -182,17 +193,39 @@ static int keys_call(mc_store_t *s, uint16_t opcode, char **keys, uint64_t *size
     req.config = config;
     req.force = force ? 1 : 0;
     req.regex = (char *)(regex ? regex : "");
-    int rc = mc_master_call_keys(s->rpc, opcode, &req, resp);
+    return keys_call_req(s, opcode, &req, n, resp);
+}
+
+/* PutEnd / UpsertEnd with one CRC32C per key (crcs NULL: the writer does not checksum). */
+static int keys_call_checksums(mc_store_t *s, uint16_t opcode, char **keys, size_t n,
+                               uint32_t *crcs, Mc__KeysResponse **resp)
+{
+    Mc__KeysRequest req = MC__KEYS_REQUEST__INIT;
+    req.client_id = s->client_id;
+    req.n_keys = n;
+    req.keys = keys;
+    req.regex = (char *)"";
+    if (crcs) {
+        req.n_checksums = n;
+        req.checksums = crcs;
+    }
+    return keys_call_req(s, opcode, &req, n, resp);
+}
+
+static int keys_call_req(mc_store_t *s, uint16_t opcode, Mc__KeysRequest *req, size_t n,
+                         Mc__KeysResponse **resp)
+{
+    int rc = mc_master_call_keys(s->rpc, opcode, req, resp);
     if (rc != 0) {
         if (mc_log_ratelimit(&s->last_master_error_ms, 1000))
             MC_ERROR("master %s: %s failed: %s (repeats within a second are not logged)",
                      s->master_addr, mc_rpc_method_name(opcode), mc_error_name(rc));
         return rc;
     }
-    if ((*resp)->code != 0 || (*resp)->n_results != (opcode == MC_RPC_REMOVE_ALL ||
-                                                             opcode == MC_RPC_REMOVE_BY_REGEX
-                                                         ? (*resp)->n_results
-                                                         : n)) {
+    if ((*resp)->code != 0 ||
+        (*resp)->n_results != (opcode == MC_RPC_REMOVE_ALL || opcode == MC_RPC_REMOVE_BY_REGEX
+                                   ? (*resp)->n_results
+                                   : n)) {
         rc = (*resp)->code ? (*resp)->code : MC_ERR_DESERIALIZE_FAIL;
         mc__keys_response__free_unpacked(*resp, NULL);
         *resp = NULL;
@@ -257,6 +290,7 @@ static int write_objects(mc_store_t *s, int upsert, const char *const *keys,
         goto done;
     }
     *wait_ms = resp->offload_wait_ms;
+    mc_failpoint("put.after_start");
 
     size_t nreq = 0;
     for (size_t j = 0; j < m; j++)
@@ -293,7 +327,7 @@ static int write_objects(mc_store_t *s, int upsert, const char *const *keys,
         }
     }
     if (nreq > 0) {
-        mc_batch_t *b;
+        mc_batch_t *b = NULL;
         int brc = mc_te_batch_create(s->te, nreq, &b);
         if (brc == 0)
             brc = mc_te_submit(b, reqs, nreq);
@@ -313,13 +347,15 @@ static int write_objects(mc_store_t *s, int upsert, const char *const *keys,
         }
     }
 
-    /* Publish what was written, give back what was not. */
+    /* Publish what was written (with each value's CRC32C), give back what was not. */
     size_t nend = 0, nrevoke = 0;
     char **end_keys = ks, **revoke_keys = calloc(m, sizeof(char *));
-    size_t *end_idx = sz ? (size_t *)calloc(m, sizeof(size_t)) : NULL;
-    if (!revoke_keys || !end_idx) {
+    size_t *end_idx = calloc(m, sizeof(size_t));
+    uint32_t *crcs = calloc(m, sizeof(uint32_t));
+    if (!revoke_keys || !end_idx || !crcs) {
         free(revoke_keys);
         free(end_idx);
+        free(crcs);
         rc = MC_ERR_INTERNAL_ERROR;
         goto done;
     }
@@ -328,6 +364,9 @@ static int write_objects(mc_store_t *s, int upsert, const char *const *keys,
             continue;
         if (results[idx[j]] == 0) {
             end_keys[nend] = (char *)keys[idx[j]];
+            /* After the transfer: the source was just read, so it is likely still in cache. */
+            if (s->checksum)
+                crcs[nend] = mc_crc32c(0, values[idx[j]], sizes[idx[j]]);
             end_idx[nend++] = idx[j];
         } else {
             revoke_keys[nrevoke++] = (char *)keys[idx[j]];
@@ -335,7 +374,7 @@ static int write_objects(mc_store_t *s, int upsert, const char *const *keys,
     }
     if (nend) {
         Mc__KeysResponse *er = NULL;
-        int erc = keys_call(s, op_end, end_keys, NULL, nend, NULL, 0, NULL, &er);
+        int erc = keys_call_checksums(s, op_end, end_keys, nend, s->checksum ? crcs : NULL, &er);
         for (size_t j = 0; j < nend; j++)
             results[end_idx[j]] = erc ? erc : er->results[j]->code;
         if (er)
@@ -348,6 +387,7 @@ static int write_objects(mc_store_t *s, int upsert, const char *const *keys,
     }
     free(revoke_keys);
     free(end_idx);
+    free(crcs);
 
 done:
     if (resp)
@@ -378,7 +418,8 @@ static size_t pick_order(mc_store_t *s, const Mc__KeyResult *r, size_t *order)
     size_t k = 0;
     const char *self = mc_te_local_segment_name(s->te);
     for (size_t i = 0; i < r->n_replicas; i++) {
-        if (r->replicas[i]->type == MC_REPLICA_MEMORY && !strcmp(r->replicas[i]->segment_name, self))
+        if (r->replicas[i]->type == MC_REPLICA_MEMORY &&
+            !strcmp(r->replicas[i]->segment_name, self))
             order[k++] = i;
     }
     for (size_t i = 0; i < r->n_replicas; i++) {
@@ -389,9 +430,32 @@ static size_t pick_order(mc_store_t *s, const Mc__KeyResult *r, size_t *order)
 }
 
 /*
+ * Checks the bytes read from replica `rep` against the writer's CRC32C. 0 when they match (or
+ * nothing can be checked: checksums off, or an object written without one), else
+ * MC_ERR_CHECKSUM_MISMATCH, counted and logged (rate-limited).
+ */
+static int verify_replica(mc_store_t *s, const char *key, const Mc__Replica *rep, const void *buf,
+                          uint64_t size)
+{
+    if (!s->checksum || !rep->has_checksum || size == 0)
+        return 0;
+    uint32_t crc = mc_crc32c(0, buf, (size_t)size);
+    if (crc == rep->checksum)
+        return 0;
+    atomic_fetch_add(&s->checksum_mismatches, 1);
+    if (mc_log_ratelimit(&s->last_mismatch_log_ms, 1000))
+        MC_WARN("checksum mismatch reading %.64s (%llu bytes) from its %s replica on %s: CRC32C "
+                "%08x, expected %08x; trying the next replica (repeats within a second are not "
+                "logged)",
+                key, (unsigned long long)size, rep->type == MC_REPLICA_MEMORY ? "memory" : "disk",
+                rep->segment_name, crc, rep->checksum);
+    return MC_ERR_CHECKSUM_MISMATCH;
+}
+
+/*
  * Reads a disk replica of the key when no memory replica could be read: every disk replica in the
- * master's order until one succeeds. Returns the size or the last error (a checksum mismatch is
- * an error: never wrong bytes).
+ * master's order until one succeeds and verifies. Returns the size or the last error (a checksum
+ * mismatch is an error: never wrong bytes).
  */
 static int64_t read_from_disk(mc_store_t *s, const char *key, const Mc__KeyResult *r, void *buf,
                               int64_t memory_error)
@@ -403,20 +467,42 @@ static int64_t read_from_disk(mc_store_t *s, const char *key, const Mc__KeyResul
             continue;
         int rc = mc_offload_read(s->offload, s->te, key, rep, buf, r->size);
         if (rc == 0)
+            rc = verify_replica(s, key, rep, buf, r->size);
+        if (rc == 0)
             return (int64_t)r->size;
         result = rc;
     }
     return result;
 }
 
-static int read_one_replica(mc_store_t *s, const Mc__Replica *rep, void *buf, uint64_t size)
+static void replica_request(const Mc__Replica *rep, void *buf, uint64_t size, mc_segment_id_t seg,
+                            mc_transfer_req_t *out)
+{
+    *out = (mc_transfer_req_t){MC_TRANSFER_READ, buf, seg, rep->address, size};
+    out->epoch = rep->epoch; /* the owner refuses a read of a previous mount's memory */
+}
+
+/* One memory replica, synchronously; *finish_ms receives when it ended. */
+static int read_one_replica(mc_store_t *s, const char *key, const Mc__Replica *rep, void *buf,
+                            uint64_t size, uint64_t *finish_ms)
 {
     mc_segment_id_t seg;
     int rc = mc_te_open_segment(s->te, rep->segment_name, &seg);
+    if (rc == 0) {
+        mc_transfer_req_t req;
+        replica_request(rep, buf, size, seg, &req);
+        rc = mc_te_transfer_sync(s->te, &req, 1);
+    }
+    *finish_ms = mc_now_ms();
     if (rc != 0)
         return MC_ERR_TRANSFER_FAIL;
-    mc_transfer_req_t req = {MC_TRANSFER_READ, buf, seg, rep->address, size};
-    return mc_te_transfer_sync(s->te, &req, 1);
+    return verify_replica(s, key, rep, buf, size);
+}
+
+/* 1 when a memory read's result may still be bettered by another replica. */
+static int retryable(int64_t result)
+{
+    return result == MC_ERR_TRANSFER_FAIL || result == MC_ERR_CHECKSUM_MISMATCH;
 }
 
 static int read_objects(mc_store_t *s, const char *const *keys, void *const *bufs,
@@ -425,12 +511,13 @@ static int read_objects(mc_store_t *s, const char *const *keys, void *const *buf
     int rc = 0;
     char **ks = calloc(n ? n : 1, sizeof(char *));
     size_t *idx = calloc(n ? n : 1, sizeof(size_t));
-    size_t *first = calloc(n ? n : 1, sizeof(size_t)); /* replica tried first, per valid key */
-    char *from_disk = calloc(n ? n : 1, 1);             /* per valid key: read from disk */
+    size_t *first = calloc(n ? n : 1, sizeof(size_t));      /* replica tried first, per valid key */
+    char *from_disk = calloc(n ? n : 1, 1);                 /* per valid key: read from disk */
+    uint64_t *finish = calloc(n ? n : 1, sizeof(uint64_t)); /* per valid key: last memory read */
     Mc__KeysResponse *resp = NULL;
     mc_transfer_req_t *reqs = NULL;
     size_t *req_owner = NULL;
-    if (!ks || !idx || !first || !from_disk) {
+    if (!ks || !idx || !first || !from_disk || !finish) {
         rc = MC_ERR_INTERNAL_ERROR;
         goto done;
     }
@@ -451,6 +538,7 @@ static int read_objects(mc_store_t *s, const char *const *keys, void *const *buf
             results[idx[j]] = rc;
         goto done;
     }
+    mc_failpoint("get.after_lookup");
     reqs = calloc(m, sizeof(*reqs));
     req_owner = calloc(m, sizeof(*req_owner));
     if (!reqs || !req_owner) {
@@ -487,41 +575,50 @@ static int read_objects(mc_store_t *s, const char *const *keys, void *const *buf
             results[i] = MC_ERR_TRANSFER_FAIL; /* retried on the other replicas below */
             continue;
         }
-        reqs[nreq] = (mc_transfer_req_t){MC_TRANSFER_READ, bufs[i], seg,
-                                         r->replicas[order[0]]->address, r->size};
+        replica_request(r->replicas[order[0]], bufs[i], r->size, seg, &reqs[nreq]);
         req_owner[nreq++] = j;
     }
     if (nreq > 0) {
-        mc_batch_t *b;
+        mc_batch_t *b = NULL;
         int brc = mc_te_batch_create(s->te, nreq, &b);
         if (brc == 0)
             brc = mc_te_submit(b, reqs, nreq);
         if (brc == 0)
             mc_te_wait(b, -1);
+        uint64_t now = mc_now_ms();
         for (size_t q = 0; q < nreq; q++) {
-            mc_transfer_status_t st = {MC_TRANSFER_FAILED, brc, 0};
+            size_t j = req_owner[q];
+            mc_transfer_status_t st = {MC_TRANSFER_FAILED, brc, 0, 0};
             if (brc == 0)
                 mc_te_get_status(b, q, &st);
+            finish[j] = st.finish_ms ? st.finish_ms : now;
             if (st.state != MC_TRANSFER_COMPLETED)
-                results[idx[req_owner[q]]] = MC_ERR_TRANSFER_FAIL;
+                results[idx[j]] = MC_ERR_TRANSFER_FAIL;
+            else if (verify_replica(s, keys[idx[j]], resp->results[j]->replicas[first[j]],
+                                    bufs[idx[j]], resp->results[j]->size) != 0)
+                results[idx[j]] = MC_ERR_CHECKSUM_MISMATCH;
         }
         mc_te_batch_free(b);
     }
-    /* A failed read tries the object's other replicas, one at a time. */
+    /* A failed or unverified read tries the object's other replicas, one at a time. */
     for (size_t j = 0; j < m; j++) {
         size_t i = idx[j];
         Mc__KeyResult *r = resp->results[j];
-        if (r->code != 0 || results[i] != MC_ERR_TRANSFER_FAIL)
+        if (r->code != 0 || !retryable(results[i]))
             continue;
         size_t order[MC_MAX_REPLICAS * 2];
         size_t k = pick_order(s, r, order);
         for (size_t t = 0; t < k; t++) {
             if (order[t] == first[j])
                 continue;
-            if (read_one_replica(s, r->replicas[order[t]], bufs[i], r->size) == 0) {
+            int orc =
+                read_one_replica(s, keys[i], r->replicas[order[t]], bufs[i], r->size, &finish[j]);
+            if (orc == 0) {
                 results[i] = (int64_t)r->size;
                 break;
             }
+            if (orc == MC_ERR_CHECKSUM_MISMATCH)
+                results[i] = orc;
         }
     }
     /* No memory replica left, or none readable: the disk replicas (offload). */
@@ -529,21 +626,23 @@ static int read_objects(mc_store_t *s, const char *const *keys, void *const *buf
         size_t i = idx[j];
         Mc__KeyResult *r = resp->results[j];
         if (r->code != 0 || r->size == 0 || !bufs[i] ||
-            (results[i] != MC_ERR_TRANSFER_FAIL && results[i] != MC_ERR_REPLICA_IS_NOT_READY))
+            (!retryable(results[i]) && results[i] != MC_ERR_REPLICA_IS_NOT_READY))
             continue;
         int64_t got = read_from_disk(s, keys[i], r, bufs[i], results[i]);
         from_disk[j] = got >= 0;
         results[i] = got;
     }
     /* Bytes read after the lease ran out may come from an extent already reused (a disk replica's
-     * file is never reused: it is named by its version). */
-    if (resp->lease_ttl_ms > 0 && mc_now_ms() - t0 > resp->lease_ttl_ms) {
-        for (size_t j = 0; j < m; j++) {
-            if (results[idx[j]] > 0 && !from_disk[j]) {
-                MC_WARN("get of %s took longer than its %llu ms read lease; result dropped",
-                        keys[idx[j]], (unsigned long long)resp->lease_ttl_ms);
-                results[idx[j]] = MC_ERR_LEASE_EXPIRED;
-            }
+     * file is never reused: it is named by its version). Judged per key: when its last memory
+     * read ended. */
+    for (size_t j = 0; j < m && resp->lease_ttl_ms > 0; j++) {
+        size_t i = idx[j];
+        if (results[i] > 0 && !from_disk[j] && finish[j] > t0 &&
+            finish[j] - t0 > resp->lease_ttl_ms) {
+            MC_WARN("get of %.64s took %llu ms, longer than its %llu ms read lease; result dropped",
+                    keys[i], (unsigned long long)(finish[j] - t0),
+                    (unsigned long long)resp->lease_ttl_ms);
+            results[i] = MC_ERR_LEASE_EXPIRED;
         }
     }
 done:
@@ -555,6 +654,7 @@ done:
     free(idx);
     free(first);
     free(from_disk);
+    free(finish);
     if (rc == 0) {
         for (size_t i = 0; i < n; i++) {
             if (results[i] < 0) {
@@ -563,6 +663,51 @@ done:
             }
         }
     }
+    return rc;
+}
+
+/*
+ * read_objects, then once more for the keys no replica of which verified: the object may have
+ * been replaced or removed and put again between the lookup and the read (with
+ * --default_kv_lease_ttl=0 nothing holds the old extents), and a new lookup finds its new value.
+ */
+static int read_verified(mc_store_t *s, const char *const *keys, void *const *bufs,
+                         const size_t *caps, size_t n, int64_t *results)
+{
+    int rc = read_objects(s, keys, bufs, caps, n, results);
+    if (rc == 0 || !s->checksum)
+        return rc;
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++)
+        m += results[i] == MC_ERR_CHECKSUM_MISMATCH;
+    if (m == 0)
+        return rc;
+    const char **k2 = calloc(m, sizeof(*k2));
+    void **b2 = calloc(m, sizeof(*b2));
+    size_t *c2 = calloc(m, sizeof(*c2)), *at = calloc(m, sizeof(*at));
+    int64_t *r2 = calloc(m, sizeof(*r2));
+    if (k2 && b2 && c2 && at && r2) {
+        m = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (results[i] == MC_ERR_CHECKSUM_MISMATCH) {
+                k2[m] = keys[i];
+                b2[m] = bufs[i];
+                c2[m] = caps[i];
+                at[m++] = i;
+            }
+        }
+        read_objects(s, k2, b2, c2, m, r2);
+        for (size_t j = 0; j < m; j++)
+            results[at[j]] = r2[j];
+        rc = 0;
+        for (size_t i = 0; i < n && rc == 0; i++)
+            rc = results[i] < 0 ? (int)results[i] : 0;
+    }
+    free(k2);
+    free(b2);
+    free(c2);
+    free(at);
+    free(r2);
     return rc;
 }
 
@@ -645,26 +790,30 @@ static int check_registered_all(mc_store_t *s, const void *const *bufs, const si
 }
 
 /*
- * Keys that found no memory (-200) while the master had offloads pending: retried with backoff
- * until they fit or the master's wait (offload_wait_ms, from the first attempt) runs out.
+ * Retries, with backoff, the keys whose put may still succeed:
+ *  - no memory (-200) while the master had offloads pending: until they fit or the master's wait
+ *    (offload_wait_ms, from the first attempt) runs out;
+ *  - another put of the key in progress (-703): until that put's outcome is known (the key is
+ *    complete: 0; it was revoked: this put goes ahead) or MC_PUT_BUSY_WAIT_MS passed.
  */
-static void retry_short_of_memory(mc_store_t *s, int upsert, const char *const *keys,
-                                  const void *const *values, const size_t *sizes, size_t n,
-                                  const mc_replicate_config_t *config, int *results,
-                                  uint64_t wait_ms)
+static void retry_pending_keys(mc_store_t *s, int upsert, const char *const *keys,
+                               const void *const *values, const size_t *sizes, size_t n,
+                               const mc_replicate_config_t *config, int *results, uint64_t wait_ms)
 {
-    if (wait_ms == 0)
-        return;
     const char **k2 = calloc(n, sizeof(*k2));
     const void **v2 = calloc(n, sizeof(*v2));
     size_t *s2 = calloc(n, sizeof(*s2)), *at = calloc(n, sizeof(*at));
     int *r2 = calloc(n, sizeof(*r2));
-    uint64_t deadline = mc_now_ms() + wait_ms;
+    uint64_t now = mc_now_ms();
+    uint64_t memory_deadline = now + wait_ms, busy_deadline = now + MC_PUT_BUSY_WAIT_MS;
     unsigned backoff = MC_PUT_RETRY_MIN_MS;
-    while (k2 && v2 && s2 && at && r2 && wait_ms > 0 && mc_now_ms() < deadline) {
+    while (k2 && v2 && s2 && at && r2) {
+        now = mc_now_ms();
         size_t m = 0;
         for (size_t i = 0; i < n; i++) {
-            if (results[i] == MC_ERR_NO_AVAILABLE_HANDLE) {
+            int memory = results[i] == MC_ERR_NO_AVAILABLE_HANDLE && now < memory_deadline;
+            int busy = results[i] == MC_ERR_REPLICA_IS_NOT_READY && now < busy_deadline;
+            if (memory || busy) {
                 k2[m] = keys[i];
                 v2[m] = values[i];
                 s2[m] = sizes[i];
@@ -675,8 +824,8 @@ static void retry_short_of_memory(mc_store_t *s, int upsert, const char *const *
             break;
         usleep(backoff * 1000u);
         backoff = backoff * 2 > MC_PUT_RETRY_MAX_MS ? MC_PUT_RETRY_MAX_MS : backoff * 2;
-        wait_ms = 0;
-        write_objects(s, upsert, k2, v2, s2, m, config, r2, &wait_ms);
+        uint64_t more_ms = 0; /* the first attempt's offload wait bounds every retry */
+        write_objects(s, upsert, k2, v2, s2, m, config, r2, &more_ms);
         for (size_t j = 0; j < m; j++)
             results[at[j]] = r2[j];
     }
@@ -704,8 +853,8 @@ static int write_call(mc_store_t *s, int upsert, int zero_copy, const char *cons
     }
     uint64_t wait_ms = 0;
     rc = write_objects(s, upsert, keys, values, sizes, n, config, results, &wait_ms);
-    if (rc != 0 && wait_ms > 0) {
-        retry_short_of_memory(s, upsert, keys, values, sizes, n, config, results, wait_ms);
+    if (rc != 0) {
+        retry_pending_keys(s, upsert, keys, values, sizes, n, config, results, wait_ms);
         rc = 0;
         for (size_t i = 0; i < n && rc == 0; i++)
             rc = results[i];
@@ -776,7 +925,7 @@ static int read_call(mc_store_t *s, int zero_copy, const char *const *keys, void
             results[i] = MC_ERR_INVALID_PARAMS;
         return LEAVE(s, MC_ERR_INVALID_PARAMS);
     }
-    return LEAVE(s, read_objects(s, keys, bufs, capacities, n, results));
+    return LEAVE(s, read_verified(s, keys, bufs, capacities, n, results));
 }
 
 int64_t mc_store_get(mc_store_t *s, const char *key, void *buf, size_t capacity)
@@ -856,6 +1005,9 @@ int mc_store_get_replica_desc(mc_store_t *s, const char *key, mc_replica_desc_t 
         d->status = (mc_replica_status_t)r->replicas[i]->status;
         snprintf(d->segment_name, sizeof(d->segment_name), "%s", r->replicas[i]->segment_name);
         d->address = r->replicas[i]->address;
+        d->epoch = r->replicas[i]->epoch;
+        d->has_checksum = r->replicas[i]->has_checksum;
+        d->checksum = r->replicas[i]->checksum;
         d->size = r->replicas[i]->size;
         snprintf(d->file_path, sizeof(d->file_path), "%s", r->replicas[i]->file_path);
     }
@@ -929,8 +1081,7 @@ int mc_store_remove(mc_store_t *s, const char *key, int force)
     return rc < 0 ? rc : result;
 }
 
-int mc_store_batch_remove(mc_store_t *s, const char *const *keys, size_t n, int force,
-                          int *results)
+int mc_store_batch_remove(mc_store_t *s, const char *const *keys, size_t n, int force, int *results)
 {
     return per_key_call(s, MC_RPC_REMOVE, keys, n, force, results);
 }
@@ -981,7 +1132,13 @@ static int segment_call(mc_store_t *s, uint16_t opcode)
     if (rc != 0)
         return rc;
     rc = resp->code;
-    if (rc != 0)
+    if (rc == 0 && opcode != MC_RPC_UNMOUNT_SEGMENT && s->segment)
+        mc_te_set_epoch(s->te, resp->epoch); /* transfers naming an older mount are refused */
+    if (rc == MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS)
+        MC_INFO("master defers the mount of segment %s until read leases on its previous "
+                "mount's memory end; retrying",
+                seg.name);
+    else if (rc != 0)
         MC_ERROR("master refused segment %s: %s %s", seg.name, mc_error_name(rc),
                  resp->message ? resp->message : "");
     mc__status_response__free_unpacked(resp, NULL);
@@ -1002,12 +1159,12 @@ static void *ping_main(void *arg)
         pthread_mutex_unlock(&s->ping_lock);
 
         Mc__PingResponse *resp = NULL;
-        int rc = mc_master_call_ping(s->rpc, s->client_id, mc_offload_fallback_reads(s->offload),
-                                     &resp);
+        int rc =
+            mc_master_call_ping(s->rpc, s->client_id, mc_offload_fallback_reads(s->offload), &resp);
         if (rc != 0) {
             if (atomic_exchange(&s->master_reachable, 0))
-                MC_WARN("master %s unreachable (%s); will re-mount when it is back",
-                        s->master_addr, mc_error_name(rc));
+                MC_WARN("master %s unreachable (%s); will re-mount when it is back", s->master_addr,
+                        mc_error_name(rc));
             mc_rpc_client_reset(s->rpc);
         } else {
             if (resp->client_status == 2 /* NEED_REMOUNT */) {
@@ -1032,10 +1189,9 @@ static void *ping_main(void *arg)
 
 static int setup_checked(mc_store_t *s, const mc_store_config_t *c)
 {
-    int rc = mc_rpc_client_create(c->master_server_addr && *c->master_server_addr
-                                      ? c->master_server_addr
-                                      : MC_DEFAULT_MASTER,
-                                  MC_RPC_DEFAULT_TIMEOUT_MS, &s->rpc);
+    int rc = mc_rpc_client_create(
+        c->master_server_addr && *c->master_server_addr ? c->master_server_addr : MC_DEFAULT_MASTER,
+        MC_RPC_DEFAULT_TIMEOUT_MS, &s->rpc);
     if (rc != 0)
         return rc;
     Mc__ServiceReadyResponse *ready;
@@ -1061,7 +1217,8 @@ static int setup_checked(mc_store_t *s, const mc_store_config_t *c)
         return rc;
     long page = sysconf(_SC_PAGESIZE);
     if (s->global_segment_size > 0) {
-        s->global_segment_size = (s->global_segment_size + (uint64_t)page - 1) & ~((uint64_t)page - 1);
+        s->global_segment_size =
+            (s->global_segment_size + (uint64_t)page - 1) & ~((uint64_t)page - 1);
         rc = mc_te_alloc_segment_memory(s->te, s->global_segment_size, &s->segment);
         if (rc != 0)
             return rc;
@@ -1082,7 +1239,13 @@ static int setup_checked(mc_store_t *s, const mc_store_config_t *c)
         return rc;
     if (s->global_segment_size > 0) {
         make_uuid(s->segment_id);
-        rc = segment_call(s, MC_RPC_MOUNT_SEGMENT);
+        /* A range fenced by an earlier mount's read leases (e.g. this host:port restarted) frees
+         * within a lease TTL. */
+        uint64_t deadline = mc_now_ms() + MC_MOUNT_FENCE_WAIT_MS;
+        while ((rc = segment_call(s, MC_RPC_MOUNT_SEGMENT)) ==
+                   MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS &&
+               mc_now_ms() < deadline)
+            usleep(200 * 1000);
         if (rc != 0)
             return rc;
     } else {
@@ -1132,11 +1295,13 @@ int mc_store_setup(const mc_store_config_t *c, mc_store_t **out)
     if (!s)
         return MC_ERR_INTERNAL_ERROR;
     make_uuid(s->client_id);
-    s->master_addr = strdup(c->master_server_addr && *c->master_server_addr
-                                ? c->master_server_addr
-                                : MC_DEFAULT_MASTER);
+    s->master_addr = strdup(c->master_server_addr && *c->master_server_addr ? c->master_server_addr
+                                                                            : MC_DEFAULT_MASTER);
     s->global_segment_size = c->global_segment_size;
     s->local_buffer_size = c->local_buffer_size;
+    const char *ck = getenv("MC_STORE_CHECKSUM");
+    s->checksum = !c->disable_checksum &&
+                  !(ck && (!strcmp(ck, "0") || !strcasecmp(ck, "false") || !strcasecmp(ck, "off")));
     pthread_mutex_init(&s->close_lock, NULL);
     pthread_mutex_init(&s->ping_lock, NULL);
     pthread_cond_init(&s->ping_cond, NULL);
@@ -1147,10 +1312,11 @@ int mc_store_setup(const mc_store_config_t *c, mc_store_t **out)
         mc_store_free(s);
         return rc;
     }
-    MC_INFO("store client %s ready: segment %s (%llu bytes), local buffer %llu bytes, master %s",
+    MC_INFO("store client %s ready: segment %s (%llu bytes), local buffer %llu bytes, master %s, "
+            "checksums %s",
             s->client_id, mc_te_local_segment_name(s->te),
-            (unsigned long long)s->global_segment_size,
-            (unsigned long long)s->local_buffer_size, s->master_addr);
+            (unsigned long long)s->global_segment_size, (unsigned long long)s->local_buffer_size,
+            s->master_addr, s->checksum ? "on" : "off");
     *out = s;
     return 0;
 }

@@ -123,6 +123,17 @@ typedef struct mc_deferred_free {
     uint64_t free_at;
 } mc_deferred_free_t;
 
+/*
+ * An address range of a segment that was unmounted while read leases still covered extents in
+ * it: a mount of the same name overlapping it is refused (MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS)
+ * until `until`, so a reader still inside its lease never sees the range's new occupant.
+ */
+typedef struct mc_fence {
+    char name[272];
+    uint64_t base, size;
+    uint64_t until; /* master clock ms */
+} mc_fence_t;
+
 /* An eviction candidate; ordered by (tier, lease, done): tier 0 are objects whose memory can go
  * because a disk replica keeps them readable; never-leased objects have lease 0. */
 typedef struct mc_evict_cand {
@@ -160,6 +171,9 @@ struct mc_master {
 
     mc_deferred_free_t *deferred;
     size_t deferred_count, deferred_cap;
+
+    mc_fence_t *fences; /* unordered; expired ones dropped by the monitor sweep */
+    size_t fence_count, fence_cap;
 
     mc_evict_cand_t *cand; /* eviction scratch, kept between passes */
     size_t cand_cap;

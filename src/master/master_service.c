@@ -256,6 +256,7 @@ static int value_lost(mc_master_t *m, mc_object_t *o)
     o->lease_timeout = 0;
     o->soft_pin_until = 0;
     o->hard_pinned = 0;
+    o->has_checksum = 0;
     m->complete_count--;
     if (o->pending)
         return 0;
@@ -303,6 +304,8 @@ static mc_object_t *object_regrow(mc_master_t *m, mc_object_t *o, unsigned cap)
     n->nrep = o->nrep;
     n->complete = o->complete;
     n->hard_pinned = o->hard_pinned;
+    n->has_checksum = o->has_checksum;
+    n->checksum = o->checksum;
     memcpy(n->rep, o->rep, o->nrep * sizeof(n->rep[0]));
     mc_index_replace(&m->index, o, n);
     mc_offload_object_moved_locked(n);
@@ -316,8 +319,8 @@ static mc_object_t *object_regrow(mc_master_t *m, mc_object_t *o, unsigned cap)
     return n;
 }
 
-/* PROCESSING -> COMPLETE (or an upsert's swap). */
-static int pending_commit(mc_master_t *m, mc_object_t *o, uint64_t now)
+/* PROCESSING -> COMPLETE (or an upsert's swap); `checksum` NULL when the writer sent none. */
+static int pending_commit(mc_master_t *m, mc_object_t *o, uint64_t now, const uint32_t *checksum)
 {
     mc_pending_put_t *p = o->pending;
     if (p->nrep > o->rep_cap) {
@@ -339,6 +342,8 @@ static int pending_commit(mc_master_t *m, mc_object_t *o, uint64_t now)
     o->size = p->size;
     o->complete = 1;
     o->complete_ms = now;
+    o->has_checksum = checksum != NULL;
+    o->checksum = checksum ? *checksum : 0;
     if (p->soft_pin_action == MC_SOFT_PIN_ENABLE)
         o->soft_pin_until = now + p->soft_pin_ttl_ms;
     else if (p->soft_pin_action == MC_SOFT_PIN_DISABLE)
@@ -461,6 +466,41 @@ static int segment_overlaps(const mc_master_t *m, const mc_segment_info_t *seg)
     return 0;
 }
 
+/* A live fence over [seg->base, +size) of seg->name, or NULL. */
+static const mc_fence_t *fence_find(const mc_master_t *m, const mc_segment_info_t *seg,
+                                    uint64_t now)
+{
+    for (size_t i = 0; i < m->fence_count; i++) {
+        const mc_fence_t *f = &m->fences[i];
+        if (f->until > now && strcmp(f->name, seg->name) == 0 && seg->base < f->base + f->size &&
+            f->base < seg->base + seg->size)
+            return f;
+    }
+    return NULL;
+}
+
+/* Fences segment s's range until `until` (see mc_fence_t). */
+static void fence_add(mc_master_t *m, const mc_segment_t *s, uint64_t until)
+{
+    if (m->fence_count == m->fence_cap) {
+        size_t cap = m->fence_cap ? m->fence_cap * 2 : 8;
+        mc_fence_t *v = realloc(m->fences, cap * sizeof(*v));
+        if (!v) {
+            MC_ERROR("out of memory fencing segment %s: a reader inside its lease may see the "
+                     "range's next occupant (its checksum still catches it)",
+                     s->info.id);
+            return;
+        }
+        m->fences = v;
+        m->fence_cap = cap;
+    }
+    mc_fence_t *f = &m->fences[m->fence_count++];
+    snprintf(f->name, sizeof(f->name), "%s", s->info.name);
+    f->base = s->info.base;
+    f->size = s->info.size;
+    f->until = until;
+}
+
 /* A free slot index, growing the table; -1 when out of memory. */
 static int segment_free_slot(mc_master_t *m)
 {
@@ -492,6 +532,13 @@ static int mount_locked(mc_master_t *m, const char *client_id, const mc_segment_
         MC_WARN("mount of segment %s by %s refused: it belongs to client %s", seg->id, client_id,
                 m->segs[k]->info.client_id);
         return MC_ERR_SEGMENT_ALREADY_EXISTS;
+    }
+    const mc_fence_t *f = fence_find(m, seg, now);
+    if (f) {
+        MC_INFO("mount of segment %s (%s) deferred: read leases on its previous mount's memory "
+                "run for %" PRIu64 " ms more",
+                seg->id, seg->name, f->until - now);
+        return MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;
     }
     if (segment_overlaps(m, seg)) {
         MC_WARN("mount of segment %s refused: [0x%" PRIx64 ", +%" PRIu64 ") of %s overlaps a "
@@ -604,6 +651,20 @@ static int unmount_locked(mc_master_t *m, uint32_t slot, int counted)
     mc_alloc_foreach_used(s->alloc, collect_owner, &owners);
     /* An object may own two extents here (its value and its upsert in progress): visit once. */
     qsort(owners.v, owners.n, sizeof(owners.v[0]), ptr_cmp);
+    /* Readers inside a lease may still copy from this memory: fence the range until the last
+     * such lease (and every deferred free here) has ended. */
+    uint64_t now = mc_master_now_locked(m), until = 0;
+    for (size_t i = 0; i < owners.n; i++) {
+        const mc_object_t *o = owners.v[i];
+        if (o->complete && replicas_use_segment(o->rep, o->nrep, slot) && o->lease_timeout > until)
+            until = o->lease_timeout;
+    }
+    for (size_t i = 0; i < m->deferred_count; i++) {
+        if (m->deferred[i].seg == slot && m->deferred[i].free_at > until)
+            until = m->deferred[i].free_at;
+    }
+    if (until > now)
+        fence_add(m, s, until);
     for (size_t i = 0; i < owners.n; i++) {
         if (i == 0 || owners.v[i] != owners.v[i - 1])
             detach_segment(m, owners.v[i], slot, counted);
@@ -672,11 +733,30 @@ static int config_ok(const mc_master_t *m, const mc_replicate_config_t *cfg)
     return cfg->preferred_segment_count == 0 || cfg->preferred_segments;
 }
 
+/* A mount's epoch: its generation, above this master instance's token so that epochs of two
+ * master lifetimes never collide. */
+static uint64_t segment_epoch(const mc_master_t *m, const mc_segment_t *s)
+{
+    return ((m->view_version >> 20) & 0xffffffffull) << 32 | s->gen;
+}
+
+uint64_t mc_master_segment_epoch(mc_master_t *m, const char *segment_id)
+{
+    if (!m || !segment_id)
+        return 0;
+    pthread_mutex_lock(&m->lock);
+    int k = segment_find(m, segment_id);
+    uint64_t epoch = k >= 0 ? segment_epoch(m, m->segs[k]) : 0;
+    pthread_mutex_unlock(&m->lock);
+    return epoch;
+}
+
 static void fill_desc(const mc_master_t *m, mc_replica_ref_t ref, uint64_t size,
                       mc_replica_status_t status, mc_replica_desc_t *out)
 {
     const mc_segment_t *s = segment_at(m, ref.seg);
     memset(out, 0, sizeof(*out));
+    out->epoch = segment_epoch(m, s);
     out->type = MC_REPLICA_MEMORY;
     out->status = status;
     snprintf(out->segment_name, sizeof(out->segment_name), "%s", s->info.name);
@@ -742,7 +822,7 @@ static int start_locked(mc_master_t *m, const char *key, size_t len, int upsert,
         if (o && o->pending) {
             uint64_t age = elapsed_ms(now, o->pending->start_ms);
             if (age < m->cfg.put_start_discard_timeout_ms)
-                return MC_ERR_OBJECT_ALREADY_EXISTS;
+                return MC_ERR_REPLICA_IS_NOT_READY; /* not "exists": that put may still fail */
             MC_INFO("put of %.64s by %s abandoned for %" PRIu64 " ms: replaced", key,
                     o->pending->client_id, age);
             if (pending_revoke(m, o, 1))
@@ -815,7 +895,8 @@ int mc_master_upsert_start(mc_master_t *m, const char *client_id, const char *ke
 }
 
 /* End (commit = 1) or revoke the caller's put in progress on key. */
-static int finish_put(mc_master_t *m, const char *client_id, const char *key, int commit)
+static int finish_put(mc_master_t *m, const char *client_id, const char *key, int commit,
+                      const uint32_t *checksum)
 {
     int64_t len = key_length(key);
     if (len < 0)
@@ -830,7 +911,7 @@ static int finish_put(mc_master_t *m, const char *client_id, const char *key, in
     else if (strcmp(o->pending->client_id, client_id) != 0)
         rc = MC_ERR_ILLEGAL_CLIENT;
     else if (commit)
-        rc = pending_commit(m, o, mc_master_now_locked(m));
+        rc = pending_commit(m, o, mc_master_now_locked(m), checksum);
     else
         pending_revoke(m, o, 0);
     pthread_mutex_unlock(&m->lock);
@@ -839,22 +920,28 @@ static int finish_put(mc_master_t *m, const char *client_id, const char *key, in
 
 int mc_master_put_end(mc_master_t *m, const char *client_id, const char *key)
 {
-    return finish_put(m, client_id, key, 1);
+    return finish_put(m, client_id, key, 1, NULL);
+}
+
+int mc_master_put_end_checksum(mc_master_t *m, const char *client_id, const char *key,
+                               const uint32_t *checksum)
+{
+    return finish_put(m, client_id, key, 1, checksum);
 }
 
 int mc_master_put_revoke(mc_master_t *m, const char *client_id, const char *key)
 {
-    return finish_put(m, client_id, key, 0);
+    return finish_put(m, client_id, key, 0, NULL);
 }
 
 int mc_master_upsert_end(mc_master_t *m, const char *client_id, const char *key)
 {
-    return finish_put(m, client_id, key, 1);
+    return finish_put(m, client_id, key, 1, NULL);
 }
 
 int mc_master_upsert_revoke(mc_master_t *m, const char *client_id, const char *key)
 {
-    return finish_put(m, client_id, key, 0);
+    return finish_put(m, client_id, key, 0, NULL);
 }
 
 /* ---- reads ----------------------------------------------------------------------------------- */
@@ -877,6 +964,15 @@ static void grant_lease(mc_master_t *m, mc_object_t *o, uint64_t now)
         o->lease_timeout = until;
 }
 
+/* Every descriptor of o's value carries its checksum (memory and disk replicas alike). */
+static void set_checksums(const mc_object_t *o, mc_replica_desc_t *out, size_t n, size_t capacity)
+{
+    for (size_t i = 0; i < n && i < capacity; i++) {
+        out[i].has_checksum = o->has_checksum;
+        out[i].checksum = o->checksum;
+    }
+}
+
 int mc_master_get_replica_list(mc_master_t *m, const char *key, mc_replica_desc_t *out,
                                size_t capacity, size_t *count, uint64_t *size,
                                uint64_t *lease_ttl_ms)
@@ -890,6 +986,7 @@ int mc_master_get_replica_list(mc_master_t *m, const char *key, mc_replica_desc_
         grant_lease(m, o, mc_master_now_locked(m));
         *count = fill_descs(m, o->rep, o->nrep, o->size, MC_REPLICA_COMPLETE, out, capacity);
         *count = mc_offload_fill_descs_locked(m, o, out, capacity, *count);
+        set_checksums(o, out, *count, capacity);
         if (size)
             *size = o->size;
         if (lease_ttl_ms)
@@ -925,6 +1022,7 @@ int mc_master_query_key(mc_master_t *m, const char *key, mc_replica_desc_t *out,
     if (o) {
         *count = fill_descs(m, o->rep, o->nrep, o->size, MC_REPLICA_COMPLETE, out, capacity);
         *count = mc_offload_fill_descs_locked(m, o, out, capacity, *count);
+        set_checksums(o, out, *count, capacity);
         if (size)
             *size = o->size;
         if (lease_remaining_ms)
@@ -1103,6 +1201,12 @@ static void monitor_sweep_locked(mc_master_t *m, uint64_t now)
             m->deferred[kept++] = d;
     }
     m->deferred_count = kept;
+    kept = 0;
+    for (size_t i = 0; i < m->fence_count; i++) {
+        if (m->fences[i].until > now)
+            m->fences[kept++] = m->fences[i];
+    }
+    m->fence_count = kept;
     mc_offload_sweep_locked(m, now);
 }
 
@@ -1281,6 +1385,7 @@ static void master_free(mc_master_t *m)
     free(m->segs);
     free(m->clients);
     free(m->deferred);
+    free(m->fences);
     free(m->cand);
     pthread_cond_destroy(&m->wake);
     pthread_mutex_destroy(&m->lock);

@@ -46,13 +46,13 @@ typedef struct mc_master_config {
     int offload_on_evict;                  /* 0 */
     /* The cluster's declared offload backend (mooncake_master --offload-backend ...):
      * MC_OFFLOAD_BACKEND_NONE takes what the clients report. */
-    int offload_backend;                   /* mc_offload_backend_t */
-    char distributed_fs_type[16];          /* with DISTRIBUTED: "posix" | "daos" */
-    uint64_t offload_task_timeout_ms;      /* 60000: a leased task not renewed is re-queued */
-    uint32_t offload_max_attempts;         /* 3: leases of one task before it is failed */
-    uint64_t offload_put_wait_ms;          /* 10000: a put short of memory while offloads are
-                                              pending retries this long before -200 */
-    uint64_t offloading_queue_limit;       /* 50000 tasks per client; beyond, not queued */
+    int offload_backend;              /* mc_offload_backend_t */
+    char distributed_fs_type[16];     /* with DISTRIBUTED: "posix" | "daos" */
+    uint64_t offload_task_timeout_ms; /* 60000: a leased task not renewed is re-queued */
+    uint32_t offload_max_attempts;    /* 3: leases of one task before it is failed */
+    uint64_t offload_put_wait_ms;     /* 10000: a put short of memory while offloads are
+                                         pending retries this long before -200 */
+    uint64_t offloading_queue_limit;  /* 50000 tasks per client; beyond, not queued */
 } mc_master_config_t;
 
 typedef enum mc_offload_backend {
@@ -80,31 +80,42 @@ typedef enum mc_client_status {
 } mc_client_status_t;
 
 typedef struct mc_segment_info {
-    char id[MC_SEGMENT_ID_MAX];    /* UUID text chosen by the client */
-    char name[272];                /* the owner's endpoint "host:port" */
-    uint64_t base;                 /* first address, in the owner's address space */
-    uint64_t size;                 /* bytes */
-    char protocol[16];             /* "tcp" | "rdma" */
+    char id[MC_SEGMENT_ID_MAX]; /* UUID text chosen by the client */
+    char name[272];             /* the owner's endpoint "host:port" */
+    uint64_t base;              /* first address, in the owner's address space */
+    uint64_t size;              /* bytes */
+    char protocol[16];          /* "tcp" | "rdma" */
     /* filled by mc_master_list_segments */
     char client_id[MC_CLIENT_ID_MAX];
-    uint64_t used;                 /* bytes allocated */
+    uint64_t used; /* bytes allocated */
 } mc_segment_info_t;
 
 /*
  * Mounts a segment for a client (registering the client, as a ping would). Mounting the same id
  * again for the same client is a no-op (0). MC_ERR_SEGMENT_ALREADY_EXISTS when the id belongs to
  * another client or [base, base+size) of that name overlaps a mounted segment;
+ * MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS when the range overlaps memory of an earlier mount of that
+ * name that was unmounted (or expired) while read leases covered it: retry once they ran out;
  * MC_ERR_INVALID_PARAMS for size 0, an empty id or name.
  */
 int mc_master_mount_segment(mc_master_t *m, const char *client_id, const mc_segment_info_t *seg);
 /* After NEED_REMOUNT: mounts each segment (already-mounted ones are kept). */
-int mc_master_remount_segments(mc_master_t *m, const char *client_id,
-                               const mc_segment_info_t *segs, size_t n);
+int mc_master_remount_segments(mc_master_t *m, const char *client_id, const mc_segment_info_t *segs,
+                               size_t n);
 /*
  * Unmounts: every replica in the segment is dropped (objects left without replicas are removed;
- * PROCESSING objects with an extent there are revoked). MC_ERR_SEGMENT_NOT_FOUND when absent.
+ * PROCESSING objects with an extent there are revoked). Where read leases still cover extents of
+ * the segment, its range is fenced until they end (see mount). MC_ERR_SEGMENT_NOT_FOUND when
+ * absent.
  */
 int mc_master_unmount_segment(mc_master_t *m, const char *client_id, const char *segment_id);
+/*
+ * The epoch of a mounted segment (0 when not mounted): unique per mount, also across master
+ * restarts. Replica descriptors carry it; the owner's Transfer Engine refuses tcp transfers that
+ * carry another one (mc_te_set_epoch), so a descriptor of a previous mount never reaches memory
+ * that was handed out again.
+ */
+uint64_t mc_master_segment_epoch(mc_master_t *m, const char *segment_id);
 /*
  * Records liveness. *status: OK for a known client, NEED_REMOUNT for one the master does not
  * know (it expired, or the master restarted) — the client then remounts.
@@ -120,11 +131,12 @@ int mc_master_ping(mc_master_t *m, const char *client_id, uint64_t *view_version
  * client_id, and returns the replicas (status PROCESSING) in out[0..*count).
  * Errors: MC_ERR_INVALID_KEY (empty or longer than MC_MAX_KEY_LEN), MC_ERR_INVALID_PARAMS
  * (size > MC_MAX_VALUE_SIZE, replica_num > MC_MAX_REPLICAS, soft-pin TTL with PRESERVE/DISABLE
- * or above the max), MC_ERR_OBJECT_ALREADY_EXISTS (complete, or a put in progress younger than
- * put_start_discard_timeout), MC_ERR_NO_AVAILABLE_HANDLE (no segment can hold it even after
- * eviction; at once, without evicting, when size exceeds every segment's capacity).
- * A 0-byte value allocates nothing and has one replica of size 0 on some segment (or none when
- * no segment is mounted: then it is still a valid, empty object).
+ * or above the max), MC_ERR_OBJECT_ALREADY_EXISTS (complete), MC_ERR_REPLICA_IS_NOT_READY
+ * (another put of the key is in progress, younger than put_start_discard_timeout: its outcome
+ * is not known yet, so this is not "exists"), MC_ERR_NO_AVAILABLE_HANDLE (no segment can hold it
+ * even after eviction; at once, without evicting, when size exceeds every segment's capacity). A
+ * 0-byte value allocates nothing and has one replica of size 0 on some segment (or none when no
+ * segment is mounted: then it is still a valid, empty object).
  */
 int mc_master_put_start(mc_master_t *m, const char *client_id, const char *key, uint64_t size,
                         const mc_replicate_config_t *config, mc_replica_desc_t *out,
@@ -132,6 +144,12 @@ int mc_master_put_start(mc_master_t *m, const char *client_id, const char *key, 
 /* PROCESSING -> COMPLETE. MC_ERR_OBJECT_NOT_FOUND when there is no put in progress for it;
  * MC_ERR_ILLEGAL_CLIENT when another client started it. */
 int mc_master_put_end(mc_master_t *m, const char *client_id, const char *key);
+/*
+ * put_end / upsert_end recording the writer's CRC32C of the value (`checksum` NULL: none, as
+ * put_end). Readers get it in every replica descriptor and verify what they read against it.
+ */
+int mc_master_put_end_checksum(mc_master_t *m, const char *client_id, const char *key,
+                               const uint32_t *checksum);
 /* Drops a PROCESSING put and frees its extents. Same errors as put_end. */
 int mc_master_put_revoke(mc_master_t *m, const char *client_id, const char *key);
 
@@ -285,41 +303,41 @@ uint64_t mc_master_offload_ping(mc_master_t *m, const char *client_id, uint64_t 
 /* ---- observation --------------------------------------------------------------------------- */
 
 typedef struct mc_master_stats {
-    uint64_t capacity_bytes;   /* sum of mounted segment sizes */
-    uint64_t used_bytes;       /* allocated */
-    uint64_t key_count;        /* COMPLETE + PROCESSING objects */
+    uint64_t capacity_bytes; /* sum of mounted segment sizes */
+    uint64_t used_bytes;     /* allocated */
+    uint64_t key_count;      /* COMPLETE + PROCESSING objects */
     uint64_t complete_count;
     uint64_t processing_count;
-    uint64_t client_count;     /* live clients */
+    uint64_t client_count; /* live clients */
     uint64_t segment_count;
-    uint64_t leased_count;     /* objects whose lease is active now */
+    uint64_t leased_count; /* objects whose lease is active now */
     uint64_t soft_pinned_count;
     uint64_t hard_pinned_count;
-    uint64_t evicted_keys;     /* total since start */
+    uint64_t evicted_keys; /* total since start */
     uint64_t eviction_runs;
-    uint64_t expired_clients;  /* clients dropped by TTL since start */
-    uint64_t revoked_puts;     /* puts revoked by timeout or client expiry since start */
+    uint64_t expired_clients; /* clients dropped by TTL since start */
+    uint64_t revoked_puts;    /* puts revoked by timeout or client expiry since start */
     /* offload */
     uint64_t offload_enabled;
-    uint64_t offloaders;              /* registered offloading clients */
-    uint64_t offloaders_unhealthy;    /* of which report an unhealthy backend */
-    uint64_t offload_queued;          /* tasks waiting for a lease */
-    uint64_t offload_leased;          /* tasks being written by a client */
-    uint64_t offload_done;            /* since start */
-    uint64_t offload_failed;          /* failed after offload_max_attempts, since start */
-    uint64_t offload_retried;         /* re-queued after an expired lease or a failure */
-    uint64_t offload_skipped;         /* not queued: the client's queue was full */
-    uint64_t offload_bytes;           /* bytes offloaded since start */
-    uint64_t disk_replicas;           /* LOCAL_DISK + DFS replicas now */
-    uint64_t dfs_replicas;            /* of which DFS */
-    uint64_t disk_replica_bytes;      /* bytes of objects with a disk replica (once each) */
-    uint64_t disk_only_objects;       /* objects readable from disk only */
-    uint64_t disk_used_bytes;         /* reported by the clients */
-    uint64_t disk_capacity_bytes;     /* reported by the clients */
-    uint64_t disk_evicted;            /* disk replicas dropped for disk capacity since start */
-    uint64_t pending_deletions;       /* file deletions waiting for a heartbeat */
-    uint64_t fallback_reads;          /* reads served from disk, reported by clients */
-    int offload_backend;              /* declared, or the first one a client reported */
+    uint64_t offloaders;           /* registered offloading clients */
+    uint64_t offloaders_unhealthy; /* of which report an unhealthy backend */
+    uint64_t offload_queued;       /* tasks waiting for a lease */
+    uint64_t offload_leased;       /* tasks being written by a client */
+    uint64_t offload_done;         /* since start */
+    uint64_t offload_failed;       /* failed after offload_max_attempts, since start */
+    uint64_t offload_retried;      /* re-queued after an expired lease or a failure */
+    uint64_t offload_skipped;      /* not queued: the client's queue was full */
+    uint64_t offload_bytes;        /* bytes offloaded since start */
+    uint64_t disk_replicas;        /* LOCAL_DISK + DFS replicas now */
+    uint64_t dfs_replicas;         /* of which DFS */
+    uint64_t disk_replica_bytes;   /* bytes of objects with a disk replica (once each) */
+    uint64_t disk_only_objects;    /* objects readable from disk only */
+    uint64_t disk_used_bytes;      /* reported by the clients */
+    uint64_t disk_capacity_bytes;  /* reported by the clients */
+    uint64_t disk_evicted;         /* disk replicas dropped for disk capacity since start */
+    uint64_t pending_deletions;    /* file deletions waiting for a heartbeat */
+    uint64_t fallback_reads;       /* reads served from disk, reported by clients */
+    int offload_backend;           /* declared, or the first one a client reported */
     char offload_fs_type[16];
 } mc_master_stats_t;
 

@@ -49,6 +49,8 @@ typedef struct mc_object {
     uint8_t rep_cap;        /* room in rep[] */
     uint8_t complete;       /* 1: a readable value exists */
     uint8_t hard_pinned;    /* 1: never evicted */
+    uint8_t has_checksum;   /* 1: `checksum` is the writer's CRC32C of the readable value */
+    uint32_t checksum;      /* CRC32C (Castagnoli) of the readable value */
     mc_replica_ref_t rep[]; /* rep_cap entries, then key_len + 1 bytes of key */
 } mc_object_t;
 

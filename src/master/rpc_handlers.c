@@ -182,6 +182,8 @@ static int handle_segments(rpc_conn_t *c, uint16_t opcode, uint64_t id, const ui
     char msg[512] = "";
     Mc__StatusResponse resp = MC__STATUS_RESPONSE__INIT;
     resp.code = rpc_run_segments(mc_rpc_conn_master(c), opcode, req, msg, sizeof(msg));
+    if (resp.code == 0 && opcode != MC_RPC_UNMOUNT_SEGMENT && req->n_segments > 0)
+        resp.epoch = mc_master_segment_epoch(mc_rpc_conn_master(c), req->segments[0]->id);
     resp.message = msg;
     int rc = mc_rpc_conn_reply(c, opcode, id, &resp.base, resp.code == 0);
     mc__segment_request__free_unpacked(req, NULL);
@@ -237,6 +239,9 @@ static int rpc_fill_replicas(rpc_arena_t *a, Mc__KeyResult *r, const mc_replica_
         reps[i].size = descs[i].size;
         reps[i].segment_name = rpc_arena_strdup(a, descs[i].segment_name);
         reps[i].file_path = rpc_arena_strdup(a, descs[i].file_path);
+        reps[i].epoch = descs[i].epoch;
+        reps[i].has_checksum = descs[i].has_checksum ? 1 : 0;
+        reps[i].checksum = descs[i].checksum;
         if (!reps[i].segment_name || !reps[i].file_path)
             return MC_ERR_INTERNAL_ERROR;
         ptrs[i] = &reps[i];
@@ -268,13 +273,13 @@ static int rpc_run_key(rpc_keys_call_t *k, size_t i, const mc_replicate_config_t
                                     &n);
         break;
     case MC_RPC_PUT_END:
-        rc = mc_master_put_end(m, cid, key);
+    case MC_RPC_UPSERT_END:
+        /* Checksums come one per key or not at all (a writer that does not checksum). */
+        rc = mc_master_put_end_checksum(
+            m, cid, key, k->req->n_checksums == k->req->n_keys ? &k->req->checksums[i] : NULL);
         break;
     case MC_RPC_PUT_REVOKE:
         rc = mc_master_put_revoke(m, cid, key);
-        break;
-    case MC_RPC_UPSERT_END:
-        rc = mc_master_upsert_end(m, cid, key);
         break;
     case MC_RPC_UPSERT_REVOKE:
         rc = mc_master_upsert_revoke(m, cid, key);
