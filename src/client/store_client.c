@@ -74,6 +74,7 @@ struct mc_store {
 
     pthread_t ping_thread;
     int ping_started;
+    int remount_pending; /* ping thread only: the last re-mount failed */
     pthread_mutex_t ping_lock;
     pthread_cond_t ping_cond;
     int ping_stop;
@@ -1167,8 +1168,11 @@ static void *ping_main(void *arg)
                         mc_error_name(rc));
             mc_rpc_client_reset(s->rpc);
         } else {
-            if (resp->client_status == 2 /* NEED_REMOUNT */) {
+            /* A re-mount the master deferred (its range still fenced by read leases) is tried
+             * again on every ping until it succeeds. */
+            if (resp->client_status == 2 /* NEED_REMOUNT */ || s->remount_pending) {
                 int mrc = segment_call(s, MC_RPC_REMOUNT_SEGMENT);
+                s->remount_pending = mrc != 0;
                 /* A restarted master also lost its embedded metadata service's entries. */
                 mc_te_republish(s->te);
                 if (mrc == 0 && s->segment)
