@@ -794,7 +794,7 @@ test_reader_stalled_past_the_staging_ttl_fails_instead_of_reading_another_key(vo
     assert_int_equal(a.exact, 0);
     assert_int_equal(a.expired, 1);
     assert_true(WIFEXITED(a.status) && WEXITSTATUS(a.status) == 0);
-    stop_holder(&h);
+    assert_int_equal(WEXITSTATUS(stop_holder(&h)), 0); /* the owner exits cleanly */
     stop_master(&m);
 }
 
@@ -817,7 +817,7 @@ test_reader_stalled_past_the_staging_ttl_reads_exact_bytes_without_contention(vo
     fetch_result_t a = finish_fetcher(&stalled);
     assert_int_equal(a.exact, 1);
     assert_int_equal(a.wrong, 0);
-    stop_holder(&h);
+    assert_int_equal(WEXITSTATUS(stop_holder(&h)), 0); /* the owner exits cleanly */
     stop_master(&m);
 }
 
@@ -849,7 +849,7 @@ test_concurrent_readers_with_a_1_ms_staging_ttl_get_exact_bytes_or_an_error(void
     assert_int_equal(wrong, 0);
     assert_int_equal(clean_exits, READERS);
     assert_true(exact > 0);
-    stop_holder(&h);
+    assert_int_equal(WEXITSTATUS(stop_holder(&h)), 0); /* the owner exits cleanly */
     stop_master(&m);
 }
 
