@@ -3,11 +3,22 @@
  * (offload_server.h).
  *
  * Staging allocator: a sorted array of leases over [0, staging_size), first fit, 4 KiB granules.
- * Few reads are in flight at a time, so a linear scan is the simplest correct choice. Expired
- * leases (a reader that died between FETCH and RELEASE) are reclaimed whenever space is sought.
+ * Few reads are in flight at a time, so a linear scan is the simplest correct choice.
+ *
+ * Lease invariants (they are what makes a read through the owner exact or an error):
+ *   - A lease is born FILLING (no expiry: the owner is reading the file into it) and becomes READY
+ *     when the file is in it; its TTL (MOONCAKE_OFFLOAD_CLIENT_BUFFER_GC_TTL_MS) runs from then.
+ *   - While a lease is in the array no other lease overlaps its range, so its bytes do not change.
+ *   - An expired READY lease (a reader that died or stalled between FETCH and RELEASE) is reclaimed
+ *     only when a fetch finds no room without it; reclaiming removes it for good.
+ *   - Lease ids are never reused (a 64-bit counter seeded from the clock, so not across restarts
+ *     either). RELEASE of an id not in the array answers MC_ERR_LEASE_EXPIRED.
+ * Hence a RELEASE that answers 0 proves the slot held the file's bytes from the FETCH reply until
+ * then; the reader pulls before it releases and discards its bytes when the release fails.
  */
 #include "offload_server.h"
 
+#include "failpoint.h"
 #include "frame.h"
 #include "log.h"
 #include "mooncake/errors.h"
@@ -32,10 +43,13 @@
 #define STAGING_WAIT_MS 5000
 #define FETCH_TIMEOUT_MS 60000
 
+/* expires_ms of a lease the owner is still filling: it cannot expire. */
+#define STAGING_FILLING UINT64_MAX
+
 typedef struct staging_lease {
     uint64_t id;
     uint64_t off, len;
-    uint64_t expires_ms;
+    uint64_t expires_ms; /* STAGING_FILLING, or bytes-ready time + ttl_ms */
 } staging_lease_t;
 
 typedef struct server_conn {
@@ -59,35 +73,42 @@ struct mc_offload_server {
     pthread_cond_t freed;
     staging_lease_t *leases; /* sorted by off */
     size_t nleases, lease_cap;
-    uint64_t next_lease;
+    uint64_t next_lease; /* last id handed out; ids only grow */
     server_conn_t *conns;
     int stopping;
 
     pthread_t accept_thread;
     atomic_uint_fast64_t served;
+    atomic_uint_fast64_t reclaim_logged_ms; /* rate limit of the reclaim warning */
 };
 
 /* ---- staging ------------------------------------------------------------------------------ */
 
-static void staging_gc_locked(mc_offload_server_t *s, uint64_t now)
+/* Reclaims READY leases past their TTL; returns how many. */
+static size_t staging_gc_locked(mc_offload_server_t *s, uint64_t now)
 {
     size_t kept = 0;
+    uint64_t last_id = 0;
     for (size_t i = 0; i < s->nleases; i++) {
         if (s->leases[i].expires_ms > now)
             s->leases[kept++] = s->leases[i];
         else
-            MC_WARN("offload server: staged read %" PRIu64 " not released in %" PRIu64
-                    " ms; reclaimed",
-                    s->leases[i].id, s->ttl_ms);
+            last_id = s->leases[i].id;
     }
-    if (kept != s->nleases)
-        pthread_cond_broadcast(&s->freed);
+    size_t reclaimed = s->nleases - kept;
     s->nleases = kept;
+    if (reclaimed)
+        pthread_cond_broadcast(&s->freed);
+    if (reclaimed && mc_log_ratelimit(&s->reclaim_logged_ms, 1000))
+        MC_WARN("offload server: %zu staged read(s) (last id %" PRIu64
+                ") not released within %" PRIu64
+                " ms of being ready; reclaimed (their readers will fail with LEASE_EXPIRED)",
+                reclaimed, last_id, s->ttl_ms);
+    return reclaimed;
 }
 
-/* First fit; 0 with *lease filled, or -1 when no gap is large enough now. */
-static int staging_try_alloc_locked(mc_offload_server_t *s, uint64_t len, uint64_t now,
-                                    staging_lease_t *lease)
+/* First fit of a FILLING lease; 0 with *lease filled, or -1 when no gap is large enough now. */
+static int staging_try_alloc_locked(mc_offload_server_t *s, uint64_t len, staging_lease_t *lease)
 {
     if (s->nleases == s->lease_cap) {
         size_t cap = s->lease_cap ? s->lease_cap * 2 : 16;
@@ -109,7 +130,7 @@ static int staging_try_alloc_locked(mc_offload_server_t *s, uint64_t len, uint64
     if (i > s->nleases)
         return -1;
     memmove(&s->leases[i + 1], &s->leases[i], (s->nleases - i) * sizeof(*s->leases));
-    s->leases[i] = (staging_lease_t){++s->next_lease, at, len, now + s->ttl_ms};
+    s->leases[i] = (staging_lease_t){++s->next_lease, at, len, STAGING_FILLING};
     s->nleases++;
     *lease = s->leases[i];
     return 0;
@@ -125,8 +146,10 @@ static int staging_alloc(mc_offload_server_t *s, uint64_t size, staging_lease_t 
     int rc = 0;
     for (;;) {
         uint64_t now = mc_now_ms();
-        staging_gc_locked(s, now);
-        if (staging_try_alloc_locked(s, len, now, lease) == 0)
+        if (staging_try_alloc_locked(s, len, lease) == 0)
+            break;
+        /* Expired leases give their room only to a fetch that needs it. */
+        if (staging_gc_locked(s, now) > 0 && staging_try_alloc_locked(s, len, lease) == 0)
             break;
         if (now >= deadline || s->stopping) {
             rc = MC_ERR_RPC_TIMEOUT;
@@ -145,9 +168,23 @@ static int staging_alloc(mc_offload_server_t *s, uint64_t size, staging_lease_t 
     return rc;
 }
 
+/* The file is in the lease's range: its TTL starts now. */
+static void staging_mark_ready(mc_offload_server_t *s, uint64_t id)
+{
+    pthread_mutex_lock(&s->lock);
+    for (size_t i = 0; i < s->nleases; i++) {
+        if (s->leases[i].id == id) {
+            s->leases[i].expires_ms = mc_now_ms() + s->ttl_ms;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* 0, or MC_ERR_LEASE_EXPIRED when the lease was reclaimed (or never existed). */
 static int staging_release(mc_offload_server_t *s, uint64_t id)
 {
-    int rc = MC_ERR_INVALID_PARAMS;
+    int rc = MC_ERR_LEASE_EXPIRED;
     pthread_mutex_lock(&s->lock);
     for (size_t i = 0; i < s->nleases; i++) {
         if (s->leases[i].id == id) {
@@ -192,6 +229,7 @@ static void handle_fetch(mc_offload_server_t *s, const Mc__FetchRequest *req,
         staging_release(s, lease.id);
         return;
     }
+    staging_mark_ready(s, lease.id);
     resp->segment_name = (char *)mc_te_local_segment_name(s->te);
     resp->address = (uint64_t)(uintptr_t)(s->staging + lease.off);
     resp->lease_id = lease.id;
@@ -322,6 +360,10 @@ int mc_offload_server_start(const char *host, mc_transfer_engine_t *te,
     s->staging_size = staging_bytes / STAGING_GRANULE * STAGING_GRANULE;
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->freed, NULL);
+    /* Lease ids unique across restarts too: a reader of a previous incarnation cannot release. */
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    s->next_lease = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
     void *mem = NULL;
     int rc = mc_te_alloc_segment_memory(te, s->staging_size, &mem);
     if (rc != 0) {
@@ -479,6 +521,28 @@ static int call(mc_rpc_client_t *rpc, uint16_t opcode, const ProtobufCMessage *r
     return *resp ? 0 : MC_ERR_DESERIALIZE_FAIL;
 }
 
+/*
+ * RELEASE of a staged read: 0 only when the owner still held the lease, which proves the staged
+ * bytes did not change since the FETCH reply. Anything else (reclaimed, owner unreachable) is
+ * an error: the pulled bytes cannot be trusted.
+ */
+static int release(mc_rpc_client_t *rpc, uint64_t lease_id)
+{
+    Mc__ReleaseRequest req = MC__RELEASE_REQUEST__INIT;
+    req.lease_id = lease_id;
+    Mc__CodesResponse *resp = NULL;
+    int rc = call(rpc, MC_RPC_OFFLOAD_RELEASE, &req.base, &mc__codes_response__descriptor,
+                  (ProtobufCMessage **)&resp);
+    if (rc != 0)
+        return rc;
+    rc = resp->code;
+    mc__codes_response__free_unpacked(resp, NULL);
+    return rc;
+}
+
+/* Rate limit of the reader's "reclaimed before we released it" warning. */
+static atomic_uint_fast64_t expired_logged_ms;
+
 int mc_offload_fetch(mc_offload_peers_t *p, mc_transfer_engine_t *te, const char *endpoint,
                      const char *key, uint64_t version, void *buf, uint64_t size)
 {
@@ -495,20 +559,23 @@ int mc_offload_fetch(mc_offload_peers_t *p, mc_transfer_engine_t *te, const char
     if (rc != 0)
         return rc;
     rc = resp->code;
-    uint64_t lease = resp->lease_id;
     if (rc == 0) {
         mc_segment_id_t seg;
         rc = mc_te_open_segment(te, resp->segment_name, &seg);
+        mc_failpoint("offload.fetch.before_pull");
         if (rc == 0) {
             mc_transfer_req_t t = {MC_TRANSFER_READ, buf, seg, resp->address, size};
             rc = mc_te_transfer_sync(te, &t, 1);
         }
-        Mc__ReleaseRequest rel = MC__RELEASE_REQUEST__INIT;
-        rel.lease_id = lease;
-        Mc__CodesResponse *rr = NULL;
-        if (call(rpc, MC_RPC_OFFLOAD_RELEASE, &rel.base, &mc__codes_response__descriptor,
-                 (ProtobufCMessage **)&rr) == 0)
-            mc__codes_response__free_unpacked(rr, NULL);
+        int rel = release(rpc, resp->lease_id);
+        if (rc == 0 && rel != 0) {
+            /* The slot may have held another object's bytes during the pull: discard them. */
+            if (rel == MC_ERR_LEASE_EXPIRED && mc_log_ratelimit(&expired_logged_ms, 1000))
+                MC_WARN("offload read of %.64s: the owner %s reclaimed its staged copy before we "
+                        "released it (stalled past MOONCAKE_OFFLOAD_CLIENT_BUFFER_GC_TTL_MS)",
+                        key, endpoint);
+            rc = rel;
+        }
     }
     mc__fetch_response__free_unpacked(resp, NULL);
     return rc;

@@ -6,8 +6,11 @@
  * store.proto bodies, the rpc.h client); the owner reads the file (checksums verified) into a
  * staging area registered in its Transfer Engine segment and answers (segment, address, lease).
  * The reader pulls the bytes with the Transfer Engine straight into its destination (shared
- * memory on the same host, tcp/rdma otherwise) and sends RELEASE. Staged bytes whose lease is not
- * released are reclaimed after MOONCAKE_OFFLOAD_CLIENT_BUFFER_GC_TTL_MS.
+ * memory on the same host, tcp/rdma otherwise) and sends RELEASE. A staged copy is leased from
+ * when the owner finished reading the file into it until the reader releases it; one not released
+ * within MOONCAKE_OFFLOAD_CLIENT_BUFFER_GC_TTL_MS of that moment may be reclaimed when another
+ * fetch needs the room. RELEASE of a reclaimed lease answers MC_ERR_LEASE_EXPIRED, and the reader
+ * then fails the read: it never returns bytes it cannot prove were the object's.
  *
  * Server threads: one accepting, one per connection (readers pool their connections). The
  * staging area is MOONCAKE_OFFLOAD_LOCAL_BUFFER_SIZE_BYTES of segment memory, reserved, not
@@ -47,8 +50,11 @@ void mc_offload_peers_destroy(mc_offload_peers_t *p);
 
 /*
  * Reads the value of (key, version), `size` bytes, from the owner at `endpoint` into buf.
- * Returns 0 or the owner's code (MC_ERR_FILE_NOT_FOUND, MC_ERR_CHECKSUM_MISMATCH, ...), an RPC
- * code when the owner is unreachable, or the Transfer Engine's.
+ * Returns 0 (buf holds exactly the object's bytes) or the owner's code (MC_ERR_FILE_NOT_FOUND,
+ * MC_ERR_CHECKSUM_MISMATCH, ...), MC_ERR_LEASE_EXPIRED when the owner reclaimed the staged copy
+ * before our RELEASE (buf's contents are then undefined), an RPC code when the owner is
+ * unreachable (also at RELEASE), or the Transfer Engine's. Failpoint "offload.fetch.before_pull"
+ * runs between the FETCH reply and the pull.
  */
 int mc_offload_fetch(mc_offload_peers_t *p, mc_transfer_engine_t *te, const char *endpoint,
                      const char *key, uint64_t version, void *buf, uint64_t size);

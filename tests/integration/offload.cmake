@@ -1,11 +1,14 @@
 # Offload integration tests: real mooncake_master --enable_offload and mooncake_client
 # --enable_offload processes on loopback, with local and distributed (posix) backends in a
 # temporary directory.
+# A reader of local-disk replicas through their owner (the offload_server.h reader side itself).
+add_executable(offload_fetcher ${CMAKE_CURRENT_SOURCE_DIR}/offload_fetcher.c)
+target_link_libraries(offload_fetcher PRIVATE mc_store)
 mc_add_test(test_offload SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_offload.c
             ${CMAKE_CURRENT_SOURCE_DIR}/../support/proc.c
             ${CMAKE_CURRENT_SOURCE_DIR}/../support/cluster.c LIBS mc_store TIMEOUT 900)
 target_include_directories(test_offload PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/../support)
-add_dependencies(test_offload mooncake_client mooncake_master)
+add_dependencies(test_offload mooncake_client mooncake_master offload_fetcher)
 # The distributed-backend tests again with MOONCAKE_DISTRIBUTED_FS_TYPE=daos, on the libdfs test
 # double (its containers are made with dfs_double_mkcont; a real DAOS needs a pool, so this entry
 # exists only in builds against the double). DFS_DOUBLE_EQ_ASYNC=1: operations with events run

@@ -653,6 +653,206 @@ static void test_corrupted_object_file_is_a_checksum_error_not_wrong_data(void *
     stop_master(&m);
 }
 
+/* ---- reads through the owner: staging leases ----------------------------------------------- */
+
+#define FETCHER_BIN MC_BUILD_DIR "/tests/integration/offload_fetcher"
+#define STAGED_N 8
+#define STAGED_SIZE MiB
+#define STAGED_SEED 5000
+
+/* Where the owner serves "staged/i" (its read endpoint) and the file version of each. */
+typedef struct staged_objects {
+    char endpoint[272];
+    uint64_t version[STAGED_N];
+} staged_objects_t;
+
+/*
+ * A master and an offloading holder whose staging area is `staging_bytes` with a lease TTL of
+ * `ttl_ms`, and STAGED_N objects of STAGED_SIZE bytes (unique values) with a LOCAL_DISK replica
+ * each. The fetchers read the files through the owner whether or not a memory replica is left.
+ */
+static void start_staged_cluster(master_t *m, holder_t *h, const char *name, const char *ttl_ms,
+                                 const char *staging_bytes, staged_objects_t *out)
+{
+    char dir[PATH_MAX], env_path[PATH_MAX + 64], env_ttl[96], env_staging[96];
+    path_in_tmp(dir, sizeof(dir), name);
+    snprintf(env_path, sizeof(env_path), "MOONCAKE_OFFLOAD_FILE_STORAGE_PATH=%s", dir);
+    snprintf(env_ttl, sizeof(env_ttl), "MOONCAKE_OFFLOAD_CLIENT_BUFFER_GC_TTL_MS=%s", ttl_ms);
+    snprintf(env_staging, sizeof(env_staging), "MOONCAKE_OFFLOAD_LOCAL_BUFFER_SIZE_BYTES=%s",
+             staging_bytes);
+    const char *env[] = {env_path, env_ttl, env_staging,
+                         "MOONCAKE_OFFLOAD_HEARTBEAT_INTERVAL_SECONDS=1", NULL};
+    assert_int_equal(start_master(m, NULL), 0);
+    assert_int_equal(start_holder(h, m, "64MB", env), 0);
+    mc_store_t *s = new_client(m);
+    put_all(s, "staged", STAGED_N, STAGED_SIZE, STAGED_SEED);
+    assert_int_equal(wait_metric_at_least(m, "master_disk_replicas", STAGED_N), STAGED_N);
+    for (int i = 0; i < STAGED_N; i++) {
+        char key[64];
+        snprintf(key, sizeof(key), "staged/%d", i);
+        mc_replica_desc_t d[4];
+        size_t count = 0;
+        assert_int_equal(mc_store_get_replica_desc(s, key, d, 4, &count), 0);
+        size_t k = 0;
+        while (k < count && k < 4 && d[k].type != MC_REPLICA_LOCAL_DISK)
+            k++;
+        assert_true(k < count && k < 4);
+        snprintf(out->endpoint, sizeof(out->endpoint), "%s", d[k].segment_name);
+        out->version[i] = d[k].address;
+    }
+    mc_store_free(s);
+}
+
+typedef struct fetch_result {
+    long exact, expired, failed, wrong;
+    int status; /* wait status */
+} fetch_result_t;
+
+/*
+ * offload_fetcher reading staged/first .. staged/first+n-1 for `millis` ms, with MC_FAILPOINTS =
+ * failpoints (NULL: none); returns when it printed READY.
+ */
+static void start_fetcher(mc_proc_t *p, const staged_objects_t *o, int first, int n, int millis,
+                          const char *failpoints)
+{
+    char ms[32], size[32], objs[STAGED_N][96];
+    snprintf(ms, sizeof(ms), "%d", millis);
+    snprintf(size, sizeof(size), "%llu", (unsigned long long)STAGED_SIZE);
+    char *argv[8 + STAGED_N] = {FETCHER_BIN, (char *)o->endpoint, ms, size};
+    int argc = 4;
+    for (int i = first; i < first + n; i++) {
+        snprintf(objs[i], sizeof(objs[i]), "%llu:%llu:staged/%d", (unsigned long long)o->version[i],
+                 (unsigned long long)(STAGED_SEED + i), i);
+        argv[argc++] = objs[i];
+    }
+    argv[argc] = NULL;
+    char fp[128];
+    snprintf(fp, sizeof(fp), "MC_FAILPOINTS=%s", failpoints ? failpoints : "");
+    const char *env[] = {fp, NULL};
+    if (failpoints)
+        mc_env_apply(env, 1);
+    assert_int_equal(mc_proc_start(p, argv, "READY", 30000), 0);
+    if (failpoints)
+        mc_env_apply(env, 0);
+    mc_cluster_track(p->pid);
+}
+
+/* Reads the fetcher's RESULT line and reaps it. */
+static fetch_result_t finish_fetcher(mc_proc_t *p)
+{
+    char out[4096];
+    size_t got = 0;
+    ssize_t n;
+    while (got < sizeof(out) - 1 && (n = read(p->stdout_fd, out + got, sizeof(out) - 1 - got)) > 0)
+        got += (size_t)n;
+    out[got] = '\0';
+    fetch_result_t r = {-1, -1, -1, -1, -1};
+    char *line = strstr(out, "RESULT ");
+    if (line)
+        sscanf(line, "RESULT exact=%ld expired=%ld failed=%ld wrong=%ld", &r.exact, &r.expired,
+               &r.failed, &r.wrong);
+    waitpid(p->pid, &r.status, 0);
+    mc_cluster_untrack(p->pid);
+    close(p->stdout_fd);
+    close(p->stdin_fd);
+    fprintf(stderr, "fetcher %d: exact=%ld expired=%ld failed=%ld wrong=%ld status=%d\n",
+            (int)p->pid, r.exact, r.expired, r.failed, r.wrong, r.status);
+    return r;
+}
+
+/* Waits until the fetcher stopped itself at its failpoint (SIGSTOP). */
+static void wait_stopped(pid_t pid)
+{
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, WUNTRACED), pid);
+    assert_true(WIFSTOPPED(status));
+}
+
+/*
+ * Issue 10 case 1. A reader stops between the owner's FETCH reply and its pull, past the staging
+ * TTL; another reader needs the room (the staging area holds one object), so the owner reclaims
+ * the stalled reader's slot and stages another key there. The stalled reader then pulls that other
+ * key's bytes: it must fail (its RELEASE finds the lease reclaimed), never return them as success.
+ */
+static void
+test_reader_stalled_past_the_staging_ttl_fails_instead_of_reading_another_key(void **state)
+{
+    master_t m;
+    holder_t h;
+    staged_objects_t o;
+    start_staged_cluster(&m, &h, "staged-stall", "200", "1048576", &o);
+    mc_proc_t stalled, other;
+    start_fetcher(&stalled, &o, 0, 1, 0, "offload.fetch.before_pull=stop");
+    wait_stopped(stalled.pid);
+    usleep(400 * 1000); /* past the TTL, counted from when staged/0 was in the slot */
+    start_fetcher(&other, &o, 1, 1, 0, NULL);
+    fetch_result_t b = finish_fetcher(&other);
+    assert_int_equal(b.exact, 1); /* it took the stalled reader's slot */
+    kill(stalled.pid, SIGCONT);
+    fetch_result_t a = finish_fetcher(&stalled);
+    assert_int_equal(a.wrong, 0);
+    assert_int_equal(a.exact, 0);
+    assert_int_equal(a.expired, 1);
+    assert_true(WIFEXITED(a.status) && WEXITSTATUS(a.status) == 0);
+    assert_int_equal(WEXITSTATUS(stop_holder(&h)), 0); /* the owner exits cleanly */
+    stop_master(&m);
+}
+
+/*
+ * A slot lives until its reader releases it: a reader stalled past the TTL still reads the exact
+ * bytes when no other fetch needed the room meanwhile.
+ */
+static void
+test_reader_stalled_past_the_staging_ttl_reads_exact_bytes_without_contention(void **state)
+{
+    master_t m;
+    holder_t h;
+    staged_objects_t o;
+    start_staged_cluster(&m, &h, "staged-stall-alone", "200", "1048576", &o);
+    mc_proc_t stalled;
+    start_fetcher(&stalled, &o, 3, 1, 0, "offload.fetch.before_pull=stop");
+    wait_stopped(stalled.pid);
+    usleep(400 * 1000);
+    kill(stalled.pid, SIGCONT);
+    fetch_result_t a = finish_fetcher(&stalled);
+    assert_int_equal(a.exact, 1);
+    assert_int_equal(a.wrong, 0);
+    assert_int_equal(WEXITSTATUS(stop_holder(&h)), 0); /* the owner exits cleanly */
+    stop_master(&m);
+}
+
+/*
+ * Issue 10 case 1 under load: four readers of different keys through one owner whose staging TTL
+ * is 1 ms and whose staging area holds two objects. Every read is the key's exact bytes or an
+ * error; none is another key's bytes.
+ */
+static void
+test_concurrent_readers_with_a_1_ms_staging_ttl_get_exact_bytes_or_an_error(void **state)
+{
+    master_t m;
+    holder_t h;
+    staged_objects_t o;
+    start_staged_cluster(&m, &h, "staged-ttl1", "1", "2097152", &o);
+    enum { READERS = 4 };
+    mc_proc_t r[READERS];
+    for (int i = 0; i < READERS; i++)
+        start_fetcher(&r[i], &o, i * (STAGED_N / READERS), STAGED_N / READERS, 3000, NULL);
+    long exact = 0, wrong = 0;
+    int clean_exits = 0;
+    for (int i = 0; i < READERS; i++) {
+        fetch_result_t f = finish_fetcher(&r[i]);
+        assert_true(f.exact >= 0);
+        exact += f.exact;
+        wrong += f.wrong;
+        clean_exits += WIFEXITED(f.status) && WEXITSTATUS(f.status) == 0;
+    }
+    assert_int_equal(wrong, 0);
+    assert_int_equal(clean_exits, READERS);
+    assert_true(exact > 0);
+    assert_int_equal(WEXITSTATUS(stop_holder(&h)), 0); /* the owner exits cleanly */
+    stop_master(&m);
+}
+
 static void test_failed_health_check_stops_taking_tasks_and_shows_in_health(void **state)
 {
     master_t m;
@@ -737,6 +937,10 @@ static int teardown(void **state)
 
 int main(void)
 {
+    /* MC_TEST_FILTER=pattern runs only the tests whose names match (cmocka's * and ? wildcards). */
+    const char *filter = getenv("MC_TEST_FILTER");
+    if (filter && *filter)
+        cmocka_set_test_filter(filter);
     const char *t = getenv("MC_TEST_OFFLOAD_FS_TYPE");
     if (t && !strcmp(t, "daos")) {
         const struct CMUnitTest dfs_tests[] = {
@@ -754,6 +958,9 @@ int main(void)
         OFFLOAD_TEST(test_master_restart_re_registers_local_disk_replicas),
         OFFLOAD_TEST(test_small_disk_limit_evicts_fifo_and_never_returns_wrong_bytes),
         OFFLOAD_TEST(test_corrupted_object_file_is_a_checksum_error_not_wrong_data),
+        OFFLOAD_TEST(test_reader_stalled_past_the_staging_ttl_fails_instead_of_reading_another_key),
+        OFFLOAD_TEST(test_reader_stalled_past_the_staging_ttl_reads_exact_bytes_without_contention),
+        OFFLOAD_TEST(test_concurrent_readers_with_a_1_ms_staging_ttl_get_exact_bytes_or_an_error),
         OFFLOAD_TEST(test_failed_health_check_stops_taking_tasks_and_shows_in_health),
     };
     return cmocka_run_group_tests_name("offload", tests, setup, teardown);
