@@ -83,9 +83,10 @@
 #define WARMUP_NS NS_PER_S         /* not counted at the start of every row */
 #define OVERRUN_NS (60 * NS_PER_S) /* longest a row runs past --duration for one call */
 #define STALL_SECONDS 120          /* no call finished for this long: the store hangs */
-#define AUTO_WORKING_SET GIB       /* --num_keys=0: threads x keys x value <= this (or half of a
-                                      spawned pool) ... */
-#define AUTO_MAX_KEYS 1024         /* ... and at most this many keys per thread */
+#define AUTO_WORKING_SET                                                                           \
+    GIB                    /* --num_keys=0: threads x keys x value <= this (or half of a           \
+                              spawned pool) ... */
+#define AUTO_MAX_KEYS 1024 /* ... and at most this many keys per thread */
 #define FIRST_TOUCH_MIN_VALUE (4 * MIB)
 #define FIRST_TOUCH_SEGMENT_SHARE 0.85 /* of the spawned segment; the master evicts at 90% */
 #define FILL_MAX_BATCH 64              /* keys per call when preparing */
@@ -116,6 +117,7 @@ typedef struct bench_opts {
     char *batch_size_text;
     char *threads_text;
     char *json_path;
+    char *checksum_text;
     int64_t duration_s;
     int64_t replica_num;
     int64_t num_keys;
@@ -138,6 +140,8 @@ typedef struct bench_opts {
     size_t nbatches;
     uint64_t threads[MAX_LIST];
     size_t nthreads;
+    int checksums[2]; /* --checksum list: 1 on, 0 off, in the order given */
+    size_t nchecksums;
     const char *store_protocol; /* what the store and the spawned client are given */
     int disable_shm;
     uint64_t max_value, max_batch, max_threads;
@@ -178,6 +182,25 @@ static uint64_t list_max(const uint64_t *v, size_t n)
     return m;
 }
 
+/* --checksum: "on", "off", "on,off" or "off,on". */
+static int parse_checksums(bench_opts_t *o, char *err, size_t errlen)
+{
+    static const char *const forms[] = {"on", "off", "on,off", "off,on"};
+    static const int lists[4][2] = {{1, 0}, {0, 0}, {1, 0}, {0, 1}};
+    static const size_t counts[4] = {1, 1, 2, 2};
+    for (size_t k = 0; k < 4; k++) {
+        if (strcmp(o->checksum_text, forms[k]) == 0) {
+            o->checksums[0] = lists[k][0];
+            o->checksums[1] = lists[k][1];
+            o->nchecksums = counts[k];
+            return 0;
+        }
+    }
+    snprintf(err, errlen, "--checksum must be on, off, on,off or off,on, not \"%s\"",
+             o->checksum_text);
+    return MC_ERR_INVALID_PARAMS;
+}
+
 /* Checks the parsed flags and fills the derived fields. One line in err on failure. */
 static int validate_opts(bench_opts_t *o, char *err, size_t errlen)
 {
@@ -191,7 +214,7 @@ static int validate_opts(bench_opts_t *o, char *err, size_t errlen)
                  o->protocol);
         return MC_ERR_INVALID_PARAMS;
     }
-    if (parse_ops(o, err, errlen) != 0 ||
+    if (parse_ops(o, err, errlen) != 0 || parse_checksums(o, err, errlen) != 0 ||
         bench_parse_list(o->value_size_text, 1, 1, MC_MAX_VALUE_SIZE, o->values, MAX_LIST,
                          &o->nvalues, "value_size", err, errlen) != 0 ||
         bench_parse_list(o->batch_size_text, 0, 1, 4096, o->batches, MAX_LIST, &o->nbatches,
@@ -515,8 +538,10 @@ static int cluster_stop(cluster_t *c, int keep_logs)
 
 typedef struct bench {
     const bench_opts_t *o;
-    mc_store_t *store;
-    cluster_t *cluster; /* NULL: an external cluster */
+    mc_store_t *store;     /* the one the current row uses: stores[checksum] */
+    mc_store_t *stores[2]; /* [0] checksums off, [1] on; NULL when --checksum does not list it */
+    int checksum;          /* of the current row */
+    cluster_t *cluster;    /* NULL: an external cluster */
     mc_replicate_config_t rcfg;
     char prefix[64]; /* every key of this run starts with it */
     uint8_t *src_pool, *dst_pool;
@@ -915,6 +940,7 @@ typedef struct bench_row {
     uint64_t value;
     uint64_t batch;
     int threads;
+    int checksum; /* end-to-end CRC32C on (1) or off (0) */
     uint64_t num_keys;
     uint64_t calls, ops, bytes, errors, bad;
     double seconds, ops_per_s, gbps;
@@ -1025,18 +1051,19 @@ static int run_workers(run_t *r, bench_row_t *row)
 
 static void print_header(void)
 {
-    printf("%-10s %-11s %6s %5s %7s %10s %8s %9s %9s %6s %4s %11s %9s %12s %10s %8s\n", "protocol",
-           "op", "value", "batch", "threads", "ops/s", "GB/s", "p50_us", "p99_us", "errors", "bad",
-           "memcpy_GB/s", "vs_memcpy", "raw_tcp_GB/s", "vs_raw_tcp", "mRSS_MiB");
+    printf("%-10s %-11s %6s %5s %7s %3s %10s %8s %9s %9s %6s %4s %11s %9s %12s %10s %8s\n",
+           "protocol", "op", "value", "batch", "threads", "crc", "ops/s", "GB/s", "p50_us",
+           "p99_us", "errors", "bad", "memcpy_GB/s", "vs_memcpy", "raw_tcp_GB/s", "vs_raw_tcp",
+           "mRSS_MiB");
 }
 
 static void print_row(const bench_opts_t *o, const bench_row_t *row)
 {
     char value[32];
-    printf("%-10s %-11s %6s %5" PRIu64 " %7d %10.0f %8.3f %9.1f %9.1f %6" PRIu64 " %4" PRIu64,
+    printf("%-10s %-11s %6s %5" PRIu64 " %7d %3s %10.0f %8.3f %9.1f %9.1f %6" PRIu64 " %4" PRIu64,
            o->protocol, row->op, bench_size_label(row->value, value, sizeof(value)), row->batch,
-           row->threads, row->ops_per_s, row->gbps, row->lat.p50_us, row->lat.p99_us, row->errors,
-           row->bad);
+           row->threads, row->checksum ? "on" : "off", row->ops_per_s, row->gbps, row->lat.p50_us,
+           row->lat.p99_us, row->errors, row->bad);
     bench_print_limit_cells(&row->limits, row->gbps, 3);
     if (row->master_rss_kib >= 0)
         printf(" %8.1f\n", (double)row->master_rss_kib / 1024.0);
@@ -1052,6 +1079,7 @@ static json_t *row_json(const bench_row_t *row)
     json_object_set_new(j, "value_size", json_integer((json_int_t)row->value));
     json_object_set_new(j, "batch_size", json_integer((json_int_t)row->batch));
     json_object_set_new(j, "threads", json_integer(row->threads));
+    json_object_set_new(j, "checksum", json_boolean(row->checksum));
     json_object_set_new(j, "keys_per_thread", json_integer((json_int_t)row->num_keys));
     json_object_set_new(j, "calls", json_integer((json_int_t)row->calls));
     json_object_set_new(j, "ops", json_integer((json_int_t)row->ops));
@@ -1086,6 +1114,7 @@ static json_t *config_json(const bench_t *b)
     json_object_set_new(c, "threads", bench_u64_list_json(o->threads, o->nthreads));
     json_object_set_new(c, "protocol", json_string(o->protocol));
     json_object_set_new(c, "disable_shm", json_boolean(o->disable_shm));
+    json_object_set_new(c, "checksum", json_string(o->checksum_text));
     json_object_set_new(c, "master_server_address",
                         json_string(b->cluster ? b->cluster->master_addr : o->master_addr));
     json_object_set_new(c, "metadata_server", json_string(o->metadata_server));
@@ -1195,7 +1224,8 @@ static int first_touch(bench_t *b)
     const char *total_size = mc_format_size(total, total_text, sizeof(total_text));
     MC_INFO("first-touch pass: %" PRIu64 " objects of %" PRIu64 " B (%s) with %d thread(s)",
             r.fill_count * (uint64_t)threads, value, total_size, threads);
-    bench_row_t row = {.op = "first_touch", .limits = limits_for(b, value)};
+    bench_row_t row = {
+        .op = "first_touch", .checksum = b->checksum, .limits = limits_for(b, value)};
     if (run_workers(&r, &row) != 0)
         return -1;
     finish_row(b, &row, &b->first_touch);
@@ -1239,7 +1269,9 @@ static int run_row(bench_t *b, bench_op_t op, uint64_t v, uint64_t threads, uint
     r.num_keys = keys_per_thread(b, v);
     r.row = row_id;
     snprintf(r.get_ns, sizeof(r.get_ns), "g/v%" PRIu64, v);
-    bench_row_t row = {.op = op_names[op], .limits = limits_for(b, v)}; /* before the clock */
+    bench_row_t row = {.op = op_names[op],
+                       .checksum = b->checksum,
+                       .limits = limits_for(b, v)}; /* before the clock */
     r.warm_end_ns = mc_now_ns() + WARMUP_NS;
     r.end_ns = r.warm_end_ns + (uint64_t)b->o->duration_s * NS_PER_S;
     if (run_workers(&r, &row) != 0)
@@ -1319,6 +1351,13 @@ static int rss_objects(bench_t *b)
 }
 
 /* Every row of the cross product, value size outermost. Returns -1 when a phase failed. */
+/* Rows from here on use the store with checksums on (1) or off (0). */
+static void use_store(bench_t *b, int checksum)
+{
+    b->checksum = checksum;
+    b->store = b->stores[checksum];
+}
+
 static int run_rows(bench_t *b)
 {
     const bench_opts_t *o = b->o;
@@ -1329,6 +1368,8 @@ static int run_rows(bench_t *b)
         int prepared = 0;
         for (size_t oi = 0; oi < o->nops && rc == 0; oi++) {
             if (o->ops[oi] != OP_PUT && !prepared) {
+                /* Written with checksums whenever a row verifies them (else nothing to check). */
+                use_store(b, o->checksums[0] || o->checksums[o->nchecksums - 1]);
                 rc = prepare_gets(b, v);
                 prepared = 1;
                 if (rc != 0) {
@@ -1338,9 +1379,14 @@ static int run_rows(bench_t *b)
                     break;
                 }
             }
-            for (size_t ti = 0; ti < o->nthreads && rc == 0; ti++)
-                for (size_t bi = 0; bi < o->nbatches && rc == 0; bi++)
-                    rc = run_row(b, o->ops[oi], v, o->threads[ti], o->batches[bi], row_id++);
+            for (size_t ti = 0; ti < o->nthreads && rc == 0; ti++) {
+                for (size_t bi = 0; bi < o->nbatches && rc == 0; bi++) {
+                    for (size_t ci = 0; ci < o->nchecksums && rc == 0; ci++) {
+                        use_store(b, o->checksums[ci]);
+                        rc = run_row(b, o->ops[oi], v, o->threads[ti], o->batches[bi], row_id++);
+                    }
+                }
+            }
         }
         if (prepared) {
             char ns[48];
@@ -1370,9 +1416,14 @@ static int alloc_pools(bench_t *b)
     bench_warm_memory(b->dst_pool, b->pool_len);
     if (!o->zero_copy)
         return 0;
-    int rc = mc_store_register_buffer(b->store, b->src_pool, b->pool_len);
-    if (rc == 0)
-        rc = mc_store_register_buffer(b->store, b->dst_pool, b->pool_len);
+    int rc = 0;
+    for (int c = 0; c < 2 && rc == 0; c++) {
+        if (!b->stores[c])
+            continue;
+        rc = mc_store_register_buffer(b->stores[c], b->src_pool, b->pool_len);
+        if (rc == 0)
+            rc = mc_store_register_buffer(b->stores[c], b->dst_pool, b->pool_len);
+    }
     if (rc != 0) {
         fprintf(stderr, PROGRAM ": cannot register the buffers: %s (%d)\n", mc_error_name(rc), rc);
         return -1;
@@ -1382,11 +1433,13 @@ static int alloc_pools(bench_t *b)
 
 static void free_pools(bench_t *b)
 {
-    if (b->o->zero_copy && b->store) {
+    for (int c = 0; c < 2 && b->o->zero_copy; c++) {
+        if (!b->stores[c])
+            continue;
         if (b->src_pool)
-            mc_store_unregister_buffer(b->store, b->src_pool);
+            mc_store_unregister_buffer(b->stores[c], b->src_pool);
         if (b->dst_pool)
-            mc_store_unregister_buffer(b->store, b->dst_pool);
+            mc_store_unregister_buffer(b->stores[c], b->dst_pool);
     }
     if (b->src_pool)
         munmap(b->src_pool, b->pool_len);
@@ -1407,11 +1460,19 @@ static int open_store(bench_t *b)
         .device_name = "",
         .master_server_addr = b->cluster ? b->cluster->master_addr : o->master_addr,
     };
-    int rc = mc_store_setup(&cfg, &b->store);
-    if (rc != 0) {
-        fprintf(stderr, PROGRAM ": store setup failed: %s (%d)\n", mc_error_name(rc), rc);
-        return -1;
+    /* One store per --checksum setting; the first listed serves the first-touch pass. */
+    for (size_t i = 0; i < o->nchecksums; i++) {
+        int c = o->checksums[i];
+        if (b->stores[c])
+            continue;
+        cfg.disable_checksum = !c;
+        int rc = mc_store_setup(&cfg, &b->stores[c]);
+        if (rc != 0) {
+            fprintf(stderr, PROGRAM ": store setup failed: %s (%d)\n", mc_error_name(rc), rc);
+            return -1;
+        }
     }
+    use_store(b, o->checksums[0]);
     return 0;
 }
 
@@ -1460,8 +1521,9 @@ static int run_bench(bench_t *b)
 out:
     free_pools(b);
     bench_memcpy_area_free(&b->area);
-    mc_store_free(b->store);
-    b->store = NULL;
+    mc_store_free(b->stores[0]);
+    mc_store_free(b->stores[1]);
+    b->stores[0] = b->stores[1] = b->store = NULL;
     json_decref(b->rows);
     json_decref(b->first_touch);
     json_decref(b->rss_report);
@@ -1480,6 +1542,7 @@ int main(int argc, char **argv)
         .batch_size_text = "1",
         .threads_text = "1",
         .json_path = "",
+        .checksum_text = "on",
         .duration_s = 10,
         .replica_num = 1,
         .num_keys = 0,
@@ -1513,8 +1576,8 @@ int main(int argc, char **argv)
         {"replica_num", MC_FLAG_INT, &o.replica_num, "replicas per put", 1, MC_MAX_REPLICAS},
         {"num_keys", MC_FLAG_INT, &o.num_keys,
          "key space per thread (0: threads x keys x value <= 1 GiB, or half a spawned pool; at "
-         "most 1024 keys; against a running cluster keep it well under the pool size)", 0,
-         100000000},
+         "most 1024 keys; against a running cluster keep it well under the pool size)",
+         0, 100000000},
         {"global_segment_size", MC_FLAG_SIZE, &o.global_segment_size,
          "bytes this bench contributes to the pool (0: the data lives in the mooncake_client)"},
         {"local_buffer_size", MC_FLAG_SIZE, &o.local_buffer_size, "this client's local buffer"},
@@ -1534,6 +1597,9 @@ int main(int argc, char **argv)
          0, 1000000000},
         {"limits", MC_FLAG_BOOL, &o.limits,
          "measure memcpy and raw loopback tcp at every value size"},
+        {"checksum", MC_FLAG_STRING, &o.checksum_text,
+         "end-to-end CRC32C of every value (computed on put, verified on get): on, off, or "
+         "on,off for both side by side (one row each, column crc)"},
         {"json", MC_FLAG_STRING, &o.json_path, "also write machine info, config and rows here"},
     };
     size_t nflags = sizeof(flags) / sizeof(flags[0]);
