@@ -15,6 +15,7 @@
 #include "master_client.h"
 #include "mooncake/errors.h"
 #include "net.h"
+#include "object_layout.h" /* mc_crc32c */
 
 #include <inttypes.h>
 #include <pthread.h>
@@ -159,6 +160,8 @@ static int ledger_remove(ledger_t *l, const char *key, uint64_t version)
 typedef struct wtask {
     uint64_t id, size, address, version;
     char *key;
+    int has_checksum;
+    uint32_t checksum; /* the value's CRC32C, as its writer computed it */
 } wtask_t;
 
 struct mc_offload_worker {
@@ -337,6 +340,13 @@ static void write_task(mc_offload_worker_t *w, const wtask_t *t)
     if (code == 0) {
         code = reserve(w, t->size);
         reserved = code == 0;
+    }
+    /* A memory replica that no longer holds its writer's bytes is never persisted. */
+    if (code == 0 && t->has_checksum &&
+        mc_crc32c(0, (const void *)(uintptr_t)t->address, (size_t)t->size) != t->checksum) {
+        MC_ERROR("offload: the memory replica of %.64s does not match its checksum; not written",
+                 t->key);
+        code = MC_ERR_CHECKSUM_MISMATCH;
     }
     if (code == 0)
         code = mc_offload_backend_write(w->backend, t->key, t->version,
@@ -522,8 +532,8 @@ static int heartbeat(mc_offload_worker_t *w, int leaving, size_t *asked, size_t 
             char *key = strdup(t->key);
             if (!key)
                 break; /* its lease expires and the master queues it again */
-            w->q[(w->qhead + w->qlen) % w->qcap] =
-                (wtask_t){t->task_id, t->size, t->address, t->version, key};
+            w->q[(w->qhead + w->qlen) % w->qcap] = (wtask_t){
+                t->task_id, t->size, t->address, t->version, key, t->has_checksum, t->checksum};
             w->qlen++;
             (*got)++;
         }

@@ -225,8 +225,10 @@ typedef struct mc_offload_task_desc {
     uint64_t task_id;
     const char *key;
     uint64_t size;
-    uint64_t address; /* the memory replica, in the client's own segment */
-    uint64_t version; /* of the file to write */
+    uint64_t address;  /* the memory replica, in the client's own segment */
+    uint64_t version;  /* of the file to write */
+    int has_checksum;  /* the writer's CRC32C of the value: the bytes are verified before */
+    uint32_t checksum; /* they are written to the file */
 } mc_offload_task_desc_t;
 
 /* A disk file (key, version); `key` is valid only during the call or callback. */

@@ -635,6 +635,8 @@ int mc_master_offload_heartbeat(mc_master_t *m, const char *client_id,
                 .address = mc_alloc_extent_addr(mc_master_segment_locked(m, t->src.seg)->alloc,
                                                 t->src.handle),
                 .version = t->version,
+                .has_checksum = t->obj->has_checksum,
+                .checksum = t->obj->checksum,
             };
             if (on_task && on_task(arg, &d) != 0)
                 break;

@@ -431,6 +431,8 @@ static int rpc_heartbeat_task(void *arg, const mc_offload_task_desc_t *t)
     p->size = t->size;
     p->address = t->address;
     p->version = t->version;
+    p->has_checksum = t->has_checksum ? 1 : 0;
+    p->checksum = t->checksum;
     f->resp->tasks[f->resp->n_tasks++] = p;
     return 0;
 }

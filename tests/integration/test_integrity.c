@@ -20,10 +20,14 @@
 #include "mooncake/store.h"
 #include "mooncake/transfer_engine.h"
 #include "cluster.h"
+#include "object_layout.h"
 #include "payload.h"
 #include "proc.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -32,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -207,6 +212,97 @@ static void test_flipped_byte_in_memory_is_an_error_or_another_replica(void **st
     free(v);
     free(got);
     mc_cluster_kill_all();
+}
+
+/* ---- a disk replica whose file is wrong but self-consistent ---------------------------------- */
+
+static char found_file[PATH_MAX];
+
+static int find_object_file(const char *path, const struct stat *st, int type, struct FTW *f)
+{
+    (void)st;
+    if (type == FTW_F && path[f->base] != '.' && strstr(path, "disk%2Fk")) {
+        snprintf(found_file, sizeof(found_file), "%s", path);
+        return 1;
+    }
+    return 0;
+}
+
+/*
+ * Rewrites the object file at `path` with one value byte flipped and its header re-encoded with
+ * the CRC of the changed value: the file verifies on its own, as a file written from corrupted
+ * memory (or staged over by another object) would.
+ */
+static void corrupt_consistently(const char *path)
+{
+    int fd = open(path, O_RDWR);
+    assert_true(fd >= 0);
+    struct stat st;
+    assert_int_equal(fstat(fd, &st), 0);
+    unsigned char *f = malloc((size_t)st.st_size);
+    assert_int_equal(pread(fd, f, (size_t)st.st_size, 0), st.st_size);
+    mc_obj_header_t h;
+    assert_int_equal(mc_obj_header_decode(f, (size_t)st.st_size, &h), 0);
+    char key[MC_OBJ_HEADER_MAX];
+    memcpy(key, h.key, h.key_len);
+    unsigned char *value = f + h.header_len;
+    value[h.value_size / 2] ^= 0x01;
+    mc_obj_header_encode(f, key, h.key_len, h.value_size,
+                         mc_crc32c(0, value, (size_t)h.value_size));
+    assert_int_equal(pwrite(fd, f, h.header_len, 0), (ssize_t)h.header_len);
+    assert_int_equal(pwrite(fd, value + h.value_size / 2, 1, h.header_len + h.value_size / 2), 1);
+    close(fd);
+    free(f);
+}
+
+static void test_disk_replica_is_verified_end_to_end(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/mc-integrity-XXXXXX", env_path[PATH_MAX + 64];
+    assert_non_null(mkdtemp(dir));
+    snprintf(env_path, sizeof(env_path), "MOONCAKE_OFFLOAD_FILE_STORAGE_PATH=%s", dir);
+    const char *const env[] = {env_path, "MOONCAKE_OFFLOAD_HEARTBEAT_INTERVAL_SECONDS=1", NULL};
+    const char *const flags[] = {"--enable_offload=true", NULL};
+    mc_master_t m;
+    mc_holder_t h;
+    assert_int_equal(mc_master_start(&m, 1, NULL), 0);
+    assert_int_equal(mc_holder_start(&h, &m, "64MB", flags, env, 20000), 0);
+    mc_store_t *s = new_client(&m, 1, 0);
+    size_t size = MiB;
+    char *v = malloc(size), *got = malloc(size);
+    mc_payload_fill(v, size, 7);
+    assert_int_equal(mc_store_put(s, "disk/k", v, size, NULL), 0);
+    /* Wait for the offload: a memory and a LOCAL_DISK replica. */
+    mc_replica_desc_t d[4];
+    size_t n = 0;
+    uint64_t deadline = now_ms() + 30000;
+    for (;;) {
+        assert_int_equal(mc_store_get_replica_desc(s, "disk/k", d, 4, &n), 0);
+        if (n == 2)
+            break;
+        assert_true(now_ms() < deadline);
+        usleep(50000);
+    }
+    assert_int_equal(d[0].type, MC_REPLICA_MEMORY);
+    assert_int_equal(d[1].type, MC_REPLICA_LOCAL_DISK);
+    assert_true(d[1].has_checksum && d[1].checksum == d[0].checksum);
+    /* The memory replica goes bad: the disk replica (read through its owner) serves the value. */
+    flip_byte(&d[0], 4321);
+    memset(got, 0, size);
+    assert_int_equal(mc_store_get(s, "disk/k", got, size), (int64_t)size);
+    assert_int_equal(mc_payload_diff(got, size, 7), size);
+    /* The file goes bad too, in a way only the end-to-end checksum can see: an error. */
+    found_file[0] = '\0';
+    assert_int_equal(nftw(dir, find_object_file, 16, FTW_PHYS), 1);
+    corrupt_consistently(found_file);
+    assert_int_equal(mc_store_get(s, "disk/k", got, size), MC_ERR_CHECKSUM_MISMATCH);
+    mc_store_free(s);
+    free(v);
+    free(got);
+    mc_cluster_kill_all();
+    char cmd[PATH_MAX + 16];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
 }
 
 /* ---- the holder expired and re-mounted while a reader was inside its lease --------------------
@@ -456,6 +552,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_flipped_byte_in_memory_is_an_error_or_another_replica,
                                   teardown),
+        cmocka_unit_test_teardown(test_disk_replica_is_verified_end_to_end, teardown),
         cmocka_unit_test_teardown(test_expired_holder_never_serves_a_new_object_to_an_old_reader,
                                   teardown),
         cmocka_unit_test_teardown(test_lease_zero_never_returns_torn_values, teardown),
