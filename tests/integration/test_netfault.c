@@ -29,8 +29,10 @@
  *     revokes its put, freeing A's extent.
  *  3. W2 (root namespace) puts key B of the same size (retried until the extent is free: the
  *     state that proves the revocation), and B reads back exact.
- *  4. The link comes back. The test waits until no connection from W1's address to the holder is
- *     left on either side (the kernel's retransmissions delivered or were refused), then B must
+ *  4. The link stays down until the holder has closed W1's connections, or 8 s after the cut
+ *     (the old holder never closes them: its own receive timeout is 30 s). The link comes back;
+ *     the test waits until no connection from W1's address to the holder is left on either side
+ *     (the kernel's retransmissions delivered or were refused), then B must
  *     still read back exact — read with checksums off (so wrong bytes show as WRONG@offset: the
  *     root fix is what is tested) and with checksums on (a corrupted B is -801, not success).
  *
@@ -63,6 +65,7 @@
 #define RW_BIN MC_BUILD_DIR "/tests/integration/store_rw"
 #define VALUE_SIZE (8 * MiB)
 #define SEGMENT "12MB" /* one VALUE_SIZE value fits, two do not (MB or MiB alike) */
+#define HOLD_MS 8000   /* longest the link stays down after the cut */
 
 static uint64_t now_ms(void)
 {
@@ -197,9 +200,9 @@ static int tcp_sockets(const char *ns, const char *filter, uint64_t *bytes_recei
     int count = 0;
     uint64_t sum = 0;
     while (fgets(line, sizeof(line), f)) {
-        /* A socket is a line starting with its queues (digits); its -i details follow on the
+        /* A socket is a line of its own (state or queues first); its -i details follow on the
          * next line, starting with whitespace. */
-        if (line[0] >= '0' && line[0] <= '9')
+        if (line[0] != '\0' && line[0] != ' ' && line[0] != '\t' && line[0] != '\n')
             count++;
         const char *p = strstr(line, "bytes_received:");
         if (p)
@@ -339,8 +342,12 @@ static void late_write_case(int kill_writer)
     const char *colon = strrchr(h.segment, ':');
     assert_non_null(colon);
     int hport = atoi(colon + 1);
-    char from_w1[160], to_holder[96];
+    /* The holder's end of W1's connections: any state but time-wait (from_w1), or still open
+     * (established or close-wait: the holder's receive thread has not closed it, w1_open). */
+    char from_w1[160], w1_open[200], to_holder[96];
     snprintf(from_w1, sizeof(from_w1), "state big '( sport = :%d and dst %s )'", hport, net.ns_ip);
+    snprintf(w1_open, sizeof(w1_open),
+             "state established state close-wait '( sport = :%d and dst %s )'", hport, net.ns_ip);
     snprintf(to_holder, sizeof(to_holder), "state big '( dport = :%d )'", hport);
 
     /* 1. W1 in the namespace puts A; the link is cut while its payload is flowing. */
@@ -415,24 +422,32 @@ static void late_write_case(int kill_writer)
     print_message("B before the link returns: %s (checksums off), %s (on)\n", v_plain, v_sum);
     assert_true(ok_plain && ok_sum);
 
-    /* 4. The link returns; wait until no connection from W1 to the holder is left. */
+    /* 4. The link stays down until the holder has closed W1's connections (a holder that bounds
+     * a write frame's payload by the writer's transfer timeout, 3 s here, does so within a few
+     * seconds), but at most HOLD_MS after the cut: the old holder keeps them (its own 30 s
+     * receive timeout never expires while bytes trickle in) and the late bytes follow. Then the
+     * link returns; wait until no connection from W1 to the holder is left on either side. */
+    int n_holder = 0, n_w1;
+    while ((n_holder = tcp_sockets(NULL, w1_open, NULL)) > 0 && now_ms() < t_cut + HOLD_MS)
+        usleep(50000);
+    print_message("link down %llu ms; the holder %s W1's connections\n",
+                  (unsigned long long)(now_ms() - t_cut),
+                  n_holder ? "still has open" : "has closed");
     debug_sockets("before the link returns", hport);
     link_set(1);
     uint64_t t_up = now_ms();
     deadline = t_up + 120000;
-    int n_holder, n_w1;
     for (;;) {
         n_holder = tcp_sockets(NULL, from_w1, NULL);
         n_w1 = tcp_sockets(net.ns, to_holder, NULL);
         if (n_holder == 0 && n_w1 == 0)
             break;
-        if (now_ms() - t_up < 60)
-            debug_sockets("link back", hport);
         assert_true(now_ms() < deadline);
         usleep(50000);
     }
     print_message("W1's connections to the holder gone %llu ms after the link returned\n",
                   (unsigned long long)(now_ms() - t_up));
+    debug_sockets("after", hport);
     ok_plain = read_verdict(plain, "netfault/b", 2, v_plain, sizeof(v_plain));
     ok_sum = read_verdict(w2, "netfault/b", 2, v_sum, sizeof(v_sum));
     print_message("B after the link returned: %s (checksums off), %s (on)\n", v_plain, v_sum);
