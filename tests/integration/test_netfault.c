@@ -149,8 +149,9 @@ static const char *net_create(void)
     snprintf(net.root_ip, sizeof(net.root_ip), "10.201.%d.1", sub);
     snprintf(net.ns_ip, sizeof(net.ns_ip), "10.201.%d.2", sub);
     if (sh("%s netns add %s", net.ip_bin, net.ns) != 0) {
-        snprintf(why, sizeof(why), "cannot create a network namespace (`ip netns add` failed: "
-                                   "needs root / CAP_NET_ADMIN)");
+        snprintf(why, sizeof(why),
+                 "cannot create a network namespace (`ip netns add` failed: "
+                 "needs root / CAP_NET_ADMIN)");
         return why;
     }
     net.created = 1;
@@ -177,9 +178,8 @@ static const char *net_create(void)
 
 static void link_set(int up)
 {
-    assert_int_equal(sh("%s -n %s link set %s %s", net.ip_bin, net.ns, net.veth_ns,
-                        up ? "up" : "down"),
-                     0);
+    assert_int_equal(
+        sh("%s -n %s link set %s %s", net.ip_bin, net.ns, net.veth_ns, up ? "up" : "down"), 0);
 }
 
 /*
@@ -336,8 +336,9 @@ static void late_write_case(int kill_writer)
     mc_holder_t h;
     const char *const master_flags[] = {"--client_ttl=2", NULL};
     assert_int_equal(mc_master_start_at(&m, net.root_ip, master_flags), 0);
-    /* The holder: default transfer timeout (30 s), tcp only. */
-    const char *const holder_env[] = {"MC_DISABLE_SHM=1", NULL};
+    /* The holder: the default transfer timeout (30 s, set explicitly so that an inherited
+     * MC_TRANSFER_TIMEOUT cannot hide the bug), tcp only. */
+    const char *const holder_env[] = {"MC_DISABLE_SHM=1", "MC_TRANSFER_TIMEOUT=30", NULL};
     assert_int_equal(mc_holder_start_at(&h, &m, net.root_ip, SEGMENT, NULL, holder_env, 20000), 0);
     const char *colon = strrchr(h.segment, ':');
     assert_non_null(colon);
