@@ -146,3 +146,64 @@ int mc_holder_start(mc_holder_t *h, const mc_master_t *m, const char *segment,
     sscanf(h->proc.ready_line, "mooncake_client ready: segment %299s", h->segment);
     return 0;
 }
+
+int mc_port_open_at(const char *host, int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    if (fd < 0)
+        return 0;
+    int ok = inet_pton(AF_INET, host, &sin.sin_addr) == 1 &&
+             connect(fd, (struct sockaddr *)&sin, sizeof(sin)) == 0;
+    close(fd);
+    return ok;
+}
+
+int mc_master_start_at(mc_master_t *m, const char *host, const char *const *extra)
+{
+    char rpc[32], metrics[32], address[96];
+    m->rpc_port = mc_test_free_port();
+    m->metrics_port = mc_test_free_port();
+    snprintf(rpc, sizeof(rpc), "--rpc_port=%d", m->rpc_port);
+    snprintf(metrics, sizeof(metrics), "--metrics_port=%d", m->metrics_port);
+    snprintf(address, sizeof(address), "--rpc_address=%s", host);
+    snprintf(m->addr, sizeof(m->addr), "%s:%d", host, m->rpc_port);
+    char *argv[32] = {MASTER_BIN, rpc, metrics, address, "--metrics_host=127.0.0.1"};
+    int argc = 5;
+    for (int i = 0; extra && extra[i] && argc < 31; i++)
+        argv[argc++] = (char *)extra[i];
+    argv[argc] = NULL;
+    if (posix_spawn(&m->pid, MASTER_BIN, NULL, NULL, argv, environ) != 0)
+        return -1;
+    mc_cluster_track(m->pid);
+    for (int i = 0; i < 200; i++) {
+        if (mc_port_open_at(host, m->rpc_port))
+            return 0;
+        usleep(50000);
+    }
+    return -1;
+}
+
+int mc_holder_start_at(mc_holder_t *h, const mc_master_t *m, const char *host, const char *segment,
+                       const char *const *flags, const char *const *env, int timeout_ms)
+{
+    char master_flag[96], host_flag[96], port_flag[32], seg_flag[64];
+    snprintf(master_flag, sizeof(master_flag), "--master_server_address=%s", m->addr);
+    snprintf(host_flag, sizeof(host_flag), "--host=%s", host);
+    snprintf(port_flag, sizeof(port_flag), "--port=%d", mc_test_free_port());
+    snprintf(seg_flag, sizeof(seg_flag), "--global_segment_size=%s", segment);
+    char *argv[16] = {CLIENT_BIN, master_flag, "--metadata_server=P2PHANDSHAKE",
+                      host_flag,  port_flag,   seg_flag};
+    int argc = 6;
+    for (int i = 0; flags && flags[i] && argc < 15; i++)
+        argv[argc++] = (char *)flags[i];
+    argv[argc] = NULL;
+    mc_env_apply(env, 1);
+    int rc = mc_proc_start(&h->proc, argv, "mooncake_client ready: segment ", timeout_ms);
+    mc_env_apply(env, 0);
+    if (rc != 0)
+        return -1;
+    mc_cluster_track(h->proc.pid);
+    sscanf(h->proc.ready_line, "mooncake_client ready: segment %299s", h->segment);
+    return 0;
+}

@@ -54,4 +54,14 @@ void mc_env_apply(const char *const *env, int set);
 int mc_holder_start(mc_holder_t *h, const mc_master_t *m, const char *segment,
                     const char *const *flags, const char *const *env, int timeout_ms);
 
+/*
+ * The same on an address other than 127.0.0.1 (an IPv4 address of this host, e.g. one end of a
+ * veth pair in a network-fault test): mc_port_open on host, the master's RPC on host (metrics stay
+ * on 127.0.0.1, m->addr is "host:port"), a holder listening on and advertising host.
+ */
+int mc_port_open_at(const char *host, int port);
+int mc_master_start_at(mc_master_t *m, const char *host, const char *const *extra);
+int mc_holder_start_at(mc_holder_t *h, const mc_master_t *m, const char *host, const char *segment,
+                       const char *const *flags, const char *const *env, int timeout_ms);
+
 #endif
