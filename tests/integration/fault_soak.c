@@ -30,6 +30,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -50,6 +51,10 @@
 #define SOAK_MAX_CODES 24
 #define SOAK_WRONG_LOG_LIMIT 40
 #define SOAK_RECENT_GENS 64 /* generations searched when naming the source of torn bytes */
+#define SOAK_MAX_READERS 8
+/* A reader child does not know how many generations the writers issued: it accepts any up to
+ * this bound (the header's key, length and body are still checked in full). */
+#define SOAK_CHILD_GEN_BOUND 65536u
 
 /* Exit codes. */
 enum {
@@ -63,7 +68,9 @@ enum {
 
 typedef struct soak_opts {
     double duration_s;
-    int threads, holders, keys, client_ttl_s, lease_ms, transfer_timeout_s, no_shm, verbose;
+    int threads, holders, readers, keys, client_ttl_s, lease_ms, transfer_timeout_s, no_shm,
+        verbose, calm;
+    const char *reader_child; /* set in a stalled-reader child: the master's address */
     uint64_t seed;
     size_t vmin, vmax;
     uint64_t min_verified;
@@ -141,6 +148,11 @@ static soak_key_t *keys;
 static mc_store_t *store;
 static mc_master_t master;
 static soak_holder_t holders[SOAK_MAX_HOLDERS];
+/* Stalled readers: child processes (this program with --reader_child) that only read and
+ * verify, SIGSTOPped at random by the chaos thread so their reads stall mid-flight. */
+static soak_holder_t readers[SOAK_MAX_READERS];
+static uint64_t reader_stops, reader_verified, reader_wrong;
+static int reader_lost;
 static soak_chaos_stats_t chaos_stats;
 static soak_thread_t *workers;
 static atomic_int stop_flag;
@@ -304,6 +316,8 @@ static void key_settle(soak_key_t *k, uint32_t gen, int acked)
 
 static uint32_t key_issued(soak_key_t *k)
 {
+    if (opt.reader_child)
+        return SOAK_CHILD_GEN_BOUND;
     pthread_mutex_lock(&k->mu);
     uint32_t n = k->issued;
     pthread_mutex_unlock(&k->mu);
@@ -312,6 +326,8 @@ static uint32_t key_issued(soak_key_t *k)
 
 static int key_fate(soak_key_t *k, uint32_t gen)
 {
+    if (opt.reader_child)
+        return GEN_ACKED;
     pthread_mutex_lock(&k->mu);
     int f = gen >= 1 && gen <= k->issued ? k->fate[gen] : -1;
     pthread_mutex_unlock(&k->mu);
@@ -530,16 +546,23 @@ static soak_key_t *pick_key(soak_thread_t *t)
     return &keys[rng_below(&t->rng, (uint64_t)opt.keys)];
 }
 
+/* Weight of op in the mix: a reader child only reads. */
+static int op_weight(int op)
+{
+    int read = op == OP_GET || op == OP_GET_INTO || op == OP_GET_BATCH || op == OP_GET_INTO_BATCH;
+    return opt.reader_child && !read ? 0 : op_weights[op];
+}
+
 static soak_op_t pick_op(soak_thread_t *t)
 {
     int total = 0;
     for (int i = 0; i < OP_COUNT; i++)
-        total += op_weights[i];
+        total += op_weight(i);
     int r = (int)rng_below(&t->rng, (uint64_t)total);
     for (int i = 0; i < OP_COUNT; i++) {
-        if (r < op_weights[i])
+        if (r < op_weight(i))
             return (soak_op_t)i;
-        r -= op_weights[i];
+        r -= op_weight(i);
     }
     return OP_GET;
 }
@@ -723,9 +746,151 @@ static void chaos_act(soak_holder_t *h, uint64_t *rng, double now)
                 h->state == HOLDER_STOPPED ? "SIGSTOP" : "SIGKILL", h->h.segment, h->until - now);
 }
 
-static void chaos_tick(uint64_t *rng, double *next_action)
+/* ---- stalled readers ------------------------------------------------------------------------ */
+
+static int reader_start(soak_holder_t *r)
+{
+    char child[96], seed[40], keys_flag[32], sizes[64];
+    snprintf(child, sizeof(child), "--reader_child=%s", master.addr);
+    snprintf(seed, sizeof(seed), "--seed=%" PRIu64, opt.seed);
+    snprintf(keys_flag, sizeof(keys_flag), "--keys=%d", opt.keys);
+    snprintf(sizes, sizeof(sizes), "--value_size=%zu-%zu", opt.vmin, opt.vmax);
+    char *argv[] = {
+        "/proc/self/exe",     child, seed, keys_flag, sizes, "--threads=2", "--min_verified=0",
+        "--duration=1000000", NULL};
+    if (mc_proc_start(&r->h.proc, argv, "fault_soak reader ready", 30000) != 0)
+        return -1;
+    mc_cluster_track(r->h.proc.pid);
+    snprintf(r->h.segment, sizeof(r->h.segment), "reader pid %d", (int)r->h.proc.pid);
+    r->state = HOLDER_RUNNING;
+    return 0;
+}
+
+/* A reader that died on its own is a finding (logged, not restarted: its counts are lost). */
+static void check_reader(soak_holder_t *r)
+{
+    int status;
+    if (r->state == HOLDER_DEAD || waitpid(r->h.proc.pid, &status, WNOHANG) != r->h.proc.pid)
+        return;
+    reader_lost++;
+    if (WIFEXITED(status))
+        fprintf(stderr, "fault_soak: %s exited by itself with status %d\n", r->h.segment,
+                WEXITSTATUS(status));
+    else if (WIFSIGNALED(status))
+        fprintf(stderr, "fault_soak: %s died of signal %d\n", r->h.segment, WTERMSIG(status));
+    mc_cluster_untrack(r->h.proc.pid);
+    close(r->h.proc.stdin_fd);
+    close(r->h.proc.stdout_fd);
+    r->h.proc.pid = -1;
+    r->state = HOLDER_DEAD;
+}
+
+/* Stalls a reader for 0.2 s .. past a holder's expiry and re-mount. */
+static void chaos_stall_reader(uint64_t *rng, double now)
+{
+    soak_holder_t *r = &readers[rng_below(rng, (uint64_t)opt.readers)];
+    if (r->state != HOLDER_RUNNING)
+        return;
+    double longest = 2.0 * opt.client_ttl_s + 3.0;
+    kill(r->h.proc.pid, SIGSTOP);
+    r->state = HOLDER_STOPPED;
+    r->until = now + 0.2 + (longest - 0.2) * rng_unit(rng);
+    reader_stops++;
+    if (opt.verbose)
+        fprintf(stderr, "fault_soak: chaos SIGSTOP %s for %.1f s\n", r->h.segment, r->until - now);
+}
+
+static void readers_tick(double now)
+{
+    for (int i = 0; i < opt.readers; i++) {
+        check_reader(&readers[i]);
+        if (readers[i].state == HOLDER_STOPPED && now >= readers[i].until) {
+            kill(readers[i].h.proc.pid, SIGCONT);
+            readers[i].state = HOLDER_RUNNING;
+        }
+    }
+}
+
+/* Stops one reader and relays its report; adds its verified reads and wrong bytes. */
+static void reader_finish(soak_holder_t *r, int index)
+{
+    if (r->state == HOLDER_DEAD)
+        return;
+    kill(r->h.proc.pid, SIGCONT);
+    kill(r->h.proc.pid, SIGTERM);
+    char text[16384];
+    size_t used = 0;
+    double deadline = now_s() + 4.0 * opt.transfer_timeout_s + 15.0;
+    while (used < sizeof(text) - 1 && now_s() < deadline) {
+        struct pollfd pfd = {.fd = r->h.proc.stdout_fd, .events = POLLIN};
+        if (poll(&pfd, 1, 200) <= 0)
+            continue;
+        ssize_t n = read(r->h.proc.stdout_fd, text + used, sizeof(text) - 1 - used);
+        if (n <= 0)
+            break;
+        used += (size_t)n;
+    }
+    text[used] = '\0';
+    mc_cluster_untrack(r->h.proc.pid);
+    int status = mc_proc_stop(&r->h.proc, SIGKILL, 1000);
+    r->state = HOLDER_DEAD;
+    uint64_t verified = 0, wrong = 0;
+    int got = 0;
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        printf("reader %d| %s\n", index, line);
+        got |= sscanf(line, "fault_soak: %" SCNu64 " verified reads, %" SCNu64 " WRONG", &verified,
+                      &wrong) == 2;
+    }
+    if (!got || status == -1 || !WIFEXITED(status) ||
+        (WEXITSTATUS(status) != SOAK_EXIT_PASS && WEXITSTATUS(status) != SOAK_EXIT_WRONG_BYTES)) {
+        fprintf(stderr, "fault_soak: reader %d ended without its report (status %d)\n", index,
+                status);
+        reader_lost++;
+    }
+    reader_verified += verified;
+    reader_wrong += wrong;
+}
+
+/*
+ * A reader stalled across a holder's expiry: the holder and a reader stop together; the holder
+ * resumes past client_ttl (the master has expired it and freed its extents), re-mounts and takes
+ * new puts; the reader resumes later still, its reads of the old extents in flight.
+ */
+static void chaos_expire_under_reader(uint64_t *rng, double now)
+{
+    soak_holder_t *r = &readers[rng_below(rng, (uint64_t)opt.readers)];
+    int i = (int)rng_below(rng, (uint64_t)opt.holders);
+    soak_holder_t *h = &holders[i];
+    if (r->state != HOLDER_RUNNING || h->state != HOLDER_RUNNING)
+        return;
+    kill(r->h.proc.pid, SIGSTOP);
+    kill(h->h.proc.pid, SIGSTOP);
+    h->state = r->state = HOLDER_STOPPED;
+    h->until = now + 2.0 * opt.client_ttl_s + 0.5 + rng_unit(rng);
+    r->until = h->until + 1.5 + 2.0 * rng_unit(rng);
+    chaos_stats.long_stops++;
+    reader_stops++;
+    if (opt.verbose)
+        fprintf(stderr, "fault_soak: chaos SIGSTOP holder %s for %.1f s under %s (%.1f s)\n",
+                h->h.segment, h->until - now, r->h.segment, r->until - now);
+}
+
+static void readers_chaos(uint64_t *rng, double now, double *next_stall)
+{
+    readers_tick(now);
+    if (opt.readers == 0 || now < *next_stall)
+        return;
+    *next_stall = now + 0.3 + 1.2 * rng_unit(rng);
+    if (running_holders() >= 2 && rng_below(rng, 100) < 30)
+        chaos_expire_under_reader(rng, now);
+    else
+        chaos_stall_reader(rng, now);
+}
+
+static void chaos_tick(uint64_t *rng, double *next_action, double *next_stall)
 {
     double now = now_s();
+    readers_chaos(rng, now, next_stall);
     for (int i = 0; i < opt.holders; i++) {
         soak_holder_t *h = &holders[i];
         check_crashed(h, now);
@@ -757,11 +922,11 @@ static void chaos_tick(uint64_t *rng, double *next_action)
 static void *chaos_main(void *arg)
 {
     uint64_t rng = opt.seed ^ 0xC4A05C4A05ull;
-    double next_action = now_s() + 1.0;
+    double next_action = now_s() + 1.0, next_stall = now_s() + 0.5;
     pthread_mutex_lock(&done_mu);
     while (!atomic_load(&stop_flag)) {
         pthread_mutex_unlock(&done_mu);
-        chaos_tick(&rng, &next_action);
+        chaos_tick(&rng, &next_action, &next_stall);
         pthread_mutex_lock(&done_mu);
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
@@ -774,6 +939,12 @@ static void *chaos_main(void *arg)
             pthread_cond_timedwait(&done_cv, &done_mu, &ts);
     }
     pthread_mutex_unlock(&done_mu);
+    for (int i = 0; i < opt.readers; i++) {
+        if (readers[i].state == HOLDER_STOPPED) {
+            kill(readers[i].h.proc.pid, SIGCONT);
+            readers[i].state = HOLDER_RUNNING;
+        }
+    }
     for (int i = 0; i < opt.holders; i++) {
         if (holders[i].state == HOLDER_STOPPED) {
             kill(holders[i].h.proc.pid, SIGCONT);
@@ -829,16 +1000,19 @@ static void print_table(const soak_op_stats_t *total, double elapsed)
            "WRONG", "unacked", "MiB", "errors (code name:count)");
     for (int o = 0; o < OP_COUNT; o++) {
         const soak_op_stats_t *s = &total[o];
+        if (opt.reader_child && s->calls == 0)
+            continue;
         format_codes(s, codes, sizeof(codes));
         printf("%-15s %9" PRIu64 " %9" PRIu64 " %9" PRIu64 " %9" PRIu64 " %6" PRIu64 " %8" PRIu64
                " %10.1f  %s\n",
                op_names[o], s->calls, s->results, s->ok, s->verified, s->wrong,
                s->unacked_gen + s->failed_gen, (double)s->bytes / (1024.0 * 1024.0), codes);
     }
-    printf("chaos: %" PRIu64 " short stops, %" PRIu64 " stops past client_ttl, %" PRIu64
-           " kills, %" PRIu64 " restarts (%" PRIu64 " failed), %" PRIu64 " holder crashes\n",
-           chaos_stats.short_stops, chaos_stats.long_stops, chaos_stats.kills, chaos_stats.restarts,
-           chaos_stats.restart_failures, chaos_stats.crashes);
+    if (!opt.reader_child)
+        printf("chaos: %" PRIu64 " short stops, %" PRIu64 " stops past client_ttl, %" PRIu64
+               " kills, %" PRIu64 " restarts (%" PRIu64 " failed), %" PRIu64 " holder crashes\n",
+               chaos_stats.short_stops, chaos_stats.long_stops, chaos_stats.kills,
+               chaos_stats.restarts, chaos_stats.restart_failures, chaos_stats.crashes);
     fflush(stdout);
 }
 
@@ -888,6 +1062,8 @@ static void usage(FILE *out)
             "  --duration=SECONDS      soak time (default $MC_SOAK_SECONDS, else 40)\n"
             "  --threads=N             worker threads (default 8, max %d)\n"
             "  --holders=N             mooncake_client holders (default 3, max %d)\n"
+            "  --readers=N             stalled-reader child processes (default 1, max %d): they\n"
+            "                          only read and verify, and are SIGSTOPped at random\n"
             "  --keys=N                key space (default 256; 1/8 of it is hot)\n"
             "  --seed=N                PRNG seed (default: from the clock; printed)\n"
             "  --value_size=MIN-MAX    value sizes in bytes (default 1-1048576)\n"
@@ -899,9 +1075,10 @@ static void usage(FILE *out)
             "  --min_verified=N        verified reads needed to pass (default 100)\n"
             "  --json=PATH             write a JSON summary\n"
             "  --verbose               log every chaos action\n"
+            "  --calm                  no chaos (a baseline: the same load, no faults)\n"
             "Exit: 0 pass, 1 wrong bytes, 2 too few verified reads, 3 set-up failed,\n"
             "4 workers hung at the end, 64 usage.\n",
-            SOAK_MAX_THREADS, SOAK_MAX_HOLDERS);
+            SOAK_MAX_THREADS, SOAK_MAX_HOLDERS, SOAK_MAX_READERS);
 }
 
 static int parse_u64(const char *s, uint64_t *out)
@@ -947,6 +1124,7 @@ static int parse_options(int argc, char **argv)
     opt = (soak_opts_t){.duration_s = env && atof(env) > 0 ? atof(env) : 40.0,
                         .threads = 8,
                         .holders = 3,
+                        .readers = 1,
                         .keys = 256,
                         .client_ttl_s = 2,
                         .lease_ms = 1000,
@@ -972,6 +1150,11 @@ static int parse_options(int argc, char **argv)
             bad = parse_int_in(v, 1, SOAK_MAX_THREADS, &opt.threads);
         } else if (IS("--holders")) {
             bad = parse_int_in(v, 1, SOAK_MAX_HOLDERS, &opt.holders);
+        } else if (IS("--readers")) {
+            bad = parse_int_in(v, 0, SOAK_MAX_READERS, &opt.readers);
+        } else if (IS("--reader_child")) {
+            opt.reader_child = v;
+            bad = !*v;
         } else if (IS("--keys")) {
             bad = parse_int_in(v, 1, 1 << 20, &opt.keys);
         } else if (IS("--seed")) {
@@ -993,6 +1176,8 @@ static int parse_options(int argc, char **argv)
         } else if (IS("--json")) {
             opt.json = v;
             bad = !*v;
+        } else if (IS("--calm")) {
+            opt.calm = 1;
         } else if (IS("--verbose")) {
             opt.verbose = 1;
         } else {
@@ -1004,6 +1189,10 @@ static int parse_options(int argc, char **argv)
             fprintf(stderr, "fault_soak: bad value in %s\n", a);
             return -1;
         }
+    }
+    if (opt.reader_child) { /* a child starts no processes of its own */
+        opt.holders = 0;
+        opt.readers = 0;
     }
     return 0;
 }
@@ -1035,12 +1224,18 @@ static int setup_keys(void)
     return 0;
 }
 
+static int setup_store(void);
+
 static int setup_cluster(void)
 {
     char ttl[32], lease[48];
     snprintf(ttl, sizeof(ttl), "--client_ttl=%d", opt.client_ttl_s);
     snprintf(lease, sizeof(lease), "--default_kv_lease_ttl=%d", opt.lease_ms);
     const char *const extra[] = {ttl, lease, NULL};
+    if (opt.reader_child) {
+        snprintf(master.addr, sizeof(master.addr), "%s", opt.reader_child);
+        return setup_store();
+    }
     if (mc_master_start(&master, 0, extra) != 0) {
         fprintf(stderr, "fault_soak: mooncake_master did not start\n");
         return -1;
@@ -1051,6 +1246,19 @@ static int setup_cluster(void)
             return -1;
         }
     }
+    if (setup_store() != 0)
+        return -1;
+    for (int i = 0; i < opt.readers; i++) {
+        if (reader_start(&readers[i]) != 0) {
+            fprintf(stderr, "fault_soak: reader %d did not start\n", i);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int setup_store(void)
+{
     mc_store_config_t cfg = {.local_hostname = "127.0.0.1",
                              .metadata_server = "P2PHANDSHAKE",
                              .global_segment_size = 0,
@@ -1188,7 +1396,12 @@ static int run_soak(void)
     atomic_store(&workers_running, opt.threads);
     for (int i = 0; i < opt.threads; i++)
         pthread_create(&workers[i].tid, NULL, worker_main, &workers[i]);
-    pthread_create(&chaos, NULL, chaos_main, NULL);
+    if (opt.reader_child) {
+        printf("fault_soak reader ready\n");
+        fflush(stdout);
+    } else if (!opt.calm) {
+        pthread_create(&chaos, NULL, chaos_main, NULL);
+    }
 
     pthread_mutex_lock(&done_mu);
     while (!atomic_load(&stop_flag) && now_s() - start < opt.duration_s) {
@@ -1200,7 +1413,8 @@ static int run_soak(void)
     atomic_store(&stop_flag, 1);
     pthread_cond_broadcast(&done_cv);
     pthread_mutex_unlock(&done_mu);
-    pthread_join(chaos, NULL); /* resumes every stopped holder */
+    if (!opt.reader_child && !opt.calm)
+        pthread_join(chaos, NULL); /* resumes every stopped holder and reader */
 
     /* An op in flight may wait out one transfer timeout per attempt; far more is a hang. */
     double grace = 4.0 * opt.transfer_timeout_s + 10.0;
@@ -1213,9 +1427,18 @@ static int run_soak(void)
         verified += total[o].verified;
         wrong += total[o].wrong;
     }
+    for (int i = 0; i < opt.readers; i++)
+        reader_finish(&readers[i], i);
     print_table(total, elapsed);
+    if (opt.readers > 0)
+        printf("stalled readers: %d, %" PRIu64 " stalls, %" PRIu64 " verified reads, %" PRIu64
+               " WRONG BYTES%s\n",
+               opt.readers, reader_stops, reader_verified, reader_wrong,
+               reader_lost ? ", a reader's report was lost" : "");
+    verified += reader_verified;
+    wrong += reader_wrong;
     const char *result = wrong                         ? "wrong_bytes"
-                         : hung                        ? "hang"
+                         : hung || reader_lost         ? "hang_or_lost_reader"
                          : verified < opt.min_verified ? "too_few_reads"
                                                        : "pass";
     printf("fault_soak: %" PRIu64 " verified reads, %" PRIu64 " WRONG BYTES: %s\n", verified, wrong,
@@ -1232,6 +1455,7 @@ static int run_soak(void)
     for (int i = 0; i < opt.threads; i++)
         pthread_join(workers[i].tid, NULL);
     return wrong                         ? SOAK_EXIT_WRONG_BYTES
+           : reader_lost                 ? SOAK_EXIT_HANG
            : verified < opt.min_verified ? SOAK_EXIT_TOO_FEW_READS
                                          : SOAK_EXIT_PASS;
 }
@@ -1248,10 +1472,12 @@ int main(int argc, char **argv)
     signal(SIGTERM, on_stop_request);
     atexit(mc_cluster_kill_all);
     set_child_environment();
-    printf("fault_soak: seed %" PRIu64 ", %.0f s, %d threads, %d holders of %s, client_ttl %d s, "
-           "lease %d ms, transfer timeout %d s, shm %s\n",
-           opt.seed, opt.duration_s, opt.threads, opt.holders, opt.segment, opt.client_ttl_s,
-           opt.lease_ms, opt.transfer_timeout_s, opt.no_shm ? "off" : "on");
+    if (!opt.reader_child)
+        printf("fault_soak: seed %" PRIu64
+               ", %.0f s, %d threads, %d holders of %s, client_ttl %d s, "
+               "lease %d ms, transfer timeout %d s, shm %s\n",
+               opt.seed, opt.duration_s, opt.threads, opt.holders, opt.segment, opt.client_ttl_s,
+               opt.lease_ms, opt.transfer_timeout_s, opt.no_shm ? "off" : "on");
 
     rc = SOAK_EXIT_SETUP;
     if (setup_keys() == 0 && setup_cluster() == 0 && setup_workers() == 0)
