@@ -128,6 +128,11 @@ typedef struct soak_thread {
     uint8_t *plain;      /* unregistered: put source, get and get_batch destinations */
     uint8_t *registered; /* registered: put_from source, get_into(_batch) destinations */
     uint8_t *expect;     /* scratch for the expected bytes */
+    /* What each destination slot held after its last use ([0] plain, [1] registered; slot 0
+     * single-key, 1.. batch): key index + 1 and generation, 0 = unknown. Names stale bytes. */
+    uint32_t prev_key[2][SOAK_MAX_BATCH + 1], prev_gen[2][SOAK_MAX_BATCH + 1];
+    int cur_area, cur_slot; /* the slot being verified */
+    uint32_t found_gen;     /* set by a verification that passed */
     soak_op_stats_t stats[OP_COUNT];
 } soak_thread_t;
 
@@ -394,8 +399,10 @@ static soak_verdict_t verify_small(soak_thread_t *t, soak_op_t op, soak_key_t *k
         if (value_size(k, g) != len)
             continue;
         fill_stream(k, g, t->expect, len);
-        if (memcmp(t->expect, got, len) == 0)
+        if (memcmp(t->expect, got, len) == 0) {
+            t->found_gen = g;
             return verdict_for_gen(k, g);
+        }
         if (!nearest)
             nearest = g;
     }
@@ -418,6 +425,47 @@ static soak_key_t *key_by_header(const soak_header_t *h)
     return NULL;
 }
 
+/* Where the wrong bytes from offset `off` on come from, as far as can be told. */
+static void describe_foreign(soak_thread_t *t, const uint8_t *got, size_t len, size_t off,
+                             const uint8_t *expected, char *out, size_t cap)
+{
+    size_t differ = 0, last = off;
+    for (size_t i = off; expected && i < len; i++) {
+        if (got[i] != expected[i]) {
+            differ++;
+            last = i;
+        }
+    }
+    int n = expected ? snprintf(out, cap, "%zu of %zu bytes from there differ, the last at %zu",
+                                differ, len - off, last)
+                     : snprintf(out, cap, "generation unknown");
+    uint32_t pk = t->prev_key[t->cur_area][t->cur_slot], pg = t->prev_gen[t->cur_area][t->cur_slot];
+    if (pk && pg && n > 0 && (size_t)n < cap) {
+        soak_key_t *prev = &keys[pk - 1];
+        size_t plen = value_size(prev, pg), cmp = len - off < 8 ? len - off : 8;
+        if (plen >= off + cmp) {
+            make_value(prev, pg, t->expect);
+            if (memcmp(t->expect + off, got + off, cmp) == 0)
+                n += snprintf(out + n, cap - (size_t)n,
+                              "; they are STALE: the buffer's previous content (%s gen %u): "
+                              "the destination was not written there",
+                              prev->name, pg);
+        }
+    }
+    for (size_t x = (off + 7) & ~(size_t)7; x + SOAK_HEADER_SIZE <= len && n > 0 && (size_t)n < cap;
+         x += 8) {
+        soak_header_t h;
+        memcpy(&h, got + x, sizeof(h));
+        if (h.magic != SOAK_MAGIC || h.crc != crc32_bytes(&h, offsetof(soak_header_t, crc)))
+            continue;
+        soak_key_t *other = key_by_header(&h);
+        n += snprintf(out + n, cap - (size_t)n,
+                      "; an object of %s gen %u (length %" PRIu64 ") begins at offset %zu",
+                      other ? other->name : "(unknown key)", h.gen, h.length, x);
+        break;
+    }
+}
+
 static soak_verdict_t verify_value(soak_thread_t *t, soak_op_t op, soak_key_t *k,
                                    const uint8_t *got, size_t len)
 {
@@ -431,12 +479,14 @@ static soak_verdict_t verify_value(soak_thread_t *t, soak_op_t op, soak_key_t *k
     memcpy(&h, got, sizeof(h));
     uint32_t issued = key_issued(k);
     if (h.magic != SOAK_MAGIC || h.crc != crc32_bytes(&h, offsetof(soak_header_t, crc))) {
+        char where[512];
+        describe_foreign(t, got, len, 0, NULL, where, sizeof(where));
         uint32_t g = source_gen(k, issued, got, len, 0, t->expect);
         report_wrong(t, op, k, len,
                      "no valid header (magic %08x, crc %s; first 8 bytes %s gen %u of this "
-                     "key's streams; issued %u)",
+                     "key's streams; issued %u): %s",
                      h.magic, h.magic == SOAK_MAGIC ? "bad" : "-", g ? "match" : "match no recent",
-                     g, issued);
+                     g, issued, where);
         return VERIFY_WRONG;
     }
     if (h.key_hash != k->hash || h.key_id != (uint32_t)(k - keys)) {
@@ -460,20 +510,28 @@ static soak_verdict_t verify_value(soak_thread_t *t, soak_op_t op, soak_key_t *k
                      h.gen, issued, h.length, want, len);
         return VERIFY_WRONG;
     }
-    make_value(k, h.gen, t->expect);
-    size_t off = first_diff(t->expect, got, len);
+    uint8_t *expected = malloc(len);
+    if (!expected) {
+        fprintf(stderr, "fault_soak: out of memory\n");
+        abort();
+    }
+    make_value(k, h.gen, expected);
+    size_t off = first_diff(expected, got, len);
     if (off < len) {
+        char where[512];
+        describe_foreign(t, got, len, off, expected, where, sizeof(where));
         uint32_t g = source_gen(k, issued, got, len, off, t->expect);
         report_wrong(t, op, k, len,
-                     "generation %u (issued %u) differs from offset %zu on (%zu bytes after "
-                     "it checked); bytes there %s %u",
-                     h.gen, issued, off, len - off,
-                     g ? "match this key's generation"
-                       : "match no recent generation (<=64) of "
-                         "this key, e.g.",
-                     g);
+                     "generation %u (issued %u, %s) torn from offset %zu: %s; bytes there match "
+                     "%s %u of this key",
+                     h.gen, issued,
+                     key_fate(k, h.gen) == GEN_ACKED ? "acked" : "put not acked (yet)", off, where,
+                     g ? "generation" : "no recent generation, e.g.", g);
+        free(expected);
         return VERIFY_WRONG;
     }
+    free(expected);
+    t->found_gen = h.gen;
     return verdict_for_gen(k, h.gen);
 }
 
@@ -498,17 +556,24 @@ static void count_code(soak_op_stats_t *s, int code)
 
 /* One read result: rc is the get's result for this key, buf its destination. */
 static void account_read(soak_thread_t *t, soak_op_t op, soak_key_t *k, int64_t rc,
-                         const uint8_t *buf)
+                         const uint8_t *buf, int area, int slot)
 {
     soak_op_stats_t *s = &t->stats[op];
     s->results++;
+    t->cur_area = area;
+    t->cur_slot = slot;
+    t->found_gen = 0;
     if (rc < 0) {
         count_code(s, (int)rc);
+        t->prev_key[area][slot] = t->prev_gen[area][slot] = 0; /* may be partly written */
         return;
     }
     s->ok++;
     s->bytes += (uint64_t)rc;
-    switch (verify_value(t, op, k, buf, (size_t)rc)) {
+    soak_verdict_t v = verify_value(t, op, k, buf, (size_t)rc);
+    t->prev_key[area][slot] = t->found_gen ? (uint32_t)(k - keys) + 1 : 0;
+    t->prev_gen[area][slot] = t->found_gen;
+    switch (v) {
     case VERIFY_WRONG:
         s->wrong++;
         return;
@@ -592,6 +657,8 @@ static void do_write(soak_thread_t *t, soak_op_t op)
         break;
     }
     key_settle(k, gen, rc == 0);
+    t->prev_key[registered][0] = (uint32_t)(k - keys) + 1; /* the source slot holds it now */
+    t->prev_gen[registered][0] = gen;
     t->stats[op].calls++;
     account_status(t, op, rc, len);
 }
@@ -604,7 +671,7 @@ static void do_get(soak_thread_t *t, soak_op_t op)
     int64_t rc = op == OP_GET_INTO ? mc_store_get_into(store, k->name, dst, opt.vmax)
                                    : mc_store_get(store, k->name, dst, opt.vmax);
     t->stats[op].calls++;
-    account_read(t, op, k, rc, dst);
+    account_read(t, op, k, rc, dst, op == OP_GET_INTO, 0);
 }
 
 static void do_get_batch(soak_thread_t *t, soak_op_t op)
@@ -636,7 +703,7 @@ static void do_get_batch(soak_thread_t *t, soak_op_t op)
             t->stats[op].wrong++;
             continue;
         }
-        account_read(t, op, ks[i], results[i], bufs[i]);
+        account_read(t, op, ks[i], results[i], bufs[i], op == OP_GET_INTO_BATCH, (int)i + 1);
     }
 }
 
