@@ -161,6 +161,7 @@ static int reader_lost;
 static soak_chaos_stats_t chaos_stats;
 static soak_thread_t *workers;
 static atomic_int stop_flag;
+static double start_time; /* now_s() when the soak began */
 static atomic_int workers_running;
 static atomic_uint_fast64_t wrong_logged;
 static pthread_mutex_t done_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -377,8 +378,8 @@ static void report_wrong(soak_thread_t *t, soak_op_t op, const soak_key_t *k, si
     va_start(ap, fmt);
     vsnprintf(why, sizeof(why), fmt, ap);
     va_end(ap);
-    fprintf(stderr, "fault_soak: WRONG BYTES thread %d %s key %s size %zu: %s\n", t->index,
-            op_names[op], k->name, len, why);
+    fprintf(stderr, "fault_soak: t=%.1fs WRONG BYTES thread %d %s key %s size %zu: %s\n",
+            now_s() - start_time, t->index, op_names[op], k->name, len, why);
 }
 
 typedef enum { VERIFY_OK, VERIFY_OK_UNACKED, VERIFY_OK_FAILED, VERIFY_WRONG } soak_verdict_t;
@@ -791,12 +792,12 @@ static void chaos_act(soak_holder_t *h, uint64_t *rng, double now)
 {
     double ttl = opt.client_ttl_s;
     uint64_t pick = rng_below(rng, 100);
-    if (pick < 40) { /* short stall: 0.5 .. 2x client_ttl */
+    if (pick < 30) { /* short stall: 0.5 .. 2x client_ttl */
         kill(h->h.proc.pid, SIGSTOP);
         h->state = HOLDER_STOPPED;
         h->until = now + ttl * (0.5 + 1.5 * rng_unit(rng));
         chaos_stats.short_stops++;
-    } else if (pick < 65) { /* past the ttl: the master expires it, it re-mounts */
+    } else if (pick < 70) { /* past the ttl: the master expires it, it re-mounts */
         kill(h->h.proc.pid, SIGSTOP);
         h->state = HOLDER_STOPPED;
         h->until = now + ttl * 2.0 + 1.0 + 2.0 * rng_unit(rng);
@@ -809,7 +810,7 @@ static void chaos_act(soak_holder_t *h, uint64_t *rng, double now)
         chaos_stats.kills++;
     }
     if (opt.verbose)
-        fprintf(stderr, "fault_soak: chaos %s holder %s for %.1f s\n",
+        fprintf(stderr, "fault_soak: t=%.1fs chaos %s holder %s for %.1f s\n", now - start_time,
                 h->state == HOLDER_STOPPED ? "SIGSTOP" : "SIGKILL", h->h.segment, h->until - now);
 }
 
@@ -864,7 +865,8 @@ static void chaos_stall_reader(uint64_t *rng, double now)
     r->until = now + 0.2 + (longest - 0.2) * rng_unit(rng);
     reader_stops++;
     if (opt.verbose)
-        fprintf(stderr, "fault_soak: chaos SIGSTOP %s for %.1f s\n", r->h.segment, r->until - now);
+        fprintf(stderr, "fault_soak: t=%.1fs chaos SIGSTOP %s for %.1f s\n", now - start_time,
+                r->h.segment, r->until - now);
 }
 
 static void readers_tick(double now)
@@ -938,8 +940,9 @@ static void chaos_expire_under_reader(uint64_t *rng, double now)
     chaos_stats.long_stops++;
     reader_stops++;
     if (opt.verbose)
-        fprintf(stderr, "fault_soak: chaos SIGSTOP holder %s for %.1f s under %s (%.1f s)\n",
-                h->h.segment, h->until - now, r->h.segment, r->until - now);
+        fprintf(stderr,
+                "fault_soak: t=%.1fs chaos SIGSTOP holder %s for %.1f s under %s (%.1f s)\n",
+                now - start_time, h->h.segment, h->until - now, r->h.segment, r->until - now);
 }
 
 static void readers_chaos(uint64_t *rng, double now, double *next_stall)
@@ -975,7 +978,7 @@ static void chaos_tick(uint64_t *rng, double *next_action, double *next_stall)
     }
     if (now < *next_action)
         return;
-    *next_action = now + 0.4 + 1.6 * rng_unit(rng);
+    *next_action = now + 0.3 + 1.2 * rng_unit(rng);
     /* Keep one holder serving (when there are two or more) so reads can succeed at all. */
     if (running_holders() < (opt.holders > 1 ? 2 : 1))
         return;
@@ -1459,7 +1462,7 @@ static void set_child_environment(void)
 static int run_soak(void)
 {
     pthread_t chaos;
-    double start = now_s();
+    double start = start_time = now_s();
     atomic_store(&workers_running, opt.threads);
     for (int i = 0; i < opt.threads; i++)
         pthread_create(&workers[i].tid, NULL, worker_main, &workers[i]);
