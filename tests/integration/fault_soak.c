@@ -5,23 +5,29 @@
  * lease paths run) and N mooncake_client holders on loopback (tests/support/cluster.h), then,
  * in this process, one store client (no segment) shared by T worker threads that put, upsert,
  * put_from, upsert_from, get, get_into, get_batch, get_into_batch and remove keys of a moderate
- * key space, 1 B .. ~1 MiB, replica_num 1 or 2. A chaos thread meanwhile SIGSTOPs holders (for
- * 0.5..2x client_ttl, and sometimes well past it so the master expires them and they re-mount),
- * and SIGKILLs and restarts them.
+ * key space (1/8 of it hot), 1 B .. ~1 MiB, replica_num 1 or 2. A chaos thread meanwhile
+ * SIGSTOPs holders (for 0.5..2x client_ttl, and often past it so the master expires them and
+ * they re-mount), SIGKILLs and restarts them, and SIGSTOPs "stalled readers": child processes
+ * (this program with --reader_child) that only read and verify, so some reads stall mid-flight,
+ * sometimes across a holder's expiry and re-mount.
  *
  * Every value is unique per (key, generation): the first 32 bytes are a header (magic,
- * generation, key hash, length, key id, CRC32 of the header) and every byte, header included
- * where the value is shorter than it, comes from a PRNG stream seeded by (key, generation). The
- * value's size is a function of (key, generation) too. A read that returns success is verified
- * completely: the key's own bytes, a generation that was written, the size of that generation,
- * the whole body. Anything else is WRONG BYTES and logged (key, size, generation found and
- * issued, first differing offset). Errors are fine: they are counted per code.
+ * generation, key hash, length, key id, CRC32 of the header) and every other byte comes from a
+ * PRNG stream seeded by (key, generation); values shorter than the header are a prefix of the
+ * stream. The value's size is a function of (key, generation) too. A read that returns success
+ * is verified completely: the key's own bytes, a generation that was issued, that generation's
+ * size, the whole body. Anything else is WRONG BYTES, logged with key, size, generation found and
+ * issued, first differing offset and, when it can tell, where the bytes came from (another key's
+ * object beginning inside, stale bytes the get did not write). Any generation ever issued is a
+ * legitimate answer (puts, upserts and removes race); reads of one whose put had not returned,
+ * or failed, are counted ("unacked"), not failed. Errors are fine: counted per code.
  *
  * Exit 0 only with 0 wrong bytes and at least --min_verified verified reads; every child is
  * stopped and reaped on every path (the cluster registry, an atexit hook and a SIGABRT hook).
  *
  *   fault_soak [--duration=40] [--threads=8] [--holders=3] [--seed=N] [--value_size=1-1048576]
- *              [--json=PATH] ...   (--help lists all; MC_SOAK_SECONDS sets the default duration)
+ *              [--lease_ms=1000] [--json=PATH] ...   (--help lists all; MC_SOAK_SECONDS sets the
+ *              default duration)
  */
 #include "mooncake/errors.h"
 #include "mooncake/store.h"
@@ -1147,7 +1153,9 @@ static void usage(FILE *out)
             "  --verbose               log every chaos action\n"
             "  --calm                  no chaos (a baseline: the same load, no faults)\n"
             "Exit: 0 pass, 1 wrong bytes, 2 too few verified reads, 3 set-up failed,\n"
-            "4 workers hung at the end, 64 usage.\n",
+            "4 workers hung at the end (or a reader was lost), 64 usage.\n"
+            "Table: results count each key of a batch; verified = reads checked byte for byte;\n"
+            "unacked = verified reads of a generation whose put had not returned or failed.\n",
             SOAK_MAX_THREADS, SOAK_MAX_HOLDERS, SOAK_MAX_READERS);
 }
 
