@@ -341,7 +341,6 @@ static void *accept_main(void *p)
             break;
         }
         mc_net_tune_socket(fd);
-        mc_net_set_timeouts(fd, te->timeout_ms);
         conn_arg_t *arg = malloc(sizeof(*arg));
         pthread_mutex_lock(&te->conn_lock);
         int ok = arg != NULL;
@@ -418,7 +417,7 @@ void mc_tcp_server_stop(mc_transfer_engine_t *te)
 
 /* ---- client ----------------------------------------------------------------------------- */
 
-static int pool_get(mc_transfer_engine_t *te, mc_peer_t *peer, int *pooled, uint64_t deadline_ms)
+static int pool_get(mc_peer_t *peer, int *pooled, uint64_t deadline_ms)
 {
     pthread_mutex_lock(&peer->lock);
     if (peer->idle_count > 0) {
@@ -438,12 +437,8 @@ static int pool_get(mc_transfer_engine_t *te, mc_peer_t *peer, int *pooled, uint
     int fd = mc_net_connect_tcp(peer->host, peer->port,
                                 left < MC_TCP_CONNECT_TIMEOUT_MS ? (int)left
                                                                  : MC_TCP_CONNECT_TIMEOUT_MS);
-    if (fd < 0) {
-        if (mc_peer_should_log(peer))
-            MC_ERROR("cannot connect to segment %s: %s", peer->name, strerror(errno));
-        return fd;
-    }
-    mc_net_set_timeouts(fd, te->timeout_ms);
+    if (fd < 0 && mc_peer_should_log(peer))
+        MC_ERROR("cannot connect to segment %s: %s", peer->name, strerror(errno));
     return fd;
 }
 
@@ -517,7 +512,7 @@ int mc_tcp_transfer(mc_transfer_engine_t *te, mc_peer_t *peer, int opcode, void 
     uint64_t deadline = mc_now_ms() + (uint64_t)te->timeout_ms;
     for (int attempt = 0;; attempt++) {
         int pooled;
-        int fd = pool_get(te, peer, &pooled, deadline);
+        int fd = pool_get(peer, &pooled, deadline);
         if (fd < 0)
             return MC_ERR_TRANSFER_FAIL;
         int rc = exchange(fd, opcode, local, remote, len, epoch, deadline);

@@ -433,8 +433,8 @@ static void test_initiator_fails_within_the_timeout_when_the_target_is_stopped(v
     assert_int_equal(w, MC_ERR_TRANSFER_FAIL);
     assert_int_equal(r, MC_ERR_TRANSFER_FAIL);
     /* One transfer timeout per slice as a whole (slices run in parallel), plus a margin. */
-    assert_true(t1 - t0 <= TIMEOUT_MS + 750);
-    assert_true(t2 - t1 <= TIMEOUT_MS + 750);
+    assert_true(t1 - t0 <= TIMEOUT_MS + 900);
+    assert_true(t2 - t1 <= TIMEOUT_MS + 900);
 
     /* Running again: new connections move bytes. */
     fill(src, len, 12);
