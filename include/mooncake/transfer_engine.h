@@ -15,6 +15,17 @@
  *           MC_DISABLE_SHM=1.
  *   tcp   — anything else: length-prefixed frames, bytes received straight into the destination,
  *           a write completes only once the receiver confirms the bytes are in place.
+ *   rdma  — config.protocol "rdma" (builds with USE_RDMA=ON, on UCX): one-sided put/get with
+ *           UCX to peers whose descriptor carries a UCX worker address (rdma peers); tcp peers
+ *           are still reached over tcp, and an rdma engine serves tcp peers too. shm keeps
+ *           priority for same-host peers (disable it, e.g. MC_DISABLE_SHM=1, to use UCX on one
+ *           host). Devices: UCX's automatic choice, or config.device_names ("mlx5_0,mlx5_1";
+ *           "mlx5_0" means port 1); a name that is not a device of this host fails
+ *           mc_te_create() with MC_ERR_INVALID_PARAMS. With no RDMA device (or none among
+ *           device_names) the engine logs one warning and runs over UCX's tcp/shared-memory
+ *           transports — unless env MC_RDMA_REQUIRE_DEVICE=1, then mc_te_create() fails with
+ *           MC_ERR_NOT_SUPPORTED. In builds without it, "rdma" fails with MC_ERR_NOT_SUPPORTED
+ *           ("rdma transport not built").
  *
  * Time bounds (tcp): each slice of a request (MC_SLICE_SIZE bytes, 4 MiB by default) must
  * complete — connect, send, reply, one retry on a dead pooled connection — within the transfer
@@ -32,17 +43,6 @@
  * MC_ERR_INVALID_READ; the owner logs "stale epoch"); a refused write's bytes are discarded.
  * shm and rdma are NOT checked: the initiator copies straight to/from the owner's memory
  * without the owner taking part. The store's end-to-end checksum covers those.
- *   rdma  — config.protocol "rdma" (builds with USE_RDMA=ON, on UCX): one-sided put/get with
- *           UCX to peers whose descriptor carries a UCX worker address (rdma peers); tcp peers
- *           are still reached over tcp, and an rdma engine serves tcp peers too. shm keeps
- *           priority for same-host peers (disable it, e.g. MC_DISABLE_SHM=1, to use UCX on one
- *           host). Devices: UCX's automatic choice, or config.device_names ("mlx5_0,mlx5_1";
- *           "mlx5_0" means port 1); a name that is not a device of this host fails
- *           mc_te_create() with MC_ERR_INVALID_PARAMS. With no RDMA device (or none among
- *           device_names) the engine logs one warning and runs over UCX's tcp/shared-memory
- *           transports — unless env MC_RDMA_REQUIRE_DEVICE=1, then mc_te_create() fails with
- *           MC_ERR_NOT_SUPPORTED. In builds without it, "rdma" fails with MC_ERR_NOT_SUPPORTED
- *           ("rdma transport not built").
  *
  * Metadata (how peers find a segment's descriptor): "P2PHANDSHAKE" (ask the endpoint itself) or
  * "http://host:port/metadata" (descriptors published with PUT, looked up with GET; a segment not
@@ -127,9 +127,9 @@ typedef struct mc_transfer_status {
     mc_transfer_state_t state;
     int error;                /* 0, or the store code that failed the request */
     size_t transferred_bytes; /* bytes confirmed so far */
-    /* mc_now_ms()-style monotonic time (CLOCK_MONOTONIC, milliseconds) at which the request
-     * reached COMPLETED or FAILED; 0 while WAITING. Comparable to clock_gettime(CLOCK_MONOTONIC)
-     * in this process, e.g. to judge each request of a batch against its own lease. */
+    /* When the request reached COMPLETED or FAILED: CLOCK_MONOTONIC in milliseconds (tv_sec *
+     * 1000 + tv_nsec / 1000000, as clock_gettime gives it in this process); 0 while WAITING.
+     * For judging each request of a batch against its own lease. */
     uint64_t finish_ms;
 } mc_transfer_status_t;
 
