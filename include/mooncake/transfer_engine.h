@@ -27,6 +27,23 @@
  *           MC_ERR_NOT_SUPPORTED. In builds without it, "rdma" fails with MC_ERR_NOT_SUPPORTED
  *           ("rdma transport not built").
  *
+ * Time bounds (tcp): each slice of a request (MC_SLICE_SIZE bytes, 4 MiB by default) must
+ * complete — connect, send, reply, one retry on a dead pooled connection — within the transfer
+ * timeout (config.transfer_timeout_ms) as a whole, not per socket call; past it the slice fails
+ * with MC_ERR_TRANSFER_FAIL. On the serving side a request must arrive and be answered within
+ * the transfer timeout of the serving engine from when its header started to arrive; a write
+ * whose payload is not fully received by then is never acknowledged. Either side then aborts
+ * the connection (RST, no graceful close): bytes still queued are discarded by the kernel,
+ * never delivered later (e.g. once a cut link comes back).
+ *
+ * Epochs: a segment's owner may hold an epoch (mc_te_set_epoch(), from the store's master at
+ * each mount) and a request may carry one (mc_transfer_req_t.epoch). Where the owner moves the
+ * bytes — tcp, and the local path — a request whose epoch is nonzero and differs from the
+ * owner's nonzero epoch is refused before any byte moves (MC_ERR_INVALID_WRITE /
+ * MC_ERR_INVALID_READ; the owner logs "stale epoch"); a refused write's bytes are discarded.
+ * shm and rdma are NOT checked: the initiator copies straight to/from the owner's memory
+ * without the owner taking part. The store's end-to-end checksum covers those.
+ *
  * Metadata (how peers find a segment's descriptor): "P2PHANDSHAKE" (ask the endpoint itself) or
  * "http://host:port/metadata" (descriptors published with PUT, looked up with GET; a segment not
  * found there is still asked directly, so HTTP and P2PHANDSHAKE peers interoperate).
@@ -38,7 +55,8 @@
  *                            MC_RDMA_REQUIRE_DEVICE=1 on a host without an RDMA device
  *   MC_ERR_SEGMENT_NOT_FOUND the segment's descriptor cannot be found or its owner is unreachable
  *   MC_ERR_INVALID_WRITE / MC_ERR_INVALID_READ  the range is not inside the target's registered
- *                            memory (checked before any byte moves)
+ *                            memory, or (tcp, local) the request's epoch is stale (both checked
+ *                            before any byte moves)
  *   MC_ERR_TRANSFER_FAIL     the peer failed, closed or stalled longer than the transfer timeout
  *   MC_ERR_RPC_TIMEOUT       mc_te_wait() timed out (requests keep running)
  *   MC_ERR_INTERNAL_ERROR    out of memory, cannot listen, ...
@@ -76,7 +94,8 @@ typedef struct mc_transfer_engine_config {
     const char *device_names;
     /* 1: never use shared memory to same-host peers (also MC_DISABLE_SHM=1). */
     int disable_shm;
-    /* Bound on a stalled peer, ms; 0 = MC_TRANSFER_TIMEOUT env (seconds) or 30000. */
+    /* Bound on one slice of a request (initiator) and on serving one request (owner), ms, as a
+     * whole (see "Time bounds"); 0 = MC_TRANSFER_TIMEOUT env (seconds) or 30000. */
     int transfer_timeout_ms;
     /* Initiator threads moving tcp/rdma slices (each owns one UCX worker under rdma); 0 = 4. */
     int worker_threads;
@@ -93,6 +112,8 @@ typedef struct mc_transfer_req {
     mc_segment_id_t target_id; /* from mc_te_open_segment() */
     uint64_t target_offset;    /* address in the target's registered memory, as its owner sees it */
     size_t length;             /* bytes, > 0 */
+    /* The target segment's mount epoch as the caller knows it; 0 = not checked. Last field, so
+     * positional initializers of the fields above leave it 0. See "Epochs". */
     uint64_t epoch;
 } mc_transfer_req_t;
 
@@ -106,9 +127,11 @@ typedef struct mc_transfer_status {
     mc_transfer_state_t state;
     int error;                /* 0, or the store code that failed the request */
     size_t transferred_bytes; /* bytes confirmed so far */
+    /* When the request reached COMPLETED or FAILED: CLOCK_MONOTONIC in milliseconds (tv_sec *
+     * 1000 + tv_nsec / 1000000, as clock_gettime gives it in this process); 0 while WAITING.
+     * For judging each request of a batch against its own lease. */
     uint64_t finish_ms;
 } mc_transfer_status_t;
-int mc_te_set_epoch(mc_transfer_engine_t *te, uint64_t epoch);
 
 /*
  * Creates an engine: starts listening on local_server_name, and publishes the (still empty)
@@ -131,6 +154,17 @@ const char *mc_te_protocol(const mc_transfer_engine_t *te);
  * Returns 0 or MC_ERR_RPC_FAIL (service unreachable).
  */
 int mc_te_republish(mc_transfer_engine_t *te);
+
+/*
+ * Sets this engine's segment epoch: the epoch the store's master gave the segment at its latest
+ * mount; 0 = none (the default: every request accepted). From the moment it is stored, requests
+ * the owner serves (tcp, local) with a nonzero epoch different from a nonzero `epoch` are refused
+ * (see "Epochs"). Before returning it waits for transfers admitted under the previous epoch that
+ * still move bytes to finish — at most the transfer timeout plus one second, by which time each
+ * of them has completed or been aborted. Safe to call from any thread while transfers run.
+ * Returns 0, or MC_ERR_INVALID_PARAMS when te is NULL.
+ */
+int mc_te_set_epoch(mc_transfer_engine_t *te, uint64_t epoch);
 
 /*
  * Allocates `length` bytes of shared memory (a memfd mapped MAP_SHARED|MAP_NORESERVE: pages are

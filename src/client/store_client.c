@@ -1171,6 +1171,11 @@ static void *ping_main(void *arg)
             /* A re-mount the master deferred (its range still fenced by read leases) is tried
              * again on every ping until it succeeds. */
             if (resp->client_status == 2 /* NEED_REMOUNT */ || s->remount_pending) {
+                /* Until the new mount's epoch is known, no transfer naming any epoch is served,
+                 * and those admitted under the old one drain first: a late write of the old
+                 * mount can then never land on memory the new mount hands out. */
+                if (s->segment)
+                    mc_te_set_epoch(s->te, UINT64_MAX);
                 int mrc = segment_call(s, MC_RPC_REMOUNT_SEGMENT);
                 s->remount_pending = mrc != 0;
                 /* A restarted master also lost its embedded metadata service's entries. */

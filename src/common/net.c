@@ -24,8 +24,7 @@
 
 #define MC_SOCKET_BUFFER_BYTES (4 << 20)
 
-int mc_net_split_endpoint(const char *endpoint, int default_port, char host[MC_HOST_MAX],
-                          int *port)
+int mc_net_split_endpoint(const char *endpoint, int default_port, char host[MC_HOST_MAX], int *port)
 {
     if (!endpoint || !*endpoint)
         return MC_ERR_INVALID_PARAMS;
@@ -66,8 +65,7 @@ int mc_net_split_endpoint(const char *endpoint, int default_port, char host[MC_H
 
 static int is_wildcard(const char *host)
 {
-    return !host || !*host || !strcmp(host, "0.0.0.0") || !strcmp(host, "::") ||
-           !strcmp(host, "*");
+    return !host || !*host || !strcmp(host, "0.0.0.0") || !strcmp(host, "::") || !strcmp(host, "*");
 }
 
 void mc_net_primary_address(char out[MC_HOST_MAX])
@@ -252,6 +250,115 @@ int mc_net_recv_all(int fd, void *buf, size_t len)
         len -= (size_t)n;
     }
     return 0;
+}
+
+/* Sets SO_RCVTIMEO or SO_SNDTIMEO to the time left before deadline_ms; 0 when none is left. */
+static int arm_timeout(int fd, int optname, uint64_t deadline_ms)
+{
+    uint64_t now = mc_now_ms();
+    if (now >= deadline_ms) {
+        errno = ETIMEDOUT;
+        return 0;
+    }
+    uint64_t left = deadline_ms - now;
+    struct timeval tv = {.tv_sec = (time_t)(left / 1000),
+                         .tv_usec = (suseconds_t)(left % 1000) * 1000};
+    setsockopt(fd, SOL_SOCKET, optname, &tv, sizeof(tv));
+    return 1;
+}
+
+/*
+ * A timed-out call may return EAGAIN before the deadline by a jiffy: the loop re-arms the
+ * timeout and only gives up once the deadline has really passed.
+ */
+static int timed_out_early(int err, uint64_t deadline_ms)
+{
+    return (err == EAGAIN || err == EWOULDBLOCK) && mc_now_ms() < deadline_ms;
+}
+
+int mc_net_recv_all_by(int fd, void *buf, size_t len, uint64_t deadline_ms)
+{
+    char *p = buf;
+    /* First without blocking: small frames have usually arrived whole (no setsockopt). */
+    int flags = MSG_DONTWAIT;
+    while (len > 0) {
+        if (mc_now_ms() >= deadline_ms) { /* e.g. this process was stopped past it */
+            errno = ETIMEDOUT;
+            return MC_ERR_TRANSFER_FAIL;
+        }
+        if (!flags && !arm_timeout(fd, SO_RCVTIMEO, deadline_ms))
+            return MC_ERR_TRANSFER_FAIL;
+        ssize_t n = recv(fd, p, len, flags ? flags : MSG_WAITALL);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (flags && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+                flags = 0;
+                continue;
+            }
+            if (timed_out_early(errno, deadline_ms))
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                errno = ETIMEDOUT;
+            return MC_ERR_TRANSFER_FAIL;
+        }
+        if (n == 0) {
+            errno = ECONNRESET;
+            return MC_ERR_TRANSFER_FAIL;
+        }
+        p += n;
+        len -= (size_t)n;
+        flags = 0;
+    }
+    return 0;
+}
+
+int mc_net_sendmsg_all_by(int fd, struct iovec *iov, int iovcnt, uint64_t deadline_ms)
+{
+    int flags = MSG_DONTWAIT;
+    while (iovcnt > 0) {
+        if (mc_now_ms() >= deadline_ms) {
+            errno = ETIMEDOUT;
+            return MC_ERR_TRANSFER_FAIL;
+        }
+        if (!flags && !arm_timeout(fd, SO_SNDTIMEO, deadline_ms))
+            return MC_ERR_TRANSFER_FAIL;
+        struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)iovcnt};
+        ssize_t n = sendmsg(fd, &msg, MSG_NOSIGNAL | flags);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (flags && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+                flags = 0;
+                continue;
+            }
+            if (timed_out_early(errno, deadline_ms))
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                errno = ETIMEDOUT;
+            return MC_ERR_TRANSFER_FAIL;
+        }
+        while (iovcnt > 0 && (size_t)n >= iov->iov_len) {
+            n -= (ssize_t)iov->iov_len;
+            iov++;
+            iovcnt--;
+        }
+        if (iovcnt > 0) {
+            iov->iov_base = (char *)iov->iov_base + n;
+            iov->iov_len -= (size_t)n;
+        }
+        flags = 0;
+    }
+    return 0;
+}
+
+void mc_net_abort(int fd)
+{
+    if (fd < 0)
+        return;
+    struct linger lg = {.l_onoff = 1, .l_linger = 0};
+    setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+    close(fd);
 }
 
 void mc_net_host_id(char out[MC_HOST_MAX])

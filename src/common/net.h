@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 #define MC_HOST_MAX 256
 #define MC_ENDPOINT_MAX (MC_HOST_MAX + 8)
@@ -55,6 +56,25 @@ void mc_net_set_timeouts(int fd, int timeout_ms);
  */
 int mc_net_send_all(int fd, const void *buf, size_t len);
 int mc_net_recv_all(int fd, void *buf, size_t len);
+
+/*
+ * Deadline-bounded forms: the whole buffer must move before deadline_ms (mc_now_ms() clock), not
+ * each call (a socket timeout restarts on every partial progress, so a peer trickling one byte
+ * at a time would never time out). They set SO_RCVTIMEO / SO_SNDTIMEO to the time left before
+ * each blocking call, overwriting what mc_net_set_timeouts() set. Return 0, or
+ * MC_ERR_TRANSFER_FAIL when the peer closed, the socket failed, or the deadline passed (then
+ * errno is ETIMEDOUT). The sendmsg form advances `iov` in place.
+ */
+int mc_net_recv_all_by(int fd, void *buf, size_t len, uint64_t deadline_ms);
+int mc_net_sendmsg_all_by(int fd, struct iovec *iov, int iovcnt, uint64_t deadline_ms);
+
+/*
+ * Aborts a connection: SO_LINGER {on, 0}, then close. The kernel discards bytes still queued in
+ * either direction and sends RST, so nothing queued before the abort is ever delivered later
+ * (a graceful close keeps retransmitting queued bytes, e.g. once a cut link comes back).
+ * Use it for every connection on which an exchange failed or timed out. fd < 0 is a no-op.
+ */
+void mc_net_abort(int fd);
 
 /* A string equal for two processes on one host: boot id + hostname. */
 void mc_net_host_id(char out[MC_HOST_MAX]);

@@ -5,16 +5,28 @@
  * there are few, and a blocking thread per stream is the fastest way to move bulk bytes on few
  * cores). Each frame (frame.h) is one request:
  *   HANDSHAKE  -> HANDSHAKE_REPLY with this segment's descriptor (P2PHANDSHAKE metadata)
- *   WRITE      -> the range is checked, then the payload is received straight into the segment
- *                 memory, then STATUS confirms the bytes are in place
- *   READ       -> STATUS, then the bytes straight from the segment memory
- * A frame with a bad magic/version, an oversized or undecodable body, or a write outside the
- * registered memory closes that connection; other connections are unaffected.
+ *   WRITE      -> the epoch and range are checked, then the payload is received straight into
+ *                 the segment memory, then STATUS confirms the bytes are in place
+ *   READ       -> the epoch and range are checked, STATUS, then the bytes straight from memory
+ * A refused READ or WRITE (stale epoch, range outside the registered memory) gets a STATUS with
+ * the error; a refused write's payload is drained and discarded, never written. A frame with a
+ * bad magic/version, an oversized or undecodable body closes that connection; other connections
+ * are unaffected.
+ *
+ * Deadlines: a request — header, body, write payload and reply — must complete within the
+ * transfer timeout from when its first byte arrived (one deadline for the whole request, not per
+ * recv call: a socket timeout restarts on every partial progress, so a trickling peer would
+ * never time out). Past it the connection is aborted and the write never acknowledged.
  *
  * Client: a pool of idle connections per peer. A request borrows one, and returns it only when
  * the exchange completed cleanly. A request on a pooled connection that turns out dead is retried
- * once on a fresh connection (reads and writes are idempotent). Sockets carry send/receive
- * timeouts, so a peer that stops answering fails the request within the transfer timeout.
+ * once on a fresh connection (reads and writes are idempotent). One deadline (the transfer
+ * timeout) bounds the whole slice, retry included.
+ *
+ * Failed connections, on both ends, are aborted (SO_LINGER {on, 0}, mc_net_abort), never closed
+ * gracefully: a graceful close lets the kernel deliver queued bytes later (after a cut link comes
+ * back), into memory that may belong to another object by then. Idle pooled connections and ones
+ * in a clean protocol state are closed normally.
  */
 #include "transfer_internal.h"
 
@@ -39,47 +51,25 @@
 
 /* ---- framing helpers ------------------------------------------------------------------- */
 
-static int send_iov_all(int fd, struct iovec *iov, int iovcnt)
-{
-    while (iovcnt > 0) {
-        struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)iovcnt};
-        ssize_t n = sendmsg(fd, &msg, MSG_NOSIGNAL);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return MC_ERR_TRANSFER_FAIL;
-        }
-        while (iovcnt > 0 && (size_t)n >= iov->iov_len) {
-            n -= (ssize_t)iov->iov_len;
-            iov++;
-            iovcnt--;
-        }
-        if (iovcnt > 0) {
-            iov->iov_base = (char *)iov->iov_base + n;
-            iov->iov_len -= (size_t)n;
-        }
-    }
-    return 0;
-}
-
-/* Sends a frame: header, protobuf body, then optional raw payload. */
+/* Sends a frame: header, protobuf body, then optional raw payload, all before deadline_ms. */
 static int send_frame(int fd, uint16_t opcode, uint64_t request_id, const uint8_t *body,
-                      size_t body_len, const void *payload, size_t payload_len)
+                      size_t body_len, const void *payload, size_t payload_len,
+                      uint64_t deadline_ms)
 {
     uint8_t hdr[MC_FRAME_HEADER_SIZE];
     mc_frame_encode(opcode, request_id, (uint32_t)body_len, 0, hdr);
-    struct iovec iov[3] = {{hdr, sizeof(hdr)},
-                           {(void *)body, body_len},
-                           {(void *)payload, payload_len}};
-    return send_iov_all(fd, iov, payload_len ? 3 : 2);
+    struct iovec iov[3] = {
+        {hdr, sizeof(hdr)}, {(void *)body, body_len}, {(void *)payload, payload_len}};
+    return mc_net_sendmsg_all_by(fd, iov, payload_len ? 3 : 2, deadline_ms);
 }
 
 /* Receives one frame header and its body (bounded by max_body) into a malloc'd buffer. */
-static int recv_frame(int fd, uint32_t max_body, mc_frame_header_t *h, uint8_t **body)
+static int recv_frame(int fd, uint32_t max_body, mc_frame_header_t *h, uint8_t **body,
+                      uint64_t deadline_ms)
 {
     uint8_t raw[MC_FRAME_HEADER_SIZE];
     *body = NULL;
-    int rc = mc_net_recv_all(fd, raw, sizeof(raw));
+    int rc = mc_net_recv_all_by(fd, raw, sizeof(raw), deadline_ms);
     if (rc != 0)
         return rc;
     rc = mc_frame_decode(raw, max_body, h);
@@ -88,7 +78,7 @@ static int recv_frame(int fd, uint32_t max_body, mc_frame_header_t *h, uint8_t *
     *body = malloc(h->body_len ? h->body_len : 1);
     if (!*body)
         return MC_ERR_INTERNAL_ERROR;
-    rc = mc_net_recv_all(fd, *body, h->body_len);
+    rc = mc_net_recv_all_by(fd, *body, h->body_len, deadline_ms);
     if (rc != 0) {
         free(*body);
         *body = NULL;
@@ -96,7 +86,8 @@ static int recv_frame(int fd, uint32_t max_body, mc_frame_header_t *h, uint8_t *
     return rc;
 }
 
-static int send_status(int fd, uint64_t request_id, int code, const char *message)
+static int send_status(int fd, uint64_t request_id, int code, const char *message,
+                       uint64_t deadline_ms)
 {
     Mc__TransferStatus st = MC__TRANSFER_STATUS__INIT;
     uint8_t buf[512];
@@ -105,14 +96,14 @@ static int send_status(int fd, uint64_t request_id, int code, const char *messag
     if (mc__transfer_status__get_packed_size(&st) > sizeof(buf))
         st.message = (char *)"";
     size_t n = mc__transfer_status__pack(&st, buf);
-    return send_frame(fd, MC_TE_OP_STATUS, request_id, buf, n, NULL, 0);
+    return send_frame(fd, MC_TE_OP_STATUS, request_id, buf, n, NULL, 0, deadline_ms);
 }
 
-static int recv_status(int fd, uint64_t request_id)
+static int recv_status(int fd, uint64_t request_id, uint64_t deadline_ms)
 {
     mc_frame_header_t h;
     uint8_t *body;
-    int rc = recv_frame(fd, MC_TCP_MAX_CONTROL_BODY, &h, &body);
+    int rc = recv_frame(fd, MC_TCP_MAX_CONTROL_BODY, &h, &body, deadline_ms);
     if (rc != 0)
         return MC_ERR_TRANSFER_FAIL;
     if (h.opcode != MC_TE_OP_STATUS || h.request_id != request_id) {
@@ -137,7 +128,8 @@ typedef struct conn_arg {
     int fd;
 } conn_arg_t;
 
-static void conn_untrack(mc_transfer_engine_t *te, int fd)
+/* Forgets a served connection; one that failed is aborted (RST), never closed gracefully. */
+static void conn_untrack(mc_transfer_engine_t *te, int fd, int failed)
 {
     pthread_mutex_lock(&te->conn_lock);
     for (size_t i = 0; i < te->conn_count; i++) {
@@ -146,14 +138,17 @@ static void conn_untrack(mc_transfer_engine_t *te, int fd)
             break;
         }
     }
-    close(fd);
+    if (failed)
+        mc_net_abort(fd);
+    else
+        close(fd);
     te->conn_threads--;
     pthread_cond_broadcast(&te->conn_cond);
     pthread_mutex_unlock(&te->conn_lock);
 }
 
 static int serve_handshake(mc_transfer_engine_t *te, int fd, const mc_frame_header_t *h,
-                           const uint8_t *body)
+                           const uint8_t *body, uint64_t deadline_ms)
 {
     Mc__HandshakeRequest *req = mc__handshake_request__unpack(NULL, h->body_len, body);
     if (!req)
@@ -168,48 +163,95 @@ static int serve_handshake(mc_transfer_engine_t *te, int fd, const mc_frame_head
         rc = mc_desc_pack(&d, &buf, &len);
     mc_desc_free(&d);
     if (rc == 0)
-        rc = send_frame(fd, MC_TE_OP_HANDSHAKE_REPLY, h->request_id, buf, len, NULL, 0);
+        rc =
+            send_frame(fd, MC_TE_OP_HANDSHAKE_REPLY, h->request_id, buf, len, NULL, 0, deadline_ms);
     free(buf);
     return rc;
 }
 
-/* Returns 0 to keep the connection, non-zero to close it. */
+/* Receives and discards a refused write's payload, so the stream stays in sync. */
+static int drain_payload(int fd, uint64_t len, uint64_t deadline_ms)
+{
+    uint8_t scratch[64 * 1024];
+    while (len > 0) {
+        size_t n = len < sizeof(scratch) ? (size_t)len : sizeof(scratch);
+        int rc = mc_net_recv_all_by(fd, scratch, n, deadline_ms);
+        if (rc != 0)
+            return rc;
+        len -= n;
+    }
+    return 0;
+}
+
+/*
+ * Refuses a transfer before any byte moves: a write's payload is drained (never written), then
+ * STATUS carries the error. Returns 0 when the connection is still in sync, else non-zero.
+ */
+static int refuse_transfer(mc_transfer_engine_t *te, int fd, const mc_frame_header_t *h,
+                           uint64_t len, const char *peer, const char *why, uint64_t deadline_ms)
+{
+    int is_write = h->opcode == MC_TE_OP_WRITE;
+    MC_WARN("refused request from %s: %s", peer, why);
+    if (is_write && drain_payload(fd, len, deadline_ms) != 0)
+        return MC_ERR_TRANSFER_FAIL;
+    return send_status(fd, h->request_id, is_write ? MC_ERR_INVALID_WRITE : MC_ERR_INVALID_READ,
+                       why, deadline_ms);
+}
+
+/*
+ * Serves one READ or WRITE. The epoch and range checks and the copy all happen under the
+ * registry read lock, so a region is never unregistered, nor the epoch changed
+ * (mc_te_set_epoch), under a transfer admitted before. Returns 0 to keep the connection,
+ * non-zero to abort it.
+ */
 static int serve_transfer(mc_transfer_engine_t *te, int fd, const mc_frame_header_t *h,
-                          const uint8_t *body, const char *peer)
+                          const uint8_t *body, const char *peer, uint64_t deadline_ms)
 {
     Mc__TransferHeader *th = mc__transfer_header__unpack(NULL, h->body_len, body);
     if (!th)
         return MC_ERR_DESERIALIZE_FAIL;
-    uint64_t addr = th->addr, len = th->length;
+    uint64_t addr = th->addr, len = th->length, epoch = th->epoch;
     mc__transfer_header__free_unpacked(th, NULL);
     int is_write = h->opcode == MC_TE_OP_WRITE;
+    char msg[512];
 
     pthread_rwlock_rdlock(&te->registry.lock);
+    uint64_t mine = atomic_load(&te->epoch);
+    if (epoch != 0 && mine != 0 && epoch != mine) {
+        pthread_rwlock_unlock(&te->registry.lock);
+        snprintf(msg, sizeof(msg),
+                 "stale epoch: %s [%#llx, +%llu) carries epoch %llu, segment %s is at epoch %llu",
+                 is_write ? "write" : "read", (unsigned long long)addr, (unsigned long long)len,
+                 (unsigned long long)epoch, te->name, (unsigned long long)mine);
+        return refuse_transfer(te, fd, h, len, peer, msg, deadline_ms);
+    }
     const mc_local_region_t *g = len ? mc_registry_find_locked(&te->registry, addr, len) : NULL;
     if (!g) {
         pthread_rwlock_unlock(&te->registry.lock);
-        char msg[512];
         snprintf(msg, sizeof(msg), "%s [%#llx, +%llu) is outside the registered memory of %s",
                  is_write ? "write" : "read", (unsigned long long)addr, (unsigned long long)len,
                  te->name);
-        MC_WARN("refused request from %s: %s", peer, msg);
-        send_status(fd, h->request_id, is_write ? MC_ERR_INVALID_WRITE : MC_ERR_INVALID_READ,
-                    msg);
-        /* A refused write's payload is still on the wire: the stream cannot be resynced. */
-        return is_write ? MC_ERR_INVALID_WRITE : 0;
+        return refuse_transfer(te, fd, h, len, peer, msg, deadline_ms);
     }
     int rc;
     if (is_write) {
-        rc = mc_net_recv_all(fd, (void *)(uintptr_t)addr, len);
+        /* Bounded by the deadline: a stalled writer cannot land bytes here later. */
+        rc = mc_net_recv_all_by(fd, (void *)(uintptr_t)addr, len, deadline_ms);
+        int saved = errno;
         pthread_rwlock_unlock(&te->registry.lock);
         if (rc == 0)
-            rc = send_status(fd, h->request_id, 0, NULL);
+            rc = send_status(fd, h->request_id, 0, NULL, deadline_ms);
+        else if (saved == ETIMEDOUT)
+            MC_WARN("aborting connection from %s: write of %llu bytes at %#llx not received "
+                    "within the transfer timeout (%d ms)",
+                    peer, (unsigned long long)len, (unsigned long long)addr, te->timeout_ms);
     } else {
         Mc__TransferStatus st = MC__TRANSFER_STATUS__INIT;
         uint8_t buf[64];
         st.message = (char *)"";
         size_t n = mc__transfer_status__pack(&st, buf);
-        rc = send_frame(fd, MC_TE_OP_STATUS, h->request_id, buf, n, (void *)(uintptr_t)addr, len);
+        rc = send_frame(fd, MC_TE_OP_STATUS, h->request_id, buf, n, (void *)(uintptr_t)addr, len,
+                        deadline_ms);
         pthread_rwlock_unlock(&te->registry.lock);
     }
     return rc;
@@ -228,10 +270,11 @@ static void *conn_main(void *p)
         if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0 && ss.ss_family == AF_INET) {
             struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
             uint32_t a = ntohl(sin->sin_addr.s_addr);
-            snprintf(peer, sizeof(peer), "%u.%u.%u.%u:%u", a >> 24, (a >> 16) & 255,
-                     (a >> 8) & 255, a & 255, ntohs(sin->sin_port));
+            snprintf(peer, sizeof(peer), "%u.%u.%u.%u:%u", a >> 24, (a >> 16) & 255, (a >> 8) & 255,
+                     a & 255, ntohs(sin->sin_port));
         }
     }
+    int failed = 0;
     for (;;) {
         struct pollfd pfd = {.fd = fd, .events = POLLIN};
         int n = poll(&pfd, 1, -1); /* an idle pooled connection may wait indefinitely */
@@ -239,23 +282,29 @@ static void *conn_main(void *p)
             continue;
         if (n < 0 || atomic_load(&te->stopping))
             break;
+        /* A whole request — header, body, write payload, reply — within the transfer timeout
+         * from when it started to arrive. */
+        uint64_t deadline = mc_now_ms() + (uint64_t)te->timeout_ms;
         mc_frame_header_t h;
         uint8_t *body;
-        int rc = recv_frame(fd, MC_TCP_MAX_CONTROL_BODY, &h, &body);
+        int rc = recv_frame(fd, MC_TCP_MAX_CONTROL_BODY, &h, &body, deadline);
         if (rc == MC_ERR_DESERIALIZE_FAIL || rc == MC_ERR_BUFFER_OVERFLOW) {
             MC_WARN("closing connection from %s: %s frame header", peer,
                     rc == MC_ERR_BUFFER_OVERFLOW ? "oversized" : "invalid (bad magic or version)");
+            failed = 1;
             break;
         }
-        if (rc != 0)
+        if (rc != 0) {
+            failed = 1; /* peer hung up, failed or stalled mid-frame */
             break;
+        }
         switch (h.opcode) {
         case MC_TE_OP_HANDSHAKE:
-            rc = serve_handshake(te, fd, &h, body);
+            rc = serve_handshake(te, fd, &h, body, deadline);
             break;
         case MC_TE_OP_WRITE:
         case MC_TE_OP_READ:
-            rc = serve_transfer(te, fd, &h, body, peer);
+            rc = serve_transfer(te, fd, &h, body, peer, deadline);
             break;
         default:
             MC_WARN("closing connection from %s: unknown opcode %u", peer, h.opcode);
@@ -264,10 +313,12 @@ static void *conn_main(void *p)
         free(body);
         if (rc == MC_ERR_DESERIALIZE_FAIL)
             MC_WARN("closing connection from %s: undecodable request body", peer);
-        if (rc != 0)
+        if (rc != 0) {
+            failed = 1;
             break;
+        }
     }
-    conn_untrack(te, fd);
+    conn_untrack(te, fd, failed);
     return NULL;
 }
 
@@ -290,7 +341,6 @@ static void *accept_main(void *p)
             break;
         }
         mc_net_tune_socket(fd);
-        mc_net_set_timeouts(fd, te->timeout_ms);
         conn_arg_t *arg = malloc(sizeof(*arg));
         pthread_mutex_lock(&te->conn_lock);
         int ok = arg != NULL;
@@ -367,7 +417,7 @@ void mc_tcp_server_stop(mc_transfer_engine_t *te)
 
 /* ---- client ----------------------------------------------------------------------------- */
 
-static int pool_get(mc_transfer_engine_t *te, mc_peer_t *peer, int *pooled)
+static int pool_get(mc_peer_t *peer, int *pooled, uint64_t deadline_ms)
 {
     pthread_mutex_lock(&peer->lock);
     if (peer->idle_count > 0) {
@@ -378,16 +428,32 @@ static int pool_get(mc_transfer_engine_t *te, mc_peer_t *peer, int *pooled)
     }
     pthread_mutex_unlock(&peer->lock);
     *pooled = 0;
-    int fd = mc_net_connect_tcp(peer->host, peer->port, MC_TCP_CONNECT_TIMEOUT_MS);
-    if (fd < 0) {
-        if (mc_peer_should_log(peer))
-            MC_ERROR("cannot connect to segment %s: %s", peer->name, strerror(errno));
-        return fd;
+    uint64_t now = mc_now_ms();
+    if (now >= deadline_ms) {
+        errno = ETIMEDOUT;
+        return MC_ERR_TRANSFER_FAIL;
     }
-    mc_net_set_timeouts(fd, te->timeout_ms);
+    uint64_t left = deadline_ms - now;
+    int fd = mc_net_connect_tcp(peer->host, peer->port,
+                                left < MC_TCP_CONNECT_TIMEOUT_MS ? (int)left
+                                                                 : MC_TCP_CONNECT_TIMEOUT_MS);
+    if (fd < 0 && mc_peer_should_log(peer))
+        MC_ERROR("cannot connect to segment %s: %s", peer->name, strerror(errno));
+    if (fd >= 0) {
+        /*
+         * Every close of a data connection is an abort, the implicit one at process exit too: a
+         * writer SIGKILLed while its link is down must not leave the kernel retransmitting the
+         * rest of a write (a graceful close delivers queued bytes once the link returns, into
+         * memory the master may have handed to another object by then). Nothing is ever
+         * queued on an idle pooled connection, so aborting those costs nothing.
+         */
+        struct linger lg = {.l_onoff = 1, .l_linger = 0};
+        setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+    }
     return fd;
 }
 
+/* Returns a connection in a clean protocol state to the pool (closed when the pool is full). */
 static void pool_put(mc_peer_t *peer, int fd)
 {
     pthread_mutex_lock(&peer->lock);
@@ -408,6 +474,7 @@ static void pool_put(mc_peer_t *peer, int fd)
         close(fd);
 }
 
+/* Idle connections in a clean state: a graceful close is safe. */
 void mc_tcp_pool_close(mc_peer_t *peer)
 {
     for (size_t i = 0; i < peer->idle_count; i++)
@@ -419,53 +486,65 @@ void mc_tcp_pool_close(mc_peer_t *peer)
 
 static _Atomic uint64_t next_request_id = 1;
 
-static int exchange(int fd, int opcode, void *local, uint64_t remote, uint64_t len)
+static int exchange(int fd, int opcode, void *local, uint64_t remote, uint64_t len, uint64_t epoch,
+                    uint64_t deadline_ms)
 {
     uint64_t id = atomic_fetch_add(&next_request_id, 1);
     Mc__TransferHeader th = MC__TRANSFER_HEADER__INIT;
-    uint8_t body[32];
+    uint8_t body[48]; /* three varints of at most 10 bytes, and their tags */
     th.addr = remote;
     th.length = len;
+    th.epoch = epoch;
     size_t n = mc__transfer_header__pack(&th, body);
     int rc;
     if (opcode == MC_TE_OP_WRITE) {
-        rc = send_frame(fd, MC_TE_OP_WRITE, id, body, n, local, len);
+        rc = send_frame(fd, MC_TE_OP_WRITE, id, body, n, local, len, deadline_ms);
         if (rc == 0)
-            rc = recv_status(fd, id);
+            rc = recv_status(fd, id, deadline_ms);
     } else {
-        rc = send_frame(fd, MC_TE_OP_READ, id, body, n, NULL, 0);
+        rc = send_frame(fd, MC_TE_OP_READ, id, body, n, NULL, 0, deadline_ms);
         if (rc == 0)
-            rc = recv_status(fd, id);
+            rc = recv_status(fd, id, deadline_ms);
         if (rc == 0)
-            rc = mc_net_recv_all(fd, local, len);
+            rc = mc_net_recv_all_by(fd, local, len, deadline_ms);
     }
     return rc;
 }
 
+/*
+ * The whole slice — connecting, sending, the reply, a retry — is bounded by one deadline, the
+ * transfer timeout from the start. A connection whose exchange failed in any way is aborted
+ * (RST): a graceful close would let the kernel deliver a write's queued bytes later, e.g. once
+ * a cut link comes back, into memory the target may have given to another object since.
+ */
 int mc_tcp_transfer(mc_transfer_engine_t *te, mc_peer_t *peer, int opcode, void *local,
-                    uint64_t remote, uint64_t len)
+                    uint64_t remote, uint64_t len, uint64_t epoch)
 {
+    uint64_t deadline = mc_now_ms() + (uint64_t)te->timeout_ms;
     for (int attempt = 0;; attempt++) {
         int pooled;
-        int fd = pool_get(te, peer, &pooled);
+        int fd = pool_get(peer, &pooled, deadline);
         if (fd < 0)
             return MC_ERR_TRANSFER_FAIL;
-        int rc = exchange(fd, opcode, local, remote, len);
+        int rc = exchange(fd, opcode, local, remote, len, epoch, deadline);
         if (rc == 0) {
             pool_put(peer, fd);
             return 0;
         }
         int saved = errno;
-        close(fd);
+        mc_net_abort(fd);
         if (rc == MC_ERR_INVALID_WRITE || rc == MC_ERR_INVALID_READ)
             return rc;
-        if (!pooled || attempt > 0) {
+        /* A pooled connection may have died while idle: one retry on a fresh one, unless the
+         * peer merely stalled (the deadline has passed). */
+        if (!pooled || attempt > 0 || mc_now_ms() >= deadline) {
             if (mc_peer_should_log(peer))
                 MC_ERROR("%s of %llu bytes at %#llx on segment %s failed: %s",
-                     opcode == MC_TE_OP_WRITE ? "write" : "read", (unsigned long long)len,
-                     (unsigned long long)remote, peer->name,
-                     saved == EAGAIN ? "peer did not answer within the transfer timeout"
-                                     : strerror(saved));
+                         opcode == MC_TE_OP_WRITE ? "write" : "read", (unsigned long long)len,
+                         (unsigned long long)remote, peer->name,
+                         saved == ETIMEDOUT || saved == EAGAIN
+                             ? "peer did not complete it within the transfer timeout"
+                             : strerror(saved));
             return MC_ERR_TRANSFER_FAIL;
         }
     }
@@ -476,7 +555,7 @@ int mc_tcp_handshake(mc_transfer_engine_t *te, const char *host, int port, mc_se
     int fd = mc_net_connect_tcp(host, port, MC_TCP_CONNECT_TIMEOUT_MS);
     if (fd < 0)
         return fd;
-    mc_net_set_timeouts(fd, te->timeout_ms < 10000 ? te->timeout_ms : 10000);
+    uint64_t deadline = mc_now_ms() + (uint64_t)(te->timeout_ms < 10000 ? te->timeout_ms : 10000);
     Mc__HandshakeRequest req = MC__HANDSHAKE_REQUEST__INIT;
     req.initiator = te->name;
     size_t n = mc__handshake_request__get_packed_size(&req);
@@ -484,19 +563,22 @@ int mc_tcp_handshake(mc_transfer_engine_t *te, const char *host, int port, mc_se
     int rc = MC_ERR_INTERNAL_ERROR;
     if (body) {
         mc__handshake_request__pack(&req, body);
-        rc = send_frame(fd, MC_TE_OP_HANDSHAKE, 0, body, n, NULL, 0);
+        rc = send_frame(fd, MC_TE_OP_HANDSHAKE, 0, body, n, NULL, 0, deadline);
         free(body);
     }
     if (rc == 0) {
         mc_frame_header_t h;
         uint8_t *reply;
-        rc = recv_frame(fd, MC_FRAME_DEFAULT_MAX_BODY, &h, &reply);
+        rc = recv_frame(fd, MC_FRAME_DEFAULT_MAX_BODY, &h, &reply, deadline);
         if (rc == 0) {
             rc = h.opcode == MC_TE_OP_HANDSHAKE_REPLY ? mc_desc_unpack(reply, h.body_len, out)
                                                       : MC_ERR_DESERIALIZE_FAIL;
             free(reply);
         }
     }
-    close(fd);
+    if (rc == 0)
+        close(fd);
+    else
+        mc_net_abort(fd);
     return rc;
 }

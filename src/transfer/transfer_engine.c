@@ -22,6 +22,8 @@
 
 #define MC_TE_DEFAULT_WORKERS 4
 #define MC_TE_DEFAULT_SLICE_BYTES (4ull << 20)
+/* mc_te_set_epoch waits at most the transfer timeout plus this for older transfers to end. */
+#define MC_TE_EPOCH_BARRIER_SLACK_MS 1000
 
 /* ---- configuration --------------------------------------------------------------------- */
 
@@ -66,9 +68,8 @@ static int configure(mc_transfer_engine_t *te, const mc_transfer_engine_config_t
         return MC_ERR_INVALID_PARAMS;
     }
 
-    const char *local = cfg->local_server_name && *cfg->local_server_name
-                            ? cfg->local_server_name
-                            : "0.0.0.0:0";
+    const char *local =
+        cfg->local_server_name && *cfg->local_server_name ? cfg->local_server_name : "0.0.0.0:0";
     if (mc_net_split_endpoint(local, 0, bind_host, port) != 0) {
         MC_ERROR("local server name \"%s\" is not host or host:port", local);
         return MC_ERR_INVALID_PARAMS;
@@ -78,8 +79,8 @@ static int configure(mc_transfer_engine_t *te, const mc_transfer_engine_config_t
                          ? cfg->transfer_timeout_ms
                          : env_int("MC_TRANSFER_TIMEOUT", MC_TE_DEFAULT_TIMEOUT_MS / 1000) * 1000;
     te->slice_bytes = (uint64_t)env_int("MC_SLICE_SIZE", (int)MC_TE_DEFAULT_SLICE_BYTES);
-    te->worker_count = cfg->worker_threads > 0 ? (size_t)cfg->worker_threads
-                                               : (size_t)MC_TE_DEFAULT_WORKERS;
+    te->worker_count =
+        cfg->worker_threads > 0 ? (size_t)cfg->worker_threads : (size_t)MC_TE_DEFAULT_WORKERS;
     mc_net_host_id(te->host_id);
     return 0;
 }
@@ -97,6 +98,7 @@ static void request_finish_slice(mc_batch_t *b, uint32_t index, int rc, uint64_t
     }
     if (atomic_fetch_sub(&r->slices_left, 1) != 1)
         return;
+    atomic_store(&r->finish_ms, mc_now_ms()); /* before the state: a reader of it sees this */
     atomic_store(&r->state, atomic_load(&r->error) ? MC_TRANSFER_FAILED : MC_TRANSFER_COMPLETED);
     pthread_mutex_lock(&b->lock);
     if (--b->outstanding == 0)
@@ -111,11 +113,11 @@ typedef struct worker_arg {
 
 /* One slice to a remote peer: rdma when both ends speak it, else tcp. */
 static int move_slice(mc_transfer_engine_t *te, size_t worker, mc_peer_t *peer, int op, void *local,
-                      uint64_t remote, uint64_t len)
+                      uint64_t remote, uint64_t len, uint64_t epoch)
 {
-    int rc = mc_rdma_transfer(te, worker, peer, op, local, remote, len);
+    int rc = mc_rdma_transfer(te, worker, peer, op, local, remote, len); /* epoch unchecked */
     if (rc == 1)
-        rc = mc_tcp_transfer(te, peer, op, local, remote, len);
+        rc = mc_tcp_transfer(te, peer, op, local, remote, len, epoch);
     return rc;
 }
 
@@ -143,7 +145,7 @@ static void *worker_main(void *p)
             mc_peer_t *peer = mc_te_peer(te, r->req.target_id);
             int op = r->req.opcode == MC_TRANSFER_WRITE ? MC_TE_OP_WRITE : MC_TE_OP_READ;
             rc = peer ? move_slice(te, arg.index, peer, op, (char *)r->req.source + s.offset,
-                                   r->req.target_offset + s.offset, s.length)
+                                   r->req.target_offset + s.offset, s.length, r->req.epoch)
                       : MC_ERR_SEGMENT_NOT_FOUND;
         }
         request_finish_slice(s.batch, s.index, rc, s.length);
@@ -294,6 +296,31 @@ const char *mc_te_local_segment_name(const mc_transfer_engine_t *te)
 const char *mc_te_protocol(const mc_transfer_engine_t *te)
 {
     return te ? te->protocol : "";
+}
+
+int mc_te_set_epoch(mc_transfer_engine_t *te, uint64_t epoch)
+{
+    if (!te)
+        return MC_ERR_INVALID_PARAMS;
+    atomic_store(&te->epoch, epoch); /* transfers checked from now on see it */
+    /*
+     * Transfers admitted under the previous epoch hold the registry read lock until their last
+     * byte moved; taking the write lock waits for them. Each is bounded by the transfer timeout
+     * from its start (before the store above), so once that much time has passed they are over
+     * even if new readers keep the lock busy: wait no longer than that, plus a margin.
+     */
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    uint64_t wait_ms = (uint64_t)te->timeout_ms + MC_TE_EPOCH_BARRIER_SLACK_MS;
+    until.tv_sec += (time_t)(wait_ms / 1000);
+    until.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    if (pthread_rwlock_clockwrlock(&te->registry.lock, CLOCK_MONOTONIC, &until) == 0)
+        pthread_rwlock_unlock(&te->registry.lock);
+    return 0;
 }
 
 int mc_te_republish(mc_transfer_engine_t *te)
@@ -504,16 +531,28 @@ static void finish_now(mc_batch_t *b, mc_req_state_t *r, int rc)
     atomic_store(&r->error, rc);
     if (rc == 0)
         atomic_store(&r->done_bytes, r->req.length);
+    atomic_store(&r->finish_ms, mc_now_ms());
     atomic_store(&r->state, rc ? MC_TRANSFER_FAILED : MC_TRANSFER_COMPLETED);
     pthread_mutex_lock(&b->lock);
     b->outstanding--;
     pthread_mutex_unlock(&b->lock);
 }
 
-/* The engine's own segment: memcpy under the registry read lock. */
+/* The engine's own segment: epoch check and memcpy under the registry read lock. */
 static int transfer_local(mc_transfer_engine_t *te, const mc_transfer_req_t *req)
 {
+    int refused = req->opcode == MC_TRANSFER_WRITE ? MC_ERR_INVALID_WRITE : MC_ERR_INVALID_READ;
+    const char *what = req->opcode == MC_TRANSFER_WRITE ? "write" : "read";
     pthread_rwlock_rdlock(&te->registry.lock);
+    uint64_t mine = atomic_load(&te->epoch);
+    if (req->epoch != 0 && mine != 0 && req->epoch != mine) {
+        pthread_rwlock_unlock(&te->registry.lock);
+        MC_ERROR("stale epoch: %s [%#llx, +%zu) carries epoch %llu, local segment %s is at "
+                 "epoch %llu",
+                 what, (unsigned long long)req->target_offset, req->length,
+                 (unsigned long long)req->epoch, te->name, (unsigned long long)mine);
+        return refused;
+    }
     const mc_local_region_t *g =
         mc_registry_find_locked(&te->registry, req->target_offset, req->length);
     if (g) {
@@ -526,10 +565,9 @@ static int transfer_local(mc_transfer_engine_t *te, const mc_transfer_req_t *req
     pthread_rwlock_unlock(&te->registry.lock);
     if (g)
         return 0;
-    MC_ERROR("%s [%#llx, +%zu) is outside the registered memory of local segment %s",
-             req->opcode == MC_TRANSFER_WRITE ? "write" : "read",
+    MC_ERROR("%s [%#llx, +%zu) is outside the registered memory of local segment %s", what,
              (unsigned long long)req->target_offset, req->length, te->name);
-    return req->opcode == MC_TRANSFER_WRITE ? MC_ERR_INVALID_WRITE : MC_ERR_INVALID_READ;
+    return refused;
 }
 
 /* Range check against the peer's descriptor, refreshing it once on a miss. */
@@ -579,6 +617,7 @@ int mc_te_submit(mc_batch_t *b, const mc_transfer_req_t *reqs, size_t n)
         atomic_store(&r->state, MC_TRANSFER_WAITING);
         atomic_store(&r->error, 0);
         atomic_store(&r->done_bytes, 0);
+        atomic_store(&r->finish_ms, 0);
     }
     b->count += n;
 
@@ -593,8 +632,7 @@ int mc_te_submit(mc_batch_t *b, const mc_transfer_req_t *reqs, size_t n)
         int rc = check_remote_range(te, peer, &r->req);
         if (rc == 0) {
             int op = r->req.opcode == MC_TRANSFER_WRITE ? MC_TE_OP_WRITE : MC_TE_OP_READ;
-            rc = mc_shm_transfer(te, peer, op, r->req.source, r->req.target_offset,
-                                 r->req.length);
+            rc = mc_shm_transfer(te, peer, op, r->req.source, r->req.target_offset, r->req.length);
             if (rc <= 0) {
                 finish_now(b, r, rc);
                 continue;
@@ -630,6 +668,7 @@ int mc_te_get_status(mc_batch_t *b, size_t index, mc_transfer_status_t *status)
     status->state = (mc_transfer_state_t)atomic_load(&r->state);
     status->error = atomic_load(&r->error);
     status->transferred_bytes = atomic_load(&r->done_bytes);
+    status->finish_ms = status->state == MC_TRANSFER_WAITING ? 0 : atomic_load(&r->finish_ms);
     return 0;
 }
 
@@ -691,4 +730,3 @@ int mc_te_transfer_sync(mc_transfer_engine_t *te, const mc_transfer_req_t *reqs,
     return rc;
 }
 
-int mc_te_set_epoch(mc_transfer_engine_t *te, uint64_t epoch) { (void)te; (void)epoch; return 0; }

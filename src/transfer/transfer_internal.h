@@ -14,7 +14,9 @@
  *  - A remote range is checked against the peer's descriptor before any byte moves; a failed check
  *    refreshes the descriptor once (the peer may have registered more memory) and then fails.
  *  - A pooled tcp connection is idle and in a known protocol state; a connection that failed in
- *    any way is closed, never returned to the pool.
+ *    any way is aborted (RST, mc_net_abort), never returned to the pool nor closed gracefully.
+ *  - A transfer whose epoch is nonzero and differs from the engine's nonzero epoch moves no byte
+ *    on the paths the owner serves (tcp, local); shm and rdma copy without the owner.
  *  - Transport choice per request, in order: the engine's own segment -> local memcpy; a same-host
  *    peer's shm region (unless shm is disabled) -> shm; a peer whose descriptor carries an
  *    rdma_address, when this engine runs protocol rdma -> rdma; anything else -> tcp. So tcp and
@@ -34,11 +36,11 @@
 
 /* Opcodes of the peer protocol (frame.h header, protobuf bodies from transfer.proto). */
 enum mc_te_opcode {
-    MC_TE_OP_HANDSHAKE = 1,      /* body HandshakeRequest -> reply HANDSHAKE_REPLY SegmentDesc */
+    MC_TE_OP_HANDSHAKE = 1, /* body HandshakeRequest -> reply HANDSHAKE_REPLY SegmentDesc */
     MC_TE_OP_HANDSHAKE_REPLY = 2,
-    MC_TE_OP_WRITE = 3,          /* body TransferHeader, then `length` raw bytes -> STATUS */
-    MC_TE_OP_READ = 4,           /* body TransferHeader -> STATUS, then raw bytes when code == 0 */
-    MC_TE_OP_STATUS = 5,         /* body TransferStatus */
+    MC_TE_OP_WRITE = 3,  /* body TransferHeader, then `length` raw bytes -> STATUS */
+    MC_TE_OP_READ = 4,   /* body TransferHeader -> STATUS, then raw bytes when code == 0 */
+    MC_TE_OP_STATUS = 5, /* body TransferStatus */
 };
 
 #define MC_TE_MAX_REGIONS 4096
@@ -133,10 +135,10 @@ typedef struct mc_peer {
     int is_self;
     atomic_uint_fast64_t last_error_log_ms; /* rate limit: one failure line per second per peer */
 
-    pthread_mutex_t lock;  /* guards everything below up to shm_rw */
+    pthread_mutex_t lock; /* guards everything below up to shm_rw */
     mc_segment_desc_t desc;
-    uint64_t desc_gen;     /* bumps whenever desc is replaced (cached rkeys follow it) */
-    int *idle_fds;         /* pooled tcp connections */
+    uint64_t desc_gen; /* bumps whenever desc is replaced (cached rkeys follow it) */
+    int *idle_fds;     /* pooled tcp connections */
     size_t idle_count, idle_capacity;
     /*
      * shm: connection to the owner's unix socket (liveness + fd handover) and the mappings of its
@@ -144,9 +146,9 @@ typedef struct mc_peer {
      * unmapped under a copy; connecting, mapping and resetting take it for writing.
      */
     pthread_rwlock_t shm_rw;
-    int shm_state;         /* 0 untried, 1 usable, -1 unusable (fall back to tcp) */
+    int shm_state; /* 0 untried, 1 usable, -1 unusable (fall back to tcp) */
     int shm_sock;
-    void **shm_maps;       /* indexed by shm_index */
+    void **shm_maps; /* indexed by shm_index */
     uint64_t *shm_lens;
     size_t shm_map_count;
     /*
@@ -166,14 +168,21 @@ typedef struct mc_slice {
 } mc_slice_t;
 
 struct mc_transfer_engine {
-    char name[MC_ENDPOINT_MAX];   /* advertised "host:port" */
+    char name[MC_ENDPOINT_MAX]; /* advertised "host:port" */
     char host_id[MC_HOST_MAX];
     char protocol[16];
-    char metadata_url[1024];      /* empty for P2PHANDSHAKE */
+    char metadata_url[1024]; /* empty for P2PHANDSHAKE */
     int disable_shm;
     int timeout_ms;
+    /*
+     * The epoch the store's master gave this segment at its latest mount (0 = none). Read under
+     * the registry read lock by whoever serves a transfer (tcp server, local path); changed by
+     * mc_te_set_epoch, which then waits for the write lock, so that no transfer admitted under
+     * the previous epoch still moves bytes when it returns.
+     */
+    _Atomic uint64_t epoch;
     uint64_t slice_bytes;
-    mc_rdma_t *rdma;              /* NULL unless protocol "rdma" */
+    mc_rdma_t *rdma; /* NULL unless protocol "rdma" */
 
     mc_segment_registry_t registry;
 
@@ -181,10 +190,10 @@ struct mc_transfer_engine {
     int listen_fd;
     int listen_port;
     pthread_t accept_thread;
-    pthread_mutex_t conn_lock;    /* guards conn_fds, conn_count, stopping */
+    pthread_mutex_t conn_lock; /* guards conn_fds, conn_count, stopping */
     int *conn_fds;
     size_t conn_count, conn_capacity;
-    size_t conn_threads;          /* live connection threads */
+    size_t conn_threads; /* live connection threads */
     pthread_cond_t conn_cond;
     atomic_int stopping;
 
@@ -192,9 +201,9 @@ struct mc_transfer_engine {
     int shm_listen_fd;
     char shm_socket[MC_TE_SHM_SOCKET_MAX];
     pthread_t shm_thread;
-    int shm_wake[2];              /* pipe: wakes the shm server thread to stop */
-    pthread_mutex_t shm_lock;     /* guards shm_conns */
-    int *shm_conns;               /* connected same-host peers */
+    int shm_wake[2];          /* pipe: wakes the shm server thread to stop */
+    pthread_mutex_t shm_lock; /* guards shm_conns */
+    int *shm_conns;           /* connected same-host peers */
     size_t shm_conn_count, shm_conn_capacity;
 
     /* peers */
@@ -217,6 +226,7 @@ typedef struct mc_req_state {
     atomic_int error;
     atomic_size_t done_bytes;
     atomic_uint slices_left;
+    _Atomic uint64_t finish_ms; /* mc_now_ms() when it reached COMPLETED or FAILED, else 0 */
 } mc_req_state_t;
 
 struct mc_batch {
@@ -238,9 +248,12 @@ int mc_peer_refresh(mc_transfer_engine_t *te, mc_peer_t *peer);
 
 int mc_tcp_server_start(mc_transfer_engine_t *te, const char *bind_host, int port);
 void mc_tcp_server_stop(mc_transfer_engine_t *te);
-/* One read or write of [remote, remote+len) of the peer, through a pooled connection. */
+/*
+ * One read or write of [remote, remote+len) of the peer, through a pooled connection, carrying
+ * `epoch` (0 = unchecked) for the owner to check. Bounded by the transfer timeout as a whole.
+ */
 int mc_tcp_transfer(mc_transfer_engine_t *te, mc_peer_t *peer, int opcode, void *local,
-                    uint64_t remote, uint64_t len);
+                    uint64_t remote, uint64_t len, uint64_t epoch);
 /* Direct handshake with host:port (fresh connection, pooled afterwards when peer != NULL). */
 int mc_tcp_handshake(mc_transfer_engine_t *te, const char *host, int port, mc_segment_desc_t *out);
 void mc_tcp_pool_close(mc_peer_t *peer);

@@ -8,7 +8,9 @@
  * only), fills both with the byte pattern
  * (i * 7 + 3) & 0xff, prints one line
  *   READY <segment name> <shm addr> <shm bytes> <plain addr> <plain bytes>
- * and serves until stdin reaches EOF or SIGTERM arrives.
+ * and serves until stdin reaches EOF or SIGTERM arrives. Commands on stdin, one per line:
+ *   EPOCH <n>   mc_te_set_epoch(n), then prints "EPOCH <n> OK" (or "EPOCH <n> ERR")
+ * Anything else is ignored. MC_TRANSFER_TIMEOUT (seconds) in the environment sets its timeout.
  */
 #include "mooncake/transfer_engine.h"
 
@@ -17,7 +19,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 static volatile sig_atomic_t stop;
 
@@ -63,9 +64,14 @@ int main(int argc, char **argv)
            (unsigned long long)(uintptr_t)shm, shm_bytes, (unsigned long long)(uintptr_t)plain,
            plain_bytes);
     fflush(stdout);
-    char buf[64];
-    while (!stop && read(STDIN_FILENO, buf, sizeof(buf)) > 0)
-        ;
+    char line[128];
+    while (!stop && fgets(line, sizeof(line), stdin)) {
+        unsigned long long epoch;
+        if (sscanf(line, "EPOCH %llu", &epoch) == 1) {
+            printf("EPOCH %llu %s\n", epoch, mc_te_set_epoch(te, epoch) == 0 ? "OK" : "ERR");
+            fflush(stdout);
+        }
+    }
     mc_te_unregister_memory(te, plain);
     mc_te_destroy(te);
     free(plain);
