@@ -240,7 +240,12 @@ PyDoc_STRVAR(
     "cluster's memory pool. Methods return upstream Mooncake's values: 0 or a negative\n"
     "error code (-704 not found, -706 leased, -200 no space, -600 invalid arguments),\n"
     "per-key lists for batch calls, byte counts from *_into calls, and b\"\" from get on a\n"
-    "miss or error. Sizes are in bytes; pointers are ints.");
+    "miss or error. Sizes are in bytes; pointers are ints.\n\n"
+    "Integrity (mooncake-c): a read returns the object's exact bytes or fails. Every value's\n"
+    "CRC32C is computed on put and verified on every get path; -801 when no replica verifies,\n"
+    "-707 when a memory read outlived its read lease. A put whose key another client is still\n"
+    "writing waits up to 5 s for that put's outcome (-703 if still running), where upstream\n"
+    "returns 0 at once. MC_STORE_CHECKSUM=0 in the environment turns checksums off.");
 
 static struct PyModuleDef store_module = {
     .m_base = PyModuleDef_HEAD_INIT,

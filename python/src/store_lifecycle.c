@@ -510,7 +510,9 @@ PyDoc_STRVAR(store_doc,
              "Values are any contiguous buffer (bytes, bytearray, memoryview, numpy array).\n"
              "Pointers are ints, inside memory registered with register_buffer().\n"
              "Return codes follow upstream Mooncake: 0 ok, negative ErrorCode (-704 not found,\n"
-             "-706 object leased, -200 no space, -600 invalid arguments, -900 RPC failure).");
+             "-706 object leased, -200 no space, -600 invalid arguments, -900 RPC failure), and\n"
+             "the integrity codes: -801 no replica matched its checksum, -707 a read outlived its\n"
+             "lease, -703 (put) another put of the key still in progress after 5 s.");
 
 PyTypeObject McStore_Type = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = MCPY_MODULE ".MooncakeDistributedStore",

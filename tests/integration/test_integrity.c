@@ -508,35 +508,47 @@ static void test_batch_judges_each_keys_lease_alone(void **state)
 {
     (void)state;
     mc_master_t m;
-    mc_holder_t h;
-    const char *const flags[] = {"--default_kv_lease_ttl=30ms", NULL};
+    mc_holder_t h1, h2;
+    const char *const flags[] = {"--default_kv_lease_ttl=1s", NULL};
     const char *const no_shm[] = {"MC_DISABLE_SHM=1", NULL};
     assert_int_equal(mc_master_start(&m, 0, flags), 0);
-    assert_int_equal(mc_holder_start(&h, &m, "700MB", NULL, no_shm, 20000), 0);
-    mc_store_t *s = new_client(&m, 1, 1); /* tcp: the large read takes well over 30 ms */
-    size_t small = 4096, big = 512 * MiB;
-    char *vs = malloc(small), *vb = malloc(big), *gs = malloc(small), *gb = malloc(big);
-    mc_payload_fill(vs, small, 3);
-    mc_payload_fill(vb, big, 4);
-    assert_int_equal(mc_store_put(s, "batch/small", vs, small, NULL), 0);
-    assert_int_equal(mc_store_put(s, "batch/big", vb, big, NULL), 0);
-    const char *keys[] = {"batch/small", "batch/big"};
-    void *bufs[] = {gs, gb};
-    size_t caps[] = {small, big};
+    assert_int_equal(mc_holder_start(&h1, &m, "64MB", NULL, no_shm, 20000), 0);
+    assert_int_equal(mc_holder_start(&h2, &m, "64MB", NULL, no_shm, 20000), 0);
+    /* tcp (a stopped holder's shared memory would still be readable), 2 s transfer timeout. */
+    setenv("MC_TRANSFER_TIMEOUT", "2", 1);
+    mc_store_t *s = new_client(&m, 1, 1);
+    unsetenv("MC_TRANSFER_TIMEOUT");
+    size_t size = 4096;
+    char *v = malloc(size), *g1 = malloc(size), *g2 = malloc(size);
+    mc_replicate_config_t on1 = MC_REPLICATE_CONFIG_INIT, on2 = MC_REPLICATE_CONFIG_INIT;
+    on1.preferred_segment = h1.segment;
+    on2.preferred_segment = h2.segment;
+    mc_payload_fill(v, size, 3);
+    assert_int_equal(mc_store_put(s, "batch/quick", v, size, &on1), 0);
+    mc_payload_fill(v, size, 4);
+    assert_int_equal(mc_store_put(s, "batch/stalled", v, size, &on2), 0);
+    /* The second key's holder stalls: its read fails after the 2 s transfer timeout, so the
+     * batch as a whole outlives the 1 s lease; the first key's read took milliseconds. */
+    assert_int_equal(kill(h2.proc.pid, SIGSTOP), 0);
+    const char *keys[] = {"batch/quick", "batch/stalled"};
+    void *bufs[] = {g1, g2};
+    size_t caps[] = {size, size};
     int64_t res[2];
+    uint64_t t = now_ms();
     mc_store_get_batch(s, keys, bufs, caps, 2, res);
-    print_message("batch [4 KiB, 512 MiB] with a 30 ms lease: %lld, %lld\n", (long long)res[0],
-                  (long long)res[1]);
-    assert_int_equal(res[0], (int64_t)small);
-    assert_int_equal(mc_payload_diff(gs, small, 3), small);
-    assert_true(res[1] == (int64_t)big || res[1] == MC_ERR_LEASE_EXPIRED);
-    if (res[1] == (int64_t)big)
-        assert_int_equal(mc_payload_diff(gb, big, 4), big);
+    t = now_ms() - t;
+    assert_int_equal(kill(h2.proc.pid, SIGCONT), 0);
+    print_message("batch [quick key, key on a stopped holder] with a 1 s lease took %llu ms: "
+                  "%lld, %lld\n",
+                  (unsigned long long)t, (long long)res[0], (long long)res[1]);
+    assert_true(t > 1000);
+    assert_int_equal(res[0], (int64_t)size);
+    assert_int_equal(mc_payload_diff(g1, size, 3), size);
+    assert_true(res[1] < 0);
     mc_store_free(s);
-    free(vs);
-    free(vb);
-    free(gs);
-    free(gb);
+    free(v);
+    free(g1);
+    free(g2);
     mc_cluster_kill_all();
 }
 
