@@ -115,6 +115,11 @@ typedef struct mc_transfer_req {
     /* The target segment's mount epoch as the caller knows it; 0 = not checked. Last field, so
      * positional initializers of the fields above leave it 0. See "Epochs". */
     uint64_t epoch;
+    /* 1: compute the CRC32C (Castagnoli) of the bytes moved where that is free, i.e. fused with
+     * the copy in this process (local and shm transports: each chunk checksummed while still in
+     * cache); the status then says has_crc32c = 1. Requests that cross tcp or rdma are not
+     * checksummed here (has_crc32c = 0): the caller checksums the buffer itself. */
+    int want_crc32c;
 } mc_transfer_req_t;
 
 typedef enum mc_transfer_state {
@@ -131,6 +136,10 @@ typedef struct mc_transfer_status {
      * 1000 + tv_nsec / 1000000, as clock_gettime gives it in this process); 0 while WAITING.
      * For judging each request of a batch against its own lease. */
     uint64_t finish_ms;
+    /* With want_crc32c: 1 when crc32c holds the CRC32C of the request's bytes (COMPLETED,
+     * local or shm), else 0. */
+    int has_crc32c;
+    uint32_t crc32c;
 } mc_transfer_status_t;
 
 /*

@@ -25,7 +25,7 @@
 #include "master_client.h"
 #include "mooncake/transfer_engine.h"
 #include "net.h"
-#include "object_layout.h" /* mc_crc32c */
+#include "checksum.h"
 #include "offload.h"
 
 #include <errno.h>
@@ -256,15 +256,19 @@ static int write_objects(mc_store_t *s, int upsert, const char *const *keys,
     uint64_t *sz = calloc(n ? n : 1, sizeof(uint64_t));
     size_t *idx = calloc(n ? n : 1, sizeof(size_t));
     int *started = calloc(n ? n : 1, sizeof(int));
+    uint32_t *crcs = calloc(n ? n : 1, sizeof(uint32_t)); /* per started key j */
+    char *fused = calloc(n ? n : 1, 1);                   /* crcs[j] came with the copy */
     pb_config_t pbc;
     Mc__KeysResponse *resp = NULL;
     mc_transfer_req_t *reqs = NULL;
     size_t *req_owner = NULL;
-    if (!ks || !sz || !idx || !started || config_to_pb(config, &pbc) != 0) {
+    if (!ks || !sz || !idx || !started || !crcs || !fused || config_to_pb(config, &pbc) != 0) {
         free(ks);
         free(sz);
         free(idx);
         free(started);
+        free(crcs);
+        free(fused);
         return MC_ERR_INTERNAL_ERROR;
     }
 
@@ -324,6 +328,8 @@ static int write_objects(mc_store_t *s, int upsert, const char *const *keys,
             }
             reqs[nreq] = (mc_transfer_req_t){MC_TRANSFER_WRITE, (void *)values[i], seg,
                                              r->replicas[k]->address, sizes[i]};
+            /* The first replica's copy computes the value's checksum when it is a memcpy. */
+            reqs[nreq].want_crc32c = s->checksum && k == 0;
             req_owner[nreq++] = j;
         }
     }
@@ -339,6 +345,10 @@ static int write_objects(mc_store_t *s, int upsert, const char *const *keys,
                 mc_te_get_status(b, q, &st);
                 if (st.state != MC_TRANSFER_COMPLETED)
                     results[idx[req_owner[q]]] = st.error ? st.error : MC_ERR_TRANSFER_FAIL;
+                else if (st.has_crc32c) {
+                    fused[req_owner[q]] = 1;
+                    crcs[req_owner[q]] = st.crc32c;
+                }
             }
         }
         mc_te_batch_free(b);
@@ -352,11 +362,11 @@ static int write_objects(mc_store_t *s, int upsert, const char *const *keys,
     size_t nend = 0, nrevoke = 0;
     char **end_keys = ks, **revoke_keys = calloc(m, sizeof(char *));
     size_t *end_idx = calloc(m, sizeof(size_t));
-    uint32_t *crcs = calloc(m, sizeof(uint32_t));
-    if (!revoke_keys || !end_idx || !crcs) {
+    uint32_t *end_crcs = calloc(m, sizeof(uint32_t));
+    if (!revoke_keys || !end_idx || !end_crcs) {
         free(revoke_keys);
         free(end_idx);
-        free(crcs);
+        free(end_crcs);
         rc = MC_ERR_INTERNAL_ERROR;
         goto done;
     }
@@ -365,9 +375,10 @@ static int write_objects(mc_store_t *s, int upsert, const char *const *keys,
             continue;
         if (results[idx[j]] == 0) {
             end_keys[nend] = (char *)keys[idx[j]];
-            /* After the transfer: the source was just read, so it is likely still in cache. */
+            /* Fused with the copy (local, shm), else after the transfer: the source was just
+             * read, so it is likely still in cache. */
             if (s->checksum)
-                crcs[nend] = mc_crc32c(0, values[idx[j]], sizes[idx[j]]);
+                end_crcs[nend] = fused[j] ? crcs[j] : mc_crc32c(0, values[idx[j]], sizes[idx[j]]);
             end_idx[nend++] = idx[j];
         } else {
             revoke_keys[nrevoke++] = (char *)keys[idx[j]];
@@ -375,7 +386,8 @@ static int write_objects(mc_store_t *s, int upsert, const char *const *keys,
     }
     if (nend) {
         Mc__KeysResponse *er = NULL;
-        int erc = keys_call_checksums(s, op_end, end_keys, nend, s->checksum ? crcs : NULL, &er);
+        int erc =
+            keys_call_checksums(s, op_end, end_keys, nend, s->checksum ? end_crcs : NULL, &er);
         for (size_t j = 0; j < nend; j++)
             results[end_idx[j]] = erc ? erc : er->results[j]->code;
         if (er)
@@ -388,7 +400,7 @@ static int write_objects(mc_store_t *s, int upsert, const char *const *keys,
     }
     free(revoke_keys);
     free(end_idx);
-    free(crcs);
+    free(end_crcs);
 
 done:
     if (resp)
@@ -400,6 +412,8 @@ done:
     free(sz);
     free(idx);
     free(started);
+    free(crcs);
+    free(fused);
     if (rc == 0) {
         for (size_t i = 0; i < n; i++) {
             if (results[i] != 0) {
@@ -436,11 +450,12 @@ static size_t pick_order(mc_store_t *s, const Mc__KeyResult *r, size_t *order)
  * MC_ERR_CHECKSUM_MISMATCH, counted and logged (rate-limited).
  */
 static int verify_replica(mc_store_t *s, const char *key, const Mc__Replica *rep, const void *buf,
-                          uint64_t size)
+                          uint64_t size, const mc_transfer_status_t *st)
 {
     if (!s->checksum || !rep->has_checksum || size == 0)
         return 0;
-    uint32_t crc = mc_crc32c(0, buf, (size_t)size);
+    /* Computed during the copy by the Transfer Engine (local, shm), else here. */
+    uint32_t crc = st && st->has_crc32c ? st->crc32c : mc_crc32c(0, buf, (size_t)size);
     if (crc == rep->checksum)
         return 0;
     atomic_fetch_add(&s->checksum_mismatches, 1);
@@ -468,7 +483,7 @@ static int64_t read_from_disk(mc_store_t *s, const char *key, const Mc__KeyResul
             continue;
         int rc = mc_offload_read(s->offload, s->te, key, rep, buf, r->size);
         if (rc == 0)
-            rc = verify_replica(s, key, rep, buf, r->size);
+            rc = verify_replica(s, key, rep, buf, r->size, NULL);
         if (rc == 0)
             return (int64_t)r->size;
         result = rc;
@@ -476,11 +491,12 @@ static int64_t read_from_disk(mc_store_t *s, const char *key, const Mc__KeyResul
     return result;
 }
 
-static void replica_request(const Mc__Replica *rep, void *buf, uint64_t size, mc_segment_id_t seg,
-                            mc_transfer_req_t *out)
+static void replica_request(mc_store_t *s, const Mc__Replica *rep, void *buf, uint64_t size,
+                            mc_segment_id_t seg, mc_transfer_req_t *out)
 {
     *out = (mc_transfer_req_t){MC_TRANSFER_READ, buf, seg, rep->address, size};
     out->epoch = rep->epoch; /* the owner refuses a read of a previous mount's memory */
+    out->want_crc32c = s->checksum && rep->has_checksum;
 }
 
 /* One memory replica, synchronously; *finish_ms receives when it ended. */
@@ -489,15 +505,24 @@ static int read_one_replica(mc_store_t *s, const char *key, const Mc__Replica *r
 {
     mc_segment_id_t seg;
     int rc = mc_te_open_segment(s->te, rep->segment_name, &seg);
+    mc_transfer_status_t st = {MC_TRANSFER_FAILED, rc, 0, 0, 0, 0};
     if (rc == 0) {
         mc_transfer_req_t req;
-        replica_request(rep, buf, size, seg, &req);
-        rc = mc_te_transfer_sync(s->te, &req, 1);
+        replica_request(s, rep, buf, size, seg, &req);
+        mc_batch_t *b = NULL;
+        rc = mc_te_batch_create(s->te, 1, &b);
+        if (rc == 0)
+            rc = mc_te_submit(b, &req, 1);
+        if (rc == 0)
+            rc = mc_te_wait(b, -1);
+        if (rc == 0)
+            mc_te_get_status(b, 0, &st);
+        mc_te_batch_free(b);
     }
     *finish_ms = mc_now_ms();
     if (rc != 0)
         return MC_ERR_TRANSFER_FAIL;
-    return verify_replica(s, key, rep, buf, size);
+    return verify_replica(s, key, rep, buf, size, &st);
 }
 
 /* 1 when a memory read's result may still be bettered by another replica. */
@@ -576,7 +601,7 @@ static int read_objects(mc_store_t *s, const char *const *keys, void *const *buf
             results[i] = MC_ERR_TRANSFER_FAIL; /* retried on the other replicas below */
             continue;
         }
-        replica_request(r->replicas[order[0]], bufs[i], r->size, seg, &reqs[nreq]);
+        replica_request(s, r->replicas[order[0]], bufs[i], r->size, seg, &reqs[nreq]);
         req_owner[nreq++] = j;
     }
     if (nreq > 0) {
@@ -589,14 +614,14 @@ static int read_objects(mc_store_t *s, const char *const *keys, void *const *buf
         uint64_t now = mc_now_ms();
         for (size_t q = 0; q < nreq; q++) {
             size_t j = req_owner[q];
-            mc_transfer_status_t st = {MC_TRANSFER_FAILED, brc, 0, 0};
+            mc_transfer_status_t st = {MC_TRANSFER_FAILED, brc, 0, 0, 0, 0};
             if (brc == 0)
                 mc_te_get_status(b, q, &st);
             finish[j] = st.finish_ms ? st.finish_ms : now;
             if (st.state != MC_TRANSFER_COMPLETED)
                 results[idx[j]] = MC_ERR_TRANSFER_FAIL;
             else if (verify_replica(s, keys[idx[j]], resp->results[j]->replicas[first[j]],
-                                    bufs[idx[j]], resp->results[j]->size) != 0)
+                                    bufs[idx[j]], resp->results[j]->size, &st) != 0)
                 results[idx[j]] = MC_ERR_CHECKSUM_MISMATCH;
         }
         mc_te_batch_free(b);

@@ -1,7 +1,8 @@
 /*
  * object_layout.c — the Mooncake-style object format (object_layout.h): header encoding and
- * verification, CRC32C, the hash directory of a key, reversible key escaping, temporary names
- * and the cutting of an object's byte stream into transfers and scatter-gather pieces.
+ * verification (CRC32C: common/checksum.h), the hash directory of a key, reversible key escaping,
+ * temporary names and the cutting of an object's byte stream into transfers and scatter-gather
+ * pieces.
  *
  * Both adapters and the benchmark use these functions and nothing else to decide what goes
  * where, so a directory written by one adapter is readable by the other.
@@ -10,30 +11,12 @@
 
 #include "mooncake/errors.h"
 
-#include <isa-l/crc.h>
 #include <stdio.h>
 #include <string.h>
 #include <xxhash.h>
 
-/* isa-l's crc32_iscsi takes an int length: feed it at most this much at a time. */
-#define CRC_STEP ((size_t)1 << 30)
-
 static const char hex_upper[] = "0123456789ABCDEF";
 static const char hex_lower[] = "0123456789abcdef";
-
-uint32_t mc_crc32c(uint32_t crc, const void *buf, size_t len)
-{
-    /* crc32_iscsi(buf, len, ~0) is CRC32C without the final inversion; chain on the raw value. */
-    uint32_t raw = ~crc;
-    const unsigned char *p = buf;
-    while (len > 0) {
-        size_t n = len < CRC_STEP ? len : CRC_STEP;
-        raw = crc32_iscsi((unsigned char *)p, (int)n, raw);
-        p += n;
-        len -= n;
-    }
-    return ~raw;
-}
 
 size_t mc_obj_header_min_len(size_t key_len)
 {

@@ -45,6 +45,7 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
+#include "checksum.h"
 #include "mooncake/fs_adapter.h"
 
 #define MC_OBJ_MAGIC "MCOBJ\r\n\x1a"
@@ -78,8 +79,7 @@ typedef struct mc_obj_seg {
     uint64_t len;
 } mc_obj_seg_t;
 
-/* Standard CRC32C (iSCSI / Castagnoli), chainable: crc = mc_crc32c(crc, ...), starting from 0. */
-uint32_t mc_crc32c(uint32_t crc, const void *buf, size_t len);
+/* mc_crc32c (standard CRC32C, chainable) is in common/checksum.h. */
 
 /* Bytes before the value: MC_OBJ_HEADER_FIXED + key_len, padded as described above. */
 size_t mc_obj_header_len(size_t key_len, uint64_t value_size);

@@ -368,8 +368,8 @@ int mc_metadata_publish(mc_transfer_engine_t *te)
     rc = mc_http_metadata_put(te->metadata_url, key, json, strlen(json));
     free(json);
     if (rc != 0) {
-        MC_ERROR("cannot publish segment %s to metadata server %s: %s", te->name,
-                 te->metadata_url, mc_error_name(rc));
+        MC_ERROR("cannot publish segment %s to metadata server %s: %s", te->name, te->metadata_url,
+                 mc_error_name(rc));
         return rc;
     }
     char host[MC_HOST_MAX];

@@ -19,6 +19,7 @@
  */
 #include "transfer_internal.h"
 
+#include "checksum.h"
 #include "log.h"
 
 #include <errno.h>
@@ -366,14 +367,14 @@ static int shm_map_locked(mc_peer_t *peer, const mc_remote_region_t *region)
     struct cmsghdr *c = n > 0 ? CMSG_FIRSTHDR(&msg) : NULL;
     if (c && c->cmsg_type == SCM_RIGHTS)
         memcpy(&memfd, CMSG_DATA(c), sizeof(int));
-    if (n != (ssize_t)sizeof(reply) || reply.code != 0 || memfd < 0 ||
-        reply.addr != region->addr || reply.length != region->length) {
+    if (n != (ssize_t)sizeof(reply) || reply.code != 0 || memfd < 0 || reply.addr != region->addr ||
+        reply.length != region->length) {
         if (memfd >= 0)
             close(memfd);
         return MC_ERR_TRANSFER_FAIL;
     }
-    void *p = mmap(NULL, reply.length, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, memfd,
-                   0);
+    void *p =
+        mmap(NULL, reply.length, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, memfd, 0);
     close(memfd);
     if (p == MAP_FAILED)
         return MC_ERR_INTERNAL_ERROR;
@@ -399,7 +400,7 @@ static int shm_check_owner(mc_peer_t *peer)
 }
 
 int mc_shm_transfer(mc_transfer_engine_t *te, mc_peer_t *peer, int opcode, void *local,
-                    uint64_t remote, uint64_t len)
+                    uint64_t remote, uint64_t len, uint32_t *crc)
 {
     mc_remote_region_t region;
     pthread_mutex_lock(&peer->lock);
@@ -434,7 +435,11 @@ int mc_shm_transfer(mc_transfer_engine_t *te, mc_peer_t *peer, int opcode, void 
     }
 
     char *base = (char *)peer->shm_maps[region.shm_index] + (remote - region.addr);
-    if (opcode == MC_TE_OP_WRITE)
+    if (crc && opcode == MC_TE_OP_WRITE)
+        *crc = mc_copy_crc32c(base, local, len, 0, 1);
+    else if (crc)
+        *crc = mc_copy_crc32c(local, base, len, 0, 0);
+    else if (opcode == MC_TE_OP_WRITE)
         memcpy(base, local, len);
     else
         memcpy(local, base, len);

@@ -11,6 +11,7 @@
  */
 #include "transfer_internal.h"
 
+#include "checksum.h"
 #include "log.h"
 
 #include <errno.h>
@@ -538,8 +539,9 @@ static void finish_now(mc_batch_t *b, mc_req_state_t *r, int rc)
     pthread_mutex_unlock(&b->lock);
 }
 
-/* The engine's own segment: epoch check and memcpy under the registry read lock. */
-static int transfer_local(mc_transfer_engine_t *te, const mc_transfer_req_t *req)
+/* The engine's own segment: epoch check and memcpy under the registry read lock. With `crc`,
+ * *crc receives the CRC32C of the bytes moved (fused with the copy when the ranges are apart). */
+static int transfer_local(mc_transfer_engine_t *te, const mc_transfer_req_t *req, uint32_t *crc)
 {
     int refused = req->opcode == MC_TRANSFER_WRITE ? MC_ERR_INVALID_WRITE : MC_ERR_INVALID_READ;
     const char *what = req->opcode == MC_TRANSFER_WRITE ? "write" : "read";
@@ -557,10 +559,16 @@ static int transfer_local(mc_transfer_engine_t *te, const mc_transfer_req_t *req
         mc_registry_find_locked(&te->registry, req->target_offset, req->length);
     if (g) {
         void *target = (void *)(uintptr_t)req->target_offset;
-        if (req->opcode == MC_TRANSFER_WRITE)
-            memmove(target, req->source, req->length);
-        else
-            memmove(req->source, target, req->length);
+        void *dst = req->opcode == MC_TRANSFER_WRITE ? target : req->source;
+        const void *src = req->opcode == MC_TRANSFER_WRITE ? req->source : target;
+        uintptr_t d = (uintptr_t)dst, s = (uintptr_t)src;
+        if (crc && (d + req->length <= s || s + req->length <= d)) {
+            *crc = mc_copy_crc32c(dst, src, req->length, 0, req->opcode == MC_TRANSFER_WRITE);
+        } else {
+            memmove(dst, src, req->length);
+            if (crc) /* overlapping ranges: the bytes now at the destination */
+                *crc = mc_crc32c(0, dst, req->length);
+        }
     }
     pthread_rwlock_unlock(&te->registry.lock);
     if (g)
@@ -618,6 +626,8 @@ int mc_te_submit(mc_batch_t *b, const mc_transfer_req_t *reqs, size_t n)
         atomic_store(&r->error, 0);
         atomic_store(&r->done_bytes, 0);
         atomic_store(&r->finish_ms, 0);
+        r->has_crc32c = 0;
+        r->crc32c = 0;
     }
     b->count += n;
 
@@ -625,14 +635,19 @@ int mc_te_submit(mc_batch_t *b, const mc_transfer_req_t *reqs, size_t n)
     for (size_t i = 0; i < n; i++) {
         mc_req_state_t *r = &b->reqs[first + i];
         mc_peer_t *peer = mc_te_peer(te, r->req.target_id);
+        uint32_t *crc = r->req.want_crc32c ? &r->crc32c : NULL;
         if (peer->is_self) {
-            finish_now(b, r, transfer_local(te, &r->req));
+            int lrc = transfer_local(te, &r->req, crc);
+            r->has_crc32c = crc && lrc == 0;
+            finish_now(b, r, lrc);
             continue;
         }
         int rc = check_remote_range(te, peer, &r->req);
         if (rc == 0) {
             int op = r->req.opcode == MC_TRANSFER_WRITE ? MC_TE_OP_WRITE : MC_TE_OP_READ;
-            rc = mc_shm_transfer(te, peer, op, r->req.source, r->req.target_offset, r->req.length);
+            rc = mc_shm_transfer(te, peer, op, r->req.source, r->req.target_offset, r->req.length,
+                                 crc);
+            r->has_crc32c = crc && rc == 0;
             if (rc <= 0) {
                 finish_now(b, r, rc);
                 continue;
@@ -669,6 +684,8 @@ int mc_te_get_status(mc_batch_t *b, size_t index, mc_transfer_status_t *status)
     status->error = atomic_load(&r->error);
     status->transferred_bytes = atomic_load(&r->done_bytes);
     status->finish_ms = status->state == MC_TRANSFER_WAITING ? 0 : atomic_load(&r->finish_ms);
+    status->has_crc32c = status->state == MC_TRANSFER_COMPLETED && r->has_crc32c;
+    status->crc32c = status->has_crc32c ? r->crc32c : 0;
     return 0;
 }
 
@@ -729,4 +746,3 @@ int mc_te_transfer_sync(mc_transfer_engine_t *te, const mc_transfer_req_t *reqs,
     mc_te_batch_free(b);
     return rc;
 }
-

@@ -227,6 +227,8 @@ typedef struct mc_req_state {
     atomic_size_t done_bytes;
     atomic_uint slices_left;
     _Atomic uint64_t finish_ms; /* mc_now_ms() when it reached COMPLETED or FAILED, else 0 */
+    int has_crc32c;             /* set before the state is published (local / shm copies) */
+    uint32_t crc32c;
 } mc_req_state_t;
 
 struct mc_batch {
@@ -265,11 +267,12 @@ int mc_shm_server_start(mc_transfer_engine_t *te);
 void mc_shm_server_stop(mc_transfer_engine_t *te);
 /*
  * Copies between local memory and a same-host peer's shm region; returns 1 when the range is not
- * reachable by shm (caller falls back to tcp), 0 when done, or a negative error.
- * Called with peer->lock NOT held.
+ * reachable by shm (caller falls back to tcp), 0 when done, or a negative error. With `crc`
+ * not NULL, *crc receives the CRC32C of the bytes copied (computed during the copy) when 0 is
+ * returned. Called with peer->lock NOT held.
  */
 int mc_shm_transfer(mc_transfer_engine_t *te, mc_peer_t *peer, int opcode, void *local,
-                    uint64_t remote, uint64_t len);
+                    uint64_t remote, uint64_t len, uint32_t *crc);
 void mc_shm_peer_close(mc_peer_t *peer);
 /* Tells connected same-host peers that a shm region went away (they drop their mappings). */
 void mc_shm_notify_revoke(mc_transfer_engine_t *te);
