@@ -33,8 +33,7 @@ static int call(mc_rpc_client_t *rpc, uint16_t opcode, const ProtobufCMessage *r
 int mc_master_call_keys(mc_rpc_client_t *rpc, uint16_t opcode, const Mc__KeysRequest *req,
                         Mc__KeysResponse **resp)
 {
-    return call(rpc, opcode, &req->base, &mc__keys_response__descriptor,
-                (ProtobufCMessage **)resp);
+    return call(rpc, opcode, &req->base, &mc__keys_response__descriptor, (ProtobufCMessage **)resp);
 }
 
 int mc_master_call_segments(mc_rpc_client_t *rpc, uint16_t opcode, const Mc__SegmentRequest *req,
@@ -45,11 +44,12 @@ int mc_master_call_segments(mc_rpc_client_t *rpc, uint16_t opcode, const Mc__Seg
 }
 
 int mc_master_call_ping(mc_rpc_client_t *rpc, const char *client_id, uint64_t fallback_reads,
-                        Mc__PingResponse **resp)
+                        uint64_t checksum_mismatches, Mc__PingResponse **resp)
 {
     Mc__PingRequest req = MC__PING_REQUEST__INIT;
     req.client_id = (char *)client_id;
     req.fallback_reads = fallback_reads;
+    req.checksum_mismatches = checksum_mismatches;
     return call(rpc, MC_RPC_PING, &req.base, &mc__ping_response__descriptor,
                 (ProtobufCMessage **)resp);
 }

@@ -1185,8 +1185,8 @@ static void *ping_main(void *arg)
         pthread_mutex_unlock(&s->ping_lock);
 
         Mc__PingResponse *resp = NULL;
-        int rc =
-            mc_master_call_ping(s->rpc, s->client_id, mc_offload_fallback_reads(s->offload), &resp);
+        int rc = mc_master_call_ping(s->rpc, s->client_id, mc_offload_fallback_reads(s->offload),
+                                     atomic_load(&s->checksum_mismatches), &resp);
         if (rc != 0) {
             if (atomic_exchange(&s->master_reachable, 0))
                 MC_WARN("master %s unreachable (%s); will re-mount when it is back", s->master_addr,
@@ -1377,10 +1377,11 @@ int mc_store_close(mc_store_t *s)
         pthread_mutex_unlock(&s->ping_lock);
         pthread_join(s->ping_thread, NULL);
         s->ping_started = 0;
-        if (mc_offload_fallback_reads(s->offload) > 0) { /* the master's count, up to date */
+        if (mc_offload_fallback_reads(s->offload) > 0 ||
+            atomic_load(&s->checksum_mismatches) > 0) { /* the master's counts, up to date */
             Mc__PingResponse *resp = NULL;
             if (mc_master_call_ping(s->rpc, s->client_id, mc_offload_fallback_reads(s->offload),
-                                    &resp) == 0)
+                                    atomic_load(&s->checksum_mismatches), &resp) == 0)
                 mc__ping_response__free_unpacked(resp, NULL);
         }
     }

@@ -109,6 +109,10 @@ static void render_offload_metrics(FILE *f, const mc_master_stats_t *st)
            "Disk files waiting to be deleted by a client.", st->pending_deletions);
     metric(f, "master_fallback_reads_total", "counter",
            "Reads served from disk replicas, as the clients report.", st->fallback_reads);
+    metric(f, "master_checksum_mismatches_total", "counter",
+           "Replica reads whose bytes failed end-to-end checksum verification (skipped for "
+           "another replica or failed with -801), as the clients report.",
+           st->checksum_mismatches);
 }
 
 static void render_metrics(mc_admin_http_t *a, FILE *f)

@@ -54,7 +54,8 @@ typedef struct mc_segment {
 typedef struct mc_client {
     char id[MC_CLIENT_ID_MAX];
     uint64_t last_seen_ms;
-    uint64_t fallback_reads; /* the running total it last reported */
+    uint64_t fallback_reads;      /* the running total it last reported */
+    uint64_t checksum_mismatches; /* likewise */
 } mc_client_t;
 
 /* ---- offload (offload.c) -------------------------------------------------------------------- */
@@ -180,6 +181,7 @@ struct mc_master {
     uint64_t evict_retry_at; /* monotonic ms: the background check idles until then */
 
     uint64_t evicted_keys, eviction_runs, expired_clients, revoked_puts;
+    uint64_t checksum_mismatches; /* summed from the clients' reports */
 
     /* offload (offload.c) */
     mc_offloader_t **offloaders;

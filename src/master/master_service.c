@@ -718,6 +718,20 @@ int mc_master_ping(mc_master_t *m, const char *client_id, uint64_t *view_version
     return 0;
 }
 
+void mc_master_report_checksum_mismatches(mc_master_t *m, const char *client_id, uint64_t total)
+{
+    if (!m || !client_id)
+        return;
+    pthread_mutex_lock(&m->lock);
+    mc_client_t *c = client_find(m, client_id);
+    if (c) {
+        m->checksum_mismatches +=
+            total >= c->checksum_mismatches ? total - c->checksum_mismatches : total;
+        c->checksum_mismatches = total;
+    }
+    pthread_mutex_unlock(&m->lock);
+}
+
 /* ---- put / upsert ---------------------------------------------------------------------------- */
 
 static int config_ok(const mc_master_t *m, const mc_replicate_config_t *cfg)
@@ -1130,6 +1144,7 @@ void mc_master_get_stats(mc_master_t *m, mc_master_stats_t *out)
     out->eviction_runs = m->eviction_runs;
     out->expired_clients = m->expired_clients;
     out->revoked_puts = m->revoked_puts;
+    out->checksum_mismatches = m->checksum_mismatches;
     pthread_mutex_unlock(&m->lock);
 }
 

@@ -122,6 +122,9 @@ uint64_t mc_master_segment_epoch(mc_master_t *m, const char *segment_id);
  */
 int mc_master_ping(mc_master_t *m, const char *client_id, uint64_t *view_version,
                    mc_client_status_t *status);
+/* A live client's running total of replica reads that failed checksum verification (from its
+ * pings); the master sums the increments into mc_master_stats_t.checksum_mismatches. */
+void mc_master_report_checksum_mismatches(mc_master_t *m, const char *client_id, uint64_t total);
 
 /* ---- objects ------------------------------------------------------------------------------ */
 
@@ -339,6 +342,7 @@ typedef struct mc_master_stats {
     uint64_t disk_evicted;         /* disk replicas dropped for disk capacity since start */
     uint64_t pending_deletions;    /* file deletions waiting for a heartbeat */
     uint64_t fallback_reads;       /* reads served from disk, reported by clients */
+    uint64_t checksum_mismatches;  /* replica reads that failed verification, as clients report */
     int offload_backend;           /* declared, or the first one a client reported */
     char offload_fs_type[16];
 } mc_master_stats_t;

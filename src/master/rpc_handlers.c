@@ -106,9 +106,12 @@ static int handle_ping(rpc_conn_t *c, uint16_t opcode, uint64_t id, const uint8_
     resp.code = mc_master_ping(mc_rpc_conn_master(c), req->client_id, &view, &status);
     resp.view_version = view;
     resp.client_status = (int32_t)status;
-    if (resp.code == 0)
+    if (resp.code == 0) {
         resp.offload_pending =
             mc_master_offload_ping(mc_rpc_conn_master(c), req->client_id, req->fallback_reads);
+        mc_master_report_checksum_mismatches(mc_rpc_conn_master(c), req->client_id,
+                                             req->checksum_mismatches);
+    }
     int rc = mc_rpc_conn_reply(c, opcode, id, &resp.base, resp.code == 0);
     mc__ping_request__free_unpacked(req, NULL);
     return rc;

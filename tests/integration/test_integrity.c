@@ -205,6 +205,13 @@ static void test_flipped_byte_in_memory_is_an_error_or_another_replica(void **st
                      MC_ERR_CHECKSUM_MISMATCH);
     assert_int_equal(res[0], MC_ERR_CHECKSUM_MISMATCH);
     assert_int_equal(res[1], MC_ERR_CHECKSUM_MISMATCH);
+    /* Each mismatch is counted and reaches the master's metrics with the next ping. */
+    uint64_t deadline = now_ms() + 10000;
+    long long seen;
+    while ((seen = mc_master_metric(&m, "master_checksum_mismatches_total")) < 5) {
+        assert_true(now_ms() < deadline);
+        usleep(100000);
+    }
     assert_int_equal(mc_store_unregister_buffer(s, got), 0);
 
     mc_store_free(plain);

@@ -41,7 +41,6 @@
 #define MiB (1024ull * 1024ull)
 #define MASTER_BIN MC_BUILD_DIR "/tools/mooncake_master"
 #define CLIENT_BIN MC_BUILD_DIR "/tools/mooncake_client"
-#define HTTP_MAX (1u << 20)
 #define WAIT_MS 120000
 #define MKCONT_BIN MC_BUILD_DIR "/dfs_double/dfs_double_mkcont"
 #define DAOS_POOL "pool"
@@ -136,47 +135,10 @@ static int run_to_exit(char *const argv[], const char *const *env, char **err_te
 
 /* ---- the master's HTTP view --------------------------------------------------------------- */
 
-static char *http_get(int port, const char *path)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sin = {.sin_family = AF_INET,
-                              .sin_port = htons((uint16_t)port),
-                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    if (connect(fd, (struct sockaddr *)&sin, sizeof(sin)) != 0) {
-        close(fd);
-        return NULL;
-    }
-    char req[1024];
-    int len = snprintf(req, sizeof(req),
-                       "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", path);
-    if (write(fd, req, (size_t)len) != len) {
-        close(fd);
-        return NULL;
-    }
-    char *resp = calloc(1, HTTP_MAX + 1);
-    size_t got = 0;
-    ssize_t n;
-    while (got < HTTP_MAX && (n = recv(fd, resp + got, HTTP_MAX - got, 0)) > 0)
-        got += (size_t)n;
-    close(fd);
-    char *body = strstr(resp, "\r\n\r\n");
-    char *out = body ? strdup(body + 4) : NULL;
-    free(resp);
-    return out;
-}
-
 /* A master_* metric, or -1 when the master cannot be asked. */
 static int64_t metric(const master_t *m, const char *name)
 {
-    char *body = http_get(m->metrics_port, "/metrics");
-    if (!body)
-        return -1;
-    char pat[128];
-    snprintf(pat, sizeof(pat), "\n%s ", name);
-    char *at = strstr(body, pat);
-    int64_t v = at ? strtoll(at + strlen(pat), NULL, 10) : -1;
-    free(body);
-    return v;
+    return mc_master_metric(m, name);
 }
 
 /* Waits until metric `name` >= want; returns its last value. */
@@ -199,7 +161,7 @@ static void replica_types(const master_t *m, const char *key, char *out, size_t 
 {
     char path[512];
     snprintf(path, sizeof(path), "/query_key?key=%s", key);
-    char *body = http_get(m->metrics_port, path);
+    char *body = mc_http_get(m->metrics_port, path);
     out[0] = '\0';
     for (char *p = body; p && (p = strstr(p, "\"type\":\"")) != NULL;) {
         p += 8;
@@ -878,7 +840,7 @@ static void test_failed_health_check_stops_taking_tasks_and_shows_in_health(void
     assert_int_equal(system(probe), 0);
     assert_int_equal(wait_metric_at_least(&m, "master_offload_unhealthy_clients", 1), 1);
     assert_int_equal(metric(&m, "master_offload_backend_healthy"), 0);
-    char *health = http_get(m.metrics_port, "/health");
+    char *health = mc_http_get(m.metrics_port, "/health");
     assert_non_null(health);
     assert_non_null(strstr(health, "\"status\":\"degraded\""));
     assert_non_null(strstr(health, "\"backend_healthy\":false"));

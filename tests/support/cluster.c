@@ -131,8 +131,8 @@ int mc_holder_start(mc_holder_t *h, const mc_master_t *m, const char *segment,
     snprintf(master_flag, sizeof(master_flag), "--master_server_address=%s", m->addr);
     snprintf(port_flag, sizeof(port_flag), "--port=%d", mc_test_free_port());
     snprintf(seg_flag, sizeof(seg_flag), "--global_segment_size=%s", segment);
-    char *argv[16] = {CLIENT_BIN, master_flag, "--metadata_server=P2PHANDSHAKE",
-                      "--host=127.0.0.1", port_flag, seg_flag};
+    char *argv[16] = {CLIENT_BIN,         master_flag, "--metadata_server=P2PHANDSHAKE",
+                      "--host=127.0.0.1", port_flag,   seg_flag};
     int argc = 6;
     for (int i = 0; flags && flags[i] && argc < 15; i++)
         argv[argc++] = (char *)flags[i];
@@ -206,4 +206,49 @@ int mc_holder_start_at(mc_holder_t *h, const mc_master_t *m, const char *host, c
     mc_cluster_track(h->proc.pid);
     sscanf(h->proc.ready_line, "mooncake_client ready: segment %299s", h->segment);
     return 0;
+}
+
+#define HTTP_MAX (1u << 20)
+
+char *mc_http_get(int port, const char *path)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sin = {.sin_family = AF_INET,
+                              .sin_port = htons((uint16_t)port),
+                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    if (fd < 0 || connect(fd, (struct sockaddr *)&sin, sizeof(sin)) != 0) {
+        if (fd >= 0)
+            close(fd);
+        return NULL;
+    }
+    char req[1024];
+    int len = snprintf(req, sizeof(req),
+                       "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", path);
+    if (write(fd, req, (size_t)len) != len) {
+        close(fd);
+        return NULL;
+    }
+    char *resp = calloc(1, HTTP_MAX + 1);
+    size_t got = 0;
+    ssize_t n;
+    while (resp && got < HTTP_MAX && (n = recv(fd, resp + got, HTTP_MAX - got, 0)) > 0)
+        got += (size_t)n;
+    close(fd);
+    char *body = resp ? strstr(resp, "\r\n\r\n") : NULL;
+    char *out = body ? strdup(body + 4) : NULL;
+    free(resp);
+    return out;
+}
+
+long long mc_master_metric(const mc_master_t *m, const char *name)
+{
+    char *body = mc_http_get(m->metrics_port, "/metrics");
+    if (!body)
+        return -1;
+    char pat[128];
+    snprintf(pat, sizeof(pat), "\n%s ", name);
+    char *at = strstr(body, pat);
+    long long v = at ? strtoll(at + strlen(pat), NULL, 10) : -1;
+    free(body);
+    return v;
 }

@@ -64,4 +64,9 @@ int mc_master_start_at(mc_master_t *m, const char *host, const char *const *extr
 int mc_holder_start_at(mc_holder_t *h, const mc_master_t *m, const char *host, const char *segment,
                        const char *const *flags, const char *const *env, int timeout_ms);
 
+/* Body of GET http://127.0.0.1:port/path (malloc'd, at most 1 MiB), or NULL. */
+char *mc_http_get(int port, const char *path);
+/* The master's metric `name` from its /metrics, or -1 when the master cannot be asked. */
+long long mc_master_metric(const mc_master_t *m, const char *name);
+
 #endif
