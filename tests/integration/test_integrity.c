@@ -82,29 +82,13 @@ static void rw_start(mc_proc_t *p, const mc_master_t *m, const char *const *env)
 
 static void rw_send(mc_proc_t *p, const char *line)
 {
-    size_t n = strlen(line);
-    assert_int_equal(write(p->stdin_fd, line, n), (ssize_t)n);
+    assert_int_equal(mc_proc_send(p, line), 0);
 }
 
 /* Reads one line of the child's answers, waiting up to timeout_ms. */
 static void rw_read_line(mc_proc_t *p, char *out, size_t cap, int timeout_ms)
 {
-    size_t n = 0;
-    uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
-    while (n + 1 < cap) {
-        struct pollfd pfd = {.fd = p->stdout_fd, .events = POLLIN};
-        uint64_t now = now_ms();
-        assert_true(now < deadline);
-        if (poll(&pfd, 1, (int)(deadline - now)) <= 0)
-            continue;
-        char c;
-        ssize_t r = read(p->stdout_fd, &c, 1);
-        assert_true(r == 1);
-        if (c == '\n')
-            break;
-        out[n++] = c;
-    }
-    out[n] = '\0';
+    assert_int_equal(mc_proc_read_line(p, out, cap, timeout_ms), 0);
 }
 
 /* Waits until the child stopped itself (a "stop" failpoint). */

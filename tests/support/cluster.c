@@ -127,24 +127,7 @@ void mc_env_apply(const char *const *env, int set)
 int mc_holder_start(mc_holder_t *h, const mc_master_t *m, const char *segment,
                     const char *const *flags, const char *const *env, int timeout_ms)
 {
-    char master_flag[96], port_flag[32], seg_flag[64];
-    snprintf(master_flag, sizeof(master_flag), "--master_server_address=%s", m->addr);
-    snprintf(port_flag, sizeof(port_flag), "--port=%d", mc_test_free_port());
-    snprintf(seg_flag, sizeof(seg_flag), "--global_segment_size=%s", segment);
-    char *argv[16] = {CLIENT_BIN,         master_flag, "--metadata_server=P2PHANDSHAKE",
-                      "--host=127.0.0.1", port_flag,   seg_flag};
-    int argc = 6;
-    for (int i = 0; flags && flags[i] && argc < 15; i++)
-        argv[argc++] = (char *)flags[i];
-    argv[argc] = NULL;
-    mc_env_apply(env, 1);
-    int rc = mc_proc_start(&h->proc, argv, "mooncake_client ready: segment ", timeout_ms);
-    mc_env_apply(env, 0);
-    if (rc != 0)
-        return -1;
-    mc_cluster_track(h->proc.pid);
-    sscanf(h->proc.ready_line, "mooncake_client ready: segment %299s", h->segment);
-    return 0;
+    return mc_holder_start_at(h, m, "127.0.0.1", segment, flags, env, timeout_ms);
 }
 
 int mc_port_open_at(const char *host, int port)

@@ -204,3 +204,31 @@ int mc_test_free_port(void)
     close(fd);
     return ntohs(sin.sin_port);
 }
+
+int mc_proc_send(mc_proc_t *p, const char *line)
+{
+    size_t n = strlen(line);
+    return write(p->stdin_fd, line, n) == (ssize_t)n ? 0 : -1;
+}
+
+int mc_proc_read_line(mc_proc_t *p, char *out, size_t cap, int timeout_ms)
+{
+    size_t n = 0;
+    long long deadline = now_ms() + timeout_ms;
+    while (n + 1 < cap) {
+        struct pollfd pfd = {.fd = p->stdout_fd, .events = POLLIN};
+        long long now = now_ms();
+        if (now >= deadline)
+            return -1;
+        if (poll(&pfd, 1, (int)(deadline - now)) <= 0)
+            continue;
+        char c;
+        if (read(p->stdout_fd, &c, 1) != 1)
+            return -1;
+        if (c == '\n')
+            break;
+        out[n++] = c;
+    }
+    out[n] = '\0';
+    return 0;
+}

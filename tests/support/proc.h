@@ -31,6 +31,11 @@ int mc_proc_start_logged(mc_proc_t *p, char *const argv[], const char *log_path,
 /* Sends sig and waits up to timeout_ms; returns the wait status, or -1 on timeout (then SIGKILL).
  */
 int mc_proc_stop(mc_proc_t *p, int sig, int timeout_ms);
+/* Writes `line` to the child's stdin; 0, or -1 when it could not be written whole. */
+int mc_proc_send(mc_proc_t *p, const char *line);
+/* Reads one line (without its newline) of the child's stdout into out[0..cap), waiting up to
+ * timeout_ms; 0, or -1 on timeout or end of output. */
+int mc_proc_read_line(mc_proc_t *p, char *out, size_t cap, int timeout_ms);
 /* A free TCP port on 127.0.0.1 (bound then released). */
 int mc_test_free_port(void);
 
