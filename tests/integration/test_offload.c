@@ -347,8 +347,8 @@ static void test_64_mib_segment_holds_256_mib_of_puts_through_local_offload(void
     assert_int_equal(st.enabled, 0);    /* this client holds no segment */
     assert_true(wait_metric_at_least(&m, "master_fallback_reads_total", 1) > 0);
     mc_store_free(s);
-    assert_int_equal(WEXITSTATUS(stop_holder(&h)), 0);
-    assert_int_equal(WEXITSTATUS(stop_master(&m)), 0);
+    assert_true(mc_clean_exit(stop_holder(&h)));
+    assert_true(mc_clean_exit(stop_master(&m)));
 }
 
 static void test_offload_on_evict_keeps_every_key_readable(void **state)
@@ -414,7 +414,7 @@ static void test_distributed_posix_objects_outlive_their_writer(void **state)
         assert_int_not_equal(find_file(root, "%2Fdfs%2F0", file, sizeof(file)), 0);
     }
     /* A goes away: its memory with it. */
-    assert_int_equal(WEXITSTATUS(stop_holder(&a)), 0);
+    assert_true(mc_clean_exit(stop_holder(&a)));
     for (int i = 0; i < 100; i++) {
         replica_types(&m, "dfs/0", types, sizeof(types));
         if (!strcmp(types, "DFS"))
@@ -462,7 +462,7 @@ static void test_master_restart_re_registers_local_disk_replicas(void **state)
     put_all(s, "rs", 16, 256 * 1024, 50);
     assert_int_equal(wait_metric_at_least(&m, "master_disk_replicas", 16), 16);
     int port = m.rpc_port;
-    assert_int_equal(WEXITSTATUS(stop_master(&m)), 0);
+    assert_true(mc_clean_exit(stop_master(&m)));
     assert_int_equal(start_master_on(&m, port, NULL), 0);
     /* The holder remounts, registers again and reports the files it holds. */
     assert_int_equal(wait_metric_at_least(&m, "master_disk_replicas", 16), 16);
@@ -756,7 +756,7 @@ test_reader_stalled_past_the_staging_ttl_fails_instead_of_reading_another_key(vo
     assert_int_equal(a.exact, 0);
     assert_int_equal(a.expired, 1);
     assert_true(WIFEXITED(a.status) && WEXITSTATUS(a.status) == 0);
-    assert_int_equal(WEXITSTATUS(stop_holder(&h)), 0); /* the owner exits cleanly */
+    assert_true(mc_clean_exit(stop_holder(&h))); /* the owner exits cleanly */
     stop_master(&m);
 }
 
@@ -779,7 +779,7 @@ test_reader_stalled_past_the_staging_ttl_reads_exact_bytes_without_contention(vo
     fetch_result_t a = finish_fetcher(&stalled);
     assert_int_equal(a.exact, 1);
     assert_int_equal(a.wrong, 0);
-    assert_int_equal(WEXITSTATUS(stop_holder(&h)), 0); /* the owner exits cleanly */
+    assert_true(mc_clean_exit(stop_holder(&h))); /* the owner exits cleanly */
     stop_master(&m);
 }
 
@@ -811,7 +811,7 @@ test_concurrent_readers_with_a_1_ms_staging_ttl_get_exact_bytes_or_an_error(void
     assert_int_equal(wrong, 0);
     assert_int_equal(clean_exits, READERS);
     assert_true(exact > 0);
-    assert_int_equal(WEXITSTATUS(stop_holder(&h)), 0); /* the owner exits cleanly */
+    assert_true(mc_clean_exit(stop_holder(&h))); /* the owner exits cleanly */
     stop_master(&m);
 }
 

@@ -294,8 +294,10 @@ static void test_8_threads_putting_one_key_leave_one_intact_value(void **state)
 
 static void test_pure_server_cannot_put_and_closed_store_refuses(void **state)
 {
-    mc_store_config_t cfg = {.local_hostname = "127.0.0.1", .metadata_server = "P2PHANDSHAKE",
-                             .global_segment_size = 4 * MiB, .local_buffer_size = 0,
+    mc_store_config_t cfg = {.local_hostname = "127.0.0.1",
+                             .metadata_server = "P2PHANDSHAKE",
+                             .global_segment_size = 4 * MiB,
+                             .local_buffer_size = 0,
                              .master_server_addr = cluster.addr};
     mc_store_t *s = NULL;
     assert_int_equal(mc_store_setup(&cfg, &s), 0);
@@ -411,7 +413,7 @@ static void test_two_replicas_survive_the_death_of_one_holder(void **state)
     assert_memory_equal(v, out, sizeof(v));
     mc_store_free(s);
     mc_proc_stop(&h2.proc, SIGTERM, 10000);
-    assert_int_equal(WEXITSTATUS(mc_master_stop(&m, SIGTERM)), 0);
+    assert_true(mc_clean_exit(mc_master_stop(&m, SIGTERM)));
 }
 
 static void test_zero_lease_ttl_means_no_lease(void **state)
@@ -492,7 +494,7 @@ static void test_master_restart_makes_clients_remount(void **state)
     fill(v, sizeof(v), 1);
     assert_int_equal(mc_store_put(s, "before", v, sizeof(v), NULL), 0);
     int port = m.rpc_port;
-    assert_int_equal(WEXITSTATUS(mc_master_stop(&m, SIGTERM)), 0);
+    assert_true(mc_clean_exit(mc_master_stop(&m, SIGTERM)));
     assert_int_equal(start_master_on(&m, port, NULL), 0);
     /* The holder re-mounts within a few pings; until then puts find no segment. */
     int rc = -1;
@@ -529,8 +531,10 @@ static void test_master_restart_republishes_http_metadata(void **state)
     snprintf(port_flag, sizeof(port_flag), "--port=%d", mc_test_free_port());
     char meta_arg[128];
     snprintf(meta_arg, sizeof(meta_arg), "--metadata_server=%s", url);
-    char *argv[] = {CLIENT_BIN, master_flag, meta_arg, "--host=127.0.0.1", port_flag,
-                    "--global_segment_size=16MB", NULL};
+    char *argv[] = {CLIENT_BIN, master_flag,
+                    meta_arg,   "--host=127.0.0.1",
+                    port_flag,  "--global_segment_size=16MB",
+                    NULL};
     assert_int_equal(mc_proc_start(&h, argv, "mooncake_client ready: segment ", 20000), 0);
     mc_cluster_track(h.pid);
     sscanf(h.ready_line, "mooncake_client ready: segment %299s", segment);
@@ -541,7 +545,7 @@ static void test_master_restart_republishes_http_metadata(void **state)
     free(value);
 
     int port = m.rpc_port;
-    assert_int_equal(WEXITSTATUS(mc_master_stop(&m, SIGTERM)), 0);
+    assert_true(mc_clean_exit(mc_master_stop(&m, SIGTERM)));
     assert_int_equal(start_master_on(&m, port, extra), 0);
     int rc = -1;
     for (int i = 0; i < 100 && rc != 0; i++) { /* a ping per second: back within a few */
@@ -770,7 +774,7 @@ static int teardown(void **state)
     int ms = mc_master_stop(&cluster, SIGTERM);
     mc_cluster_kill_all();
     return (WIFEXITED(hs) && WEXITSTATUS(hs) == 0 && WIFEXITED(ms) && WEXITSTATUS(ms) == 0) ? 0
-                                                                                             : -1;
+                                                                                            : -1;
 }
 
 int main(void)
@@ -798,8 +802,8 @@ int main(void)
     };
     atexit(mc_cluster_kill_all);
     int failed = cmocka_run_group_tests_name("store_cluster", cluster_tests, setup, teardown);
-    failed += cmocka_run_group_tests_name("store_own_cluster", own_cluster_tests, NULL,
-                                          teardown_own);
+    failed +=
+        cmocka_run_group_tests_name("store_own_cluster", own_cluster_tests, NULL, teardown_own);
 #ifdef MC_HAVE_RDMA
     const struct CMUnitTest rdma_tests[] = {
         cmocka_unit_test(test_rdma_values_of_1_byte_to_16_mib_round_trip_byte_exact),

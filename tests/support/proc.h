@@ -10,6 +10,7 @@
 
 #include <stddef.h>
 #include <sys/types.h>
+#include <sys/wait.h>
 
 typedef struct mc_proc {
     pid_t pid;
@@ -31,6 +32,13 @@ int mc_proc_start_logged(mc_proc_t *p, char *const argv[], const char *log_path,
 /* Sends sig and waits up to timeout_ms; returns the wait status, or -1 on timeout (then SIGKILL).
  */
 int mc_proc_stop(mc_proc_t *p, int sig, int timeout_ms);
+/* 1 when a wait status says the child exited normally with code 0 (not killed by a signal, not
+ * the -1 of a stop that timed out): WIFEXITED before WEXITSTATUS. */
+static inline int mc_clean_exit(int status)
+{
+    return status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
 /* Writes `line` to the child's stdin; 0, or -1 when it could not be written whole. */
 int mc_proc_send(mc_proc_t *p, const char *line);
 /* Reads one line (without its newline) of the child's stdout into out[0..cap), waiting up to
