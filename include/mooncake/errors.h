@@ -6,6 +6,16 @@
  * and serving-framework connectors that key on them (-200 back-pressure, -704 miss, -706 leased,
  * -600 bad arguments) behave as they do against upstream.
  *
+ * Integrity codes (a read returns an object's exact bytes or one of these, never other bytes):
+ *   MC_ERR_CHECKSUM_MISMATCH (-801)  no replica of the object (memory or disk) matched the
+ *       CRC32C its writer computed, even after one fresh lookup. Upstream's name for a checksum
+ *       failure, so callers that already treat it as "data unusable, recompute" keep working; a
+ *       vLLM/SGLang connector recomputes the KV blocks, exactly as on a miss.
+ *   MC_ERR_LEASE_EXPIRED (-707)      a memory read finished after the read lease ran out: the
+ *       memory may have been handed to another object meanwhile, so the bytes are not returned.
+ *   MC_ERR_REPLICA_IS_NOT_READY (-703)  (put) another client's put of the key was still in
+ *       progress after the bounded wait: its outcome is unknown, so this put is not acknowledged.
+ *
  * Thread-safety: everything here is pure and may be called from any thread.
  */
 #ifndef MOONCAKE_ERRORS_H
