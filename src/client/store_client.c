@@ -62,6 +62,7 @@ struct mc_store {
     void *segment;
     void *local_buffer;
     atomic_int closed;
+    atomic_int closing; /* close has begun: new calls are refused before they take op_lock */
     atomic_int master_reachable;
     int checksum;                             /* 1: CRC32C on put, verified on get */
     atomic_uint_fast64_t checksum_mismatches; /* replicas whose bytes failed verification */
@@ -112,6 +113,8 @@ static int enter(mc_store_t *s, int needs_local_buffer)
 {
     if (!s)
         return MC_ERR_INVALID_PARAMS;
+    if (atomic_load(&s->closing))
+        return MC_ERR_INVALID_PARAMS; /* no new call once close has begun */
     pthread_rwlock_rdlock(&s->op_lock);
     int rc = 0;
     if (atomic_load(&s->closed)) {
@@ -1340,7 +1343,13 @@ int mc_store_setup(const mc_store_config_t *c, mc_store_t **out)
     pthread_mutex_init(&s->ping_lock, NULL);
     pthread_cond_init(&s->ping_cond, NULL);
     pthread_rwlock_init(&s->buffers_lock, NULL);
-    pthread_rwlock_init(&s->op_lock, NULL);
+    /* Writer-preferring: a close waits only for the calls in flight, never for a stream of new
+     * ones (glibc's default lets readers starve a waiting writer forever). */
+    pthread_rwlockattr_t attr;
+    pthread_rwlockattr_init(&attr);
+    pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    pthread_rwlock_init(&s->op_lock, &attr);
+    pthread_rwlockattr_destroy(&attr);
     int rc = s->master_addr ? setup_checked(s, c) : MC_ERR_INTERNAL_ERROR;
     if (rc != 0) {
         mc_store_free(s);
@@ -1360,6 +1369,7 @@ int mc_store_close(mc_store_t *s)
     if (!s)
         return 0;
     pthread_mutex_lock(&s->close_lock);
+    atomic_store(&s->closing, 1);
     pthread_rwlock_wrlock(&s->op_lock); /* waits for calls in flight */
     int was_closed = atomic_exchange(&s->closed, 1);
     pthread_rwlock_unlock(&s->op_lock);

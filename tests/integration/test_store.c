@@ -20,6 +20,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -185,6 +186,79 @@ static void test_empty_value_differs_from_missing_key(void **state)
     assert_int_equal(mc_store_get_size(s, "never-put"), MC_ERR_OBJECT_NOT_FOUND);
     assert_int_equal(mc_store_exist(s, "never-put"), 0);
     assert_int_equal(mc_store_remove(s, "empty", 1), 0);
+    mc_store_free(s);
+}
+
+/* ---- close while many threads are calling ------------------------------------------------- */
+
+typedef struct hammer {
+    mc_store_t *s;
+    int id;
+    atomic_long ops;
+    int last_rc;
+} hammer_t;
+
+static void *hammer_main(void *arg)
+{
+    hammer_t *h = arg;
+    char key[64], buf[4096];
+    memset(buf, h->id, sizeof(buf));
+    for (long i = 0;; i++) {
+        snprintf(key, sizeof(key), "hammer/%d/%ld", h->id, i % 8);
+        int rc = (i & 1) ? (int)mc_store_get(h->s, key, buf, sizeof(buf))
+                         : mc_store_upsert(h->s, key, buf, sizeof(buf), NULL);
+        atomic_fetch_add(&h->ops, 1);
+        if (rc == MC_ERR_INVALID_PARAMS) { /* the store was closed */
+            h->last_rc = rc;
+            return NULL;
+        }
+    }
+}
+
+typedef struct closer {
+    mc_store_t *s;
+    atomic_int done;
+    int rc;
+} closer_t;
+
+static void *closer_main(void *arg)
+{
+    closer_t *c = arg;
+    c->rc = mc_store_close(c->s);
+    atomic_store(&c->done, 1);
+    return NULL;
+}
+
+static void test_close_returns_while_many_threads_call(void **state)
+{
+    enum { N = 8 };
+    mc_store_t *s = new_client(&cluster);
+    hammer_t h[N];
+    pthread_t t[N];
+    for (int i = 0; i < N; i++) {
+        h[i] = (hammer_t){.s = s, .id = i};
+        assert_int_equal(pthread_create(&t[i], NULL, hammer_main, &h[i]), 0);
+    }
+    /* Every thread is busy calling before the close starts. */
+    struct timespec start;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    for (int i = 0; i < N; i++) {
+        while (atomic_load(&h[i].ops) < 50)
+            usleep(1000);
+    }
+    closer_t c = {.s = s};
+    pthread_t ct;
+    assert_int_equal(pthread_create(&ct, NULL, closer_main, &c), 0);
+    for (int waited = 0; !atomic_load(&c.done) && waited < 30000; waited += 10)
+        usleep(10000);
+    assert_true(atomic_load(&c.done)); /* close returned while the calls kept coming */
+    pthread_join(ct, NULL);
+    assert_int_equal(c.rc, 0);
+    for (int i = 0; i < N; i++) {
+        pthread_join(t[i], NULL);
+        assert_int_equal(h[i].last_rc, MC_ERR_INVALID_PARAMS);
+    }
+    assert_int_equal(mc_store_close(s), 0); /* idempotent */
     mc_store_free(s);
 }
 
@@ -784,6 +858,7 @@ int main(void)
         cmocka_unit_test(test_batch_put_and_get_with_duplicate_keys),
         cmocka_unit_test(test_empty_value_differs_from_missing_key),
         cmocka_unit_test(test_key_length_limits),
+        cmocka_unit_test(test_close_returns_while_many_threads_call),
         cmocka_unit_test(test_lease_blocks_remove_until_force),
         cmocka_unit_test(test_immutable_put_keeps_first_value_and_upsert_replaces),
         cmocka_unit_test(test_8_threads_putting_one_key_leave_one_intact_value),
