@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# scripts/test.sh — the README's test command: installs dependencies, builds a Release tree and an
-# ASan+UBSan tree, and runs every test (ctest: cmocka unit tests and multi-process integration
-# tests on loopback) in both, plus an install check of the guide's cmake commands.
+# scripts/test.sh — the README's test command: installs dependencies, checks the formatting of
+# every C file, builds a Release tree and an ASan+UBSan tree, and runs every test (ctest: cmocka
+# unit tests and multi-process integration tests) in both, plus an install check of the guide's
+# cmake commands.
 #
 #   bash scripts/test.sh            # everything
 #   MC_TEST_SKIP_ASAN=1 bash scripts/test.sh   # Release tree only (quicker local loop)
@@ -14,6 +15,14 @@ step() { printf '\n==== %s ====\n' "$*"; }
 
 step "dependencies"
 if [ "$(id -u)" -eq 0 ]; then bash dependencies.sh; else sudo -E bash dependencies.sh; fi
+
+step "format (clang-format --dry-run --Werror, the checked-in .clang-format)"
+# Every C file of ours (generated protobuf-c files live in the build trees, not here).
+if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+  git ls-files '*.c' '*.h'
+else
+  find include src tests tools python bench -name '*.[ch]' 2>/dev/null
+fi | grep -v '\.pb-c\.' | xargs clang-format --dry-run --Werror
 
 step "Release build (build/)"
 # The DAOS adapter is built against the libdfs test double (tests/support/dfs_double): CI has no

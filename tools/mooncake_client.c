@@ -32,9 +32,14 @@
 #include <unistd.h>
 
 /* Upstream flags this program accepts for compatibility but does not implement. */
-static const char *const ignored_flags[] = {
-    "threads",          "tenant_id",       "start_offload_rpc_server", "enable_http_server",
-    "http_port",        "use_mmap_arena_allocator", "mmap_arena_pool_size", NULL};
+static const char *const ignored_flags[] = {"threads",
+                                            "tenant_id",
+                                            "start_offload_rpc_server",
+                                            "enable_http_server",
+                                            "http_port",
+                                            "use_mmap_arena_allocator",
+                                            "mmap_arena_pool_size",
+                                            NULL};
 
 int main(int argc, char **argv)
 {
@@ -46,8 +51,7 @@ int main(int argc, char **argv)
     int64_t verbosity = 0;
     mc_flag_t flags[] = {
         {"master_server_address", MC_FLAG_STRING, &master, "mooncake_master address host:port"},
-        {"metadata_server", MC_FLAG_STRING, &metadata,
-         "P2PHANDSHAKE or http://host:port/metadata"},
+        {"metadata_server", MC_FLAG_STRING, &metadata, "P2PHANDSHAKE or http://host:port/metadata"},
         {"host", MC_FLAG_STRING, &host,
          "address peers reach this client at (0.0.0.0 = this machine's primary address); "
          "host:port fixes the port too"},

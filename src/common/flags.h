@@ -33,12 +33,12 @@ typedef enum mc_flag_type {
 } mc_flag_type_t;
 
 typedef struct mc_flag {
-    const char *name;    /* canonical, with underscores: "global_segment_size" */
+    const char *name; /* canonical, with underscores: "global_segment_size" */
     mc_flag_type_t type;
-    void *value;         /* where the parsed value is stored; holds the default on entry */
+    void *value; /* where the parsed value is stored; holds the default on entry */
     const char *help;
-    int64_t min, max;    /* inclusive bounds for MC_FLAG_INT when min < max; ignored otherwise */
-    int is_set;          /* out: 1 when the flag appeared on the command line */
+    int64_t min, max; /* inclusive bounds for MC_FLAG_INT when min < max; ignored otherwise */
+    int is_set;       /* out: 1 when the flag appeared on the command line */
 } mc_flag_t;
 
 /* Returned by mc_flags_parse when --help or --version was handled: exit(0). */

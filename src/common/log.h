@@ -8,8 +8,8 @@
  * threads never interleave.
  *
  * Levels: INFO < WARNING < ERROR < FATAL. MC_LOG_LEVEL (env: INFO|WARNING|ERROR, default INFO)
- * sets the minimum. MC_VLOG(n, ...) prints at INFO when n <= the verbosity (--v / MC_LOG_VERBOSITY).
- * FATAL logs then aborts. Thread-safe.
+ * sets the minimum. MC_VLOG(n, ...) prints at INFO when n <= the verbosity (--v /
+ * MC_LOG_VERBOSITY). FATAL logs then aborts. Thread-safe.
  */
 #ifndef MC_COMMON_LOG_H
 #define MC_COMMON_LOG_H
@@ -46,7 +46,8 @@ void mc_log_set_stderr(int enabled);
  */
 int mc_log_ratelimit(atomic_uint_fast64_t *last_ms, uint64_t interval_ms);
 
-#define MC_LOG_BASENAME (__builtin_strrchr(__FILE__, '/') ? __builtin_strrchr(__FILE__, '/') + 1 : __FILE__)
+#define MC_LOG_BASENAME                                                                            \
+    (__builtin_strrchr(__FILE__, '/') ? __builtin_strrchr(__FILE__, '/') + 1 : __FILE__)
 
 #define MC_LOG(level, ...)                                                                         \
     do {                                                                                           \

@@ -169,27 +169,49 @@ int mc_rpc_call(mc_rpc_client_t *c, uint16_t opcode, const uint8_t *body, size_t
 const char *mc_rpc_method_name(uint16_t opcode)
 {
     switch (opcode) {
-    case MC_RPC_SERVICE_READY: return "ServiceReady";
-    case MC_RPC_PING: return "Ping";
-    case MC_RPC_MOUNT_SEGMENT: return "MountSegment";
-    case MC_RPC_REMOUNT_SEGMENT: return "ReMountSegment";
-    case MC_RPC_UNMOUNT_SEGMENT: return "UnmountSegment";
-    case MC_RPC_PUT_START: return "PutStart";
-    case MC_RPC_PUT_END: return "PutEnd";
-    case MC_RPC_PUT_REVOKE: return "PutRevoke";
-    case MC_RPC_UPSERT_START: return "UpsertStart";
-    case MC_RPC_UPSERT_END: return "UpsertEnd";
-    case MC_RPC_UPSERT_REVOKE: return "UpsertRevoke";
-    case MC_RPC_GET_REPLICA_LIST: return "GetReplicaList";
-    case MC_RPC_EXIST_KEY: return "ExistKey";
-    case MC_RPC_REMOVE: return "Remove";
-    case MC_RPC_REMOVE_ALL: return "RemoveAll";
-    case MC_RPC_REMOVE_BY_REGEX: return "RemoveByRegex";
-    case MC_RPC_OFFLOAD_HEARTBEAT: return "OffloadObjectHeartbeat";
-    case MC_RPC_NOTIFY_OFFLOAD_RESULT: return "NotifyOffloadSuccess";
-    case MC_RPC_EVICT_DISK_REPLICA: return "BatchEvictDiskReplica";
-    case MC_RPC_OFFLOAD_FETCH: return "OffloadFetch";
-    case MC_RPC_OFFLOAD_RELEASE: return "OffloadRelease";
-    default: return "Unknown";
+    case MC_RPC_SERVICE_READY:
+        return "ServiceReady";
+    case MC_RPC_PING:
+        return "Ping";
+    case MC_RPC_MOUNT_SEGMENT:
+        return "MountSegment";
+    case MC_RPC_REMOUNT_SEGMENT:
+        return "ReMountSegment";
+    case MC_RPC_UNMOUNT_SEGMENT:
+        return "UnmountSegment";
+    case MC_RPC_PUT_START:
+        return "PutStart";
+    case MC_RPC_PUT_END:
+        return "PutEnd";
+    case MC_RPC_PUT_REVOKE:
+        return "PutRevoke";
+    case MC_RPC_UPSERT_START:
+        return "UpsertStart";
+    case MC_RPC_UPSERT_END:
+        return "UpsertEnd";
+    case MC_RPC_UPSERT_REVOKE:
+        return "UpsertRevoke";
+    case MC_RPC_GET_REPLICA_LIST:
+        return "GetReplicaList";
+    case MC_RPC_EXIST_KEY:
+        return "ExistKey";
+    case MC_RPC_REMOVE:
+        return "Remove";
+    case MC_RPC_REMOVE_ALL:
+        return "RemoveAll";
+    case MC_RPC_REMOVE_BY_REGEX:
+        return "RemoveByRegex";
+    case MC_RPC_OFFLOAD_HEARTBEAT:
+        return "OffloadObjectHeartbeat";
+    case MC_RPC_NOTIFY_OFFLOAD_RESULT:
+        return "NotifyOffloadSuccess";
+    case MC_RPC_EVICT_DISK_REPLICA:
+        return "BatchEvictDiskReplica";
+    case MC_RPC_OFFLOAD_FETCH:
+        return "OffloadFetch";
+    case MC_RPC_OFFLOAD_RELEASE:
+        return "OffloadRelease";
+    default:
+        return "Unknown";
     }
 }

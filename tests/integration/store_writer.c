@@ -19,8 +19,10 @@ int main(int argc, char **argv)
         return 2;
     }
     size_t size = strtoull(argv[3], NULL, 10);
-    mc_store_config_t cfg = {.local_hostname = "127.0.0.1", .metadata_server = "P2PHANDSHAKE",
-                             .local_buffer_size = 1 << 20, .master_server_addr = argv[1]};
+    mc_store_config_t cfg = {.local_hostname = "127.0.0.1",
+                             .metadata_server = "P2PHANDSHAKE",
+                             .local_buffer_size = 1 << 20,
+                             .master_server_addr = argv[1]};
     mc_store_t *s;
     if (mc_store_setup(&cfg, &s) != 0)
         return 1;

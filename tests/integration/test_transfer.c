@@ -37,7 +37,7 @@ typedef struct peer {
     uint64_t shm_addr, shm_len, plain_addr, plain_len;
 } peer_t;
 
-static peer_t peer_a;                        /* P2PHANDSHAKE target, protocol tcp */
+static peer_t peer_a; /* P2PHANDSHAKE target, protocol tcp */
 #ifdef MC_HAVE_RDMA
 static peer_t peer_r; /* P2PHANDSHAKE target, protocol rdma */
 #endif
@@ -54,8 +54,7 @@ static int start_peer_with(peer_t *p, const char *metadata, uint64_t shm_len, ui
     if (mc_proc_start(&p->proc, argv, "READY ", 20000) != 0)
         return -1;
     unsigned long long a, b, c, d;
-    if (sscanf(p->proc.ready_line, "READY %299s %llu %llu %llu %llu", p->name, &a, &b, &c, &d) !=
-        5)
+    if (sscanf(p->proc.ready_line, "READY %299s %llu %llu %llu %llu", p->name, &a, &b, &c, &d) != 5)
         return -1;
     p->shm_addr = a;
     p->shm_len = b;
@@ -303,7 +302,8 @@ static void assert_closed_by_server(int fd)
 static int raw_connect(int port)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+    struct sockaddr_in sin = {.sin_family = AF_INET,
+                              .sin_port = htons((uint16_t)port),
                               .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     assert_int_equal(connect(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
     struct timeval tv = {5, 0};
@@ -469,9 +469,9 @@ static void *bulk_writer(void *p)
     memset(src, 0x5a, chunk);
     mc_transfer_req_t reqs[N];
     for (int i = 0; i < N; i++)
-        reqs[i] = (mc_transfer_req_t){MC_TRANSFER_WRITE, src, a->seg,
-                                      a->addr + (uint64_t)(i % (int)(a->len / chunk)) * chunk,
-                                      chunk};
+        reqs[i] =
+            (mc_transfer_req_t){MC_TRANSFER_WRITE, src, a->seg,
+                                a->addr + (uint64_t)(i % (int)(a->len / chunk)) * chunk, chunk};
     double t0 = now_s();
     a->rc = 0;
     for (int round = 0; round < 50 && a->rc == 0; round++)
