@@ -528,11 +528,18 @@ static void test_client_killed_mid_put_is_revoked_after_ttl(void **state)
     char *argv[] = {MC_BUILD_DIR "/tests/integration/store_writer", master_flag, "slow-key",
                     "402653184", NULL};
     mc_proc_t w;
-    setenv("MC_DISABLE_SHM", "1", 1); /* tcp: slow enough to be killed mid-transfer */
+    /* The writer stops itself once its PutStart succeeded (a failpoint), so it is killed in the
+     * middle of its put whatever the speed of this host: wait for that state, not for time. */
+    setenv("MC_DISABLE_SHM", "1", 1);
+    setenv("MC_FAILPOINTS", "put.after_start=stop", 1);
     assert_int_equal(mc_proc_start(&w, argv, "PUTTING", 20000), 0);
     mc_cluster_track(w.pid);
     unsetenv("MC_DISABLE_SHM");
-    usleep(100 * 1000);
+    unsetenv("MC_FAILPOINTS");
+    int ws;
+    assert_int_equal(waitpid(w.pid, &ws, WUNTRACED), w.pid);
+    assert_true(WIFSTOPPED(ws));
+    mc_cluster_untrack(w.pid);
     mc_proc_stop(&w, SIGKILL, 5000);
 
     mc_store_t *s = new_client(&m);
