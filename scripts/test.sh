@@ -66,7 +66,8 @@ echo "installed tree OK: $(cd "$prefix" && find bin include lib -type f | wc -l)
 
 if [ "${MC_TEST_SKIP_ASAN:-0}" != 1 ]; then
   step "ASan+UBSan build (build-asan/)"
-  cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DMC_SANITIZE=ON -DWITH_PYTHON=OFF \
+  # The Python extension too: its tests run with the ASan runtime preloaded (tests/CMakeLists.txt).
+  cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DMC_SANITIZE=ON -DWITH_PYTHON=ON \
     "${daos[@]}" >/dev/null
   cmake --build build-asan -j"$jobs"
   step "ASan+UBSan tests"
