@@ -210,7 +210,9 @@ int mc_te_create(const mc_transfer_engine_config_t *config, mc_transfer_engine_t
         mc_te_destroy(te);
         return rc;
     }
-    rc = mc_tcp_server_start(te, "0.0.0.0", port); /* rdma engines serve tcp peers too */
+    /* The address the user gave (local_server_name's host; a wildcard means every interface).
+     * rdma engines serve tcp peers too. */
+    rc = mc_tcp_server_start(te, bind_host, port);
     if (rc != 0) {
         MC_ERROR("transfer engine cannot listen on port %d", port);
         mc_te_destroy(te);

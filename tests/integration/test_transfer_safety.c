@@ -169,6 +169,38 @@ static int connect_port(int port)
 
 /* ---- epochs ------------------------------------------------------------------------------- */
 
+/* 1 when something accepts a TCP connection at ip:port. */
+static int accepts(const char *ip, int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    inet_pton(AF_INET, ip, &sin.sin_addr);
+    int ok = connect(fd, (struct sockaddr *)&sin, sizeof(sin)) == 0;
+    close(fd);
+    return ok;
+}
+
+/* The engine listens on the host it was given, not on every interface: 127.0.0.2 is another
+ * address of this host (all of 127/8 is loopback), which a wildcard bind would answer on. */
+static void test_engine_binds_the_host_it_was_given(void **state)
+{
+    (void)state;
+    mc_transfer_engine_config_t tc = {.local_server_name = "127.0.0.1:0"};
+    mc_transfer_engine_t *te;
+    assert_int_equal(mc_te_create(&tc, &te), 0);
+    const char *name = mc_te_local_segment_name(te);
+    int port = atoi(strrchr(name, ':') + 1);
+    assert_true(accepts("127.0.0.1", port));
+    assert_false(accepts("127.0.0.2", port));
+    mc_te_destroy(te);
+    /* A wildcard host still means every interface. */
+    tc.local_server_name = "0.0.0.0:0";
+    assert_int_equal(mc_te_create(&tc, &te), 0);
+    port = atoi(strrchr(mc_te_local_segment_name(te), ':') + 1);
+    assert_true(accepts("127.0.0.2", port));
+    mc_te_destroy(te);
+}
+
 static void test_stale_epoch_is_refused_over_tcp(void **state)
 {
     mc_transfer_engine_t *te = new_engine(1);
@@ -656,6 +688,7 @@ static int teardown(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_engine_binds_the_host_it_was_given),
         cmocka_unit_test(test_stale_epoch_is_refused_over_tcp),
         cmocka_unit_test(test_epoch_zero_is_never_checked),
         cmocka_unit_test(test_local_path_checks_the_epoch),
