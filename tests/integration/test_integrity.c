@@ -54,17 +54,8 @@ static uint64_t now_ms(void)
 /* A store client in this process with no segment; MC_STORE_CHECKSUM=0 when !checksum. */
 static mc_store_t *new_client(const mc_master_t *m, int checksum, int disable_shm)
 {
-    mc_store_config_t cfg = {.local_hostname = "127.0.0.1",
-                             .metadata_server = "P2PHANDSHAKE",
-                             .local_buffer_size = 16 * MiB,
-                             .master_server_addr = m->addr,
-                             .disable_checksum = !checksum};
-    if (disable_shm)
-        setenv("MC_DISABLE_SHM", "1", 1);
-    mc_store_t *s = NULL;
-    int rc = mc_store_setup(&cfg, &s);
-    unsetenv("MC_DISABLE_SHM");
-    assert_int_equal(rc, 0);
+    mc_store_t *s = mc_test_client(m, checksum, disable_shm);
+    assert_non_null(s);
     return s;
 }
 

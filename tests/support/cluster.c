@@ -64,16 +64,19 @@ int mc_port_open(int port)
     return ok;
 }
 
-int mc_master_start_on(mc_master_t *m, int rpc_port, int offload, const char *const *extra)
+/* mooncake_master with its RPC on host:rpc_port (metrics on 127.0.0.1 and a free port), waiting
+ * for the RPC port (and, with offload, the metrics port). */
+static int master_spawn(mc_master_t *m, const char *host, int rpc_port, int offload,
+                        const char *const *extra)
 {
-    char rpc[32], metrics[32];
+    char rpc[32], metrics[32], address[96];
     m->rpc_port = rpc_port;
     m->metrics_port = mc_test_free_port();
     snprintf(rpc, sizeof(rpc), "--rpc_port=%d", m->rpc_port);
     snprintf(metrics, sizeof(metrics), "--metrics_port=%d", m->metrics_port);
-    snprintf(m->addr, sizeof(m->addr), "127.0.0.1:%d", m->rpc_port);
-    char *argv[32] = {MASTER_BIN, rpc, metrics, "--rpc_address=127.0.0.1",
-                      "--metrics_host=127.0.0.1"};
+    snprintf(address, sizeof(address), "--rpc_address=%s", host);
+    snprintf(m->addr, sizeof(m->addr), "%s:%d", host, m->rpc_port);
+    char *argv[32] = {MASTER_BIN, rpc, metrics, address, "--metrics_host=127.0.0.1"};
     int argc = 5;
     if (offload)
         argv[argc++] = "--enable_offload=true";
@@ -84,11 +87,16 @@ int mc_master_start_on(mc_master_t *m, int rpc_port, int offload, const char *co
         return -1;
     mc_cluster_track(m->pid);
     for (int i = 0; i < 200; i++) {
-        if (mc_port_open(m->rpc_port) && (!offload || mc_port_open(m->metrics_port)))
+        if (mc_port_open_at(host, m->rpc_port) && (!offload || mc_port_open(m->metrics_port)))
             return 0;
         usleep(50000);
     }
     return -1;
+}
+
+int mc_master_start_on(mc_master_t *m, int rpc_port, int offload, const char *const *extra)
+{
+    return master_spawn(m, "127.0.0.1", rpc_port, offload, extra);
 }
 
 int mc_master_start(mc_master_t *m, int offload, const char *const *extra)
@@ -144,27 +152,7 @@ int mc_port_open_at(const char *host, int port)
 
 int mc_master_start_at(mc_master_t *m, const char *host, const char *const *extra)
 {
-    char rpc[32], metrics[32], address[96];
-    m->rpc_port = mc_test_free_port();
-    m->metrics_port = mc_test_free_port();
-    snprintf(rpc, sizeof(rpc), "--rpc_port=%d", m->rpc_port);
-    snprintf(metrics, sizeof(metrics), "--metrics_port=%d", m->metrics_port);
-    snprintf(address, sizeof(address), "--rpc_address=%s", host);
-    snprintf(m->addr, sizeof(m->addr), "%s:%d", host, m->rpc_port);
-    char *argv[32] = {MASTER_BIN, rpc, metrics, address, "--metrics_host=127.0.0.1"};
-    int argc = 5;
-    for (int i = 0; extra && extra[i] && argc < 31; i++)
-        argv[argc++] = (char *)extra[i];
-    argv[argc] = NULL;
-    if (posix_spawn(&m->pid, MASTER_BIN, NULL, NULL, argv, environ) != 0)
-        return -1;
-    mc_cluster_track(m->pid);
-    for (int i = 0; i < 200; i++) {
-        if (mc_port_open_at(host, m->rpc_port))
-            return 0;
-        usleep(50000);
-    }
-    return -1;
+    return master_spawn(m, host, mc_test_free_port(), 0, extra);
 }
 
 int mc_holder_start_at(mc_holder_t *h, const mc_master_t *m, const char *host, const char *segment,
@@ -234,4 +222,20 @@ long long mc_master_metric(const mc_master_t *m, const char *name)
     long long v = at ? strtoll(at + strlen(pat), NULL, 10) : -1;
     free(body);
     return v;
+}
+
+mc_store_t *mc_test_client(const mc_master_t *m, int checksum, int disable_shm)
+{
+    mc_store_config_t cfg = {.local_hostname = "127.0.0.1",
+                             .metadata_server = "P2PHANDSHAKE",
+                             .local_buffer_size = 16u << 20,
+                             .master_server_addr = m->addr,
+                             .disable_checksum = !checksum};
+    if (disable_shm)
+        setenv("MC_DISABLE_SHM", "1", 1);
+    mc_store_t *s = NULL;
+    int rc = mc_store_setup(&cfg, &s);
+    if (disable_shm)
+        unsetenv("MC_DISABLE_SHM");
+    return rc == 0 ? s : NULL;
 }

@@ -9,6 +9,7 @@
 #ifndef MC_TEST_CLUSTER_H
 #define MC_TEST_CLUSTER_H
 
+#include "mooncake/store.h"
 #include "proc.h"
 
 #include <sys/types.h>
@@ -64,6 +65,10 @@ int mc_master_start_at(mc_master_t *m, const char *host, const char *const *extr
 int mc_holder_start_at(mc_holder_t *h, const mc_master_t *m, const char *host, const char *segment,
                        const char *const *flags, const char *const *env, int timeout_ms);
 
+/* A store client in this process with no segment and a 16 MiB local buffer, on loopback;
+ * checksums off when !checksum, tcp only (MC_DISABLE_SHM=1 while it starts) with disable_shm.
+ * NULL when setup failed. */
+mc_store_t *mc_test_client(const mc_master_t *m, int checksum, int disable_shm);
 /* Body of GET http://127.0.0.1:port/path (malloc'd, at most 1 MiB), or NULL. */
 char *mc_http_get(int port, const char *path);
 /* The master's metric `name` from its /metrics, or -1 when the master cannot be asked. */
