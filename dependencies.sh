@@ -10,6 +10,7 @@ set -euo pipefail
 PKGS=(
   build-essential cmake ninja-build pkg-config git
   libuv1-dev libmicrohttpd-dev libcurl4-openssl-dev libjansson-dev libyaml-dev
+  libssl-dev
   libprotobuf-c-dev protobuf-c-compiler libxxhash-dev libisal-dev liburing-dev
   libucx-dev ucx-utils
   libcmocka-dev

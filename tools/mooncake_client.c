@@ -48,6 +48,7 @@ int main(int argc, char **argv)
     int64_t port = 50052;
     uint64_t segment_size = 4ull << 30, buffer_size = 0;
     int enable_offload = 0, logtostderr = 1;
+    char *secret = "", *secret_file = "";
     int64_t verbosity = 0;
     mc_flag_t flags[] = {
         {"master_server_address", MC_FLAG_STRING, &master, "mooncake_master address host:port"},
@@ -69,6 +70,12 @@ int main(int argc, char **argv)
         {"enable_offload", MC_FLAG_BOOL, &enable_offload,
          "offload the segment's objects to the storage backend of the MOONCAKE_OFFLOAD_* "
          "environment (needs mooncake_master --enable_offload)"},
+        {"cluster_secret_file", MC_FLAG_STRING, &secret_file,
+         "file holding the cluster secret every connection must prove (docs/security.md); "
+         "default $MOONCAKE_CLUSTER_SECRET_FILE"},
+        {"cluster_secret", MC_FLAG_STRING, &secret,
+         "the cluster secret itself (visible in ps: prefer --cluster_secret_file); default "
+         "$MOONCAKE_CLUSTER_SECRET"},
         {"logtostderr", MC_FLAG_BOOL, &logtostderr, "log to stderr (always on)"},
         {"v", MC_FLAG_INT, &verbosity, "verbose log level", 0, 10},
     };
@@ -121,7 +128,9 @@ int main(int argc, char **argv)
                              .protocol = protocol,
                              .device_name = devices,
                              .master_server_addr = master,
-                             .enable_offload = enable_offload};
+                             .enable_offload = enable_offload,
+                             .cluster_secret = secret,
+                             .cluster_secret_file = secret_file};
     mc_store_t *store;
     rc = mc_store_setup(&cfg, &store);
     if (rc != 0) {

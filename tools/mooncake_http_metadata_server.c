@@ -26,9 +26,16 @@ int main(int argc, char **argv)
     int64_t port = MD_DEFAULT_PORT;
     char default_host[] = "0.0.0.0";
     char *host = default_host;
+    char *secret = "", *secret_file = "";
     mc_flag_t flags[] = {
         {"host", MC_FLAG_STRING, &host, "address to listen on (0.0.0.0 = every interface)"},
         {"port", MC_FLAG_INT, &port, "port to listen on (0 = any free port)", 0, 65535},
+        {"cluster_secret_file", MC_FLAG_STRING, &secret_file,
+         "file holding the cluster secret writes must prove (reads stay open; "
+         "docs/security.md); default $MOONCAKE_CLUSTER_SECRET_FILE"},
+        {"cluster_secret", MC_FLAG_STRING, &secret,
+         "the cluster secret itself (visible in ps: prefer the file); default "
+         "$MOONCAKE_CLUSTER_SECRET"},
     };
     size_t nflags = sizeof(flags) / sizeof(flags[0]);
     char err[512];
@@ -56,7 +63,9 @@ int main(int argc, char **argv)
 
     mc_http_metadata_server_t *server = NULL;
     /* On failure the reason is already logged. */
-    if (mc_http_metadata_server_start(host, (int)port, &server) != 0)
+    mc_http_metadata_server_options_t mo = {.cluster_secret = secret,
+                                            .cluster_secret_file = secret_file};
+    if (mc_http_metadata_server_start_opts(host, (int)port, &mo, &server) != 0)
         return 1;
     int v6 = strchr(host, ':') != NULL; /* "[::]:8080", as URLs write IPv6 */
     MC_INFO("HTTP metadata server listening on %s%s%s:%d", v6 ? "[" : "", host, v6 ? "]" : "",

@@ -21,6 +21,7 @@
  * be bound (the log line names the address and port).
  */
 #include "admin_http.h"
+#include "auth.h"
 #include "flags.h"
 #include "log.h"
 #include "master_service.h"
@@ -87,6 +88,8 @@ typedef struct master_opts {
     char *offload_backend;      /* "" = $MOONCAKE_OFFLOAD_STORAGE_BACKEND_DESCRIPTOR, else none */
     char *distributed_fs_type;  /* "" = $MOONCAKE_DISTRIBUTED_FS_TYPE, else posix */
     char *distributed_root_dir; /* "" = $MOONCAKE_DISTRIBUTED_ROOT_DIR */
+    char *cluster_secret;       /* "" = --cluster_secret_file, then the environment */
+    char *cluster_secret_file;
     char *config_path;
     char *log_dir;
     int logtostderr;
@@ -122,6 +125,8 @@ static void opts_default(master_opts_t *o)
     o->offload_backend = empty_string;
     o->distributed_fs_type = empty_string;
     o->distributed_root_dir = empty_string;
+    o->cluster_secret = empty_string;
+    o->cluster_secret_file = empty_string;
     o->config_path = empty_string;
     o->log_dir = empty_string;
 }
@@ -185,6 +190,12 @@ static size_t flags_table(master_opts_t *o, mc_flag_t *out, size_t cap)
              "posix|daos for the distributed backend (default $" ENV_DFS_TYPE ", else posix)"),
         FLAG("distributed_root_dir", MC_FLAG_STRING, distributed_root_dir,
              "shared root directory of the distributed backend (default $" ENV_DFS_ROOT ")"),
+        FLAG("cluster_secret_file", MC_FLAG_STRING, cluster_secret_file,
+             "file holding the cluster secret every connection must prove (docs/security.md); "
+             "default $MOONCAKE_CLUSTER_SECRET_FILE"),
+        FLAG("cluster_secret", MC_FLAG_STRING, cluster_secret,
+             "the cluster secret itself (visible in ps: prefer --cluster_secret_file); "
+             "default $MOONCAKE_CLUSTER_SECRET"),
         FLAG("config_path", MC_FLAG_STRING, config_path,
              "JSON or YAML (.yaml/.yml) file of settings; command-line flags win"),
         FLAG("log_dir", MC_FLAG_STRING, log_dir, "also append log lines to DIR/" LOG_FILE_NAME),
@@ -198,7 +209,7 @@ static size_t flags_table(master_opts_t *o, mc_flag_t *out, size_t cap)
     return n;
 }
 
-#define FLAGS_MAX 40
+#define FLAGS_MAX 64
 
 /* Upstream mooncake_master flags that we accept and ignore (one WARNING each). */
 /* clang-format off */
@@ -561,35 +572,43 @@ static const char *tf(int b)
     return b ? "true" : "false";
 }
 
+/* Whether a cluster secret is configured (never the secret itself). */
+static const char *secret_state(const master_opts_t *o)
+{
+    const char *e1 = getenv(MC_AUTH_ENV_SECRET), *e2 = getenv(MC_AUTH_ENV_SECRET_FILE);
+    return o->cluster_secret[0] || o->cluster_secret_file[0] || (e1 && *e1) || (e2 && *e2) ? "set"
+                                                                                           : "none";
+}
+
 /* Every effective setting on one line (ports as bound; http port -1 when the server is off). */
 static void format_settings(const master_opts_t *o, int64_t threads, int metrics_port,
                             int http_port, char *out, size_t len)
 {
-    snprintf(out, len,
-             "max_threads=%" PRId64 ", rpc_thread_num=%" PRId64 ", rpc_address=%s"
-             ", metrics_host=%s, metrics_port=%d, enable_http_metadata_server=%s"
-             ", http_metadata_server_host=%s, http_metadata_server_port=%d"
-             ", default_kv_lease_ttl=%" PRIu64 ", default_kv_soft_pin_ttl=%" PRIu64
-             ", max_kv_soft_pin_ttl=%" PRIu64 ", allow_evict_soft_pinned_objects=%s"
-             ", eviction_ratio=%g, eviction_high_watermark_ratio=%g, client_ttl=%" PRId64
-             ", put_start_discard_timeout_sec=%" PRId64 ", put_start_release_timeout_sec=%" PRId64
-             ", enable_offload=%s, offload_on_evict=%s, offload_backend=%s"
-             ", distributed_fs_type=%s, distributed_root_dir=%s, offload_task_timeout_sec=%" PRId64
-             ", offload_max_attempts=%" PRId64 ", offload_put_wait_ms=%" PRIu64
-             ", offloading_queue_limit=%" PRId64 ", config_path=%s, log_dir=%s"
-             ", v=%" PRId64 ", version=%s",
-             o->max_threads, threads, o->rpc_address, o->metrics_host, metrics_port,
-             tf(o->enable_http_metadata_server), o->http_metadata_server_host, http_port,
-             o->default_kv_lease_ttl, o->default_kv_soft_pin_ttl, o->max_kv_soft_pin_ttl,
-             tf(o->allow_evict_soft_pinned_objects), o->eviction_ratio,
-             o->eviction_high_watermark_ratio, o->client_ttl, o->put_start_discard_timeout_sec,
-             o->put_start_release_timeout_sec, tf(o->enable_offload), tf(o->offload_on_evict),
-             o->offload_backend[0] ? backend_canonical(o->offload_backend) : "(from clients)",
-             o->distributed_fs_type,
-             o->distributed_root_dir[0] ? o->distributed_root_dir : "(none)",
-             o->offload_task_timeout_sec, o->offload_max_attempts, o->offload_put_wait_ms,
-             o->offloading_queue_limit, o->config_path[0] ? o->config_path : "(none)",
-             o->log_dir[0] ? o->log_dir : "(none)", o->v, MC_VERSION_STRING);
+    snprintf(
+        out, len,
+        "max_threads=%" PRId64 ", rpc_thread_num=%" PRId64 ", rpc_address=%s"
+        ", metrics_host=%s, metrics_port=%d, enable_http_metadata_server=%s"
+        ", http_metadata_server_host=%s, http_metadata_server_port=%d"
+        ", default_kv_lease_ttl=%" PRIu64 ", default_kv_soft_pin_ttl=%" PRIu64
+        ", max_kv_soft_pin_ttl=%" PRIu64 ", allow_evict_soft_pinned_objects=%s"
+        ", eviction_ratio=%g, eviction_high_watermark_ratio=%g, client_ttl=%" PRId64
+        ", put_start_discard_timeout_sec=%" PRId64 ", put_start_release_timeout_sec=%" PRId64
+        ", enable_offload=%s, offload_on_evict=%s, offload_backend=%s"
+        ", distributed_fs_type=%s, distributed_root_dir=%s, offload_task_timeout_sec=%" PRId64
+        ", offload_max_attempts=%" PRId64 ", offload_put_wait_ms=%" PRIu64
+        ", offloading_queue_limit=%" PRId64 ", cluster_secret=%s, config_path=%s, log_dir=%s"
+        ", v=%" PRId64 ", version=%s",
+        o->max_threads, threads, o->rpc_address, o->metrics_host, metrics_port,
+        tf(o->enable_http_metadata_server), o->http_metadata_server_host, http_port,
+        o->default_kv_lease_ttl, o->default_kv_soft_pin_ttl, o->max_kv_soft_pin_ttl,
+        tf(o->allow_evict_soft_pinned_objects), o->eviction_ratio, o->eviction_high_watermark_ratio,
+        o->client_ttl, o->put_start_discard_timeout_sec, o->put_start_release_timeout_sec,
+        tf(o->enable_offload), tf(o->offload_on_evict),
+        o->offload_backend[0] ? backend_canonical(o->offload_backend) : "(from clients)",
+        o->distributed_fs_type, o->distributed_root_dir[0] ? o->distributed_root_dir : "(none)",
+        o->offload_task_timeout_sec, o->offload_max_attempts, o->offload_put_wait_ms,
+        o->offloading_queue_limit, secret_state(o), o->config_path[0] ? o->config_path : "(none)",
+        o->log_dir[0] ? o->log_dir : "(none)", o->v, MC_VERSION_STRING);
 }
 
 /* ---- start-up ---------------------------------------------------------------------------- */
@@ -630,6 +649,7 @@ static int setup_logging(const master_opts_t *o, char *err, size_t errlen)
 
 /* The running servers. */
 typedef struct master_servers {
+    mc_auth_t *auth;
     mc_master_t *master;
     mc_rpc_server_t *rpc;
     mc_admin_http_t *admin;
@@ -642,6 +662,7 @@ static void servers_stop(master_servers_t *s)
     mc_admin_http_stop(s->admin);
     mc_rpc_server_stop(s->rpc);
     mc_master_destroy(s->master);
+    mc_auth_destroy(s->auth);
     memset(s, 0, sizeof(*s));
 }
 
@@ -654,15 +675,24 @@ static int servers_start(const master_opts_t *o, master_servers_t *s)
     int rpc_port = (int)(o->rpc_port ? o->rpc_port : o->port);
 
     master_config_from(o, &mc);
-    int rc = mc_master_create(&mc, &s->master);
+    int rc = mc_auth_resolve(o->cluster_secret, o->cluster_secret_file, &s->auth);
+    if (rc != 0) {
+        MC_ERROR("cannot read the cluster secret: %s", mc_error_name(rc));
+        return rc;
+    }
+    rc = mc_master_create(&mc, &s->master);
     if (rc != 0) {
         MC_ERROR("cannot create the master service: %s", mc_error_name(rc));
         return rc;
     }
-    rc = mc_rpc_server_start(s->master, o->rpc_address, rpc_port, (int)threads, &s->rpc);
-    if (rc == 0 && o->enable_http_metadata_server)
-        rc = mc_http_metadata_server_start(o->http_metadata_server_host,
-                                           (int)o->http_metadata_server_port, &s->metadata);
+    rc = mc_rpc_server_start(s->master, o->rpc_address, rpc_port, (int)threads, s->auth, &s->rpc);
+    if (rc == 0 && o->enable_http_metadata_server) {
+        mc_http_metadata_server_options_t mo = {0};
+        mo.cluster_secret = o->cluster_secret;
+        mo.cluster_secret_file = o->cluster_secret_file;
+        rc = mc_http_metadata_server_start_opts(
+            o->http_metadata_server_host, (int)o->http_metadata_server_port, &mo, &s->metadata);
+    }
     int http_port = s->metadata ? mc_http_metadata_server_port(s->metadata) : -1;
     if (rc == 0) {
         /* The admin server prints the settings in /metrics/summary: ports as bound, except its
@@ -671,6 +701,9 @@ static int servers_start(const master_opts_t *o, master_servers_t *s)
         mc_admin_http_config_t ac = {o->metrics_host, (int)o->metrics_port, s->master, s->rpc,
                                      settings};
         rc = mc_admin_http_start(&ac, &s->admin);
+        if (rc == 0) /* reads only, but it names every object: the same warning applies */
+            mc_auth_warn_open_listener(s->auth, "the admin/metrics HTTP server", o->metrics_host,
+                                       mc_admin_http_port(s->admin));
     }
     if (rc != 0) {
         servers_stop(s);

@@ -1553,6 +1553,7 @@ int main(int argc, char **argv)
         .first_touch_bytes = 0,
         .limits = 1,
     };
+    char *secret = "", *secret_file = "";
     mc_flag_t flags[] = {
         {"master_server_address", MC_FLAG_STRING, &o.master_addr,
          "mooncake_master host:port (ignored with --spawn_cluster)"},
@@ -1600,6 +1601,11 @@ int main(int argc, char **argv)
         {"checksum", MC_FLAG_STRING, &o.checksum_text,
          "end-to-end CRC32C of every value (computed on put, verified on get): on, off, or "
          "on,off for both side by side (one row each, column crc)"},
+        {"cluster_secret_file", MC_FLAG_STRING, &secret_file,
+         "file holding the cluster secret (docs/security.md); exported as "
+         "MOONCAKE_CLUSTER_SECRET_FILE to this process and what it spawns"},
+        {"cluster_secret", MC_FLAG_STRING, &secret,
+         "the cluster secret itself; exported as MOONCAKE_CLUSTER_SECRET"},
         {"json", MC_FLAG_STRING, &o.json_path, "also write machine info, config and rows here"},
     };
     size_t nflags = sizeof(flags) / sizeof(flags[0]);
@@ -1618,6 +1624,11 @@ int main(int argc, char **argv)
     if (o.spawn_cluster && o.master_addr_set)
         MC_WARN("--master_server_address is ignored with --spawn_cluster");
     signal(SIGPIPE, SIG_IGN);
+    /* The library and every spawned process take the secret from the environment. */
+    if (*secret_file)
+        setenv("MOONCAKE_CLUSTER_SECRET_FILE", secret_file, 1);
+    if (*secret)
+        setenv("MOONCAKE_CLUSTER_SECRET", secret, 1);
     if (o.disable_shm)
         setenv("MC_DISABLE_SHM", "1", 1); /* this process and the spawned cluster */
 

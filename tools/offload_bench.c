@@ -328,7 +328,8 @@ int main(int argc, char **argv)
     mcfg.enable_offload = 1;
     mc_master_t *m = NULL;
     mc_rpc_server_t *rpc = NULL;
-    if (mc_master_create(&mcfg, &m) != 0 || mc_rpc_server_start(m, "127.0.0.1", 0, 2, &rpc) != 0) {
+    if (mc_master_create(&mcfg, &m) != 0 ||
+        mc_rpc_server_start(m, "127.0.0.1", 0, 2, NULL, &rpc) != 0) {
         fprintf(stderr, PROGRAM ": cannot start the master\n");
         return 1;
     }

@@ -844,6 +844,7 @@ int main(int argc, char **argv)
         .buffer_size = GIB,
         .limits = 1,
     };
+    char *secret = "", *secret_file = "";
     mc_flag_t flags[] = {
         {"mode", MC_FLAG_STRING, &o.mode,
          "target (serve a buffer), initiator (drive transfers) or loopback (both, on this host)"},
@@ -870,6 +871,11 @@ int main(int argc, char **argv)
          "this engine's host:port (port 0 = any)"},
         {"device_name", MC_FLAG_STRING, &o.device_name,
          "rdma devices, comma list (\"mlx5_0,mlx5_1\"; \"\" = auto); unknown ones fail start-up"},
+        {"cluster_secret_file", MC_FLAG_STRING, &secret_file,
+         "file holding the cluster secret (docs/security.md); exported as "
+         "MOONCAKE_CLUSTER_SECRET_FILE to this process and what it spawns"},
+        {"cluster_secret", MC_FLAG_STRING, &secret,
+         "the cluster secret itself; exported as MOONCAKE_CLUSTER_SECRET"},
         {"json", MC_FLAG_STRING, &o.json_path, "also write machine info, config and rows here"},
         {"limits", MC_FLAG_BOOL, &o.limits,
          "measure memcpy and raw loopback tcp limits at every block size"},
@@ -888,6 +894,11 @@ int main(int argc, char **argv)
         return 1;
     }
     signal(SIGPIPE, SIG_IGN);
+    /* The library and every spawned process take the secret from the environment. */
+    if (*secret_file)
+        setenv("MOONCAKE_CLUSTER_SECRET_FILE", secret_file, 1);
+    if (*secret)
+        setenv("MOONCAKE_CLUSTER_SECRET", secret, 1);
     if (!strcmp(o.mode, "target"))
         return run_target(&o);
     if (!strcmp(o.mode, "loopback"))

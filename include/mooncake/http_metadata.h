@@ -12,6 +12,15 @@
  *   missing key parameter  -> 400;  GET /health -> 200 "OK";  other paths -> 404
  * Values are bounded (MC_HTTP_METADATA_MAX_VALUE bytes, larger -> 413). Thread-safe.
  *
+ * Cluster secret (docs/security.md): a server started with one accepts a PUT or DELETE only with
+ * a header "X-Mooncake-Auth: <nonce>.<mac>" proving the secret over a nonce it issued
+ *   GET    /metadata/auth_challenge -> 200 {"nonce":"<64 hex>"} (single use, valid 30 s);
+ *                                      404 when the server has no secret
+ * and the write (HMAC-SHA-256 over method, key, nonce and the body's SHA-256; wire/auth.h);
+ * a write without a valid proof -> 401 and nothing changes. Reads stay open. The client calls
+ * below sign their writes when the process has a secret (MOONCAKE_CLUSTER_SECRET_FILE or
+ * MOONCAKE_CLUSTER_SECRET), and then refuse a server that has none.
+ *
  * Client (libcurl): url is the full metadata URL, e.g. "http://127.0.0.1:8080/metadata".
  */
 #ifndef MOONCAKE_HTTP_METADATA_H
@@ -33,6 +42,21 @@ typedef struct mc_http_metadata_server mc_http_metadata_server_t; /* handle */
  * bind: the port is logged).
  */
 int mc_http_metadata_server_start(const char *host, int port, mc_http_metadata_server_t **out);
+
+/* Options of mc_http_metadata_server_start_opts; zero-initialise. */
+typedef struct mc_http_metadata_server_options {
+    /* The cluster secret, from the first set: cluster_secret, cluster_secret_file, then the
+     * environment (MOONCAKE_CLUSTER_SECRET, MOONCAKE_CLUSTER_SECRET_FILE); none = writes open,
+     * as upstream. mc_http_metadata_server_start() takes it from the environment. */
+    const char *cluster_secret;
+    const char *cluster_secret_file;
+} mc_http_metadata_server_options_t;
+
+/* As mc_http_metadata_server_start, with options (NULL = defaults). MC_ERR_INVALID_PARAMS also
+ * for an unreadable secret file. */
+int mc_http_metadata_server_start_opts(const char *host, int port,
+                                       const mc_http_metadata_server_options_t *opts,
+                                       mc_http_metadata_server_t **out);
 /* The port actually bound. */
 int mc_http_metadata_server_port(const mc_http_metadata_server_t *server);
 /* Number of keys held. */
@@ -44,7 +68,9 @@ void mc_http_metadata_server_stop(mc_http_metadata_server_t *server);
  * Client calls. Each takes the metadata URL and a key (URL-escaped by the call).
  * get: *value receives a malloc'd NUL-terminated copy (caller frees) and *len its length;
  *      MC_ERR_OBJECT_NOT_FOUND on 404.
- * put/del: 0 on 200; MC_ERR_OBJECT_NOT_FOUND when del finds nothing; MC_ERR_INVALID_PARAMS on 400.
+ * put/del: 0 on 200; MC_ERR_OBJECT_NOT_FOUND when del finds nothing; MC_ERR_INVALID_PARAMS on 400;
+ *      MC_ERR_ILLEGAL_CLIENT when the server refuses the proof (401) or, this process having a
+ *      cluster secret, the server has none.
  * All: MC_ERR_RPC_FAIL when the server is unreachable or answers something else (logged),
  *      timeout 5 s.
  */

@@ -61,6 +61,14 @@ typedef struct mc_store_config {
      * comparisons); so does the environment variable MC_STORE_CHECKSUM=0. Objects written
      * without a checksum are read unverified. */
     int disable_checksum;
+    /* The cluster secret (docs/security.md), from the first set: cluster_secret,
+     * cluster_secret_file, env MOONCAKE_CLUSTER_SECRET, env MOONCAKE_CLUSTER_SECRET_FILE. With
+     * one, this client proves it to the master, to peers' Transfer Engines and offload servers,
+     * and its own servers accept only peers that prove it; a master or peer that refuses this
+     * client, or has no secret, fails the call with MC_ERR_ILLEGAL_CLIENT (-601). None:
+     * upstream's behaviour. An unreadable file fails setup with MC_ERR_INVALID_PARAMS. */
+    const char *cluster_secret;
+    const char *cluster_secret_file;
 } mc_store_config_t;
 
 typedef enum mc_soft_pin_action {

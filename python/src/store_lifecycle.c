@@ -41,6 +41,7 @@ typedef struct setup_args {
     const char *tenant_id;
     int enable_client_http_server;
     int64_t client_http_port;
+    const char *cluster_secret; /* NULL: MOONCAKE_CLUSTER_SECRET[_FILE] from the environment */
 } setup_args_t;
 
 static const setup_args_t setup_defaults = {
@@ -154,7 +155,8 @@ static PyObject *run_setup(McStoreObject *self, const setup_args_t *a)
                               * (docs/offload.md); ssd_offload_path overrides the local
                               * backend's directory */
                              .enable_offload = a->enable_ssd_offload,
-                             .offload_path = a->ssd_offload_path};
+                             .offload_path = a->ssd_offload_path,
+                             .cluster_secret = a->cluster_secret};
     mcpy_store_state_t before = self->state;
     self->state = MCPY_STORE_SETTING_UP;
     mc_store_t *handle = NULL;
@@ -195,26 +197,17 @@ static int size_arg(PyObject *obj, const char *what, uint64_t *out)
  *       rdma_devices, master_server_addr, engine=None, enable_ssd_offload=False, ...) */
 static PyObject *setup_positional(McStoreObject *self, PyObject *args, PyObject *kw)
 {
-    static char *kwlist[] = {"local_hostname",
-                             "metadata_server",
-                             "global_segment_size",
-                             "local_buffer_size",
-                             "protocol",
-                             "rdma_devices",
-                             "master_server_addr",
-                             "engine",
-                             "enable_ssd_offload",
-                             "ssd_offload_path",
-                             "tenant_id",
-                             "enable_client_http_server",
-                             "client_http_port",
-                             NULL};
+    static char *kwlist[] = {"local_hostname",     "metadata_server", "global_segment_size",
+                             "local_buffer_size",  "protocol",        "rdma_devices",
+                             "master_server_addr", "engine",          "enable_ssd_offload",
+                             "ssd_offload_path",   "tenant_id",       "enable_client_http_server",
+                             "client_http_port",   "cluster_secret",  NULL};
     PyObject *host, *meta, *gss, *lbs, *proto, *devs, *master, *engine = Py_None;
-    PyObject *ssd_path = NULL, *tenant = NULL, *port = NULL;
+    PyObject *ssd_path = NULL, *tenant = NULL, *port = NULL, *secret = NULL;
     int ssd = 0, http = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOOOO|OpOOpO:setup", kwlist, &host, &meta, &gss,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOOOO|OpOOpOO:setup", kwlist, &host, &meta, &gss,
                                      &lbs, &proto, &devs, &master, &engine, &ssd, &ssd_path,
-                                     &tenant, &http, &port))
+                                     &tenant, &http, &port, &secret))
         return NULL;
     setup_args_t a = setup_defaults;
     a.engine = engine;
@@ -246,26 +239,20 @@ static PyObject *setup_positional(McStoreObject *self, PyObject *args, PyObject 
         rc = str_arg(ssd_path, "ssd_offload_path", &a.ssd_offload_path);
     if (rc == 0 && tenant)
         rc = str_arg(tenant, "tenant_id", &a.tenant_id);
+    if (rc == 0 && secret && secret != Py_None)
+        rc = str_arg(secret, "cluster_secret", &a.cluster_secret);
     if (rc != 0)
         return PyErr_Occurred() ? NULL : PyLong_FromLong(rc);
     return run_setup(self, &a);
 }
 
 /* The keys setup(config: dict) accepts, in the order the error message lists them. */
-static const char *const dict_keys[] = {"local_hostname",
-                                        "metadata_server",
-                                        "global_segment_size",
-                                        "local_buffer_size",
-                                        "protocol",
-                                        "rdma_devices",
-                                        "master_server_addr",
-                                        "ipc_socket_path",
-                                        "enable_ssd_offload",
-                                        "ssd_offload_path",
-                                        "tenant_id",
-                                        "enable_client_http_server",
-                                        "client_http_port",
-                                        NULL};
+static const char *const dict_keys[] = {
+    "local_hostname",     "metadata_server", "global_segment_size",
+    "local_buffer_size",  "protocol",        "rdma_devices",
+    "master_server_addr", "ipc_socket_path", "enable_ssd_offload",
+    "ssd_offload_path",   "tenant_id",       "enable_client_http_server",
+    "client_http_port",   "cluster_secret",  NULL};
 
 /* A dict value as text (str(value)), its owner appended to `keep`. NULL with an exception. */
 static const char *dict_text(PyObject *value, PyObject *keep, const char *key)
@@ -304,6 +291,8 @@ static int dict_field(setup_args_t *a, const char *key, const char *text)
         a->ssd_offload_path = text;
     } else if (!strcmp(key, "tenant_id")) {
         a->tenant_id = text;
+    } else if (!strcmp(key, "cluster_secret")) {
+        a->cluster_secret = text;
     } else if (!strcmp(key, "ipc_socket_path")) {
         /* dummy-client IPC; this build has no dummy client, so nothing uses it */
     } else if (!strcmp(key, "global_segment_size") || !strcmp(key, "local_buffer_size")) {
@@ -357,7 +346,7 @@ static PyObject *setup_dict(McStoreObject *self, PyObject *config)
                          "metadata_server, global_segment_size, local_buffer_size, protocol, "
                          "rdma_devices, master_server_addr, ipc_socket_path, enable_ssd_offload, "
                          "ssd_offload_path, tenant_id, enable_client_http_server, "
-                         "client_http_port",
+                         "client_http_port, cluster_secret",
                          k);
             goto out;
         }
@@ -433,7 +422,7 @@ static PyMethodDef lifecycle_methods[] = {
      "setup(local_hostname, metadata_server, global_segment_size, local_buffer_size, protocol,\n"
      "      rdma_devices, master_server_addr, engine=None, enable_ssd_offload=False,\n"
      "      ssd_offload_path=\"\", tenant_id=\"default\", enable_client_http_server=False,\n"
-     "      client_http_port=9300) -> int\n"
+     "      client_http_port=9300, cluster_secret=None) -> int\n"
      "setup(config: dict) -> int\n\n"
      "Connects to mooncake_master, starts serving this client's segment and mounts it.\n\n"
      "local_hostname (str): \"host\" or \"host:port\" this client serves its segment on (no port:\n"
@@ -443,7 +432,11 @@ static PyMethodDef lifecycle_methods[] = {
      "protocol (str): \"tcp\" (or \"rdma\" when built). rdma_devices (str): comma list or \"\".\n"
      "master_server_addr (str): \"host:port\" of mooncake_master.\n"
      "engine must be None and tenant_id \"default\" (else NOT_SUPPORTED, -1012);\n"
-     "enable_ssd_offload / enable_client_http_server are accepted and ignored with a warning.\n\n"
+     "enable_ssd_offload / enable_client_http_server are accepted and ignored with a warning.\n"
+     "cluster_secret (str, not in upstream): the secret every connection of the cluster must\n"
+     "  prove (docs/security.md); None = MOONCAKE_CLUSTER_SECRET_FILE or MOONCAKE_CLUSTER_SECRET\n"
+     "  from the environment, or no secret (upstream's behaviour). A master or peer that refuses\n"
+     "  this client (or has no secret while this client has one) makes setup return -601.\n\n"
      "The dict form takes the same names (rdma_devices, master_server_addr default\n"
      "127.0.0.1:50051, protocol default tcp, plus ipc_socket_path); values are converted with\n"
      "str(); local_hostname and metadata_server are required; sizes may be ints or sizes such\n"

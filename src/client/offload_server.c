@@ -25,6 +25,7 @@
 #include "net.h"
 #include "rpc.h"
 #include "store.pb-c.h"
+#include "te_auth.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -269,6 +270,17 @@ static int serve_one(mc_offload_server_t *s, int fd)
             rc = send_reply(fd, h.opcode, h.request_id, &resp.base) == 0 ? 0 : -1;
             mc__release_request__free_unpacked(req, NULL);
         }
+    } else if (h.opcode == MC_AUTH_OP_HELLO) { /* a reader with a secret; this server has none */
+        uint8_t *why;
+        size_t wlen;
+        if (mc_auth_result_body(MC_ERR_NOT_SUPPORTED, "this offload server has no cluster secret",
+                                &why, &wlen) == 0) {
+            uint8_t hdr[MC_FRAME_HEADER_SIZE];
+            mc_frame_encode(MC_AUTH_OP_RESULT, h.request_id, (uint32_t)wlen, 0, hdr);
+            if (mc_net_send_all(fd, hdr, sizeof(hdr)) == 0 && mc_net_send_all(fd, why, wlen) == 0)
+                rc = 0;
+            free(why);
+        }
     } else {
         MC_WARN("offload server: unknown opcode %u; closing the connection", h.opcode);
     }
@@ -279,8 +291,12 @@ static int serve_one(mc_offload_server_t *s, int fd)
 static void *conn_main(void *arg)
 {
     server_conn_t *c = arg;
-    while (serve_one(c->server, c->fd) == 0)
-        ;
+    const mc_auth_t *auth = mc_te_auth(c->server->te);
+    /* With a secret, nothing is served before the reader proved it (wire/auth.h). */
+    if (!auth || mc_auth_server(auth, c->fd, "offload", "an offload reader",
+                                mc_now_ms() + MC_AUTH_TIMEOUT_MS) == 0)
+        while (serve_one(c->server, c->fd) == 0)
+            ;
     atomic_store(&c->done, 1);
     return NULL;
 }
@@ -385,6 +401,7 @@ int mc_offload_server_start(const char *host, mc_transfer_engine_t *te,
         free(s);
         return rc;
     }
+    mc_auth_warn_open_listener(mc_te_auth(te), "the offload fetch server", host, port);
     char adv[MC_HOST_MAX];
     mc_net_advertised_host(host, adv);
     snprintf(s->endpoint, sizeof(s->endpoint), strchr(adv, ':') ? "[%s]:%d" : "%s:%d", adv, port);
@@ -481,7 +498,8 @@ void mc_offload_peers_destroy(mc_offload_peers_t *p)
 }
 
 /* The cached RPC client of an owner (peers live until the cache is destroyed). */
-static mc_rpc_client_t *peer_rpc(mc_offload_peers_t *p, const char *endpoint)
+static mc_rpc_client_t *peer_rpc(mc_offload_peers_t *p, mc_transfer_engine_t *te,
+                                 const char *endpoint)
 {
     pthread_mutex_lock(&p->lock);
     peer_t *e = p->head;
@@ -490,6 +508,7 @@ static mc_rpc_client_t *peer_rpc(mc_offload_peers_t *p, const char *endpoint)
     if (!e && strlen(endpoint) < sizeof(e->endpoint)) {
         e = calloc(1, sizeof(*e));
         if (e && mc_rpc_client_create(endpoint, FETCH_TIMEOUT_MS, &e->rpc) == 0) {
+            mc_rpc_client_set_auth(e->rpc, mc_te_auth(te), "offload");
             snprintf(e->endpoint, sizeof(e->endpoint), "%s", endpoint);
             e->next = p->head;
             p->head = e;
@@ -546,7 +565,7 @@ static atomic_uint_fast64_t expired_logged_ms;
 int mc_offload_fetch(mc_offload_peers_t *p, mc_transfer_engine_t *te, const char *endpoint,
                      const char *key, uint64_t version, void *buf, uint64_t size)
 {
-    mc_rpc_client_t *rpc = peer_rpc(p, endpoint);
+    mc_rpc_client_t *rpc = peer_rpc(p, te, endpoint);
     if (!rpc)
         return MC_ERR_INVALID_PARAMS;
     Mc__FetchRequest req = MC__FETCH_REQUEST__INIT;

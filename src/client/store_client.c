@@ -20,6 +20,7 @@
  */
 #include "mooncake/store.h"
 
+#include "auth.h"
 #include "failpoint.h"
 #include "log.h"
 #include "master_client.h"
@@ -58,6 +59,7 @@ struct mc_store {
     uint64_t local_buffer_size;
     mc_transfer_engine_t *te;
     mc_rpc_client_t *rpc;
+    mc_auth_t *auth; /* the cluster secret, NULL = none (wire/auth.h) */
     mc_offload_t *offload;
     void *segment;
     void *local_buffer;
@@ -1226,16 +1228,20 @@ static void *ping_main(void *arg)
 
 static int setup_checked(mc_store_t *s, const mc_store_config_t *c)
 {
-    int rc = mc_rpc_client_create(
+    int rc = mc_auth_resolve(c->cluster_secret, c->cluster_secret_file, &s->auth);
+    if (rc != 0)
+        return rc;
+    rc = mc_rpc_client_create(
         c->master_server_addr && *c->master_server_addr ? c->master_server_addr : MC_DEFAULT_MASTER,
         MC_RPC_DEFAULT_TIMEOUT_MS, &s->rpc);
     if (rc != 0)
         return rc;
+    mc_rpc_client_set_auth(s->rpc, s->auth, "master");
     Mc__ServiceReadyResponse *ready;
     rc = mc_master_call_service_ready(s->rpc, &ready);
     if (rc != 0) {
         MC_ERROR("cannot reach mooncake_master at %s: %s", s->master_addr, mc_error_name(rc));
-        return MC_ERR_RPC_FAIL;
+        return rc == MC_ERR_ILLEGAL_CLIENT ? rc : MC_ERR_RPC_FAIL;
     }
     int same = ready->version && !strcmp(ready->version, MC_VERSION_STRING);
     if (!same)
@@ -1248,7 +1254,9 @@ static int setup_checked(mc_store_t *s, const mc_store_config_t *c)
     mc_transfer_engine_config_t tc = {.local_server_name = c->local_hostname,
                                       .metadata_server = c->metadata_server,
                                       .protocol = c->protocol,
-                                      .device_names = c->device_name};
+                                      .device_names = c->device_name,
+                                      .cluster_secret = c->cluster_secret,
+                                      .cluster_secret_file = c->cluster_secret_file};
     rc = mc_te_create(&tc, &s->te);
     if (rc != 0)
         return rc;
@@ -1411,6 +1419,8 @@ int mc_store_close(mc_store_t *s)
     s->local_buffer = NULL;
     mc_rpc_client_destroy(s->rpc);
     s->rpc = NULL;
+    mc_auth_destroy(s->auth);
+    s->auth = NULL;
     pthread_mutex_unlock(&s->close_lock);
     return 0;
 }

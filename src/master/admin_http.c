@@ -154,6 +154,8 @@ static void render_metrics(mc_admin_http_t *a, FILE *f)
            "RPC connections refused over the connection limit.", rs.connections_rejected);
     metric(f, "master_rpc_protocol_errors_total", "counter",
            "RPC connections closed for a malformed frame or body.", rs.protocol_errors);
+    metric(f, "master_rpc_auth_refused_total", "counter",
+           "RPC connections refused by the cluster-secret check.", rs.auth_refused);
 
     fprintf(f, "# HELP master_rpc_requests_total RPC requests handled, by method.\n"
                "# TYPE master_rpc_requests_total counter\n");

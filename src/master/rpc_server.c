@@ -18,6 +18,7 @@
  */
 #include "rpc_server.h"
 
+#include "auth.h"
 #include "frame.h"
 #include "log.h"
 #include "mooncake/errors.h"
@@ -61,6 +62,10 @@ struct rpc_conn {
     size_t cap;
     int paused;  /* reading stopped: too many reply bytes queued */
     int closing; /* uv_close called; the conn is freed by its close callback */
+    int refused; /* refused by the cluster-secret check: the answer drains, then close */
+    int authed;  /* proved the cluster secret (servers with one) */
+    mc_auth_state_t auth;
+    uv_shutdown_t shutdown;
 };
 
 typedef struct rpc_reply {
@@ -96,7 +101,9 @@ struct mc_rpc_server {
     atomic_uint_fast64_t active;
     atomic_uint_fast64_t rejected;
     atomic_uint_fast64_t protocol_errors;
+    atomic_uint_fast64_t auth_refused;
     atomic_uint_fast64_t last_reject_log_ms;
+    const mc_auth_t *auth; /* borrowed; NULL: no cluster secret */
     atomic_uint_fast64_t method_total[MC_RPC_METHOD_COUNT];
     atomic_uint_fast64_t method_success[MC_RPC_METHOD_COUNT];
 };
@@ -140,7 +147,8 @@ static void rpc_resume(rpc_conn_t *c)
 {
     c->paused = 0;
     rpc_conn_process(c);
-    if (!c->paused && !c->closing && uv_read_start((uv_stream_t *)&c->tcp, rpc_alloc, rpc_read))
+    if (!c->paused && !c->closing && !c->refused &&
+        uv_read_start((uv_stream_t *)&c->tcp, rpc_alloc, rpc_read))
         rpc_conn_close(c);
 }
 
@@ -209,10 +217,83 @@ const char *mc_rpc_conn_peer(const rpc_conn_t *c)
     return c->peer;
 }
 
+/* Queues one frame with a raw body. 0, or the connection is being closed. */
+static int rpc_conn_send_raw(rpc_conn_t *c, uint16_t opcode, uint64_t id, const uint8_t *body,
+                             size_t len)
+{
+    rpc_reply_t *r = malloc(sizeof(*r) + MC_FRAME_HEADER_SIZE + len);
+    if (!r) {
+        rpc_conn_close(c);
+        return MC_ERR_INTERNAL_ERROR;
+    }
+    mc_frame_encode(opcode, id, (uint32_t)len, 0, r->bytes);
+    if (len)
+        memcpy(r->bytes + MC_FRAME_HEADER_SIZE, body, len);
+    r->req.data = r;
+    uv_buf_t b = uv_buf_init((char *)r->bytes, (unsigned int)(MC_FRAME_HEADER_SIZE + len));
+    if (uv_write(&r->req, (uv_stream_t *)&c->tcp, &b, 1, rpc_write_done) < 0) {
+        free(r);
+        rpc_conn_close(c);
+        return MC_ERR_INTERNAL_ERROR;
+    }
+    return 0;
+}
+
+static void rpc_refused_drained(uv_shutdown_t *req, int status)
+{
+    (void)status;
+    rpc_conn_close(req->data);
+}
+
+/*
+ * One frame of a connection that has not proved the cluster secret yet (auth.h). A refusal is
+ * answered with AUTH_RESULT, nothing more is read, and the connection closes once the answer is
+ * out (uv_shutdown waits for queued writes; uv_close alone would cancel them).
+ */
+static void rpc_conn_authenticate(rpc_conn_t *c, const mc_frame_header_t *h, const uint8_t *body)
+{
+    mc_rpc_server_t *s = c->worker->server;
+    uint16_t op;
+    uint8_t *reply;
+    size_t n;
+    int step = mc_auth_step(s->auth, &c->auth, "master", c->peer, h->opcode, body, h->body_len, &op,
+                            &reply, &n);
+    if (!reply) {
+        rpc_conn_close(c);
+        return;
+    }
+    int rc = rpc_conn_send_raw(c, op, h->request_id, reply, n);
+    free(reply);
+    if (step == 1)
+        c->authed = 1;
+    if (step >= 0 || rc != 0)
+        return;
+    atomic_fetch_add(&s->auth_refused, 1);
+    c->refused = 1;
+    uv_read_stop((uv_stream_t *)&c->tcp);
+    c->shutdown.data = c;
+    if (uv_shutdown(&c->shutdown, (uv_stream_t *)&c->tcp, rpc_refused_drained) < 0)
+        rpc_conn_close(c);
+}
+
 /* Handles one complete frame; may close the connection. */
 static void rpc_dispatch(rpc_conn_t *c, const mc_frame_header_t *h, const uint8_t *body)
 {
     mc_rpc_server_t *s = c->worker->server;
+    if (s->auth && !c->authed) {
+        rpc_conn_authenticate(c, h, body);
+        return;
+    }
+    if (h->opcode == MC_AUTH_OP_HELLO) { /* a client with a secret; this master has none */
+        uint8_t *reply;
+        size_t n;
+        if (mc_auth_result_body(MC_ERR_NOT_SUPPORTED, "this master has no cluster secret", &reply,
+                                &n) == 0) {
+            rpc_conn_send_raw(c, MC_AUTH_OP_RESULT, h->request_id, reply, n);
+            free(reply);
+        }
+        return;
+    }
     int idx = mc_rpc_method_index(h->opcode);
     if (idx < 0) {
         rpc_conn_reject(c, "unknown opcode %u (request id %" PRIu64 ")", h->opcode, h->request_id);
@@ -235,7 +316,7 @@ static void rpc_dispatch(rpc_conn_t *c, const mc_frame_header_t *h, const uint8_
 /* Handles every complete frame in the buffer, in order, until paused or closed. */
 static void rpc_conn_process(rpc_conn_t *c)
 {
-    while (!c->paused && !c->closing) {
+    while (!c->paused && !c->closing && !c->refused) {
         size_t have = c->len - c->start;
         if (have < MC_FRAME_HEADER_SIZE)
             break;
@@ -541,7 +622,7 @@ static void rpc_server_free(mc_rpc_server_t *s)
 }
 
 int mc_rpc_server_start(mc_master_t *master, const char *host, int port, int threads,
-                        mc_rpc_server_t **out)
+                        const mc_auth_t *auth, mc_rpc_server_t **out)
 {
     if (!master || !out || port < 0 || port > 65535 || threads < 1 || threads > MC_RPC_MAX_THREADS)
         return MC_ERR_INVALID_PARAMS;
@@ -554,6 +635,7 @@ int mc_rpc_server_start(mc_master_t *master, const char *host, int port, int thr
         return MC_ERR_INTERNAL_ERROR;
     }
     s->master = master;
+    s->auth = auth;
     s->workers = workers;
     s->nworkers = threads;
     s->listen_fd = mc_net_listen_tcp(host, port, RPC_BACKLOG, &s->port);
@@ -564,6 +646,7 @@ int mc_rpc_server_start(mc_master_t *master, const char *host, int port, int thr
         rpc_server_free(s);
         return rc;
     }
+    mc_auth_warn_open_listener(auth, "the master RPC server", host, s->port);
     int fl = fcntl(s->listen_fd, F_GETFL);
     fcntl(s->listen_fd, F_SETFL, fl | O_NONBLOCK);
 
@@ -608,6 +691,7 @@ size_t mc_rpc_server_get_stats(const mc_rpc_server_t *server, mc_rpc_server_stat
             out->connections_active = atomic_load(&s->active);
             out->connections_rejected = atomic_load(&s->rejected);
             out->protocol_errors = atomic_load(&s->protocol_errors);
+            out->auth_refused = atomic_load(&s->auth_refused);
         }
     }
     size_t n = 0;

@@ -37,15 +37,20 @@
 #define MC_RPC_MAX_THREADS 256
 
 typedef struct mc_rpc_server mc_rpc_server_t; /* handle */
+typedef struct mc_auth mc_auth_t;             /* wire/auth.h */
 
 /*
  * Binds host:port (host "0.0.0.0" = every interface; port 0 = any free port), starts `threads`
  * (1..MC_RPC_MAX_THREADS) loop threads and serves until mc_rpc_server_stop.
  * Returns 0, MC_ERR_INVALID_PARAMS (bad host, port or thread count) or MC_ERR_INTERNAL_ERROR
  * (cannot bind: one ERROR line names host:port and the reason).
+ * auth (borrowed, outlives the server; NULL = no cluster secret): every connection must run the
+ * cluster-secret handshake (auth.h) before its first request; anything else is answered with
+ * one AUTH_RESULT refusal (-601) and the connection closed. Without a secret, a listener on a
+ * wildcard address prints one warning line.
  */
 int mc_rpc_server_start(mc_master_t *master, const char *host, int port, int threads,
-                        mc_rpc_server_t **out);
+                        const mc_auth_t *auth, mc_rpc_server_t **out);
 /* The port actually bound. */
 int mc_rpc_server_port(const mc_rpc_server_t *server);
 /* Closes every connection, stops and joins the threads, frees the server. NULL is a no-op. */
@@ -64,6 +69,7 @@ typedef struct mc_rpc_server_stats {
     uint64_t connections_active;
     uint64_t connections_rejected; /* over MC_RPC_MAX_CONNECTIONS */
     uint64_t protocol_errors;      /* connections closed for a malformed frame or body */
+    uint64_t auth_refused;         /* connections refused by the cluster-secret check */
 } mc_rpc_server_stats_t;
 
 /* Number of methods; mc_rpc_server_get_methods fills up to that many entries. */

@@ -10,7 +10,9 @@
 #include "mooncake/errors.h"
 #include "mooncake/http_metadata.h"
 
+#include "auth.h"
 #include "log.h"
+#include "transfer_internal.h"
 
 #include <curl/curl.h>
 
@@ -88,7 +90,7 @@ static char *md_build_url(CURL *curl, const char *url, const char *key)
  * when none did.
  */
 static int md_perform(const char *method, const char *url, const char *key, const char *body,
-                      size_t body_len, long *status, md_body_t *resp)
+                      size_t body_len, const char *auth_header, long *status, md_body_t *resp)
 {
     *status = 0;
     pthread_once(&md_curl_once, md_curl_global_init);
@@ -102,7 +104,7 @@ static int md_perform(const char *method, const char *url, const char *key, cons
         MC_ERROR("HTTP metadata %s %s: curl_easy_init failed", method, url);
         return MC_ERR_RPC_FAIL;
     }
-    char *full_url = md_build_url(curl, url, key);
+    char *full_url = key ? md_build_url(curl, url, key) : strdup(url);
     if (!full_url) {
         MC_ERROR("HTTP metadata %s %s: cannot build the request URL", method, url);
         curl_easy_cleanup(curl);
@@ -118,9 +120,13 @@ static int md_perform(const char *method, const char *url, const char *key, cons
     curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, errbuf);
     curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, md_body_write);
     curl_easy_setopt(curl, CURLOPT_WRITEDATA, resp);
-    if (!strcmp(method, "PUT")) {
+    if (auth_header)
+        headers = curl_slist_append(headers, auth_header);
+    if (!strcmp(method, "PUT"))
         headers = curl_slist_append(headers, "Content-Type: application/json");
+    if (headers)
         curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+    if (!strcmp(method, "PUT")) {
         curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, "PUT");
         curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body ? body : "");
         curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body_len);
@@ -132,7 +138,8 @@ static int md_perform(const char *method, const char *url, const char *key, cons
     int rc = 0;
     if (cc != CURLE_OK) {
         MC_ERROR("HTTP metadata %s %s key '%.*s' failed: curl error %d: %s%s", method, url,
-                 MD_LOG_KEY_MAX, key, (int)cc, errbuf[0] ? errbuf : curl_easy_strerror(cc),
+                 MD_LOG_KEY_MAX, key ? key : "", (int)cc,
+                 errbuf[0] ? errbuf : curl_easy_strerror(cc),
                  resp->overflow ? " (response larger than the value limit)" : "");
         rc = MC_ERR_RPC_FAIL;
     } else {
@@ -156,6 +163,11 @@ static int md_status_to_code(const char *method, const char *url, const char *ke
         return 0;
     if (status == 404 && absent_ok)
         return MC_ERR_OBJECT_NOT_FOUND;
+    if (status == 401) {
+        MC_ERROR("HTTP metadata %s %s key '%.*s' refused: %.*s", method, url, MD_LOG_KEY_MAX, key,
+                 MD_LOG_BODY_MAX, resp->data ? resp->data : "");
+        return MC_ERR_ILLEGAL_CLIENT;
+    }
     MC_ERROR("HTTP metadata %s %s key '%.*s': HTTP %ld: %.*s", method, url, MD_LOG_KEY_MAX, key,
              status, MD_LOG_BODY_MAX, resp->data ? resp->data : "");
     return status == 400 ? MC_ERR_INVALID_PARAMS : MC_ERR_RPC_FAIL;
@@ -169,7 +181,7 @@ int mc_http_metadata_get(const char *url, const char *key, char **value, size_t 
     *len = 0;
     md_body_t resp = {0};
     long status;
-    int rc = md_perform("GET", url, key, NULL, 0, &status, &resp);
+    int rc = md_perform("GET", url, key, NULL, 0, NULL, &status, &resp);
     if (rc == 0)
         rc = md_status_to_code("GET", url, key, status, &resp, 1);
     if (rc == 0 && !resp.data) {
@@ -188,28 +200,98 @@ int mc_http_metadata_get(const char *url, const char *key, char **value, size_t 
     return rc;
 }
 
-int mc_http_metadata_put(const char *url, const char *key, const char *value, size_t len)
+/*
+ * With a secret: asks the server for a write nonce (GET <url path>/auth_challenge) and builds
+ * the "X-Mooncake-Auth: <nonce>.<mac>" header for this write into `header`. 0, or
+ * MC_ERR_ILLEGAL_CLIENT when the server has no secret (404) or refuses, MC_ERR_RPC_FAIL.
+ */
+static int md_sign(const mc_auth_t *a, const char *method, const char *url, const char *key,
+                   const char *body, size_t body_len, char *header, size_t header_len)
 {
-    if (!url || !key || !*key || (!value && len > 0))
+    char challenge[1024];
+    size_t base = strcspn(url, "?");
+    while (base > 0 && url[base - 1] == '/')
+        base--;
+    if (base + sizeof("/auth_challenge") > sizeof(challenge))
         return MC_ERR_INVALID_PARAMS;
+    snprintf(challenge, sizeof(challenge), "%.*s/auth_challenge", (int)base, url);
     md_body_t resp = {0};
     long status;
-    int rc = md_perform("PUT", url, key, value, len, &status, &resp);
+    int rc = md_perform("GET", challenge, NULL, NULL, 0, NULL, &status, &resp);
+    uint8_t nonce[MC_AUTH_NONCE_LEN], mac[MC_AUTH_MAC_LEN];
+    const char *hex = resp.data ? strstr(resp.data, "\"nonce\":\"") : NULL;
+    if (rc == 0 && status == 404) {
+        MC_ERROR("HTTP metadata server %s has no cluster secret while this process has one: "
+                 "refusing to use it (set the same secret on every process)",
+                 url);
+        rc = MC_ERR_ILLEGAL_CLIENT;
+    } else if (rc == 0 && (status != 200 || !hex || strlen(hex) < 9 + 2 * MC_AUTH_NONCE_LEN ||
+                           mc_auth_unhex(hex + 9, MC_AUTH_NONCE_LEN, nonce) != 0)) {
+        MC_ERROR("HTTP metadata server %s: no usable write challenge (HTTP %ld)", url, status);
+        rc = MC_ERR_RPC_FAIL;
+    }
+    free(resp.data);
     if (rc == 0)
-        rc = md_status_to_code("PUT", url, key, status, &resp, 0);
+        rc = mc_auth_metadata_mac(a, method, key, strlen(key), nonce, body, body_len, mac);
+    if (rc == 0) {
+        char nhex[2 * MC_AUTH_NONCE_LEN + 1], mhex[2 * MC_AUTH_MAC_LEN + 1];
+        mc_auth_hex(nonce, sizeof(nonce), nhex);
+        mc_auth_hex(mac, sizeof(mac), mhex);
+        snprintf(header, header_len, "%s: %s.%s", MC_AUTH_HTTP_HEADER, nhex, mhex);
+    }
+    return rc;
+}
+
+/* One write (PUT or DELETE), signed when the process has a secret. */
+static int md_write(const mc_auth_t *a, const char *method, const char *url, const char *key,
+                    const char *value, size_t len)
+{
+    char header[64 + 2 * (MC_AUTH_NONCE_LEN + MC_AUTH_MAC_LEN)];
+    int rc = a ? md_sign(a, method, url, key, value, len, header, sizeof(header)) : 0;
+    if (rc != 0)
+        return rc;
+    md_body_t resp = {0};
+    long status;
+    rc = md_perform(method, url, key, value, len, a ? header : NULL, &status, &resp);
+    if (rc == 0)
+        rc = md_status_to_code(method, url, key, status, &resp, !strcmp(method, "DELETE"));
     free(resp.data);
     return rc;
 }
 
-int mc_http_metadata_del(const char *url, const char *key)
+/* The process's secret for the public calls, from the environment, read once. */
+static pthread_once_t md_env_auth_once = PTHREAD_ONCE_INIT;
+static mc_auth_t *md_env_auth;
+
+static void md_env_auth_load(void)
+{
+    if (mc_auth_resolve(NULL, NULL, &md_env_auth) != 0)
+        md_env_auth = NULL;
+}
+
+int mc_http_metadata_put_auth(const mc_auth_t *a, const char *url, const char *key,
+                              const char *value, size_t len)
+{
+    if (!url || !key || !*key || (!value && len > 0))
+        return MC_ERR_INVALID_PARAMS;
+    return md_write(a, "PUT", url, key, value, len);
+}
+
+int mc_http_metadata_del_auth(const mc_auth_t *a, const char *url, const char *key)
 {
     if (!url || !key || !*key)
         return MC_ERR_INVALID_PARAMS;
-    md_body_t resp = {0};
-    long status;
-    int rc = md_perform("DELETE", url, key, NULL, 0, &status, &resp);
-    if (rc == 0)
-        rc = md_status_to_code("DELETE", url, key, status, &resp, 1);
-    free(resp.data);
-    return rc;
+    return md_write(a, "DELETE", url, key, NULL, 0);
+}
+
+int mc_http_metadata_put(const char *url, const char *key, const char *value, size_t len)
+{
+    pthread_once(&md_env_auth_once, md_env_auth_load);
+    return mc_http_metadata_put_auth(md_env_auth, url, key, value, len);
+}
+
+int mc_http_metadata_del(const char *url, const char *key)
+{
+    pthread_once(&md_env_auth_once, md_env_auth_load);
+    return mc_http_metadata_del_auth(md_env_auth, url, key);
 }

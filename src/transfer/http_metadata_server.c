@@ -14,9 +14,12 @@
 #include "mooncake/errors.h"
 #include "mooncake/http_metadata.h"
 
+#include "auth.h"
 #include "log.h"
+#include "net.h"
 
 #include <microhttpd.h>
+#include <openssl/crypto.h>
 
 #include <netdb.h>
 #include <netinet/in.h>
@@ -34,6 +37,15 @@
 #define MD_RPC_META_MARKER "rpc_meta"
 #define MD_METADATA_PATH "/metadata"
 #define MD_HEALTH_PATH "/health"
+#define MD_CHALLENGE_PATH "/metadata/auth_challenge"
+#define MD_NONCES 1024        /* outstanding write challenges; the oldest is dropped first */
+#define MD_NONCE_TTL_MS 30000 /* a challenge not used within this is void */
+
+/* A write challenge issued and not used yet. */
+typedef struct md_nonce {
+    uint8_t nonce[MC_AUTH_NONCE_LEN];
+    uint64_t issued_ms; /* 0: free or used */
+} md_nonce_t;
 
 /* One key and its value. key is not NUL-terminated text: a %00 in the query is a legal byte. */
 typedef struct md_entry {
@@ -57,6 +69,10 @@ struct mc_http_metadata_server {
     pthread_mutex_t lock; /* guards map */
     md_map_t map;
     int port;
+    mc_auth_t *auth; /* NULL: no cluster secret, writes open */
+    md_nonce_t nonces[MD_NONCES];
+    size_t next_nonce;
+    uint64_t auth_refused;
 };
 
 /*
@@ -355,12 +371,80 @@ static enum MHD_Result md_handle_health(struct MHD_Connection *conn, const char 
     return md_respond_text(conn, MHD_HTTP_OK, "OK");
 }
 
+/* GET /metadata/auth_challenge: a fresh single-use nonce for one write. */
+static enum MHD_Result md_handle_challenge(mc_http_metadata_server_t *s,
+                                           struct MHD_Connection *conn, const char *method)
+{
+    if (strcmp(method, MHD_HTTP_METHOD_GET) != 0)
+        return md_respond_not_allowed(conn, "GET");
+    if (!s->auth)
+        return md_respond_text(conn, MHD_HTTP_NOT_FOUND, "this server has no cluster secret");
+    uint8_t nonce[MC_AUTH_NONCE_LEN];
+    if (mc_auth_random(nonce, sizeof(nonce)) != 0)
+        return md_respond_text(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "no randomness");
+    pthread_mutex_lock(&s->lock);
+    md_nonce_t *slot = &s->nonces[s->next_nonce++ % MD_NONCES];
+    memcpy(slot->nonce, nonce, sizeof(nonce));
+    slot->issued_ms = mc_now_ms();
+    pthread_mutex_unlock(&s->lock);
+    char json[32 + 2 * MC_AUTH_NONCE_LEN], hex[2 * MC_AUTH_NONCE_LEN + 1];
+    mc_auth_hex(nonce, sizeof(nonce), hex);
+    snprintf(json, sizeof(json), "{\"nonce\":\"%s\"}", hex);
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(strlen(json), json, MHD_RESPMEM_MUST_COPY);
+    if (!r)
+        return MHD_NO;
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    enum MHD_Result ret = MHD_queue_response(conn, MHD_HTTP_OK, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+/* Takes the issued, unexpired nonce equal to `nonce` out of the table: 1 when it was there. */
+static int md_nonce_take(mc_http_metadata_server_t *s, const uint8_t *nonce)
+{
+    uint64_t now = mc_now_ms();
+    int found = 0;
+    pthread_mutex_lock(&s->lock);
+    for (size_t i = 0; i < MD_NONCES && !found; i++) {
+        md_nonce_t *n = &s->nonces[i];
+        if (n->issued_ms && now - n->issued_ms <= MD_NONCE_TTL_MS &&
+            CRYPTO_memcmp(n->nonce, nonce, MC_AUTH_NONCE_LEN) == 0) {
+            n->issued_ms = 0;
+            found = 1;
+        }
+    }
+    pthread_mutex_unlock(&s->lock);
+    return found;
+}
+
+/* A write on a server with a secret: 1 when its X-Mooncake-Auth header proves it. */
+static int md_write_proven(mc_http_metadata_server_t *s, struct MHD_Connection *conn,
+                           const char *method, const char *key, size_t key_len,
+                           const md_request_t *req)
+{
+    const char *h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MC_AUTH_HTTP_HEADER);
+    uint8_t nonce[MC_AUTH_NONCE_LEN], mac[MC_AUTH_MAC_LEN], expect[MC_AUTH_MAC_LEN];
+    if (!h || strlen(h) != 2 * MC_AUTH_NONCE_LEN + 1 + 2 * MC_AUTH_MAC_LEN ||
+        h[2 * MC_AUTH_NONCE_LEN] != '.' || mc_auth_unhex(h, MC_AUTH_NONCE_LEN, nonce) != 0 ||
+        mc_auth_unhex(h + 2 * MC_AUTH_NONCE_LEN + 1, MC_AUTH_MAC_LEN, mac) != 0)
+        return 0;
+    /* The MAC first: a forged header must not burn a legitimate writer's nonce. */
+    if (mc_auth_metadata_mac(s->auth, method, key, key_len, nonce, req->body, req->len, expect) !=
+            0 ||
+        !mc_auth_mac_equal(expect, mac))
+        return 0;
+    return md_nonce_take(s, nonce);
+}
+
 /* Answers a fully received request. */
 static enum MHD_Result md_dispatch(mc_http_metadata_server_t *s, struct MHD_Connection *conn,
                                    const char *url, const char *method, md_request_t *req)
 {
     if (strcmp(url, MD_HEALTH_PATH) == 0)
         return md_handle_health(conn, method);
+    if (strcmp(url, MD_CHALLENGE_PATH) == 0)
+        return md_handle_challenge(s, conn, method);
     if (strcmp(url, MD_METADATA_PATH) != 0)
         return md_respond_text(conn, MHD_HTTP_NOT_FOUND, "Not found");
 
@@ -378,6 +462,17 @@ static enum MHD_Result md_dispatch(mc_http_metadata_server_t *s, struct MHD_Conn
 
     if (is_get)
         return md_handle_get(s, conn, key, key_len);
+    if (s->auth && !md_write_proven(s, conn, is_delete ? "DELETE" : "PUT", key, key_len, req)) {
+        pthread_mutex_lock(&s->lock);
+        s->auth_refused++;
+        pthread_mutex_unlock(&s->lock);
+        MC_WARN("HTTP metadata: refused a %s without a valid cluster-secret proof",
+                is_delete ? "DELETE" : "PUT");
+        return md_respond_text(conn, MHD_HTTP_UNAUTHORIZED,
+                               "this metadata server requires the cluster secret for writes: set "
+                               "the same MOONCAKE_CLUSTER_SECRET_FILE (or "
+                               "MOONCAKE_CLUSTER_SECRET) on every process");
+    }
     if (is_delete)
         return md_handle_delete(s, conn, key, key_len);
     return md_handle_put_done(s, conn, req, key, key_len);
@@ -486,6 +581,13 @@ static int md_resolve(const char *host, int port, struct sockaddr_storage *addr)
 
 int mc_http_metadata_server_start(const char *host, int port, mc_http_metadata_server_t **out)
 {
+    return mc_http_metadata_server_start_opts(host, port, NULL, out);
+}
+
+int mc_http_metadata_server_start_opts(const char *host, int port,
+                                       const mc_http_metadata_server_options_t *opts,
+                                       mc_http_metadata_server_t **out)
+{
     struct sockaddr_storage addr;
 
     if (!out || port < 0 || port > 65535)
@@ -498,9 +600,12 @@ int mc_http_metadata_server_start(const char *host, int port, mc_http_metadata_s
     mc_http_metadata_server_t *s = calloc(1, sizeof(*s));
     if (!s)
         return MC_ERR_INTERNAL_ERROR;
-    if (md_map_init(&s->map) != 0) {
+    rc = mc_auth_resolve(opts ? opts->cluster_secret : NULL,
+                         opts ? opts->cluster_secret_file : NULL, &s->auth);
+    if (rc != 0 || md_map_init(&s->map) != 0) {
+        mc_auth_destroy(s->auth);
         free(s);
-        return MC_ERR_INTERNAL_ERROR;
+        return rc ? rc : MC_ERR_INTERNAL_ERROR;
     }
     pthread_mutex_init(&s->lock, NULL);
 
@@ -518,11 +623,14 @@ int mc_http_metadata_server_start(const char *host, int port, mc_http_metadata_s
         MC_ERROR("HTTP metadata server: cannot listen on %s:%d", host ? host : "", port);
         md_map_free(&s->map);
         pthread_mutex_destroy(&s->lock);
+        mc_auth_destroy(s->auth);
         free(s);
         return MC_ERR_INTERNAL_ERROR;
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
     s->port = info ? (int)info->port : port;
+    mc_auth_warn_open_listener(s->auth, "the HTTP metadata server",
+                               md_is_wildcard(host) ? "" : host, s->port);
     *out = s;
     return 0;
 }
@@ -547,5 +655,6 @@ void mc_http_metadata_server_stop(mc_http_metadata_server_t *server)
     MHD_stop_daemon(server->daemon);
     md_map_free(&server->map);
     pthread_mutex_destroy(&server->lock);
+    mc_auth_destroy(server->auth);
     free(server);
 }

@@ -359,13 +359,25 @@ int mc_metadata_publish(mc_transfer_engine_t *te)
     mc_segment_desc_t d;
     char *json = NULL, key[512], rpc[512];
     int rc = mc_desc_build_local(te, &d);
+    if (rc == 0 && te->auth) {
+        /* With a secret, the HTTP service (open to readers) holds no rdma address or rkeys:
+         * peers get them over the authenticated tcp handshake (mc_metadata_lookup). */
+        free(d.rdma_address);
+        d.rdma_address = NULL;
+        d.rdma_address_len = 0;
+        for (size_t i = 0; i < d.count; i++) {
+            free(d.regions[i].rkey);
+            d.regions[i].rkey = NULL;
+            d.regions[i].rkey_len = 0;
+        }
+    }
     if (rc == 0)
         rc = mc_desc_to_json(&d, &json);
     mc_desc_free(&d);
     if (rc != 0)
         return rc;
     snprintf(key, sizeof(key), MC_RAM_KEY_PREFIX "%s", te->name);
-    rc = mc_http_metadata_put(te->metadata_url, key, json, strlen(json));
+    rc = mc_http_metadata_put_auth(te->auth, te->metadata_url, key, json, strlen(json));
     free(json);
     if (rc != 0) {
         MC_ERROR("cannot publish segment %s to metadata server %s: %s", te->name, te->metadata_url,
@@ -377,7 +389,7 @@ int mc_metadata_publish(mc_transfer_engine_t *te)
     mc_net_split_endpoint(te->name, 0, host, &port);
     snprintf(key, sizeof(key), MC_RPC_META_KEY_PREFIX "%s", te->name);
     snprintf(rpc, sizeof(rpc), "{\"ip_or_host_name\":\"%s\",\"rpc_port\":%d}", host, port);
-    rc = mc_http_metadata_put(te->metadata_url, key, rpc, strlen(rpc));
+    rc = mc_http_metadata_put_auth(te->auth, te->metadata_url, key, rpc, strlen(rpc));
     if (rc != 0)
         MC_WARN("cannot publish rpc_meta of %s to %s: %s", te->name, te->metadata_url,
                 mc_error_name(rc));
@@ -390,9 +402,9 @@ void mc_metadata_unpublish(mc_transfer_engine_t *te)
         return;
     char key[512];
     snprintf(key, sizeof(key), MC_RAM_KEY_PREFIX "%s", te->name);
-    mc_http_metadata_del(te->metadata_url, key);
+    mc_http_metadata_del_auth(te->auth, te->metadata_url, key);
     snprintf(key, sizeof(key), MC_RPC_META_KEY_PREFIX "%s", te->name);
-    mc_http_metadata_del(te->metadata_url, key);
+    mc_http_metadata_del_auth(te->auth, te->metadata_url, key);
 }
 
 int mc_metadata_lookup(mc_transfer_engine_t *te, const char *name, mc_segment_desc_t *out)
@@ -403,7 +415,10 @@ int mc_metadata_lookup(mc_transfer_engine_t *te, const char *name, mc_segment_de
         MC_ERROR("segment name \"%s\" is not host:port", name);
         return MC_ERR_INVALID_PARAMS;
     }
-    if (te->metadata_url[0]) {
+    /* With a secret, a descriptor comes only from the peer itself, over the authenticated tcp
+     * handshake: the HTTP copy is readable by anyone and carries no rdma address or rkeys
+     * (mc_metadata_publish). */
+    if (te->metadata_url[0] && !te->auth) {
         char key[512], *json = NULL;
         size_t len = 0;
         snprintf(key, sizeof(key), MC_RAM_KEY_PREFIX "%s", name);

@@ -14,6 +14,9 @@
  * range). When the socket cannot be reached (another network namespace, another uid) the peer
  * falls back to tcp for good.
  *
+ * With a cluster secret, a new connection first runs the handshake of wire/auth.h (service
+ * "shm"); a peer that cannot prove the secret is closed before any memfd is handed out.
+ *
  * Owner-side protocol, per request: peer sends int32 shm_index; owner replies
  * {int32 code, uint64 addr, uint64 length} with the memfd attached when code == 0.
  */
@@ -32,6 +35,9 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
+
+/* The shm server thread serves every same-host peer: a handshake may not hold it longer. */
+#define MC_SHM_AUTH_TIMEOUT_MS 1000
 
 struct shm_reply {
     int32_t code;
@@ -184,6 +190,14 @@ static void *shm_server_main(void *p)
                 close(fd);
                 continue;
             }
+            /* With a secret, a same-user peer must prove it too. This thread serves every shm
+             * peer, so the handshake gets a short deadline. */
+            if (te->auth && mc_auth_server(te->auth, fd, "shm", "a same-host peer",
+                                           mc_now_ms() + MC_SHM_AUTH_TIMEOUT_MS) != 0) {
+                atomic_fetch_add(&te->auth_refused, 1);
+                close(fd);
+                continue;
+            }
             pthread_mutex_lock(&te->shm_lock);
             if (te->shm_conn_count == te->shm_conn_capacity) {
                 size_t c = te->shm_conn_capacity ? te->shm_conn_capacity * 2 : 8;
@@ -320,6 +334,12 @@ static void shm_connect_locked(mc_transfer_engine_t *te, mc_peer_t *peer)
         if (fd >= 0)
             close(fd);
         peer->shm_state = -1;
+        return;
+    }
+    if (mc_auth_client(te->auth, fd, "shm", peer->name, mc_now_ms() + MC_SHM_AUTH_TIMEOUT_MS) !=
+        0) {
+        close(fd);
+        peer->shm_state = -1; /* tcp then proves the secret, or fails with the reason */
         return;
     }
     mc_net_set_timeouts(fd, te->timeout_ms);

@@ -106,6 +106,11 @@ static int recv_status(int fd, uint64_t request_id, uint64_t deadline_ms)
     int rc = recv_frame(fd, MC_TCP_MAX_CONTROL_BODY, &h, &body, deadline_ms);
     if (rc != 0)
         return MC_ERR_TRANSFER_FAIL;
+    if (h.opcode == MC_AUTH_OP_RESULT) { /* refused: the peer requires the cluster secret */
+        rc = mc_auth_refused("transfer peer", body, h.body_len);
+        free(body);
+        return rc;
+    }
     if (h.opcode != MC_TE_OP_STATUS || h.request_id != request_id) {
         free(body);
         return MC_ERR_TRANSFER_FAIL;
@@ -275,6 +280,13 @@ static void *conn_main(void *p)
         }
     }
     int failed = 0;
+    /* With a secret, nothing is served before the peer proved it (wire/auth.h). */
+    if (te->auth &&
+        mc_auth_server(te->auth, fd, "transfer", peer, mc_now_ms() + MC_AUTH_TIMEOUT_MS) != 0) {
+        atomic_fetch_add(&te->auth_refused, 1);
+        conn_untrack(te, fd, 1);
+        return NULL;
+    }
     for (;;) {
         struct pollfd pfd = {.fd = fd, .events = POLLIN};
         int n = poll(&pfd, 1, -1); /* an idle pooled connection may wait indefinitely */
@@ -306,6 +318,19 @@ static void *conn_main(void *p)
         case MC_TE_OP_READ:
             rc = serve_transfer(te, fd, &h, body, peer, deadline);
             break;
+        case MC_AUTH_OP_HELLO: { /* a peer with a secret; this engine has none: say so */
+            uint8_t *why;
+            size_t wlen;
+            rc = mc_auth_result_body(MC_ERR_NOT_SUPPORTED,
+                                     "this transfer engine has no cluster "
+                                     "secret",
+                                     &why, &wlen);
+            if (rc == 0) {
+                rc = send_frame(fd, MC_AUTH_OP_RESULT, h.request_id, why, wlen, NULL, 0, deadline);
+                free(why);
+            }
+            break;
+        }
         default:
             MC_WARN("closing connection from %s: unknown opcode %u", peer, h.opcode);
             rc = MC_ERR_DESERIALIZE_FAIL;
@@ -417,7 +442,7 @@ void mc_tcp_server_stop(mc_transfer_engine_t *te)
 
 /* ---- client ----------------------------------------------------------------------------- */
 
-static int pool_get(mc_peer_t *peer, int *pooled, uint64_t deadline_ms)
+static int pool_get(mc_transfer_engine_t *te, mc_peer_t *peer, int *pooled, uint64_t deadline_ms)
 {
     pthread_mutex_lock(&peer->lock);
     if (peer->idle_count > 0) {
@@ -449,6 +474,11 @@ static int pool_get(mc_peer_t *peer, int *pooled, uint64_t deadline_ms)
          */
         struct linger lg = {.l_onoff = 1, .l_linger = 0};
         setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+        int rc = mc_auth_client(te->auth, fd, "transfer", peer->name, deadline_ms);
+        if (rc != 0) {
+            mc_net_abort(fd);
+            return rc == MC_ERR_ILLEGAL_CLIENT ? rc : MC_ERR_TRANSFER_FAIL;
+        }
     }
     return fd;
 }
@@ -523,9 +553,9 @@ int mc_tcp_transfer(mc_transfer_engine_t *te, mc_peer_t *peer, int opcode, void 
     uint64_t deadline = mc_now_ms() + (uint64_t)te->timeout_ms;
     for (int attempt = 0;; attempt++) {
         int pooled;
-        int fd = pool_get(peer, &pooled, deadline);
+        int fd = pool_get(te, peer, &pooled, deadline);
         if (fd < 0)
-            return MC_ERR_TRANSFER_FAIL;
+            return fd == MC_ERR_ILLEGAL_CLIENT ? fd : MC_ERR_TRANSFER_FAIL;
         int rc = exchange(fd, opcode, local, remote, len, epoch, deadline);
         if (rc == 0) {
             pool_put(peer, fd);
@@ -533,7 +563,7 @@ int mc_tcp_transfer(mc_transfer_engine_t *te, mc_peer_t *peer, int opcode, void 
         }
         int saved = errno;
         mc_net_abort(fd);
-        if (rc == MC_ERR_INVALID_WRITE || rc == MC_ERR_INVALID_READ)
+        if (rc == MC_ERR_INVALID_WRITE || rc == MC_ERR_INVALID_READ || rc == MC_ERR_ILLEGAL_CLIENT)
             return rc;
         /* A pooled connection may have died while idle: one retry on a fresh one, unless the
          * peer merely stalled (the deadline has passed). */
@@ -556,6 +586,13 @@ int mc_tcp_handshake(mc_transfer_engine_t *te, const char *host, int port, mc_se
     if (fd < 0)
         return fd;
     uint64_t deadline = mc_now_ms() + (uint64_t)(te->timeout_ms < 10000 ? te->timeout_ms : 10000);
+    char peer[MC_ENDPOINT_MAX];
+    snprintf(peer, sizeof(peer), "%s:%d", host, port);
+    int arc = mc_auth_client(te->auth, fd, "transfer", peer, deadline);
+    if (arc != 0) {
+        mc_net_abort(fd);
+        return arc;
+    }
     Mc__HandshakeRequest req = MC__HANDSHAKE_REQUEST__INIT;
     req.initiator = te->name;
     size_t n = mc__handshake_request__get_packed_size(&req);
@@ -572,6 +609,7 @@ int mc_tcp_handshake(mc_transfer_engine_t *te, const char *host, int port, mc_se
         rc = recv_frame(fd, MC_FRAME_DEFAULT_MAX_BODY, &h, &reply, deadline);
         if (rc == 0) {
             rc = h.opcode == MC_TE_OP_HANDSHAKE_REPLY ? mc_desc_unpack(reply, h.body_len, out)
+                 : h.opcode == MC_AUTH_OP_RESULT      ? mc_auth_refused(peer, reply, h.body_len)
                                                       : MC_ERR_DESERIALIZE_FAIL;
             free(reply);
         }

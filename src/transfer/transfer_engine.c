@@ -10,6 +10,7 @@
  * request does.
  */
 #include "transfer_internal.h"
+#include "te_auth.h"
 
 #include "checksum.h"
 #include "log.h"
@@ -204,6 +205,8 @@ int mc_te_create(const mc_transfer_engine_config_t *config, mc_transfer_engine_t
     char bind_host[MC_HOST_MAX], adv_host[MC_HOST_MAX];
     int port = 0;
     int rc = configure(te, config, bind_host, &port);
+    if (rc == 0)
+        rc = mc_auth_resolve(config->cluster_secret, config->cluster_secret_file, &te->auth);
     if (rc == 0 && !strcmp(te->protocol, "rdma"))
         rc = mc_rdma_start(te, config->device_names);
     if (rc != 0) {
@@ -218,6 +221,7 @@ int mc_te_create(const mc_transfer_engine_config_t *config, mc_transfer_engine_t
         mc_te_destroy(te);
         return rc;
     }
+    mc_auth_warn_open_listener(te->auth, "the Transfer Engine", bind_host, te->listen_port);
     mc_net_advertised_host(bind_host, adv_host);
     if (strchr(adv_host, ':'))
         snprintf(te->name, sizeof(te->name), "[%s]:%d", adv_host, te->listen_port);
@@ -246,9 +250,10 @@ int mc_te_create(const mc_transfer_engine_config_t *config, mc_transfer_engine_t
         mc_te_destroy(te);
         return rc;
     }
-    MC_INFO("transfer engine ready: segment %s, protocol %s, metadata %s, shm %s", te->name,
-            te->protocol, te->metadata_url[0] ? te->metadata_url : "P2PHANDSHAKE",
-            te->shm_socket[0] ? "on" : "off");
+    MC_INFO("transfer engine ready: segment %s, protocol %s, metadata %s, shm %s, cluster "
+            "secret %s",
+            te->name, te->protocol, te->metadata_url[0] ? te->metadata_url : "P2PHANDSHAKE",
+            te->shm_socket[0] ? "on" : "off", te->auth ? "set" : "none");
     *out = te;
     return 0;
 }
@@ -288,7 +293,13 @@ void mc_te_destroy(mc_transfer_engine_t *te)
     pthread_mutex_destroy(&te->queue_lock);
     pthread_cond_destroy(&te->queue_cond);
     pthread_mutex_destroy(&te->shm_lock);
+    mc_auth_destroy(te->auth);
     free(te);
+}
+
+const mc_auth_t *mc_te_auth(const mc_transfer_engine_t *te)
+{
+    return te ? te->auth : NULL;
 }
 
 const char *mc_te_local_segment_name(const mc_transfer_engine_t *te)

@@ -27,6 +27,7 @@
 #ifndef MC_TRANSFER_INTERNAL_H
 #define MC_TRANSFER_INTERNAL_H
 
+#include "auth.h"
 #include "mooncake/transfer_engine.h"
 #include "net.h"
 
@@ -117,6 +118,10 @@ int mc_desc_to_json(const mc_segment_desc_t *d, char **json);
 int mc_desc_from_json(const char *json, size_t len, mc_segment_desc_t *out);
 /* The region of `d` containing [addr, addr+len), or NULL. */
 const mc_remote_region_t *mc_desc_find(const mc_segment_desc_t *d, uint64_t addr, uint64_t len);
+/* HTTP metadata writes signed with the cluster secret when a != NULL (http_metadata_client.c). */
+int mc_http_metadata_put_auth(const mc_auth_t *a, const char *url, const char *key,
+                              const char *value, size_t len);
+int mc_http_metadata_del_auth(const mc_auth_t *a, const char *url, const char *key);
 /* Publishes the local descriptor to the HTTP metadata service (no-op for P2PHANDSHAKE). */
 int mc_metadata_publish(mc_transfer_engine_t *te);
 void mc_metadata_unpublish(mc_transfer_engine_t *te);
@@ -182,6 +187,7 @@ struct mc_transfer_engine {
      */
     _Atomic uint64_t epoch;
     uint64_t slice_bytes;
+    mc_auth_t *auth; /* the cluster secret (wire/auth.h); NULL = none */
     mc_rdma_t *rdma; /* NULL unless protocol "rdma" */
 
     mc_segment_registry_t registry;
@@ -193,7 +199,8 @@ struct mc_transfer_engine {
     pthread_mutex_t conn_lock; /* guards conn_fds, conn_count, stopping */
     int *conn_fds;
     size_t conn_count, conn_capacity;
-    size_t conn_threads; /* live connection threads */
+    size_t conn_threads;               /* live connection threads */
+    atomic_uint_fast64_t auth_refused; /* tcp and shm connections refused by the secret check */
     pthread_cond_t conn_cond;
     atomic_int stopping;
 

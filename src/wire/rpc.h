@@ -7,7 +7,8 @@
  * between threads: a call borrows an idle connection (or opens one, connect timeout 3 s), and a
  * connection that failed is closed, never reused. A call fails with MC_ERR_RPC_FAIL when the
  * server is unreachable or closed the connection, MC_ERR_RPC_TIMEOUT when it did not answer in
- * the call timeout (default 10 s), MC_ERR_DESERIALIZE_FAIL for a malformed reply.
+ * the call timeout (default 10 s), MC_ERR_DESERIALIZE_FAIL for a malformed reply,
+ * MC_ERR_ILLEGAL_CLIENT when the server requires a cluster secret this client does not prove.
  */
 #ifndef MC_WIRE_RPC_H
 #define MC_WIRE_RPC_H
@@ -54,6 +55,13 @@ typedef struct mc_rpc_client mc_rpc_client_t;
 /* address: "host:port". Does not connect yet. */
 int mc_rpc_client_create(const char *address, int timeout_ms, mc_rpc_client_t **out);
 void mc_rpc_client_destroy(mc_rpc_client_t *c);
+/*
+ * Connections made from now on run the cluster-secret handshake (auth.h) as `service` ("master",
+ * "offload") before their first call; `auth` is borrowed and must outlive the client. A call on a
+ * server that refuses this client returns MC_ERR_ILLEGAL_CLIENT. Call before the first call.
+ */
+typedef struct mc_auth mc_auth_t;
+void mc_rpc_client_set_auth(mc_rpc_client_t *c, const mc_auth_t *auth, const char *service);
 /* Closes every pooled connection (after a server restart the next call reconnects). */
 void mc_rpc_client_reset(mc_rpc_client_t *c);
 

@@ -5,6 +5,7 @@
  */
 #include "rpc.h"
 
+#include "auth.h"
 #include "frame.h"
 #include "log.h"
 #include "mooncake/errors.h"
@@ -13,6 +14,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -30,6 +32,8 @@ struct mc_rpc_client {
     int idle[MC_RPC_MAX_IDLE];
     size_t idle_count;
     atomic_uint_fast64_t next_id;
+    const mc_auth_t *auth; /* borrowed; NULL: no cluster secret */
+    const char *service;   /* static string naming the server kind for the handshake */
 };
 
 int mc_rpc_client_create(const char *address, int timeout_ms, mc_rpc_client_t **out)
@@ -47,6 +51,12 @@ int mc_rpc_client_create(const char *address, int timeout_ms, mc_rpc_client_t **
     atomic_init(&c->next_id, 1);
     *out = c;
     return 0;
+}
+
+void mc_rpc_client_set_auth(mc_rpc_client_t *c, const mc_auth_t *auth, const char *service)
+{
+    c->auth = auth;
+    c->service = service;
 }
 
 void mc_rpc_client_reset(mc_rpc_client_t *c)
@@ -77,8 +87,20 @@ static int borrow(mc_rpc_client_t *c)
     }
     pthread_mutex_unlock(&c->lock);
     int fd = mc_net_connect_tcp(c->host, c->port, MC_RPC_CONNECT_TIMEOUT_MS);
-    if (fd >= 0)
-        mc_net_set_timeouts(fd, c->timeout_ms);
+    if (fd < 0)
+        return fd;
+    mc_net_set_timeouts(fd, c->timeout_ms);
+    if (c->auth) {
+        char peer[MC_ENDPOINT_MAX];
+        snprintf(peer, sizeof(peer), "%s:%d", c->host, c->port);
+        int rc =
+            mc_auth_client(c->auth, fd, c->service, peer, mc_now_ms() + (uint64_t)c->timeout_ms);
+        if (rc != 0) {
+            close(fd);
+            return rc;
+        }
+        mc_net_set_timeouts(fd, c->timeout_ms); /* the handshake armed its own deadlines */
+    }
     return fd;
 }
 
@@ -127,6 +149,16 @@ static int exchange(mc_rpc_client_t *c, int fd, uint16_t opcode, const uint8_t *
     if (mc_net_recv_all(fd, raw, sizeof(raw)) != 0)
         return errno == EAGAIN ? MC_ERR_RPC_TIMEOUT : MC_ERR_RPC_FAIL;
     mc_frame_header_t h;
+    if (mc_frame_decode(raw, MC_RPC_MAX_BODY, &h) == 0 && h.opcode == MC_AUTH_OP_RESULT &&
+        h.body_len <= MC_AUTH_MAX_BODY) {
+        /* The server has a cluster secret and this client none (or another): its one answer. */
+        uint8_t why[MC_AUTH_MAX_BODY];
+        if (mc_net_recv_all(fd, why, h.body_len) != 0)
+            h.body_len = 0;
+        char peer[MC_ENDPOINT_MAX];
+        snprintf(peer, sizeof(peer), "%s:%d", c->host, c->port);
+        return mc_auth_refused(peer, why, h.body_len);
+    }
     if (mc_frame_decode(raw, MC_RPC_MAX_BODY, &h) != 0 || h.request_id != id ||
         h.opcode != (uint16_t)(opcode | MC_RPC_REPLY))
         return MC_ERR_DESERIALIZE_FAIL;
@@ -153,7 +185,7 @@ int mc_rpc_call(mc_rpc_client_t *c, uint16_t opcode, const uint8_t *body, size_t
     for (int attempt = 0; attempt < 2; attempt++) {
         int fd = borrow(c);
         if (fd < 0)
-            return fd == MC_ERR_RPC_TIMEOUT ? MC_ERR_RPC_TIMEOUT : MC_ERR_RPC_FAIL;
+            return fd == MC_ERR_RPC_TIMEOUT || fd == MC_ERR_ILLEGAL_CLIENT ? fd : MC_ERR_RPC_FAIL;
         int rc = exchange(c, fd, opcode, body, len, reply, reply_len);
         if (rc == 0) {
             give_back(c, fd);
