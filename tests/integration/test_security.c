@@ -37,6 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define MASTER_BIN MC_BUILD_DIR "/tools/mooncake_master"
@@ -437,6 +438,64 @@ static void test_metadata_writes_need_proof(void **state)
     mc_http_metadata_server_stop(srv);
 }
 
+/*
+ * The offload fetch server (local-disk replicas read through their owner): a raw FETCH without
+ * the handshake is refused before any file is read or staged.
+ */
+static void test_raw_offload_fetch_refused(void **state)
+{
+    (void)state;
+    fixture_t f = {0};
+    char flag[300], dir[128], env_path[200];
+    snprintf(flag, sizeof(flag), "--cluster_secret=%s", SECRET);
+    snprintf(dir, sizeof(dir), "/tmp/mc_security_offload_%d", (int)getpid());
+    mkdir(dir, 0755);
+    snprintf(env_path, sizeof(env_path), "MOONCAKE_OFFLOAD_FILE_STORAGE_PATH=%s", dir);
+    const char *mflags[] = {flag, NULL};
+    assert_int_equal(mc_master_start(&f.master, 1, mflags), 0);
+    const char *hflags[] = {flag, "--enable_offload=true", NULL};
+    const char *env[] = {env_path, "MOONCAKE_OFFLOAD_HEARTBEAT_INTERVAL_SECONDS=1", NULL};
+    assert_int_equal(mc_holder_start(&f.holder, &f.master, "64MB", hflags, env, 20000), 0);
+    mc_store_t *s = client(&f, SECRET, 0, NULL);
+    assert_non_null(s);
+    put_value(s, "sec/disk", 5);
+
+    /* Wait for the disk replica: its descriptor names the owner's fetch endpoint. */
+    mc_replica_desc_t d[4];
+    size_t count = 0, k = 4;
+    for (int i = 0; i < 600 && k == 4; i++) {
+        assert_int_equal(mc_store_get_replica_desc(s, "sec/disk", d, 4, &count), 0);
+        for (size_t j = 0; j < count && j < 4; j++)
+            if (d[j].type == MC_REPLICA_LOCAL_DISK)
+                k = j;
+        if (k == 4)
+            usleep(50 * 1000);
+    }
+    assert_true(k < 4);
+    char host[64];
+    int port = 0;
+    assert_int_equal(sscanf(d[k].segment_name, "%63[^:]:%d", host, &port), 2);
+
+    Mc__FetchRequest req = MC__FETCH_REQUEST__INIT;
+    req.key = (char *)"sec/disk";
+    req.version = d[k].address;
+    req.size = VALUE_LEN;
+    uint8_t body[256];
+    size_t n = mc__fetch_request__pack(&req, body);
+    int fd = raw_connect(host, port);
+    send_frame(fd, MC_RPC_OFFLOAD_FETCH, body, n);
+    uint16_t op = 0;
+    assert_int_equal(read_answer(fd, &op), MC_ERR_ILLEGAL_CLIENT);
+    close(fd);
+
+    check_value(s, "sec/disk", 5);
+    mc_store_free(s);
+    mc_cluster_kill_all();
+    char cmd[256];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 /* Counts lines of a file containing `needle`. */
 static int count_lines(const char *path, const char *needle)
 {
@@ -494,6 +553,7 @@ int main(void)
     const struct CMUnitTest others[] = {
         cmocka_unit_test(test_secret_client_refuses_open_master),
         cmocka_unit_test(test_metadata_writes_need_proof),
+        cmocka_unit_test(test_raw_offload_fetch_refused),
         cmocka_unit_test(test_open_listener_warning),
     };
     int failed =
