@@ -49,6 +49,7 @@ int main(int argc, char **argv)
     uint64_t segment_size = 4ull << 30, buffer_size = 0;
     int enable_offload = 0, logtostderr = 1;
     char *secret = "", *secret_file = "";
+    int64_t master_wait = -1; /* -1: MC_MASTER_WAIT_TIMEOUT or 30 s */
     int64_t verbosity = 0;
     mc_flag_t flags[] = {
         {"master_server_address", MC_FLAG_STRING, &master, "mooncake_master address host:port"},
@@ -70,6 +71,10 @@ int main(int argc, char **argv)
         {"enable_offload", MC_FLAG_BOOL, &enable_offload,
          "offload the segment's objects to the storage backend of the MOONCAKE_OFFLOAD_* "
          "environment (needs mooncake_master --enable_offload)"},
+        {"master_wait_timeout", MC_FLAG_INT, &master_wait,
+         "seconds to keep retrying a mooncake_master that does not answer yet (started in any "
+         "order), backoff 0.1..2 s; default $MC_MASTER_WAIT_TIMEOUT or 30; 0 = fail at once",
+         -1, 86400},
         {"cluster_secret_file", MC_FLAG_STRING, &secret_file,
          "file holding the cluster secret every connection must prove (docs/security.md); "
          "default $MOONCAKE_CLUSTER_SECRET_FILE"},
@@ -130,7 +135,10 @@ int main(int argc, char **argv)
                              .master_server_addr = master,
                              .enable_offload = enable_offload,
                              .cluster_secret = secret,
-                             .cluster_secret_file = secret_file};
+                             .cluster_secret_file = secret_file,
+                             .master_wait_timeout_ms = master_wait < 0    ? 0
+                                                       : master_wait == 0 ? -1
+                                                                          : master_wait * 1000};
     mc_store_t *store;
     rc = mc_store_setup(&cfg, &store);
     if (rc != 0) {

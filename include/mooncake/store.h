@@ -69,6 +69,11 @@ typedef struct mc_store_config {
      * upstream's behaviour. An unreadable file fails setup with MC_ERR_INVALID_PARAMS. */
     const char *cluster_secret;
     const char *cluster_secret_file;
+    /* How long setup keeps retrying a master that does not answer (not started yet, restarting),
+     * ms, with a backoff of 0.1..2 s: deployments start processes in any order, as upstream's
+     * client retries. 0 = env MC_MASTER_WAIT_TIMEOUT (seconds) or 30 s; negative = fail at once
+     * with MC_ERR_RPC_FAIL. */
+    int64_t master_wait_timeout_ms;
 } mc_store_config_t;
 
 typedef enum mc_soft_pin_action {
@@ -128,7 +133,8 @@ typedef struct mc_replica_desc {
  * segment, allocates the local buffer, starts the liveness ping and, as configured, the offload
  * worker. *out receives the store.
  * Returns 0, MC_ERR_INVALID_PARAMS (bad config or offload environment: the log says which field
- * or variable), MC_ERR_RPC_FAIL (master unreachable), MC_ERR_INVALID_VERSION (-300: master of
+ * or variable), MC_ERR_RPC_FAIL (master unreachable for master_wait_timeout_ms),
+ * MC_ERR_ILLEGAL_CLIENT (-601: the cluster secret was refused), MC_ERR_INVALID_VERSION (-300: master of
  * another version), MC_ERR_NOT_SUPPORTED (protocol rdma, or MOONCAKE_DISTRIBUTED_FS_TYPE, not
  * built).
  */

@@ -43,8 +43,10 @@
 #define MC_DEFAULT_MASTER "127.0.0.1:50051"
 #define MC_PUT_RETRY_MIN_MS 5
 #define MC_PUT_RETRY_MAX_MS 100
-#define MC_PUT_BUSY_WAIT_MS 5000     /* a put waits this long for another put of its key */
-#define MC_MOUNT_FENCE_WAIT_MS 30000 /* setup waits this long for a fenced range (leases) */
+#define MC_PUT_BUSY_WAIT_MS 5000        /* a put waits this long for another put of its key */
+#define MC_MOUNT_FENCE_WAIT_MS 30000    /* setup waits this long for a fenced range (leases) */
+#define MC_MASTER_WAIT_DEFAULT_MS 30000 /* setup waits this long for an unreachable master */
+#define MC_MASTER_WAIT_ENV "MC_MASTER_WAIT_TIMEOUT" /* seconds; overrides the default */
 
 typedef struct mc_buffer_range {
     uintptr_t addr;
@@ -1226,6 +1228,92 @@ static void *ping_main(void *arg)
     return NULL;
 }
 
+/* How long setup waits for an unreachable master: the config, else MC_MASTER_WAIT_TIMEOUT
+ * (seconds), else 30 s. Negative: not at all. */
+static int64_t master_wait_ms(const mc_store_config_t *c)
+{
+    if (c->master_wait_timeout_ms)
+        return c->master_wait_timeout_ms < 0 ? 0 : c->master_wait_timeout_ms;
+    const char *e = getenv(MC_MASTER_WAIT_ENV);
+    char *end = NULL;
+    double sec = e && *e ? strtod(e, &end) : -1;
+    if (e && *e && end && !*end && sec >= 0 && sec <= 86400)
+        return (int64_t)(sec * 1000);
+    if (e && *e)
+        MC_WARN("%s=\"%s\" is not a number of seconds in [0, 86400]; using %d s",
+                MC_MASTER_WAIT_ENV, e, MC_MASTER_WAIT_DEFAULT_MS / 1000);
+    return MC_MASTER_WAIT_DEFAULT_MS;
+}
+
+/*
+ * ServiceReady, retried while the master is unreachable (RPC_FAIL / RPC_TIMEOUT: not started
+ * yet, restarting) for up to wait_ms with a backoff from 100 ms to 2 s, as deployments start
+ * processes in any order. One line when the wait starts, one when it ends. Any other answer
+ * (refused secret, ...) returns at once.
+ */
+static int wait_for_master(mc_store_t *s, int64_t wait_ms, Mc__ServiceReadyResponse **ready)
+{
+    uint64_t start = mc_now_ms(), deadline = start + (uint64_t)wait_ms;
+    useconds_t backoff_us = 100 * 1000;
+    int waited = 0;
+    for (;;) {
+        int rc = mc_master_call_service_ready(s->rpc, ready);
+        if (rc == 0 && waited)
+            MC_INFO("mooncake_master at %s reachable after %.1f s", s->master_addr,
+                    (double)(mc_now_ms() - start) / 1000.0);
+        if (rc != MC_ERR_RPC_FAIL && rc != MC_ERR_RPC_TIMEOUT)
+            return rc;
+        uint64_t now = mc_now_ms();
+        if (now >= deadline)
+            return rc;
+        if (!waited) {
+            MC_WARN("mooncake_master at %s not reachable (%s); retrying for up to %.0f s (%s)",
+                    s->master_addr, mc_error_name(rc), (double)wait_ms / 1000.0,
+                    MC_MASTER_WAIT_ENV);
+            waited = 1;
+        }
+        uint64_t left_us = (deadline - now) * 1000;
+        usleep(left_us < backoff_us ? (useconds_t)left_us : backoff_us);
+        if (backoff_us < 2000 * 1000)
+            backoff_us *= 2;
+    }
+}
+
+static int host_is_loopback(const char *h)
+{
+    return !strncmp(h, "127.", 4) || !strcmp(h, "::1") || !strcmp(h, "localhost");
+}
+
+/*
+ * A segment published at an address other hosts cannot reach makes every put to it fail with
+ * -800 on their side, while this client sees nothing wrong: say so at start-up. Two cases: the
+ * published host is loopback but the master is not (peers elsewhere cannot reach loopback), or
+ * it differs from the address this host reaches the master from (a multi-homed host publishing
+ * another interface's address; harmless when that interface is the data network, hence only a
+ * warning).
+ */
+static void warn_unreachable_publication(mc_store_t *s)
+{
+    char pub[MC_HOST_MAX], master[MC_HOST_MAX], local[MC_HOST_MAX] = "";
+    int port;
+    if (mc_net_split_endpoint(mc_te_local_segment_name(s->te), 0, pub, &port) != 0 ||
+        mc_net_split_endpoint(s->master_addr, 0, master, &port) != 0)
+        return;
+    if (host_is_loopback(pub) && !host_is_loopback(master)) {
+        MC_WARN("this client publishes its segment at %s, a loopback address, while the master "
+                "is at %s: clients on other hosts cannot reach it and their puts to it will fail "
+                "(-800). Set --host (Python: local_hostname) to an address they reach",
+                mc_te_local_segment_name(s->te), s->master_addr);
+        return;
+    }
+    if (mc_rpc_client_local_host(s->rpc, local, sizeof(local)) == 0 && !host_is_loopback(local) &&
+        !host_is_loopback(pub) && strcmp(local, pub) != 0)
+        MC_WARN("this client publishes its segment at %s but reaches the master %s from %s: if "
+                "other hosts cannot reach %s, their puts to this segment fail (-800); set --host "
+                "(Python: local_hostname) to the address they reach, e.g. %s",
+                mc_te_local_segment_name(s->te), s->master_addr, local, pub, local);
+}
+
 static int setup_checked(mc_store_t *s, const mc_store_config_t *c)
 {
     int rc = mc_auth_resolve(c->cluster_secret, c->cluster_secret_file, &s->auth);
@@ -1238,7 +1326,7 @@ static int setup_checked(mc_store_t *s, const mc_store_config_t *c)
         return rc;
     mc_rpc_client_set_auth(s->rpc, s->auth, "master");
     Mc__ServiceReadyResponse *ready;
-    rc = mc_master_call_service_ready(s->rpc, &ready);
+    rc = wait_for_master(s, master_wait_ms(c), &ready);
     if (rc != 0) {
         MC_ERROR("cannot reach mooncake_master at %s: %s", s->master_addr, mc_error_name(rc));
         return rc == MC_ERR_ILLEGAL_CLIENT ? rc : MC_ERR_RPC_FAIL;
@@ -1260,6 +1348,7 @@ static int setup_checked(mc_store_t *s, const mc_store_config_t *c)
     rc = mc_te_create(&tc, &s->te);
     if (rc != 0)
         return rc;
+    warn_unreachable_publication(s);
     long page = sysconf(_SC_PAGESIZE);
     if (s->global_segment_size > 0) {
         s->global_segment_size =

@@ -62,6 +62,9 @@ void mc_rpc_client_destroy(mc_rpc_client_t *c);
  */
 typedef struct mc_auth mc_auth_t;
 void mc_rpc_client_set_auth(mc_rpc_client_t *c, const mc_auth_t *auth, const char *service);
+/* The local address (text) of a connection to the server: the address this host reaches it
+ * from. 0, or the connect error. */
+int mc_rpc_client_local_host(mc_rpc_client_t *c, char *out, size_t cap);
 /* Closes every pooled connection (after a server restart the next call reconnects). */
 void mc_rpc_client_reset(mc_rpc_client_t *c);
 

@@ -11,6 +11,7 @@
 #include "mooncake/errors.h"
 #include "net.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -172,6 +173,25 @@ static int exchange(mc_rpc_client_t *c, int fd, uint16_t opcode, const uint8_t *
     *reply = buf;
     *reply_len = h.body_len;
     return 0;
+}
+
+int mc_rpc_client_local_host(mc_rpc_client_t *c, char *out, size_t cap)
+{
+    int fd = borrow(c);
+    if (fd < 0)
+        return fd;
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+    int rc = getsockname(fd, (struct sockaddr *)&ss, &sl) == 0 ? 0 : MC_ERR_RPC_FAIL;
+    if (rc == 0) {
+        const void *a = ss.ss_family == AF_INET6
+                            ? (const void *)&((struct sockaddr_in6 *)&ss)->sin6_addr
+                            : (const void *)&((struct sockaddr_in *)&ss)->sin_addr;
+        if (!inet_ntop(ss.ss_family, a, out, (socklen_t)cap))
+            rc = MC_ERR_RPC_FAIL;
+    }
+    give_back(c, fd);
+    return rc;
 }
 
 int mc_rpc_call(mc_rpc_client_t *c, uint16_t opcode, const uint8_t *body, size_t len,

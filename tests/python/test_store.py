@@ -417,8 +417,12 @@ class LifecycleTest(unittest.TestCase):
                          NOT_SUPPORTED)
         self.assertEqual(s.setup("127.0.0.1", "P2PHANDSHAKE", 0, 0, "tcp", "", m, tenant_id="t"),
                          NOT_SUPPORTED)
-        self.assertEqual(s.setup("127.0.0.1", "P2PHANDSHAKE", 0, 0, "tcp", "",
-                                 f"127.0.0.1:{free_port()}"), RPC_FAIL)
+        os.environ["MC_MASTER_WAIT_TIMEOUT"] = "0.3"  # an unreachable master: retried 0.3 s
+        try:
+            self.assertEqual(s.setup("127.0.0.1", "P2PHANDSHAKE", 0, 0, "tcp", "",
+                                     f"127.0.0.1:{free_port()}"), RPC_FAIL)
+        finally:
+            del os.environ["MC_MASTER_WAIT_TIMEOUT"]
         self.assertEqual(s.health_check(), 1)
 
     def test_setup_accepts_upstream_keywords(self):
