@@ -16,7 +16,7 @@ PKGS=(
   python3-dev python3-pytest python3-numpy
   mpich libmpich-dev openmpi-bin libopenmpi-dev
   fio procps curl iproute2 util-linux
-  clang-format
+  clang-format cppcheck
 )
 
 if [ "$(id -u)" -ne 0 ]; then
