@@ -17,6 +17,7 @@ PKGS=(
   mpich libmpich-dev openmpi-bin libopenmpi-dev
   fio procps curl iproute2 util-linux
   clang-format cppcheck
+  uuid-dev  # <uuid/uuid.h>: the libdfs test double's daos_types.h includes it, as DAOS's does
 )
 
 if [ "$(id -u)" -ne 0 ]; then

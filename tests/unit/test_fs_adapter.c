@@ -15,10 +15,11 @@
  * wrong size; corruption of value or header, truncation and a file under another key's name;
  * atomic publish under concurrent readers; remove; list (restart recovery) skipping junk and
  * temporaries; the health check; unusable roots; bad configs; many threads.
- * DAOS suite: path resolution (xattr and marker file, missing parts created inside the
- * container, bytes not written through the mount), missing container, chunk size and object
- * class at create, unknown class, injected faults mapped to store codes with no temporary left
- * behind, asynchronous event queues, one connection per process.
+ * DAOS suite: path resolution (the user.daos xattr only: no marker file, ENOTSUP without
+ * xattrs; missing parts created inside the container, bytes not written through the mount),
+ * missing container, chunk size and object class at create, DAOS's class names only, injected
+ * faults mapped to store codes with no temporary left behind, asynchronous event queues, one
+ * connection per process.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -48,6 +49,10 @@
 #define MC_TEST_FS_TYPE "posix"
 #endif
 #ifdef MC_TEST_WITH_DFS_DOUBLE
+#include <daos.h>
+#include <daos_fs.h>
+#include <daos_uns.h>
+
 #include "dfs_double.h"
 #endif
 
@@ -234,13 +239,10 @@ static int setup_group(void **state)
         mkdir_p(S.mount);
         const char *v = "DAOS.POSIX://" POOL "/" CONT;
         if (setxattr(S.mount, "user.daos", v, strlen(v), 0) != 0) {
-            char marker[PATH_BUF];
-            snprintf(marker, sizeof(marker), "%s/.daos_cont", S.mount);
-            FILE *f = fopen(marker, "w");
-            if (!f)
-                return -1;
-            fprintf(f, "%s\n", v);
-            fclose(f);
+            /* As with DAOS, a mount point is a directory carrying the user.daos xattr. */
+            fprintf(stderr, "setxattr(%s, user.daos): %s: the daos suite needs user xattrs\n",
+                    S.mount, strerror(errno));
+            return -1;
         }
     } else {
         snprintf(S.mount, sizeof(S.mount), "%s", S.tmp);
@@ -823,12 +825,13 @@ static void test_daos_resolves_the_mount_and_writes_inside_the_container(void **
     mc_fs_adapter_close(a);
 }
 
-static void test_daos_marker_file_resolves_too(void **state)
+static void test_daos_resolution_reads_only_the_user_daos_xattr(void **state)
 {
     skip_unless_daos();
     skip_without_double();
+    /* A marker file naming the container is not a mount point (DAOS reads the xattr only). */
     char mount[ROOT_MAX], marker[PATH_BUF], root[PATH_BUF];
-    snprintf(mount, sizeof(mount), "%s/mnt2", S.tmp);
+    snprintf(mount, sizeof(mount), "%s/mnt-marker", S.tmp);
     mkdir_p(mount);
     snprintf(marker, sizeof(marker), "%s/.daos_cont", mount);
     FILE *f = fopen(marker, "w");
@@ -837,13 +840,19 @@ static void test_daos_marker_file_resolves_too(void **state)
     fclose(f);
     snprintf(root, sizeof(root), "%s/viamarker", mount);
     mc_fs_config_t cfg = base_config(root);
-    mc_fs_adapter_t *a = open_ok(&cfg);
-    round_trip(a, "m", 10, 13);
-    mc_fs_adapter_close(a);
-    char path[PATH_BUF], visible[ROOT_MAX];
-    snprintf(visible, sizeof(visible), "%s/viamarker", S.backing);
-    object_file(visible, "m", path);
-    assert_int_equal(access(path, F_OK), 0);
+    mc_fs_adapter_t *a = NULL;
+    assert_int_equal(mc_fs_adapter_open(&cfg, &a), MC_ERR_FILE_NOT_FOUND); /* ENODATA */
+    assert_null(a);
+#ifdef MC_TEST_WITH_DFS_DOUBLE
+    /* A filesystem without extended attributes (procfs): ENOTSUP, as duns_resolve_path says. */
+    struct duns_attr_t attr;
+    memset(&attr, 0, sizeof(attr));
+    assert_int_equal(duns_resolve_path("/proc/self", &attr), ENOTSUP);
+    duns_destroy_attr(&attr);
+    cfg = base_config("/proc/self/mc_fs_test_root");
+    assert_int_equal(mc_fs_adapter_open(&cfg, &a), MC_ERR_FILE_OPEN_FAIL);
+    assert_null(a);
+#endif
 }
 
 static void test_daos_path_outside_any_container_is_refused(void **state)
@@ -898,12 +907,60 @@ static void test_daos_chunk_size_and_object_class_at_create(void **state)
 static void test_daos_unknown_object_class_is_refused(void **state)
 {
     skip_unless_daos();
-    char root[ROOT_MAX], visible[ROOT_MAX];
-    new_root(root, visible);
-    mc_fs_config_t cfg = base_config(root);
-    cfg.oclass = "NOT_A_CLASS";
-    mc_fs_adapter_t *a = NULL;
-    assert_int_equal(mc_fs_adapter_open(&cfg, &a), MC_ERR_INVALID_PARAMS);
+    /* DAOS's class names only, matched exactly: no "OC_" prefix, no other case, no groups that
+     * the class table lacks (EC classes have no G6, RP stops at 6 replicas). */
+    static const char *const bad[] = {"NOT_A_CLASS", "OC_S1", "OC_SX",  "s1",     "S3",
+                                      "S64",         "SX ",   "RP_1G1", "RP_7G1", "EC_2P1G6",
+                                      "EC_3P1GX",    "RP_2G", "EC_2P1"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char root[ROOT_MAX], visible[ROOT_MAX];
+        new_root(root, visible);
+        mc_fs_config_t cfg = base_config(root);
+        cfg.oclass = bad[i];
+        mc_fs_adapter_t *a = NULL;
+        if (mc_fs_adapter_open(&cfg, &a) != MC_ERR_INVALID_PARAMS)
+            fail_msg("object class \"%s\" was accepted", bad[i]);
+        assert_null(a);
+    }
+}
+
+static void test_daos_object_class_names_have_daos_ids(void **state)
+{
+    skip_unless_daos();
+    skip_without_double();
+    static const struct {
+        const char *name;
+        uint32_t id; /* (redundancy << 24) | groups, DAOS's daos_obj_class.h */
+    } good[] = {
+        {"S1", 0x1000001},
+        {"S32", 0x1000020},
+        {"SX", 0x100FFFF},
+        {"RP_2G1", 0x8000001},
+        {"RP_3GX", 0x900FFFF},
+        {"RP_6G32", 0xC000020},
+        {"RP_XSF", 80},
+        {"EC_2P1G1", 0x20000001},
+        {"EC_4P2GX", 0x2300FFFF},
+        {"EC_16P3GX", 0x2A00FFFF},
+        {"EC_8P2G12", 0x2500000C},
+        {"EC_4P3G32", 0x28000020},
+    };
+    char root[ROOT_MAX], visible[ROOT_MAX], path[PATH_BUF];
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+#ifdef MC_TEST_WITH_DFS_DOUBLE
+        assert_int_equal((uint32_t)daos_oclass_name2id(good[i].name), good[i].id);
+#endif
+        new_root(root, visible);
+        mc_fs_config_t cfg = base_config(root);
+        cfg.oclass = good[i].name;
+        mc_fs_adapter_t *a = open_ok(&cfg);
+        round_trip(a, "classy", 10, 20);
+        object_file(visible, "classy", path);
+        char buf[32] = "";
+        assert_true(getxattr(path, "user.dfs_double.oclass", buf, sizeof(buf) - 1) > 0);
+        assert_int_equal(strtoul(buf, NULL, 10), good[i].id);
+        mc_fs_adapter_close(a);
+    }
 }
 
 typedef enum { FAULT_ON_WRITE, FAULT_ON_READ, FAULT_ON_STAT, FAULT_ON_REMOVE } fault_step_t;
@@ -1062,11 +1119,12 @@ int main(void)
         cmocka_unit_test(test_alignment_and_type_name),
         cmocka_unit_test(test_many_threads_write_read_remove),
         cmocka_unit_test(test_daos_resolves_the_mount_and_writes_inside_the_container),
-        cmocka_unit_test(test_daos_marker_file_resolves_too),
+        cmocka_unit_test(test_daos_resolution_reads_only_the_user_daos_xattr),
         cmocka_unit_test(test_daos_path_outside_any_container_is_refused),
         cmocka_unit_test(test_daos_missing_container_is_refused),
         cmocka_unit_test(test_daos_chunk_size_and_object_class_at_create),
         cmocka_unit_test(test_daos_unknown_object_class_is_refused),
+        cmocka_unit_test(test_daos_object_class_names_have_daos_ids),
         cmocka_unit_test(test_daos_injected_faults_map_to_store_codes),
         cmocka_unit_test(test_daos_connect_failure_is_reported_at_open),
         cmocka_unit_test(test_daos_one_connection_per_process),

@@ -1,17 +1,17 @@
 /*
- * dfs_double.c — TEST DOUBLE standing in for libdfs/libduns/libdaos (the subset in daos.h,
- * daos_fs.h and daos_uns.h beside this file), which CI cannot run: there is no DAOS on Debian
- * and no DAOS server here. It lets mooncake-c's DAOS adapter be built unchanged (-DUSE_DAOS=ON
- * -DDAOS_TEST_DOUBLE=ON) and its own logic tested everywhere. It is not DAOS and proves nothing
- * about DAOS's performance.
+ * dfs_double.c — TEST DOUBLE standing in for libdfs/libduns/libdaos (the subset declared by the
+ * DAOS-named headers beside this file; what it models and where it is stricter than DAOS:
+ * daos_fs.h and README.md). CI cannot run DAOS (no Debian packages, no servers); this lets
+ * mooncake-c's DAOS adapter be built unchanged (-DUSE_DAOS=ON -DDAOS_TEST_DOUBLE=ON) and its own
+ * logic tested everywhere. It is not DAOS and proves nothing about DAOS's performance.
  *
  * Storage: a container is the directory $DFS_DOUBLE_ROOT/<pool>/<cont> (DFS_DOUBLE_ROOT defaults
  * to /tmp/dfs_double); the pool directory must exist for dfs_connect, the container directory
  * too unless O_CREAT is given (dfs_double_mkcont creates both and marks a "mount" directory).
  * Objects are files and directories in it; every call works relative to directory fds, so the
  * library is thread-safe with no shared offsets. Return conventions and the errno choices of
- * daos-dfs.md §2 are kept (EINVAL for a '/' in a name or a mode without S_IFMT, ENOTSUP for
- * O_APPEND, ENOENT for a file used as a directory, EPERM for writes on a read-only handle, ...).
+ * libdfs are kept (EINVAL for a '/' in a name or a mode without S_IFMT, ENOTSUP for O_APPEND,
+ * ENOENT for a file used as a directory, EPERM for writes on a read-only handle, ...).
  *
  * Event queues: an event passed to dfs_read/dfs_write completes through its queue. By default the
  * operation runs at submission and its event is queued as completed; with DFS_DOUBLE_EQ_ASYNC=1
@@ -27,19 +27,27 @@
  * short_read returns half the bytes asked for; the others fail with that errno (through the
  * event when there is one).
  */
-#include "daos.h"
-#include "daos_fs.h"
-#include "daos_uns.h"
+#include <daos.h>
+#include <daos_fs.h>
+#include <daos_uns.h>
+
 #include "dfs_double.h"
 
 #include <assert.h>
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/types.h>
 #include <sys/uio.h>
 #include <sys/xattr.h>
 #include <time.h>
@@ -1067,28 +1075,62 @@ int daos_event_test(daos_event_t *ev, int64_t timeout, bool *flag)
 
 /* ---- object classes, error strings -------------------------------------------------------- */
 
-/* S1 and SX carry DAOS's ids; the others are stand-ins (the double only records them). */
+/*
+ * DAOS's public object classes (its class table, src/object/obj_class_def.c): id = (redundancy
+ * << OC_REDUN_SHIFT) | groups, "X" = MAX_NUM_GROUPS. Names are matched exactly, as DAOS does.
+ */
+#define OR_RP_2 8 /* RP_2 .. RP_6: 8 .. 12 */
+#define OC_RP_XSF 80
+
+static const unsigned oc_groups[] = {1, 2, 4, 6, 8, 12, 16, 32}; /* S, RP; EC: no 6 */
 static const struct {
-    const char *name;
-    uint32_t id;
-} oclasses[] = {
-    {"S1", OC_S1},           {"S2", 0x1000002},        {"S4", 0x1000004},
-    {"S8", 0x1000008},       {"S16", 0x1000010},       {"S32", 0x1000020},
-    {"SX", OC_SX},           {"RP_2G1", 0x1200001},    {"RP_2GX", 0x120FFFF},
-    {"RP_3G1", 0x1300001},   {"RP_3GX", 0x130FFFF},    {"EC_2P1G1", 0x1400001},
-    {"EC_2P1GX", 0x140FFFF}, {"EC_4P1GX", 0x141FFFF},  {"EC_4P2GX", 0x142FFFF},
-    {"EC_8P2GX", 0x143FFFF}, {"EC_16P3GX", 0x144FFFF},
-};
+    unsigned k, p, redun;
+} oc_ec[] = {{2, 1, 32},  {2, 2, 33},  {4, 1, 34}, {4, 2, 35}, {8, 1, 36}, {8, 2, 37},
+             {16, 1, 38}, {16, 2, 39}, {4, 3, 40}, {8, 3, 41}, {16, 3, 42}};
+
+/* Is `name` "<prefix>G<g>" / "<prefix>GX" ("S<g>" / "SX" when prefix is "S")? Sets *id. */
+static int oc_match(const char *name, const char *prefix, unsigned redun, int ec, int *id)
+{
+    char want[MAX_OBJ_CLASS_NAME_LEN + 1];
+    const char *g = !strcmp(prefix, "S") ? "" : "G";
+    for (size_t i = 0; i <= sizeof(oc_groups) / sizeof(oc_groups[0]); i++) {
+        unsigned groups = i < sizeof(oc_groups) / sizeof(oc_groups[0]) ? oc_groups[i] : 0;
+        if (ec && groups == 6)
+            continue;
+        if (groups)
+            snprintf(want, sizeof(want), "%s%s%u", prefix, g, groups);
+        else
+            snprintf(want, sizeof(want), "%s%sX", prefix, g);
+        if (!strcmp(name, want)) {
+            unsigned grp_nr = groups ? groups : (unsigned)MAX_NUM_GROUPS;
+            *id = (int)OBJ_CLASS_DEF(redun, grp_nr);
+            return 1;
+        }
+    }
+    return 0;
+}
 
 int daos_oclass_name2id(const char *name)
 {
-    if (!name)
+    assert(name != NULL); /* DAOS reads it unchecked */
+    if (strnlen(name, MAX_OBJ_CLASS_NAME_LEN + 1) > MAX_OBJ_CLASS_NAME_LEN)
         return OC_UNKNOWN;
-    if (!strncmp(name, "OC_", 3))
-        name += 3;
-    for (size_t i = 0; i < sizeof(oclasses) / sizeof(oclasses[0]); i++)
-        if (!strcmp(name, oclasses[i].name))
-            return (int)oclasses[i].id;
+    int id = OC_UNKNOWN;
+    char prefix[16];
+    if (oc_match(name, "S", OR_RP_1, 0, &id))
+        return id;
+    if (!strcmp(name, "RP_XSF"))
+        return OC_RP_XSF;
+    for (unsigned r = 2; r <= 6; r++) {
+        snprintf(prefix, sizeof(prefix), "RP_%u", r);
+        if (oc_match(name, prefix, OR_RP_2 + (r - 2), 0, &id))
+            return id;
+    }
+    for (size_t i = 0; i < sizeof(oc_ec) / sizeof(oc_ec[0]); i++) {
+        snprintf(prefix, sizeof(prefix), "EC_%uP%u", oc_ec[i].k, oc_ec[i].p);
+        if (oc_match(name, prefix, oc_ec[i].redun, 1, &id))
+            return id;
+    }
     return OC_UNKNOWN;
 }
 
@@ -1189,36 +1231,31 @@ static int parse_direct(const char *s, struct duns_attr_t *attr)
     return 0;
 }
 
-/* Reads the UNS value of directory `dir` (xattr, else marker file). 0, ENODATA or an errno. */
+/* Reads the UNS xattr of `dir` (not following a symlink): 0, ENODATA, ENOTSUP or an errno. */
 static int read_uns_value(const char *dir, char *value, size_t cap)
 {
-    ssize_t n = getxattr(dir, DUNS_XATTR_NAME, value, cap - 1);
-    if (n > 0) {
-        value[n] = '\0';
-        return 0;
-    }
-    char marker[PATH_MAX + 16];
-    snprintf(marker, sizeof(marker), "%s/%s", strcmp(dir, "/") ? dir : "", DFS_DOUBLE_MARKER_FILE);
-    FILE *f = fopen(marker, "r");
-    if (!f)
-        return ENODATA;
-    size_t got = fread(value, 1, cap - 1, f);
-    fclose(f);
-    value[got] = '\0';
-    value[strcspn(value, "\r\n")] = '\0';
-    return got > 0 ? 0 : ENODATA;
+    ssize_t n = lgetxattr(dir, DUNS_XATTR_NAME, value, cap - 1);
+    if (n < 0)
+        return errno;
+    if (n > DUNS_MAX_XATTR_LEN)
+        return EIO;
+    value[n] = '\0';
+    return 0;
 }
 
 int duns_resolve_path(const char *path, struct duns_attr_t *attr)
 {
-    if (!path || !attr)
+    if (!path || !path[0] || !attr)
         return EINVAL;
     attr->da_rel_path = NULL;
     attr->da_sys = NULL;
-    if (!strncmp(path, "daos://", 7))
+    /* Parsed without the filesystem: "daos://..." (any case), or anything with
+     * DUNS_NO_CHECK_PATH. DAOS also parses "/<pool-uuid>/<cont-uuid>" with DUNS_NO_PREFIX; the
+     * double treats that as a filesystem path (stricter). */
+    if (attr->da_flags & DUNS_NO_CHECK_PATH)
+        return parse_direct(strncasecmp(path, "daos://", 7) ? path : path + 7, attr);
+    if (!strncasecmp(path, "daos://", 7))
         return parse_direct(path + 7, attr);
-    if (attr->da_flags & (DUNS_NO_PREFIX | DUNS_NO_CHECK_PATH))
-        return parse_direct(path, attr);
 
     struct statfs sfs;
     if (statfs(path, &sfs) != 0)
@@ -1230,8 +1267,11 @@ int duns_resolve_path(const char *path, struct duns_attr_t *attr)
     snprintf(dir, sizeof(dir), "%s", real);
     char value[DUNS_MAX_XATTR_LEN + 1];
     for (;;) {
-        if (read_uns_value(dir, value, sizeof(value)) == 0)
+        int rc = read_uns_value(dir, value, sizeof(value));
+        if (rc == 0)
             break;
+        if (rc != ENODATA) /* ENOTSUP: a filesystem without xattrs; no fallback, as in DAOS */
+            return rc;
         if (!strcmp(dir, "/") || (attr->da_flags & DUNS_NO_REVERSE_LOOKUP))
             return ENODATA;
         char *slash = strrchr(dir, '/');
@@ -1252,10 +1292,10 @@ int duns_resolve_path(const char *path, struct duns_attr_t *attr)
     return 0;
 }
 
-void duns_destroy_attr(struct duns_attr_t *attr)
+void duns_destroy_attr(struct duns_attr_t *attrp)
 {
-    if (!attr)
+    if (!attrp)
         return;
-    free(attr->da_rel_path);
-    attr->da_rel_path = NULL;
+    free(attrp->da_rel_path);
+    attrp->da_rel_path = NULL;
 }
