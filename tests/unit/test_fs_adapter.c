@@ -19,7 +19,9 @@
  * xattrs; missing parts created inside the container, bytes not written through the mount),
  * missing container, chunk size and object class at create, DAOS's class names only, injected
  * faults mapped to store codes with no temporary left behind, asynchronous event queues, one
- * connection per process.
+ * connection per process, the double's relaxed (non-atomic) dfs_move step by step, and the
+ * adapter against it: concurrent writers of a key all succeed and the last rename wins, readers
+ * see a whole version or a miss.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -39,6 +41,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "mooncake/errors.h"
@@ -1095,6 +1098,307 @@ static void test_daos_asynchronous_event_queues(void **state)
     unsetenv("DFS_DOUBLE_EQ_ASYNC");
 }
 
+/* ---- DAOS relaxed-mode rename: the double's dfs_move and the adapter's guarantees ---------- */
+
+#ifdef MC_TEST_WITH_DFS_DOUBLE
+/* Stops the dfs_move in another thread at one step until the test lets it go on. */
+typedef struct move_gate {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int step, arrived, go;
+} move_gate_t;
+
+static void gate_hook(int step, const char *new_name, void *arg)
+{
+    move_gate_t *g = arg;
+    if (step != g->step)
+        return;
+    pthread_mutex_lock(&g->mu);
+    g->arrived = 1;
+    pthread_cond_broadcast(&g->cv);
+    while (!g->go)
+        pthread_cond_wait(&g->cv, &g->mu);
+    pthread_mutex_unlock(&g->mu);
+}
+
+typedef struct mover {
+    dfs_t *dfs;
+    dfs_obj_t *dir;
+    const char *from, *to;
+    int rc;
+} mover_t;
+
+static void *mover_run(void *arg)
+{
+    mover_t *m = arg;
+    m->rc = dfs_move(m->dfs, m->dir, m->from, m->dir, m->to, NULL);
+    return NULL;
+}
+
+/* Creates file `name` in dir holding `len` bytes of `byte`. */
+static void dfs_put(dfs_t *dfs, dfs_obj_t *dir, const char *name, int byte, size_t len)
+{
+    dfs_obj_t *o = NULL;
+    char buf[256];
+    memset(buf, byte, sizeof(buf));
+    assert_int_equal(
+        dfs_open(dfs, dir, name, S_IFREG | 0644, O_RDWR | O_CREAT | O_EXCL, 0, 0, NULL, &o), 0);
+    d_iov_t iov;
+    d_iov_set(&iov, buf, len);
+    d_sg_list_t sgl = {.sg_nr = 1, .sg_iovs = &iov};
+    assert_int_equal(dfs_write(dfs, o, &sgl, 0, NULL), 0);
+    dfs_release(o);
+}
+
+/* Bytes a handle reads from offset 0 (at most 256). */
+static daos_size_t dfs_read_len(dfs_t *dfs, dfs_obj_t *o)
+{
+    char buf[256];
+    d_iov_t iov;
+    d_iov_set(&iov, buf, sizeof(buf));
+    d_sg_list_t sgl = {.sg_nr = 1, .sg_iovs = &iov};
+    daos_size_t got = 12345;
+    assert_int_equal(dfs_read(dfs, o, &sgl, 0, &got, NULL), 0);
+    return got;
+}
+
+/* Starts `from` -> `to` in a thread and waits until it stops at step `step`. */
+static void move_until(move_gate_t *g, mover_t *m, pthread_t *t, int step)
+{
+    pthread_mutex_init(&g->mu, NULL);
+    pthread_cond_init(&g->cv, NULL);
+    g->step = step;
+    g->arrived = g->go = 0;
+    dfs_double_set_move_hook(gate_hook, g);
+    pthread_create(t, NULL, mover_run, m);
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += 10;
+    pthread_mutex_lock(&g->mu);
+    while (!g->arrived && pthread_cond_timedwait(&g->cv, &g->mu, &deadline) == 0)
+        ;
+    int arrived = g->arrived;
+    pthread_mutex_unlock(&g->mu);
+    if (!arrived) {
+        pthread_join(*t, NULL);
+        dfs_double_set_move_hook(NULL, NULL);
+        fail_msg("dfs_move returned %d without stopping between its steps (step %d)", m->rc, step);
+    }
+}
+
+static int move_finish(move_gate_t *g, mover_t *m, pthread_t t)
+{
+    pthread_mutex_lock(&g->mu);
+    g->go = 1;
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+    pthread_join(t, NULL);
+    dfs_double_set_move_hook(NULL, NULL);
+    pthread_cond_destroy(&g->cv);
+    pthread_mutex_destroy(&g->mu);
+    return m->rc;
+}
+#endif
+
+static void test_daos_double_move_is_relaxed_not_atomic(void **state)
+{
+    skip_unless_daos();
+    skip_without_double();
+#ifdef MC_TEST_WITH_DFS_DOUBLE
+    dfs_t *dfs = NULL;
+    dfs_obj_t *dir = NULL;
+    mode_t mode;
+    assert_int_equal(dfs_init(), 0);
+    assert_int_equal(dfs_connect(POOL, NULL, CONT, O_RDWR, NULL, &dfs), 0);
+    assert_int_equal(dfs_mkdir(dfs, NULL, "relaxed", 0755, 0), 0);
+    assert_int_equal(dfs_lookup_rel(dfs, NULL, "relaxed", O_RDWR, &dir, &mode, NULL), 0);
+    move_gate_t g;
+    pthread_t t;
+    struct stat st;
+    int conflicts = dfs_double_move_conflicts();
+
+    /* 1. Between removing the destination and inserting the new entry: a reader's lookup sees
+     * ENOENT, a handle still open on the old object reads nothing (punched), and another writer
+     * that inserts the name meanwhile makes the move fail with EEXIST, its source intact. */
+    dfs_put(dfs, dir, "dst", 'A', 100);
+    dfs_put(dfs, dir, "src", 'B', 100);
+    dfs_obj_t *old = NULL;
+    assert_int_equal(dfs_open(dfs, dir, "dst", S_IFREG, O_RDONLY, 0, 0, NULL, &old), 0);
+    assert_int_equal(dfs_read_len(dfs, old), 100);
+    mover_t m = {dfs, dir, "src", "dst", -1};
+    move_until(&g, &m, &t, DFS_DOUBLE_MOVE_REMOVED);
+    dfs_obj_t *o = NULL;
+    assert_int_equal(dfs_lookup_rel(dfs, dir, "dst", O_RDONLY, &o, &mode, NULL), ENOENT);
+    assert_int_equal(dfs_read_len(dfs, old), 0);
+    dfs_put(dfs, dir, "dst", 'C', 50); /* the concurrent writer's conditional insert wins */
+    assert_int_equal(move_finish(&g, &m, t), EEXIST);
+    assert_int_equal(dfs_stat(dfs, dir, "src", &st), 0);
+    assert_int_equal(st.st_size, 100);
+    dfs_release(old);
+
+    /* 2. Between punching the destination and removing its entry: another mover (here a
+     * remover) takes the entry first; this move fails with ENOENT, its source intact. */
+    move_until(&g, &m, &t, DFS_DOUBLE_MOVE_PUNCHED);
+    assert_int_equal(dfs_stat(dfs, dir, "dst", &st), 0);
+    assert_int_equal(st.st_size, 0); /* punched, still named */
+    assert_int_equal(dfs_remove(dfs, dir, "dst", false, NULL), 0);
+    assert_int_equal(move_finish(&g, &m, t), ENOENT);
+    assert_int_equal(dfs_stat(dfs, dir, "src", &st), 0);
+    assert_true(dfs_double_move_conflicts() - conflicts >= 2);
+
+    /* 3. After the insert, before the source entry goes: the object has both names. */
+    move_until(&g, &m, &t, DFS_DOUBLE_MOVE_INSERTED);
+    assert_int_equal(dfs_stat(dfs, dir, "src", &st), 0);
+    assert_int_equal(dfs_stat(dfs, dir, "dst", &st), 0);
+    assert_int_equal(move_finish(&g, &m, t), 0);
+    assert_int_equal(dfs_stat(dfs, dir, "src", &st), ENOENT);
+    assert_int_equal(dfs_open(dfs, dir, "dst", S_IFREG, O_RDONLY, 0, 0, NULL, &o), 0);
+    assert_int_equal(dfs_read_len(dfs, o), 100);
+    dfs_release(o);
+
+    /* dfs_remove punches too: an open handle reads nothing afterwards. */
+    assert_int_equal(dfs_open(dfs, dir, "dst", S_IFREG, O_RDONLY, 0, 0, NULL, &o), 0);
+    assert_int_equal(dfs_remove(dfs, dir, "dst", false, NULL), 0);
+    assert_int_equal(dfs_read_len(dfs, o), 0);
+    dfs_release(o);
+
+    dfs_release(dir);
+    assert_int_equal(dfs_disconnect(dfs), 0);
+    assert_int_equal(dfs_fini(), 0);
+#endif
+}
+
+#ifdef MC_TEST_WITH_DFS_DOUBLE
+/* Writers and readers of one key while every dfs_move is slowed between its steps. */
+#define RACE_SIZE (256 * 1024)
+#define RACE_WRITERS 4
+#define RACE_VERSIONS 12
+#define RACE_READERS 3
+#define RACE_WINDOW_US "3000"
+
+typedef struct race_ctx {
+    mc_fs_adapter_t *a;
+    int writers_left;
+    int write_failures, bad_reads, misses, complete_reads;
+} race_ctx_t;
+
+typedef struct race_writer {
+    race_ctx_t *c;
+    int id;
+} race_writer_t;
+
+/* The byte a writer's version is made of: unique per (writer, version), never 0. */
+static unsigned char race_byte(int writer, int version)
+{
+    return (unsigned char)(1 + writer * RACE_VERSIONS + version);
+}
+
+static void *race_write(void *arg)
+{
+    race_writer_t *w = arg;
+    unsigned char *buf = malloc(RACE_SIZE);
+    for (int v = 0; v < RACE_VERSIONS; v++) {
+        memset(buf, race_byte(w->id, v), RACE_SIZE);
+        int rc = mc_fs_write(w->c->a, "contended", buf, RACE_SIZE);
+        if (rc != 0) {
+            fprintf(stderr, "writer %d version %d: %d (%s)\n", w->id, v, rc, mc_error_name(rc));
+            __atomic_add_fetch(&w->c->write_failures, 1, __ATOMIC_SEQ_CST);
+        }
+    }
+    free(buf);
+    __atomic_sub_fetch(&w->c->writers_left, 1, __ATOMIC_SEQ_CST);
+    return NULL;
+}
+
+static void *race_read(void *arg)
+{
+    race_ctx_t *c = arg;
+    unsigned char *buf = malloc(RACE_SIZE);
+    while (__atomic_load_n(&c->writers_left, __ATOMIC_SEQ_CST) > 0) {
+        int rc = mc_fs_read(c->a, "contended", buf, RACE_SIZE);
+        if (rc == MC_ERR_FILE_NOT_FOUND) {
+            __atomic_add_fetch(&c->misses, 1, __ATOMIC_SEQ_CST);
+            continue;
+        }
+        int whole = rc == 0 && buf[0] != 0;
+        for (size_t i = 1; whole && i < RACE_SIZE; i++)
+            whole = buf[i] == buf[0];
+        if (!whole) {
+            fprintf(stderr, "reader: %d (%s), bytes not one version\n", rc, mc_error_name(rc));
+            __atomic_add_fetch(&c->bad_reads, 1, __ATOMIC_SEQ_CST);
+        } else {
+            __atomic_add_fetch(&c->complete_reads, 1, __ATOMIC_SEQ_CST);
+        }
+    }
+    free(buf);
+    return NULL;
+}
+#endif
+
+/*
+ * The adapter against relaxed-mode dfs_move (each step slowed by RACE_WINDOW_US): concurrent
+ * writers of one key all succeed and the last rename wins (the key holds one writer's last
+ * version, whole); readers meanwhile get a whole version or a miss, never a mix or an error.
+ */
+static void test_daos_relaxed_rename_last_writer_wins_and_readers_see_whole_objects(void **state)
+{
+    skip_unless_daos();
+    skip_without_double();
+#ifdef MC_TEST_WITH_DFS_DOUBLE
+    char root[ROOT_MAX], visible[ROOT_MAX];
+    new_root(root, visible);
+    mc_fs_config_t cfg = base_config(root);
+    cfg.read_xfer_size = 16384; /* many transfers: a punch lands in the middle of reads */
+    race_ctx_t c = {.a = open_ok(&cfg), .writers_left = RACE_WRITERS};
+    unsigned char *buf = malloc(RACE_SIZE);
+    memset(buf, 0xFF, RACE_SIZE);
+    assert_int_equal(mc_fs_write(c.a, "contended", buf, RACE_SIZE), 0);
+    int conflicts = dfs_double_move_conflicts(), short_reads = dfs_double_short_reads();
+    setenv("DFS_DOUBLE_MOVE_WINDOW_US", RACE_WINDOW_US, 1);
+    pthread_t w[RACE_WRITERS], r[RACE_READERS];
+    race_writer_t ws[RACE_WRITERS];
+    for (int i = 0; i < RACE_READERS; i++)
+        pthread_create(&r[i], NULL, race_read, &c);
+    for (int i = 0; i < RACE_WRITERS; i++) {
+        ws[i] = (race_writer_t){&c, i};
+        pthread_create(&w[i], NULL, race_write, &ws[i]);
+    }
+    for (int i = 0; i < RACE_WRITERS; i++)
+        pthread_join(w[i], NULL);
+    for (int i = 0; i < RACE_READERS; i++)
+        pthread_join(r[i], NULL);
+    unsetenv("DFS_DOUBLE_MOVE_WINDOW_US");
+    fprintf(stderr,
+            "relaxed rename: %d move conflicts, %d short transfers, reads: %d whole, %d misses\n",
+            dfs_double_move_conflicts() - conflicts, dfs_double_short_reads() - short_reads,
+            c.complete_reads, c.misses);
+    assert_int_equal(c.write_failures, 0);
+    assert_int_equal(c.bad_reads, 0);
+    /* The races happened: movers collided, and readers hit the window (a miss) or a punch. */
+    assert_true(dfs_double_move_conflicts() - conflicts > 0);
+    assert_true(c.misses > 0);
+    /* Last rename wins: one writer's last version, whole. */
+    assert_int_equal(mc_fs_read(c.a, "contended", buf, RACE_SIZE), 0);
+    int last = -1;
+    for (int i = 0; i < RACE_WRITERS; i++)
+        if (buf[0] == race_byte(i, RACE_VERSIONS - 1))
+            last = i;
+    if (last < 0)
+        fail_msg("the key holds byte %u, no writer's last version", buf[0]);
+    for (size_t i = 1; i < RACE_SIZE; i++)
+        assert_int_equal(buf[i], buf[0]);
+    /* And a write after all of them wins. */
+    memset(buf, 0xEE, RACE_SIZE);
+    assert_int_equal(mc_fs_write(c.a, "contended", buf, RACE_SIZE), 0);
+    memset(buf, 0, RACE_SIZE);
+    assert_int_equal(mc_fs_read(c.a, "contended", buf, RACE_SIZE), 0);
+    assert_int_equal(buf[RACE_SIZE - 1], 0xEE);
+    assert_int_equal(count_temporaries(visible), 0);
+    free(buf);
+    mc_fs_adapter_close(c.a);
+#endif
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1129,6 +1433,8 @@ int main(void)
         cmocka_unit_test(test_daos_connect_failure_is_reported_at_open),
         cmocka_unit_test(test_daos_one_connection_per_process),
         cmocka_unit_test(test_daos_asynchronous_event_queues),
+        cmocka_unit_test(test_daos_double_move_is_relaxed_not_atomic),
+        cmocka_unit_test(test_daos_relaxed_rename_last_writer_wins_and_readers_see_whole_objects),
     };
     return cmocka_run_group_tests_name("fs_adapter_" MC_TEST_FS_TYPE, tests, setup_group,
                                        teardown_group);

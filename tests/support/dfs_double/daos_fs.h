@@ -13,6 +13,10 @@
  *    only a subset of the system headers it includes (this one: exactly <dirent.h>,
  *    <inttypes.h>, <sys/stat.h>); it declares only what the adapter uses, with DAOS's exact
  *    signatures and types. So O_RDWR needs <fcntl.h>, daos_anchor_is_eof needs <daos.h>, ...;
+ *  - dfs_move is relaxed-mode DAOS: not atomic (the destination is removed, then the new entry
+ *    inserted conditionally; see dfs_move below);
+ *  - removing or replacing a file punches its data: a handle still open on it reads 0 bytes
+ *    (POSIX would keep the data readable);
  *  - object class names are DAOS's class table, exactly (daos_obj_class.h);
  *  - duns_resolve_path reads only the user.daos xattr, ENOTSUP where the filesystem has none.
  *
@@ -80,7 +84,7 @@ int dfs_open(dfs_t *dfs, dfs_obj_t *parent, const char *name, mode_t mode, int f
              daos_oclass_id_t cid, daos_size_t chunk_size, const char *value, dfs_obj_t **obj);
 int dfs_release(dfs_obj_t *obj);
 
-/* *read_size: bytes read, short at the end of the file. */
+/* *read_size: bytes read, short at the end of the file (0 for a punched file). */
 int dfs_read(dfs_t *dfs, dfs_obj_t *obj, d_sg_list_t *sgl, daos_off_t off, daos_size_t *read_size,
              daos_event_t *ev);
 int dfs_write(dfs_t *dfs, dfs_obj_t *obj, d_sg_list_t *sgl, daos_off_t off, daos_event_t *ev);
@@ -91,9 +95,17 @@ int dfs_readdir(dfs_t *dfs, dfs_obj_t *obj, daos_anchor_t *anchor, uint32_t *nr,
                 struct dirent *dirs);
 int dfs_mkdir(dfs_t *dfs, dfs_obj_t *parent, const char *name, mode_t mode, daos_oclass_id_t cid);
 
+/* A file's data is punched first (open handles then read 0 bytes), then its entry removed. */
 int dfs_remove(dfs_t *dfs, dfs_obj_t *parent, const char *name, bool force, daos_obj_id_t *oid);
 
-/* Renames with renameat (atomic; DAOS guarantees that only in balanced mode). */
+/*
+ * Relaxed-mode DAOS: (1) the source entry is looked up (ENOENT); (2) an existing destination is
+ * removed: its data punched, then its entry removed if it still exists (ENOENT when another
+ * mover removed it first); (3) the source object is inserted under the new name if that name is
+ * free (EEXIST when another mover inserted one since step 2); (4) the source entry is removed.
+ * Between (2) and (3) the name is absent (lookups: ENOENT); between (3) and (4) the object has
+ * both names. DFS_DOUBLE_MOVE_WINDOW_US=<µs> (read at each call) sleeps between the steps.
+ */
 int dfs_move(dfs_t *dfs, dfs_obj_t *parent, const char *name, dfs_obj_t *new_parent,
              const char *new_name, daos_obj_id_t *oid);
 

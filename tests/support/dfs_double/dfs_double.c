@@ -9,9 +9,13 @@
  * to /tmp/dfs_double); the pool directory must exist for dfs_connect, the container directory
  * too unless O_CREAT is given (dfs_double_mkcont creates both and marks a "mount" directory).
  * Objects are files and directories in it; every call works relative to directory fds, so the
- * library is thread-safe with no shared offsets. Return conventions and the errno choices of
- * libdfs are kept (EINVAL for a '/' in a name or a mode without S_IFMT, ENOTSUP for O_APPEND,
- * ENOENT for a file used as a directory, EPERM for writes on a read-only handle, ...).
+ * library is thread-safe with no shared offsets. A DAOS directory entry is a directory entry
+ * here, a DAOS object an inode: punching an object truncates its inode to 0 bytes (every handle
+ * on it then reads nothing), a conditional insert of an entry is linkat() (EEXIST when the name
+ * is taken), a conditional entry punch is unlinkat() (ENOENT when it is gone). Return
+ * conventions and the errno choices of libdfs are kept (EINVAL for a '/' in a name or a mode
+ * without S_IFMT, ENOTSUP for O_APPEND, ENOENT for a file used as a directory, EPERM for writes
+ * on a read-only handle, ...).
  *
  * Event queues: an event passed to dfs_read/dfs_write completes through its queue. By default the
  * operation runs at submission and its event is queued as completed; with DFS_DOUBLE_EQ_ASYNC=1
@@ -26,6 +30,9 @@
  * enoent -> open, others -> any. count: how many operations fail (default 1, "*" = all).
  * short_read returns half the bytes asked for; the others fail with that errno (through the
  * event when there is one).
+ *
+ * Races: DFS_DOUBLE_MOVE_WINDOW_US=<µs> sleeps between the steps of every dfs_move (read at each
+ * call); dfs_double_set_move_hook() (dfs_double.h) stops a test's mover between steps instead.
  */
 #include <daos.h>
 #include <daos_fs.h>
@@ -74,6 +81,7 @@ struct dfs_obj {
 static pthread_mutex_t module_mu = PTHREAD_MUTEX_INITIALIZER;
 static int module_refs;
 static atomic_int live_connections, total_connects;
+static atomic_int move_conflicts, short_reads;
 
 /* ---- fault injection ---------------------------------------------------------------------- */
 
@@ -280,6 +288,16 @@ int dfs_double_live_connections(void)
 int dfs_double_total_connects(void)
 {
     return atomic_load(&total_connects);
+}
+
+int dfs_double_move_conflicts(void)
+{
+    return atomic_load(&move_conflicts);
+}
+
+int dfs_double_short_reads(void)
+{
+    return atomic_load(&short_reads);
 }
 
 int dfs_double_init_refs(void)
@@ -587,6 +605,46 @@ static int remove_tree(int dfd, const char *name)
     return rc;
 }
 
+/*
+ * Punches the object of regular file `name` under dfd, if it is still the inode `ino` (DAOS
+ * punches the object the entry named when it was fetched): its data is gone, so every open
+ * handle on it reads 0 bytes from now on. The entry itself stays.
+ */
+static int punch_file(int dfd, const char *name, ino_t ino)
+{
+    int fd = openat(dfd, name, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+        return errno == ENOTDIR ? ENOENT : errno;
+    struct stat st;
+    int rc = fstat(fd, &st) != 0 ? errno : 0;
+    if (rc == 0 && st.st_ino == ino && ftruncate(fd, 0) != 0)
+        rc = errno;
+    close(fd);
+    return rc;
+}
+
+static dfs_double_move_hook_t move_hook;
+static void *move_hook_arg;
+
+void dfs_double_set_move_hook(dfs_double_move_hook_t hook, void *arg)
+{
+    move_hook = hook;
+    move_hook_arg = arg;
+}
+
+/* Between two steps of dfs_move: the test's hook, then DFS_DOUBLE_MOVE_WINDOW_US. */
+static void move_step(int step, const char *new_name)
+{
+    if (move_hook)
+        move_hook(step, new_name, move_hook_arg);
+    const char *env = getenv("DFS_DOUBLE_MOVE_WINDOW_US");
+    long us = env ? strtol(env, NULL, 10) : 0;
+    if (us > 0) {
+        struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
+        nanosleep(&ts, NULL);
+    }
+}
+
 int dfs_remove(dfs_t *dfs, dfs_obj_t *parent, const char *name, bool force, daos_obj_id_t *oid)
 {
     if (!dfs || !valid_name(name))
@@ -604,8 +662,12 @@ int dfs_remove(dfs_t *dfs, dfs_obj_t *parent, const char *name, bool force, daos
         return errno == ENOTDIR ? ENOENT : errno;
     if (oid)
         *oid = (daos_obj_id_t){.lo = (uint64_t)st.st_ino, .hi = (uint64_t)st.st_dev};
-    if (!S_ISDIR(st.st_mode))
-        return unlinkat(dfd, name, 0) != 0 ? errno : 0;
+    if (!S_ISDIR(st.st_mode)) {
+        int rc = S_ISREG(st.st_mode) ? punch_file(dfd, name, st.st_ino) : 0;
+        if (rc == 0 && unlinkat(dfd, name, 0) != 0)
+            rc = errno;
+        return rc;
+    }
     if (unlinkat(dfd, name, AT_REMOVEDIR) == 0)
         return 0;
     if (errno != ENOTEMPTY && errno != EEXIST)
@@ -613,6 +675,15 @@ int dfs_remove(dfs_t *dfs, dfs_obj_t *parent, const char *name, bool force, daos
     return force ? remove_tree(dfd, name) : ENOTEMPTY;
 }
 
+/* The conflicts a relaxed move reports to a concurrent mover, counted for tests. */
+static int move_conflict(int err)
+{
+    if (err == EEXIST || err == ENOENT)
+        atomic_fetch_add(&move_conflicts, 1);
+    return err;
+}
+
+/* Relaxed-mode dfs_move: the steps and their errors are described in daos_fs.h. */
 int dfs_move(dfs_t *dfs, dfs_obj_t *parent, const char *name, dfs_obj_t *new_parent,
              const char *new_name, daos_obj_id_t *oid)
 {
@@ -626,10 +697,40 @@ int dfs_move(dfs_t *dfs, dfs_obj_t *parent, const char *name, dfs_obj_t *new_par
     int fault = fault_take(OPF_MOVE);
     if (fault > 0)
         return fault;
-    struct stat st;
-    if (oid && fstatat(to, new_name, &st, AT_SYMLINK_NOFOLLOW) == 0)
-        *oid = (daos_obj_id_t){.lo = (uint64_t)st.st_ino, .hi = (uint64_t)st.st_dev};
-    return renameat(from, name, to, new_name) != 0 ? errno : 0;
+    /* 1. the source entry */
+    struct stat src, dst;
+    if (fstatat(from, name, &src, AT_SYMLINK_NOFOLLOW) != 0)
+        return errno == ENOTDIR ? ENOENT : errno;
+    /* 2. an existing destination: object punched, then its entry (if still there) removed */
+    if (fstatat(to, new_name, &dst, AT_SYMLINK_NOFOLLOW) == 0) {
+        if (S_ISDIR(dst.st_mode)) {
+            if (!S_ISDIR(src.st_mode))
+                return EINVAL;
+            if (unlinkat(to, new_name, AT_REMOVEDIR) != 0)
+                return move_conflict(errno == EEXIST ? ENOTEMPTY : errno);
+        } else {
+            int rc = S_ISREG(dst.st_mode) ? punch_file(to, new_name, dst.st_ino) : 0;
+            if (rc != 0 && rc != ENOENT)
+                return rc;
+            move_step(DFS_DOUBLE_MOVE_PUNCHED, new_name);
+            if (unlinkat(to, new_name, 0) != 0)
+                return move_conflict(errno);
+        }
+        if (oid)
+            *oid = (daos_obj_id_t){.lo = (uint64_t)dst.st_ino, .hi = (uint64_t)dst.st_dev};
+    } else if (errno != ENOENT) {
+        return errno == ENOTDIR ? ENOENT : errno;
+    }
+    move_step(DFS_DOUBLE_MOVE_REMOVED, new_name);
+    /* 3. conditional insert under the new name; 4. the source entry removed. A directory cannot
+     * have two names here: for one, steps 3 and 4 are a single no-replace rename. */
+    if (S_ISDIR(src.st_mode))
+        return renameat2(from, name, to, new_name, RENAME_NOREPLACE) != 0 ? move_conflict(errno)
+                                                                          : 0;
+    if (linkat(from, name, to, new_name, 0) != 0)
+        return move_conflict(errno);
+    move_step(DFS_DOUBLE_MOVE_INSERTED, new_name);
+    return unlinkat(from, name, 0) != 0 ? errno : 0;
 }
 
 int dfs_readdir(dfs_t *dfs, dfs_obj_t *obj, daos_anchor_t *anchor, uint32_t *nr,
@@ -760,8 +861,10 @@ static int do_read(dfs_obj_t *obj, d_sg_list_t *sgl, daos_off_t off, daos_size_t
             continue;
         if (r < 0)
             return errno;
-        if (r == 0)
+        if (r == 0) { /* the end of the file: a short read */
+            atomic_fetch_add(&short_reads, 1);
             break;
+        }
         *read_size += (daos_size_t)r;
         while (n > 0 && (size_t)r >= v->iov_len) {
             r -= (ssize_t)v->iov_len;
