@@ -17,7 +17,8 @@ PKGS=(
   python3-dev python3-pytest python3-numpy
   mpich libmpich-dev openmpi-bin libopenmpi-dev
   fio procps curl iproute2 util-linux
-  clang-format
+  clang-format cppcheck
+  uuid-dev  # <uuid/uuid.h>: the libdfs test double's daos_types.h includes it, as DAOS's does
 )
 
 if [ "$(id -u)" -ne 0 ]; then

@@ -344,6 +344,7 @@ int main(int argc, char **argv)
     mc_store_t *a = store(addr, seg, o.value_size, 1);
     if (mc_store_set_offloading(a, 1) != 0) {
         fprintf(stderr, PROGRAM ": store A does not offload\n");
+        free(buf);
         return 1;
     }
     double t_base = 0, t_ours = 0,

@@ -85,7 +85,10 @@ static void delq_push(mc_master_t *m, mc_delete_queue_t *q, const char *key, uin
         m->deletes_dropped++;
         return;
     }
-    q->v[(q->head + q->count) % q->cap] = (mc_disk_delete_t){k, version, size};
+    mc_disk_delete_t *slot = &q->v[(q->head + q->count) % q->cap];
+    slot->key = k; /* owned by the queue until drained */
+    slot->version = version;
+    slot->size = size;
     q->count++;
 }
 

@@ -317,7 +317,7 @@ static int read_object(mc_fs_adapter_t *a, unsigned dir, const obj_loc_t *loc, c
         return MC_ERR_INTERNAL_ERROR;
     mc_obj_seg_t segs[2] = {{hdr, hlen}, {buf, size}};
     uint64_t got = 0;
-    mc_obj_header_t h;
+    mc_obj_header_t h = {0};
     int rc = a->ops->read(a->impl, dir, loc->name, segs, size ? 2 : 1, hlen + size, &got);
     if (rc == 0)
         rc = check_header(a, loc, key, hdr, got, &h);

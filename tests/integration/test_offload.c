@@ -163,7 +163,7 @@ static void replica_types(const master_t *m, const char *key, char *out, size_t 
     snprintf(path, sizeof(path), "/query_key?key=%s", key);
     char *body = mc_http_get(m->metrics_port, path);
     out[0] = '\0';
-    for (char *p = body; p && (p = strstr(p, "\"type\":\"")) != NULL;) {
+    for (char *p = body ? strstr(body, "\"type\":\"") : NULL; p; p = strstr(p, "\"type\":\"")) {
         p += 8;
         size_t used = strlen(out);
         snprintf(out + used, cap - used, "%s%.*s", used ? "," : "", (int)strcspn(p, "\""), p);

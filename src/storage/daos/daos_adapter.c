@@ -17,9 +17,21 @@
  * events (up to MAX_INFLIGHT at once, each transfer write_xfer_size / read_xfer_size bytes cut
  * into iovcnt scatter-gather pieces), polls them to completion and returns the queue. Writes go
  * to a temporary name created with O_CREAT|O_EXCL and the configured object class and chunk size,
- * then dfs_move publishes it over the object's name (readers see old, absent or new, never
- * partial). Reads ask for exactly header + value bytes (no read past the end, which would cost
- * a size query on wide classes).
+ * then dfs_move publishes it over the object's name. Reads ask for exactly header + value bytes
+ * (no read past the end, which would cost a size query on wide classes).
+ *
+ * Concurrent writers and readers of one key, with DFS's default relaxed consistency: dfs_move is
+ * not atomic there (src/client/dfs/rename.c: the existing destination is punched and its entry
+ * removed, then the new entry inserted only if the name is free, then the source entry
+ * removed). The adapter keeps two promises on top of it:
+ *  - last rename wins: a move that a concurrent writer of the key defeats (EEXIST, or ENOENT on
+ *    the destination) is retried, so every write succeeds and the key holds the object of the
+ *    insert that came last (publish());
+ *  - a reader never sees a partial object: it gets the old object whole, the new one whole, or a
+ *    miss (the name absent between removal and insert). An object punched while it is read
+ *    reads short with size 0: the name is read again, never reported as bytes (daos_read()).
+ * Object classes are DAOS's names exactly (daos_oclass_name2id: "S1", "SX", "RP_2G1",
+ * "EC_4P1GX", ...); an unknown name fails the open.
  *
  * Thread-safety: libdfs handles are shared by all threads (libdfs is thread-safe); an event
  * queue and its events are used by one thread at a time (the pool hands them out); the registry
@@ -39,20 +51,27 @@
 #include <daos_fs.h>
 #include <daos_uns.h>
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
+#include <time.h>
 
 #define DIR_MODE 0755
 #define FILE_MODE 0644
 #define MAX_INFLIGHT 16  /* transfers of one object in flight on one event queue */
 #define MAX_EQ 64        /* event queues per adapter: each is a DAOS network context */
 #define READDIR_BATCH 64 /* dirents per dfs_readdir call */
+#define MOVE_ATTEMPTS 64 /* dfs_move of one publish, against concurrent writers of the key */
+#define READ_ATTEMPTS 8  /* reads of one name whose object was punched while read */
 #define MAX_IOV (MC_FS_IOVCNT_MAX + 2)
 
 /* ---- process-wide connections ------------------------------------------------------------- */
@@ -545,6 +564,42 @@ static void run_xfers(daos_adapter_t *a, eq_slot_t *s, dfs_obj_t *obj, int is_re
 
 /* ---- operations --------------------------------------------------------------------------- */
 
+/* A pause of about `us` microseconds, longer at each attempt (attempt 0: none). */
+static void backoff(unsigned attempt)
+{
+    if (attempt == 0)
+        return;
+    long us = 50L << (attempt < 8 ? attempt : 8);
+    struct timespec ts = {0, us * 1000};
+    nanosleep(&ts, NULL);
+}
+
+/*
+ * Moves the complete temporary `tmp` over `name`. In DAOS's relaxed mode (the default) dfs_move
+ * is not atomic: it punches and removes the existing `name`, then inserts the new entry only if
+ * the name is still free, then removes `tmp`. A concurrent writer of the same key can therefore
+ * make it fail with EEXIST (it inserted its object in between) or ENOENT (it removed the old
+ * entry first); `tmp` is intact then, so the move is simply tried again: every writer's publish
+ * succeeds, and the one whose insert comes last is what the key holds ("last rename wins").
+ */
+static int publish(daos_adapter_t *a, unsigned dir, const char *tmp, const char *name)
+{
+    int rc = ENOENT;
+    for (unsigned attempt = 0; attempt < MOVE_ATTEMPTS; attempt++) {
+        backoff(attempt);
+        rc = dfs_move(a->dfs, a->dir[dir], tmp, a->dir[dir], name, NULL);
+        if (rc != EEXIST && rc != ENOENT)
+            return rc;
+        if (rc == ENOENT) { /* the destination vanished, or our temporary did (then fail) */
+            struct stat st;
+            int src = dfs_stat(a->dfs, a->dir[dir], tmp, &st);
+            if (src != 0)
+                return src == ENOENT ? rc : src;
+        }
+    }
+    return rc;
+}
+
 static int daos_write(void *impl, unsigned dir, const char *name, const mc_obj_seg_t *segs,
                       size_t nsegs, uint64_t total)
 {
@@ -569,7 +624,7 @@ static int daos_write(void *impl, unsigned dir, const char *name, const mc_obj_s
     const char *call = r.call, *shown = tmp;
     rc = r.err;
     if (rc == 0) {
-        rc = dfs_move(a->dfs, a->dir[dir], tmp, a->dir[dir], name, NULL);
+        rc = publish(a, dir, tmp, name);
         call = "dfs_move";
         shown = name;
     }
@@ -580,27 +635,45 @@ static int daos_write(void *impl, unsigned dir, const char *name, const mc_obj_s
     return code;
 }
 
+/*
+ * Reads bytes [0, total) of one object named `name`. A writer publishing the same key may punch
+ * that object while it is read (relaxed dfs_move, see publish()): every transfer after the punch
+ * ends at 0 bytes. So a short read of an object whose size is now 0 is not a short object but a
+ * replaced (or removed) one, and the name is read again: a reader gets the old object whole, the
+ * new one whole, or a miss (MC_ERR_FILE_NOT_FOUND, also when the name stays punched for
+ * READ_ATTEMPTS reads), never a mix. A genuinely short file keeps its size and is reported as
+ * read (*got < total).
+ */
 static int daos_read(void *impl, unsigned dir, const char *name, const mc_obj_seg_t *segs,
                      size_t nsegs, uint64_t total, uint64_t *got)
 {
     daos_adapter_t *a = impl;
     *got = 0;
-    dfs_obj_t *obj = NULL;
-    int rc = dfs_open(a->dfs, a->dir[dir], name, S_IFREG, O_RDONLY, 0, 0, NULL, &obj);
-    if (rc != 0)
-        return daos_fail(a, rc, OP_READ, "dfs_open", dir, name);
-    eq_slot_t *s = slot_take(a);
-    xfer_result_t r;
-    if (daos_handle_is_valid(s->eq))
-        run_xfers(a, s, obj, 1, segs, nsegs, total, a->cfg->read_xfer_size, &r);
-    else
-        r = (xfer_result_t){.err = -DER_NO_HDL, .call = "daos_eq_create"};
-    slot_give(a, s);
-    dfs_release(obj);
-    if (r.err)
-        return daos_fail(a, r.err, OP_READ, r.call, dir, name);
-    *got = r.got;
-    return 0;
+    for (unsigned attempt = 0; attempt < READ_ATTEMPTS; attempt++) {
+        backoff(attempt);
+        dfs_obj_t *obj = NULL;
+        int rc = dfs_open(a->dfs, a->dir[dir], name, S_IFREG, O_RDONLY, 0, 0, NULL, &obj);
+        if (rc != 0)
+            return daos_fail(a, rc, OP_READ, "dfs_open", dir, name);
+        eq_slot_t *s = slot_take(a);
+        xfer_result_t r;
+        if (daos_handle_is_valid(s->eq))
+            run_xfers(a, s, obj, 1, segs, nsegs, total, a->cfg->read_xfer_size, &r);
+        else
+            r = (xfer_result_t){.err = -DER_NO_HDL, .call = "daos_eq_create"};
+        slot_give(a, s);
+        daos_size_t size = 1;
+        if (!r.err && r.got < total && (rc = dfs_get_size(a->dfs, obj, &size)) != 0)
+            r = (xfer_result_t){.err = rc, .call = "dfs_get_size"};
+        dfs_release(obj);
+        if (r.err)
+            return daos_fail(a, r.err, OP_READ, r.call, dir, name);
+        if (r.got == total || size > 0) {
+            *got = r.got;
+            return 0;
+        }
+    }
+    return daos_fail(a, ENOENT, OP_READ, "dfs_read (object punched by a writer)", dir, name);
 }
 
 static int daos_remove(void *impl, unsigned dir, const char *name)

@@ -1,8 +1,8 @@
 /*
- * daos_errno.h — TEST DOUBLE standing in for DAOS's daos_errno.h (the DER error numbers and
- * d_errstr of libgurt), which CI cannot use (no DAOS on Debian). Values as listed in
- * ../shared/reference/daos-dfs.md §2.6; daos_* calls return them negated. Implemented by
- * dfs_double.c.
+ * daos_errno.h — TEST DOUBLE of DAOS's daos_errno.h (see daos_fs.h for what the double is and
+ * where it is stricter than DAOS): the DER error numbers (DAOS's values: the GURT range from
+ * 1001, the DAOS range from 2001, in DAOS's order) and d_errstr. daos_* calls return them
+ * negated. Like DAOS's, it includes nothing.
  */
 #ifndef DFS_DOUBLE_DAOS_ERRNO_H
 #define DFS_DOUBLE_DAOS_ERRNO_H

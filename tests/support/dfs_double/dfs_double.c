@@ -1,17 +1,21 @@
 /*
- * dfs_double.c — TEST DOUBLE standing in for libdfs/libduns/libdaos (the subset in daos.h,
- * daos_fs.h and daos_uns.h beside this file), which CI cannot run: there is no DAOS on Debian
- * and no DAOS server here. It lets mooncake-c's DAOS adapter be built unchanged (-DUSE_DAOS=ON
- * -DDAOS_TEST_DOUBLE=ON) and its own logic tested everywhere. It is not DAOS and proves nothing
- * about DAOS's performance.
+ * dfs_double.c — TEST DOUBLE standing in for libdfs/libduns/libdaos (the subset declared by the
+ * DAOS-named headers beside this file; what it models and where it is stricter than DAOS:
+ * daos_fs.h and README.md). CI cannot run DAOS (no Debian packages, no servers); this lets
+ * mooncake-c's DAOS adapter be built unchanged (-DUSE_DAOS=ON -DDAOS_TEST_DOUBLE=ON) and its own
+ * logic tested everywhere. It is not DAOS and proves nothing about DAOS's performance.
  *
  * Storage: a container is the directory $DFS_DOUBLE_ROOT/<pool>/<cont> (DFS_DOUBLE_ROOT defaults
  * to /tmp/dfs_double); the pool directory must exist for dfs_connect, the container directory
  * too unless O_CREAT is given (dfs_double_mkcont creates both and marks a "mount" directory).
  * Objects are files and directories in it; every call works relative to directory fds, so the
- * library is thread-safe with no shared offsets. Return conventions and the errno choices of
- * daos-dfs.md §2 are kept (EINVAL for a '/' in a name or a mode without S_IFMT, ENOTSUP for
- * O_APPEND, ENOENT for a file used as a directory, EPERM for writes on a read-only handle, ...).
+ * library is thread-safe with no shared offsets. A DAOS directory entry is a directory entry
+ * here, a DAOS object an inode: punching an object truncates its inode to 0 bytes (every handle
+ * on it then reads nothing), a conditional insert of an entry is linkat() (EEXIST when the name
+ * is taken), a conditional entry punch is unlinkat() (ENOENT when it is gone). Return
+ * conventions and the errno choices of libdfs are kept (EINVAL for a '/' in a name or a mode
+ * without S_IFMT, ENOTSUP for O_APPEND, ENOENT for a file used as a directory, EPERM for writes
+ * on a read-only handle, ...).
  *
  * Event queues: an event passed to dfs_read/dfs_write completes through its queue. By default the
  * operation runs at submission and its event is queued as completed; with DFS_DOUBLE_EQ_ASYNC=1
@@ -26,20 +30,31 @@
  * enoent -> open, others -> any. count: how many operations fail (default 1, "*" = all).
  * short_read returns half the bytes asked for; the others fail with that errno (through the
  * event when there is one).
+ *
+ * Races: DFS_DOUBLE_MOVE_WINDOW_US=<µs> sleeps between the steps of every dfs_move (read at each
+ * call); dfs_double_set_move_hook() (dfs_double.h) stops a test's mover between steps instead.
  */
-#include "daos.h"
-#include "daos_fs.h"
-#include "daos_uns.h"
+#include <daos.h>
+#include <daos_fs.h>
+#include <daos_uns.h>
+
 #include "dfs_double.h"
 
 #include <assert.h>
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/types.h>
 #include <sys/uio.h>
 #include <sys/xattr.h>
 #include <time.h>
@@ -66,6 +81,7 @@ struct dfs_obj {
 static pthread_mutex_t module_mu = PTHREAD_MUTEX_INITIALIZER;
 static int module_refs;
 static atomic_int live_connections, total_connects;
+static atomic_int move_conflicts, short_reads;
 
 /* ---- fault injection ---------------------------------------------------------------------- */
 
@@ -272,6 +288,16 @@ int dfs_double_live_connections(void)
 int dfs_double_total_connects(void)
 {
     return atomic_load(&total_connects);
+}
+
+int dfs_double_move_conflicts(void)
+{
+    return atomic_load(&move_conflicts);
+}
+
+int dfs_double_short_reads(void)
+{
+    return atomic_load(&short_reads);
 }
 
 int dfs_double_init_refs(void)
@@ -579,6 +605,46 @@ static int remove_tree(int dfd, const char *name)
     return rc;
 }
 
+/*
+ * Punches the object of regular file `name` under dfd, if it is still the inode `ino` (DAOS
+ * punches the object the entry named when it was fetched): its data is gone, so every open
+ * handle on it reads 0 bytes from now on. The entry itself stays.
+ */
+static int punch_file(int dfd, const char *name, ino_t ino)
+{
+    int fd = openat(dfd, name, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+        return errno == ENOTDIR ? ENOENT : errno;
+    struct stat st;
+    int rc = fstat(fd, &st) != 0 ? errno : 0;
+    if (rc == 0 && st.st_ino == ino && ftruncate(fd, 0) != 0)
+        rc = errno;
+    close(fd);
+    return rc;
+}
+
+static dfs_double_move_hook_t move_hook;
+static void *move_hook_arg;
+
+void dfs_double_set_move_hook(dfs_double_move_hook_t hook, void *arg)
+{
+    move_hook = hook;
+    move_hook_arg = arg;
+}
+
+/* Between two steps of dfs_move: the test's hook, then DFS_DOUBLE_MOVE_WINDOW_US. */
+static void move_step(int step, const char *new_name)
+{
+    if (move_hook)
+        move_hook(step, new_name, move_hook_arg);
+    const char *env = getenv("DFS_DOUBLE_MOVE_WINDOW_US");
+    long us = env ? strtol(env, NULL, 10) : 0;
+    if (us > 0) {
+        struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
+        nanosleep(&ts, NULL);
+    }
+}
+
 int dfs_remove(dfs_t *dfs, dfs_obj_t *parent, const char *name, bool force, daos_obj_id_t *oid)
 {
     if (!dfs || !valid_name(name))
@@ -596,8 +662,12 @@ int dfs_remove(dfs_t *dfs, dfs_obj_t *parent, const char *name, bool force, daos
         return errno == ENOTDIR ? ENOENT : errno;
     if (oid)
         *oid = (daos_obj_id_t){.lo = (uint64_t)st.st_ino, .hi = (uint64_t)st.st_dev};
-    if (!S_ISDIR(st.st_mode))
-        return unlinkat(dfd, name, 0) != 0 ? errno : 0;
+    if (!S_ISDIR(st.st_mode)) {
+        int rc = S_ISREG(st.st_mode) ? punch_file(dfd, name, st.st_ino) : 0;
+        if (rc == 0 && unlinkat(dfd, name, 0) != 0)
+            rc = errno;
+        return rc;
+    }
     if (unlinkat(dfd, name, AT_REMOVEDIR) == 0)
         return 0;
     if (errno != ENOTEMPTY && errno != EEXIST)
@@ -605,6 +675,15 @@ int dfs_remove(dfs_t *dfs, dfs_obj_t *parent, const char *name, bool force, daos
     return force ? remove_tree(dfd, name) : ENOTEMPTY;
 }
 
+/* The conflicts a relaxed move reports to a concurrent mover, counted for tests. */
+static int move_conflict(int err)
+{
+    if (err == EEXIST || err == ENOENT)
+        atomic_fetch_add(&move_conflicts, 1);
+    return err;
+}
+
+/* Relaxed-mode dfs_move: the steps and their errors are described in daos_fs.h. */
 int dfs_move(dfs_t *dfs, dfs_obj_t *parent, const char *name, dfs_obj_t *new_parent,
              const char *new_name, daos_obj_id_t *oid)
 {
@@ -618,10 +697,40 @@ int dfs_move(dfs_t *dfs, dfs_obj_t *parent, const char *name, dfs_obj_t *new_par
     int fault = fault_take(OPF_MOVE);
     if (fault > 0)
         return fault;
-    struct stat st;
-    if (oid && fstatat(to, new_name, &st, AT_SYMLINK_NOFOLLOW) == 0)
-        *oid = (daos_obj_id_t){.lo = (uint64_t)st.st_ino, .hi = (uint64_t)st.st_dev};
-    return renameat(from, name, to, new_name) != 0 ? errno : 0;
+    /* 1. the source entry */
+    struct stat src, dst;
+    if (fstatat(from, name, &src, AT_SYMLINK_NOFOLLOW) != 0)
+        return errno == ENOTDIR ? ENOENT : errno;
+    /* 2. an existing destination: object punched, then its entry (if still there) removed */
+    if (fstatat(to, new_name, &dst, AT_SYMLINK_NOFOLLOW) == 0) {
+        if (S_ISDIR(dst.st_mode)) {
+            if (!S_ISDIR(src.st_mode))
+                return EINVAL;
+            if (unlinkat(to, new_name, AT_REMOVEDIR) != 0)
+                return move_conflict(errno == EEXIST ? ENOTEMPTY : errno);
+        } else {
+            int rc = S_ISREG(dst.st_mode) ? punch_file(to, new_name, dst.st_ino) : 0;
+            if (rc != 0 && rc != ENOENT)
+                return rc;
+            move_step(DFS_DOUBLE_MOVE_PUNCHED, new_name);
+            if (unlinkat(to, new_name, 0) != 0)
+                return move_conflict(errno);
+        }
+        if (oid)
+            *oid = (daos_obj_id_t){.lo = (uint64_t)dst.st_ino, .hi = (uint64_t)dst.st_dev};
+    } else if (errno != ENOENT) {
+        return errno == ENOTDIR ? ENOENT : errno;
+    }
+    move_step(DFS_DOUBLE_MOVE_REMOVED, new_name);
+    /* 3. conditional insert under the new name; 4. the source entry removed. A directory cannot
+     * have two names here: for one, steps 3 and 4 are a single no-replace rename. */
+    if (S_ISDIR(src.st_mode))
+        return renameat2(from, name, to, new_name, RENAME_NOREPLACE) != 0 ? move_conflict(errno)
+                                                                          : 0;
+    if (linkat(from, name, to, new_name, 0) != 0)
+        return move_conflict(errno);
+    move_step(DFS_DOUBLE_MOVE_INSERTED, new_name);
+    return unlinkat(from, name, 0) != 0 ? errno : 0;
 }
 
 int dfs_readdir(dfs_t *dfs, dfs_obj_t *obj, daos_anchor_t *anchor, uint32_t *nr,
@@ -752,8 +861,10 @@ static int do_read(dfs_obj_t *obj, d_sg_list_t *sgl, daos_off_t off, daos_size_t
             continue;
         if (r < 0)
             return errno;
-        if (r == 0)
+        if (r == 0) { /* the end of the file: a short read */
+            atomic_fetch_add(&short_reads, 1);
             break;
+        }
         *read_size += (daos_size_t)r;
         while (n > 0 && (size_t)r >= v->iov_len) {
             r -= (ssize_t)v->iov_len;
@@ -1067,28 +1178,62 @@ int daos_event_test(daos_event_t *ev, int64_t timeout, bool *flag)
 
 /* ---- object classes, error strings -------------------------------------------------------- */
 
-/* S1 and SX carry DAOS's ids; the others are stand-ins (the double only records them). */
+/*
+ * DAOS's public object classes (its class table, src/object/obj_class_def.c): id = (redundancy
+ * << OC_REDUN_SHIFT) | groups, "X" = MAX_NUM_GROUPS. Names are matched exactly, as DAOS does.
+ */
+#define OR_RP_2 8 /* RP_2 .. RP_6: 8 .. 12 */
+#define OC_RP_XSF 80
+
+static const unsigned oc_groups[] = {1, 2, 4, 6, 8, 12, 16, 32}; /* S, RP; EC: no 6 */
 static const struct {
-    const char *name;
-    uint32_t id;
-} oclasses[] = {
-    {"S1", OC_S1},           {"S2", 0x1000002},        {"S4", 0x1000004},
-    {"S8", 0x1000008},       {"S16", 0x1000010},       {"S32", 0x1000020},
-    {"SX", OC_SX},           {"RP_2G1", 0x1200001},    {"RP_2GX", 0x120FFFF},
-    {"RP_3G1", 0x1300001},   {"RP_3GX", 0x130FFFF},    {"EC_2P1G1", 0x1400001},
-    {"EC_2P1GX", 0x140FFFF}, {"EC_4P1GX", 0x141FFFF},  {"EC_4P2GX", 0x142FFFF},
-    {"EC_8P2GX", 0x143FFFF}, {"EC_16P3GX", 0x144FFFF},
-};
+    unsigned k, p, redun;
+} oc_ec[] = {{2, 1, 32},  {2, 2, 33},  {4, 1, 34}, {4, 2, 35}, {8, 1, 36}, {8, 2, 37},
+             {16, 1, 38}, {16, 2, 39}, {4, 3, 40}, {8, 3, 41}, {16, 3, 42}};
+
+/* Is `name` "<prefix>G<g>" / "<prefix>GX" ("S<g>" / "SX" when prefix is "S")? Sets *id. */
+static int oc_match(const char *name, const char *prefix, unsigned redun, int ec, int *id)
+{
+    char want[MAX_OBJ_CLASS_NAME_LEN + 1];
+    const char *g = !strcmp(prefix, "S") ? "" : "G";
+    for (size_t i = 0; i <= sizeof(oc_groups) / sizeof(oc_groups[0]); i++) {
+        unsigned groups = i < sizeof(oc_groups) / sizeof(oc_groups[0]) ? oc_groups[i] : 0;
+        if (ec && groups == 6)
+            continue;
+        if (groups)
+            snprintf(want, sizeof(want), "%s%s%u", prefix, g, groups);
+        else
+            snprintf(want, sizeof(want), "%s%sX", prefix, g);
+        if (!strcmp(name, want)) {
+            unsigned grp_nr = groups ? groups : (unsigned)MAX_NUM_GROUPS;
+            *id = (int)OBJ_CLASS_DEF(redun, grp_nr);
+            return 1;
+        }
+    }
+    return 0;
+}
 
 int daos_oclass_name2id(const char *name)
 {
-    if (!name)
+    assert(name != NULL); /* DAOS reads it unchecked */
+    if (strnlen(name, MAX_OBJ_CLASS_NAME_LEN + 1) > MAX_OBJ_CLASS_NAME_LEN)
         return OC_UNKNOWN;
-    if (!strncmp(name, "OC_", 3))
-        name += 3;
-    for (size_t i = 0; i < sizeof(oclasses) / sizeof(oclasses[0]); i++)
-        if (!strcmp(name, oclasses[i].name))
-            return (int)oclasses[i].id;
+    int id = OC_UNKNOWN;
+    char prefix[16];
+    if (oc_match(name, "S", OR_RP_1, 0, &id))
+        return id;
+    if (!strcmp(name, "RP_XSF"))
+        return OC_RP_XSF;
+    for (unsigned r = 2; r <= 6; r++) {
+        snprintf(prefix, sizeof(prefix), "RP_%u", r);
+        if (oc_match(name, prefix, OR_RP_2 + (r - 2), 0, &id))
+            return id;
+    }
+    for (size_t i = 0; i < sizeof(oc_ec) / sizeof(oc_ec[0]); i++) {
+        snprintf(prefix, sizeof(prefix), "EC_%uP%u", oc_ec[i].k, oc_ec[i].p);
+        if (oc_match(name, prefix, oc_ec[i].redun, 1, &id))
+            return id;
+    }
     return OC_UNKNOWN;
 }
 
@@ -1189,36 +1334,31 @@ static int parse_direct(const char *s, struct duns_attr_t *attr)
     return 0;
 }
 
-/* Reads the UNS value of directory `dir` (xattr, else marker file). 0, ENODATA or an errno. */
+/* Reads the UNS xattr of `dir` (not following a symlink): 0, ENODATA, ENOTSUP or an errno. */
 static int read_uns_value(const char *dir, char *value, size_t cap)
 {
-    ssize_t n = getxattr(dir, DUNS_XATTR_NAME, value, cap - 1);
-    if (n > 0) {
-        value[n] = '\0';
-        return 0;
-    }
-    char marker[PATH_MAX + 16];
-    snprintf(marker, sizeof(marker), "%s/%s", strcmp(dir, "/") ? dir : "", DFS_DOUBLE_MARKER_FILE);
-    FILE *f = fopen(marker, "r");
-    if (!f)
-        return ENODATA;
-    size_t got = fread(value, 1, cap - 1, f);
-    fclose(f);
-    value[got] = '\0';
-    value[strcspn(value, "\r\n")] = '\0';
-    return got > 0 ? 0 : ENODATA;
+    ssize_t n = lgetxattr(dir, DUNS_XATTR_NAME, value, cap - 1);
+    if (n < 0)
+        return errno;
+    if (n > DUNS_MAX_XATTR_LEN)
+        return EIO;
+    value[n] = '\0';
+    return 0;
 }
 
 int duns_resolve_path(const char *path, struct duns_attr_t *attr)
 {
-    if (!path || !attr)
+    if (!path || !path[0] || !attr)
         return EINVAL;
     attr->da_rel_path = NULL;
     attr->da_sys = NULL;
-    if (!strncmp(path, "daos://", 7))
+    /* Parsed without the filesystem: "daos://..." (any case), or anything with
+     * DUNS_NO_CHECK_PATH. DAOS also parses "/<pool-uuid>/<cont-uuid>" with DUNS_NO_PREFIX; the
+     * double treats that as a filesystem path (stricter). */
+    if (attr->da_flags & DUNS_NO_CHECK_PATH)
+        return parse_direct(strncasecmp(path, "daos://", 7) ? path : path + 7, attr);
+    if (!strncasecmp(path, "daos://", 7))
         return parse_direct(path + 7, attr);
-    if (attr->da_flags & (DUNS_NO_PREFIX | DUNS_NO_CHECK_PATH))
-        return parse_direct(path, attr);
 
     struct statfs sfs;
     if (statfs(path, &sfs) != 0)
@@ -1230,8 +1370,11 @@ int duns_resolve_path(const char *path, struct duns_attr_t *attr)
     snprintf(dir, sizeof(dir), "%s", real);
     char value[DUNS_MAX_XATTR_LEN + 1];
     for (;;) {
-        if (read_uns_value(dir, value, sizeof(value)) == 0)
+        int rc = read_uns_value(dir, value, sizeof(value));
+        if (rc == 0)
             break;
+        if (rc != ENODATA) /* ENOTSUP: a filesystem without xattrs; no fallback, as in DAOS */
+            return rc;
         if (!strcmp(dir, "/") || (attr->da_flags & DUNS_NO_REVERSE_LOOKUP))
             return ENODATA;
         char *slash = strrchr(dir, '/');
@@ -1252,10 +1395,10 @@ int duns_resolve_path(const char *path, struct duns_attr_t *attr)
     return 0;
 }
 
-void duns_destroy_attr(struct duns_attr_t *attr)
+void duns_destroy_attr(struct duns_attr_t *attrp)
 {
-    if (!attr)
+    if (!attrp)
         return;
-    free(attr->da_rel_path);
-    attr->da_rel_path = NULL;
+    free(attrp->da_rel_path);
+    attrp->da_rel_path = NULL;
 }

@@ -3,12 +3,12 @@
  * dfuse mount, which CI cannot run): creates the container directory
  * $DFS_DOUBLE_ROOT/<pool>/<cont> of the libdfs test double (dfs_double.c) and marks <mount_dir>
  * (created when missing) as that container's root, the way dfuse shows it: the xattr
- * "user.daos" = "DAOS.POSIX://<pool>/<cont>", or the marker file .daos_cont with the same text
- * where the filesystem has no user xattrs (or with --marker).
+ * "user.daos" = "DAOS.POSIX://<pool>/<cont>". A filesystem without user xattrs cannot hold a
+ * mount point (duns_resolve_path answers ENOTSUP there, as in DAOS): that is an error.
  *
- *   dfs_double_mkcont [--marker] <mount_dir> <pool> <cont>
+ *   dfs_double_mkcont <mount_dir> <pool> <cont>
  */
-#include "daos_uns.h"
+#include <daos_uns.h>
 
 #include <errno.h>
 #include <limits.h>
@@ -39,12 +39,11 @@ static int mkdir_p(const char *path)
 
 int main(int argc, char **argv)
 {
-    int marker = argc > 1 && !strcmp(argv[1], "--marker");
-    if (argc - marker != 4) {
-        fprintf(stderr, "usage: dfs_double_mkcont [--marker] <mount_dir> <pool> <cont>\n");
+    if (argc != 4) {
+        fprintf(stderr, "usage: dfs_double_mkcont <mount_dir> <pool> <cont>\n");
         return 2;
     }
-    const char *mount = argv[1 + marker], *pool = argv[2 + marker], *cont = argv[3 + marker];
+    const char *mount = argv[1], *pool = argv[2], *cont = argv[3];
     const char *root = getenv("DFS_DOUBLE_ROOT");
     if (!root || !*root)
         root = "/tmp/dfs_double";
@@ -54,12 +53,9 @@ int main(int argc, char **argv)
         return 1;
     char value[DUNS_MAX_XATTR_LEN + 1];
     snprintf(value, sizeof(value), "DAOS.POSIX://%s/%s", pool, cont);
-    if (!marker && setxattr(mount, DUNS_XATTR_NAME, value, strlen(value), 0) == 0)
-        return 0;
-    snprintf(path, sizeof(path), "%s/%s", mount, DFS_DOUBLE_MARKER_FILE);
-    FILE *f = fopen(path, "w");
-    if (!f || fprintf(f, "%s\n", value) < 0 || fclose(f) != 0) {
-        fprintf(stderr, "dfs_double_mkcont: cannot write %s: %s\n", path, strerror(errno));
+    if (setxattr(mount, DUNS_XATTR_NAME, value, strlen(value), 0) != 0) {
+        fprintf(stderr, "dfs_double_mkcont: cannot set %s on %s: %s\n", DUNS_XATTR_NAME, mount,
+                strerror(errno));
         return 1;
     }
     return 0;
