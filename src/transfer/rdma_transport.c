@@ -753,9 +753,10 @@ static int conn_prepare(mc_rdma_t *r, size_t w, mc_rdma_conn_t *c, rdma_target_t
 
 /* ---- transfers -------------------------------------------------------------------------- */
 
-/* One put (+ flush) or get on c, bounded by the transfer timeout. *why gets UCX's verdict. */
+/* One put (+ flush) or get on c, done by deadline_ms. *why gets UCX's verdict. */
 static int rdma_move(mc_transfer_engine_t *te, size_t w, mc_rdma_conn_t *c, ucp_rkey_h rkey,
-                     int opcode, void *local, uint64_t remote, uint64_t len, ucs_status_t *why)
+                     int opcode, void *local, uint64_t remote, uint64_t len, uint64_t deadline_ms,
+                     ucs_status_t *why)
 {
     mc_rdma_t *r = te->rdma;
     rdma_op_t op = {0, UCS_OK, 0, {0}};
@@ -778,7 +779,7 @@ static int rdma_move(mc_transfer_engine_t *te, size_t w, mc_rdma_conn_t *c, ucp_
     } else {
         op_track(&op, ucp_get_nbx(c->ep, local, len, remote, rkey, &prm));
     }
-    if (op_wait(r, w, &op, mc_now_ms() + (uint64_t)te->timeout_ms) != 0) {
+    if (op_wait(r, w, &op, deadline_ms) != 0) {
         op.status = UCS_ERR_TIMED_OUT;
         conn_close(r, w, c, 1, &op); /* cancels the requests: UCX lets go of `local` */
     }
@@ -790,14 +791,15 @@ static int rdma_move(mc_transfer_engine_t *te, size_t w, mc_rdma_conn_t *c, ucp_
 
 /* Re-reads the peer's descriptor before reconnecting; a peer that just failed that is not asked
  * again for a second (its slices fail at once). */
-static int conn_refresh(mc_transfer_engine_t *te, mc_peer_t *peer, mc_rdma_conn_t *c)
+static int conn_refresh(mc_transfer_engine_t *te, mc_peer_t *peer, mc_rdma_conn_t *c,
+                        uint64_t deadline_ms)
 {
     if (!c->refresh)
         return 0;
     uint64_t now = mc_now_ms();
     if (c->refresh_failed_ms && now - c->refresh_failed_ms < 1000)
         return MC_ERR_TRANSFER_FAIL;
-    if (mc_peer_refresh(te, peer) != 0) {
+    if (mc_peer_refresh(te, peer, deadline_ms) != 0) {
         c->refresh_failed_ms = now;
         return MC_ERR_TRANSFER_FAIL;
     }
@@ -815,31 +817,49 @@ int mc_rdma_transfer(mc_transfer_engine_t *te, size_t w, mc_peer_t *peer, int op
     assert(w < r->worker_count);
     mc_rdma_conn_t *c = &peer->rdma_conns[w];
     ucs_status_t first = UCS_OK; /* what failed the first attempt, when it is retried */
+    /* One deadline for the whole slice — descriptor refresh, endpoint set-up and probe, the
+     * transfer, the one retry — as the tcp transport does: a request fails within the transfer
+     * timeout (plus the time to notice), never a multiple of it. */
+    uint64_t deadline = mc_now_ms() + (uint64_t)te->timeout_ms;
     for (int attempt = 0;; attempt++) {
         if (c->ep && c->failure != UCS_OK) { /* died since the last slice */
             conn_close(r, w, c, 1, NULL);
             c->refresh = 1;
         }
+        /* A new endpoint is preceded by a descriptor refresh over tcp, bounded by the deadline:
+         * ucp_ep_create to a host that vanished (no answer at all, e.g. its link cut) blocks in
+         * UCX's tcp connect for the kernel's SYN retries (over two minutes), so the peer must be
+         * shown reachable first. It also picks up a restarted peer's new address. */
+        if (!c->ep)
+            c->refresh = 1;
         ucs_status_t why = UCS_ERR_UNREACHABLE;
-        int rc = conn_refresh(te, peer, c);
+        int rc =
+            mc_now_ms() < deadline ? conn_refresh(te, peer, c, deadline) : MC_ERR_TRANSFER_FAIL;
         if (rc == 0) {
             rdma_target_t t;
             rc = target_snapshot(peer, c, remote, len, &t);
             if (rc == 1)
                 return 1; /* not an rdma range: the caller uses tcp */
             ucp_rkey_h rkey = NULL;
+            uint64_t now = mc_now_ms();
+            int left = now < deadline ? (int)(deadline - now) : 0;
+            if (rc == 0 && left == 0) {
+                rc = MC_ERR_TRANSFER_FAIL;
+                why = UCS_ERR_TIMED_OUT;
+            }
             if (rc == 0)
-                rc = conn_prepare(r, w, c, &t, peer->name, remote, te->timeout_ms, &rkey, &why);
+                rc = conn_prepare(r, w, c, &t, peer->name, remote, left, &rkey, &why);
             target_free(&t);
             if (rc == 0)
-                rc = rdma_move(te, w, c, rkey, opcode, local, remote, len, &why);
+                rc = rdma_move(te, w, c, rkey, opcode, local, remote, len, deadline, &why);
             if (rc == 0) {
                 c->proven = 1;
                 return 0;
             }
             if (rc == MC_ERR_INTERNAL_ERROR)
                 return rc;
-            int retry = c->proven && why != UCS_ERR_TIMED_OUT && attempt == 0;
+            int retry =
+                c->proven && why != UCS_ERR_TIMED_OUT && attempt == 0 && mc_now_ms() < deadline;
             if (!c->ep || c->answered || c->failure != UCS_OK) { /* see the top: never unanswered */
                 conn_close(r, w, c, 1, NULL);
                 c->refresh = 1;

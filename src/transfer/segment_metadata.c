@@ -407,7 +407,8 @@ void mc_metadata_unpublish(mc_transfer_engine_t *te)
     mc_http_metadata_del_auth(te->auth, te->metadata_url, key);
 }
 
-int mc_metadata_lookup(mc_transfer_engine_t *te, const char *name, mc_segment_desc_t *out)
+int mc_metadata_lookup(mc_transfer_engine_t *te, const char *name, mc_segment_desc_t *out,
+                       uint64_t deadline_ms)
 {
     char host[MC_HOST_MAX];
     int port;
@@ -432,7 +433,7 @@ int mc_metadata_lookup(mc_transfer_engine_t *te, const char *name, mc_segment_de
                     name, te->metadata_url);
         }
     }
-    int rc = mc_tcp_handshake(te, host, port, out);
+    int rc = mc_tcp_handshake(te, host, port, out, deadline_ms);
     if (rc != 0) {
         MC_ERROR("segment %s: not found at the metadata service and its endpoint does not "
                  "answer (%s)",

@@ -477,6 +477,6 @@ int mc_shm_transfer(mc_transfer_engine_t *te, mc_peer_t *peer, int opcode, void 
         return MC_ERR_TRANSFER_FAIL;
     }
     /* A region was revoked: refresh the descriptor and let the caller redo it over tcp. */
-    mc_peer_refresh(te, peer);
+    mc_peer_refresh(te, peer, 0);
     return 1;
 }

@@ -580,12 +580,20 @@ int mc_tcp_transfer(mc_transfer_engine_t *te, mc_peer_t *peer, int opcode, void 
     }
 }
 
-int mc_tcp_handshake(mc_transfer_engine_t *te, const char *host, int port, mc_segment_desc_t *out)
+int mc_tcp_handshake(mc_transfer_engine_t *te, const char *host, int port, mc_segment_desc_t *out,
+                     uint64_t deadline_ms)
 {
-    int fd = mc_net_connect_tcp(host, port, MC_TCP_CONNECT_TIMEOUT_MS);
+    uint64_t now = mc_now_ms();
+    uint64_t deadline = now + (uint64_t)(te->timeout_ms < 10000 ? te->timeout_ms : 10000);
+    if (deadline_ms && deadline_ms < deadline)
+        deadline = deadline_ms; /* the request that needs the descriptor has less time left */
+    if (now >= deadline)
+        return MC_ERR_TRANSFER_FAIL;
+    uint64_t left = deadline - now;
+    int fd = mc_net_connect_tcp(
+        host, port, left < MC_TCP_CONNECT_TIMEOUT_MS ? (int)left : MC_TCP_CONNECT_TIMEOUT_MS);
     if (fd < 0)
         return fd;
-    uint64_t deadline = mc_now_ms() + (uint64_t)(te->timeout_ms < 10000 ? te->timeout_ms : 10000);
     char peer[MC_ENDPOINT_MAX];
     snprintf(peer, sizeof(peer), "%s:%d", host, port);
     int arc = mc_auth_client(te->auth, fd, "transfer", peer, deadline);

@@ -426,12 +426,12 @@ int mc_peer_should_log(mc_peer_t *peer)
     return mc_log_ratelimit(&peer->last_error_log_ms, 1000);
 }
 
-int mc_peer_refresh(mc_transfer_engine_t *te, mc_peer_t *peer)
+int mc_peer_refresh(mc_transfer_engine_t *te, mc_peer_t *peer, uint64_t deadline_ms)
 {
     if (peer->is_self)
         return 0;
     mc_segment_desc_t d;
-    int rc = mc_metadata_lookup(te, peer->name, &d);
+    int rc = mc_metadata_lookup(te, peer->name, &d, deadline_ms);
     if (rc != 0)
         return rc;
     pthread_mutex_lock(&peer->lock);
@@ -473,7 +473,7 @@ int mc_te_open_segment(mc_transfer_engine_t *te, const char *segment_name, mc_se
     p->desc_gen = 1;
     pthread_mutex_init(&p->lock, NULL);
     pthread_rwlock_init(&p->shm_rw, NULL);
-    int rc = p->is_self ? 0 : mc_metadata_lookup(te, segment_name, &p->desc);
+    int rc = p->is_self ? 0 : mc_metadata_lookup(te, segment_name, &p->desc, 0);
     if (rc == 0 && !p->is_self)
         rc = mc_rdma_peer_init(te, p);
     if (rc != 0) {
@@ -601,7 +601,7 @@ static int check_remote_range(mc_transfer_engine_t *te, mc_peer_t *peer,
         pthread_mutex_unlock(&peer->lock);
         if (ok)
             return 0;
-        if (attempt == 0 && mc_peer_refresh(te, peer) != 0)
+        if (attempt == 0 && mc_peer_refresh(te, peer, 0) != 0)
             break;
     }
     MC_ERROR("%s [%#llx, +%zu) is outside the registered memory of segment %s",

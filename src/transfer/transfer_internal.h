@@ -126,7 +126,8 @@ int mc_http_metadata_del_auth(const mc_auth_t *a, const char *url, const char *k
 int mc_metadata_publish(mc_transfer_engine_t *te);
 void mc_metadata_unpublish(mc_transfer_engine_t *te);
 /* Finds a peer's descriptor: HTTP metadata first (when configured), else a direct handshake. */
-int mc_metadata_lookup(mc_transfer_engine_t *te, const char *name, mc_segment_desc_t *out);
+int mc_metadata_lookup(mc_transfer_engine_t *te, const char *name, mc_segment_desc_t *out,
+                       uint64_t deadline_ms);
 
 /* ---- peers (opened segments) ------------------------------------------------------------- */
 
@@ -251,7 +252,8 @@ mc_peer_t *mc_te_peer(mc_transfer_engine_t *te, mc_segment_id_t id);
 /* 1 when a failure about this peer may be logged now (at most one line per second). */
 int mc_peer_should_log(mc_peer_t *peer);
 /* Re-fetches a peer's descriptor (after a failed range check). */
-int mc_peer_refresh(mc_transfer_engine_t *te, mc_peer_t *peer);
+/* Re-reads a peer's descriptor; deadline_ms (0 = none) bounds a handshake it needs. */
+int mc_peer_refresh(mc_transfer_engine_t *te, mc_peer_t *peer, uint64_t deadline_ms);
 
 /* ---- tcp (tcp_transport.c) --------------------------------------------------------------- */
 
@@ -264,7 +266,9 @@ void mc_tcp_server_stop(mc_transfer_engine_t *te);
 int mc_tcp_transfer(mc_transfer_engine_t *te, mc_peer_t *peer, int opcode, void *local,
                     uint64_t remote, uint64_t len, uint64_t epoch);
 /* Direct handshake with host:port (fresh connection, pooled afterwards when peer != NULL). */
-int mc_tcp_handshake(mc_transfer_engine_t *te, const char *host, int port, mc_segment_desc_t *out);
+/* deadline_ms (mc_now_ms clock; 0 = none): the handshake, connect included, ends by then. */
+int mc_tcp_handshake(mc_transfer_engine_t *te, const char *host, int port, mc_segment_desc_t *out,
+                     uint64_t deadline_ms);
 void mc_tcp_pool_close(mc_peer_t *peer);
 
 /* ---- shm (shm_transport.c) --------------------------------------------------------------- */
