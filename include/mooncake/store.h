@@ -209,9 +209,20 @@ int mc_store_batch_exist(mc_store_t *store, const char *const *keys, size_t n, i
 int mc_store_remove(mc_store_t *store, const char *key, int force);
 int mc_store_batch_remove(mc_store_t *store, const char *const *keys, size_t n, int force,
                           int *results);
-/* Number of objects removed (leased ones are skipped unless force), or a negative error. */
+/*
+ * Number of objects removed (leased ones are skipped unless force), or a negative error;
+ * MC_ERR_ILLEGAL_CLIENT (-601) when the master does not know this client as live (right after a
+ * master restart, until the client's next ping re-registers it, within a second).
+ */
 int64_t mc_store_remove_all(mc_store_t *store, int force);
-/* POSIX extended regex over keys; count removed or negative (MC_ERR_INVALID_PARAMS: bad regex). */
+/*
+ * Removes the objects whose keys the pattern matches anywhere (a search: anchor with ^ and $).
+ * Patterns are upstream's (ECMAScript std::regex), run by PCRE2 on the master with
+ * ECMAScript-compatible options (src/master/key_regex.h lists the differences). Count removed,
+ * or negative: MC_ERR_INVALID_PARAMS (-600) for a bad pattern, one longer than 4096 bytes, or
+ * one that exceeds the master's per-key match limits on some key (then nothing is removed);
+ * MC_ERR_ILLEGAL_CLIENT as remove_all.
+ */
 int64_t mc_store_remove_by_regex(mc_store_t *store, const char *regex, int force);
 
 /* Registers caller memory for the zero-copy calls; the caller keeps ownership. */

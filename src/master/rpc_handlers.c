@@ -8,6 +8,9 @@
  * The offload RPCs (heartbeat, results, disk-replica eviction) are batches too; the tasks and
  * deletions a heartbeat hands out are copied into the reply while the master's lock is held.
  *
+ * RemoveAll and RemoveByRegex are served only to a live client (MC_ERR_ILLEGAL_CLIENT otherwise)
+ * and leave one audit line each (peer, client id, objects removed or why refused).
+ *
  * Everything a reply points to (results, replicas, strings) comes from a per-request arena freed
  * once the reply is packed. A PutStart/UpsertStart whose reply would not fit MC_RPC_MAX_BODY is
  * undone (every started put revoked) before MC_ERR_BUFFER_OVERFLOW is returned, so no allocation
@@ -20,6 +23,7 @@
 #include "rpc.h"
 #include "store.pb-c.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -369,6 +373,48 @@ static int rpc_keys_code(const Mc__KeysResponse *r)
     return 0;
 }
 
+/* `in` with every byte outside printable ASCII written as \xNN, cut to fit `out`. */
+static const char *rpc_printable(const char *in, char *out, size_t cap)
+{
+    size_t n = 0;
+    for (; *in && n + 5 < cap; in++) {
+        unsigned char ch = (unsigned char)*in;
+        if (ch >= 0x20 && ch < 0x7f && ch != '\\')
+            out[n++] = (char)ch;
+        else
+            n += (size_t)snprintf(out + n, cap - n, "\\x%02x", ch);
+    }
+    out[n] = '\0';
+    return out;
+}
+
+/*
+ * RemoveAll / RemoveByRegex: destructive for every client's objects, so only a live client
+ * (one the master knows through a mount, remount or ping) may call them: anything else gets
+ * MC_ERR_ILLEGAL_CLIENT. Every call leaves one audit line: peer, client id, outcome.
+ */
+static int64_t rpc_remove_many(rpc_conn_t *c, uint16_t opcode, const Mc__KeysRequest *req)
+{
+    mc_master_t *m = mc_rpc_conn_master(c);
+    const char *what = opcode == MC_RPC_REMOVE_ALL ? "RemoveAll" : "RemoveByRegex";
+    char cid[4 * MC_CLIENT_ID_MAX + 8];
+    rpc_printable(req->client_id, cid, sizeof(cid));
+    if (!mc_master_client_is_live(m, req->client_id)) {
+        MC_WARN("audit: %s%s from %s refused: client id \"%s\" is not a live client", what,
+                req->force ? " (force)" : "", mc_rpc_conn_peer(c), cid);
+        return MC_ERR_ILLEGAL_CLIENT;
+    }
+    int64_t n = opcode == MC_RPC_REMOVE_ALL ? mc_master_remove_all(m, req->force)
+                                            : mc_master_remove_by_regex(m, req->regex, req->force);
+    if (n >= 0)
+        MC_INFO("audit: %s%s from %s by client %s removed %" PRId64 " objects", what,
+                req->force ? " (force)" : "", mc_rpc_conn_peer(c), cid, n);
+    else
+        MC_WARN("audit: %s%s from %s by client %s failed: %s", what, req->force ? " (force)" : "",
+                mc_rpc_conn_peer(c), cid, mc_error_name((int)n));
+    return n;
+}
+
 static int handle_keys(rpc_conn_t *c, uint16_t opcode, uint64_t id, const uint8_t *body, size_t len)
 {
     Mc__KeysRequest *req = mc__keys_request__unpack(NULL, len, body);
@@ -381,9 +427,7 @@ static int handle_keys(rpc_conn_t *c, uint16_t opcode, uint64_t id, const uint8_
     if (req->n_keys > MC_RPC_MAX_BATCH) {
         k.resp.code = MC_ERR_INVALID_PARAMS;
     } else if (opcode == MC_RPC_REMOVE_ALL || opcode == MC_RPC_REMOVE_BY_REGEX) {
-        int64_t n = opcode == MC_RPC_REMOVE_ALL
-                        ? mc_master_remove_all(k.master, req->force)
-                        : mc_master_remove_by_regex(k.master, req->regex, req->force);
+        int64_t n = rpc_remove_many(c, opcode, req);
         k.resp.code = n < 0 ? (int32_t)n : 0;
         k.resp.count = n < 0 ? 0 : n;
     } else {
