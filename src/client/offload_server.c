@@ -23,6 +23,7 @@
 #include "log.h"
 #include "mooncake/errors.h"
 #include "net.h"
+#include "pb_decode.h"
 #include "rpc.h"
 #include "store.pb-c.h"
 
@@ -252,8 +253,9 @@ static int serve_one(mc_offload_server_t *s, int fd)
     }
     int rc = -1;
     if (h.opcode == MC_RPC_OFFLOAD_FETCH) {
-        Mc__FetchRequest *req = mc__fetch_request__unpack(NULL, h.body_len, body);
-        if (req) {
+        Mc__FetchRequest *req = NULL;
+        if (mc_pb_decode(&mc__fetch_request__descriptor, body, h.body_len,
+                         (ProtobufCMessage **)&req) == 0) {
             Mc__FetchResponse resp = MC__FETCH_RESPONSE__INIT;
             handle_fetch(s, req, &resp);
             rc = send_reply(fd, h.opcode, h.request_id, &resp.base) == 0 ? 0 : -1;
@@ -262,8 +264,9 @@ static int serve_one(mc_offload_server_t *s, int fd)
             mc__fetch_request__free_unpacked(req, NULL);
         }
     } else if (h.opcode == MC_RPC_OFFLOAD_RELEASE) {
-        Mc__ReleaseRequest *req = mc__release_request__unpack(NULL, h.body_len, body);
-        if (req) {
+        Mc__ReleaseRequest *req = NULL;
+        if (mc_pb_decode(&mc__release_request__descriptor, body, h.body_len,
+                         (ProtobufCMessage **)&req) == 0) {
             Mc__CodesResponse resp = MC__CODES_RESPONSE__INIT;
             resp.code = staging_release(s, req->lease_id);
             rc = send_reply(fd, h.opcode, h.request_id, &resp.base) == 0 ? 0 : -1;
@@ -516,9 +519,9 @@ static int call(mc_rpc_client_t *rpc, uint16_t opcode, const ProtobufCMessage *r
     free(body);
     if (rc != 0)
         return rc;
-    *resp = protobuf_c_message_unpack(desc, NULL, reply_len, reply);
+    rc = mc_pb_decode(desc, reply, reply_len, resp);
     free(reply);
-    return *resp ? 0 : MC_ERR_DESERIALIZE_FAIL;
+    return rc == 0 ? 0 : MC_ERR_DESERIALIZE_FAIL;
 }
 
 /*

@@ -20,6 +20,7 @@
 
 #include "log.h"
 #include "mooncake/errors.h"
+#include "pb_decode.h"
 #include "rpc.h"
 #include "store.pb-c.h"
 
@@ -89,6 +90,20 @@ static void rpc_arena_free(rpc_arena_t *a)
     }
 }
 
+/* ---- decoding ----------------------------------------------------------------------------- */
+
+/*
+ * A request body decoded within its memory budget (pb_decode.h), or NULL when it is malformed or
+ * would need more memory than the budget; the handler then returns MC_ERR_DESERIALIZE_FAIL and
+ * the transport closes the connection (a protocol error; budget refusals are also counted in
+ * mc_pb_decode_refused). Free with the type's __free_unpacked(msg, NULL).
+ */
+static void *rpc_decode(const ProtobufCMessageDescriptor *desc, const uint8_t *body, size_t len)
+{
+    ProtobufCMessage *msg = NULL;
+    return mc_pb_decode(desc, body, len, &msg) == 0 ? msg : NULL;
+}
+
 /* ---- handlers: service, ping, segments --------------------------------------------------- */
 
 static int handle_service_ready(rpc_conn_t *c, uint16_t opcode, uint64_t id, const uint8_t *body,
@@ -101,7 +116,7 @@ static int handle_service_ready(rpc_conn_t *c, uint16_t opcode, uint64_t id, con
 
 static int handle_ping(rpc_conn_t *c, uint16_t opcode, uint64_t id, const uint8_t *body, size_t len)
 {
-    Mc__PingRequest *req = mc__ping_request__unpack(NULL, len, body);
+    Mc__PingRequest *req = rpc_decode(&mc__ping_request__descriptor, body, len);
     if (!req)
         return MC_ERR_DESERIALIZE_FAIL;
     Mc__PingResponse resp = MC__PING_RESPONSE__INIT;
@@ -183,7 +198,7 @@ static int rpc_run_segments(mc_master_t *m, uint16_t opcode, const Mc__SegmentRe
 static int handle_segments(rpc_conn_t *c, uint16_t opcode, uint64_t id, const uint8_t *body,
                            size_t len)
 {
-    Mc__SegmentRequest *req = mc__segment_request__unpack(NULL, len, body);
+    Mc__SegmentRequest *req = rpc_decode(&mc__segment_request__descriptor, body, len);
     if (!req)
         return MC_ERR_DESERIALIZE_FAIL;
     char msg[512] = "";
@@ -415,9 +430,22 @@ static int64_t rpc_remove_many(rpc_conn_t *c, uint16_t opcode, const Mc__KeysReq
     return n;
 }
 
+/* A KeysRequest with more keys than MC_RPC_MAX_BATCH is answered before it is decoded. */
+static int rpc_too_many_keys(const uint8_t *body, size_t len)
+{
+    const ProtobufCFieldDescriptor *keys =
+        protobuf_c_message_descriptor_get_field_by_name(&mc__keys_request__descriptor, "keys");
+    return mc_pb_count_field(body, len, keys->id, MC_RPC_MAX_BATCH) > MC_RPC_MAX_BATCH;
+}
+
 static int handle_keys(rpc_conn_t *c, uint16_t opcode, uint64_t id, const uint8_t *body, size_t len)
 {
-    Mc__KeysRequest *req = mc__keys_request__unpack(NULL, len, body);
+    if (rpc_too_many_keys(body, len)) {
+        Mc__KeysResponse refused = MC__KEYS_RESPONSE__INIT;
+        refused.code = MC_ERR_INVALID_PARAMS;
+        return mc_rpc_conn_reply(c, opcode, id, &refused.base, 0);
+    }
+    Mc__KeysRequest *req = rpc_decode(&mc__keys_request__descriptor, body, len);
     if (!req)
         return MC_ERR_DESERIALIZE_FAIL;
     rpc_keys_call_t k = {.master = mc_rpc_conn_master(c), .opcode = opcode, .req = req};
@@ -521,7 +549,8 @@ static int rpc_offloader_info(const Mc__OffloadHeartbeatRequest *req, mc_offload
 static int handle_offload_heartbeat(rpc_conn_t *c, uint16_t opcode, uint64_t id,
                                     const uint8_t *body, size_t len)
 {
-    Mc__OffloadHeartbeatRequest *req = mc__offload_heartbeat_request__unpack(NULL, len, body);
+    Mc__OffloadHeartbeatRequest *req =
+        rpc_decode(&mc__offload_heartbeat_request__descriptor, body, len);
     if (!req)
         return MC_ERR_DESERIALIZE_FAIL;
     Mc__OffloadHeartbeatResponse resp = MC__OFFLOAD_HEARTBEAT_RESPONSE__INIT;
@@ -584,7 +613,7 @@ static int rpc_reply_codes(rpc_conn_t *c, uint16_t opcode, uint64_t id, int code
 static int handle_notify_offload(rpc_conn_t *c, uint16_t opcode, uint64_t id, const uint8_t *body,
                                  size_t len)
 {
-    Mc__NotifyOffloadRequest *req = mc__notify_offload_request__unpack(NULL, len, body);
+    Mc__NotifyOffloadRequest *req = rpc_decode(&mc__notify_offload_request__descriptor, body, len);
     if (!req)
         return MC_ERR_DESERIALIZE_FAIL;
     size_t n = req->n_results;
@@ -609,7 +638,7 @@ static int handle_notify_offload(rpc_conn_t *c, uint16_t opcode, uint64_t id, co
 static int handle_evict_disk(rpc_conn_t *c, uint16_t opcode, uint64_t id, const uint8_t *body,
                              size_t len)
 {
-    Mc__EvictDiskRequest *req = mc__evict_disk_request__unpack(NULL, len, body);
+    Mc__EvictDiskRequest *req = rpc_decode(&mc__evict_disk_request__descriptor, body, len);
     if (!req)
         return MC_ERR_DESERIALIZE_FAIL;
     size_t n = req->n_files;

@@ -32,6 +32,7 @@
 
 #include "frame.h"
 #include "log.h"
+#include "pb_decode.h"
 #include "transfer.pb-c.h"
 
 #include <arpa/inet.h>
@@ -110,9 +111,10 @@ static int recv_status(int fd, uint64_t request_id, uint64_t deadline_ms)
         free(body);
         return MC_ERR_TRANSFER_FAIL;
     }
-    Mc__TransferStatus *st = mc__transfer_status__unpack(NULL, h.body_len, body);
+    Mc__TransferStatus *st = NULL;
+    rc = mc_pb_decode(&mc__transfer_status__descriptor, body, h.body_len, (ProtobufCMessage **)&st);
     free(body);
-    if (!st)
+    if (rc != 0)
         return MC_ERR_TRANSFER_FAIL;
     rc = st->code;
     if (rc != 0 && st->message && st->message[0])
@@ -150,8 +152,9 @@ static void conn_untrack(mc_transfer_engine_t *te, int fd, int failed)
 static int serve_handshake(mc_transfer_engine_t *te, int fd, const mc_frame_header_t *h,
                            const uint8_t *body, uint64_t deadline_ms)
 {
-    Mc__HandshakeRequest *req = mc__handshake_request__unpack(NULL, h->body_len, body);
-    if (!req)
+    Mc__HandshakeRequest *req = NULL;
+    if (mc_pb_decode(&mc__handshake_request__descriptor, body, h->body_len,
+                     (ProtobufCMessage **)&req) != 0)
         return MC_ERR_DESERIALIZE_FAIL;
     MC_VLOG(1, "handshake from %s", req->initiator);
     mc__handshake_request__free_unpacked(req, NULL);
@@ -207,8 +210,9 @@ static int refuse_transfer(mc_transfer_engine_t *te, int fd, const mc_frame_head
 static int serve_transfer(mc_transfer_engine_t *te, int fd, const mc_frame_header_t *h,
                           const uint8_t *body, const char *peer, uint64_t deadline_ms)
 {
-    Mc__TransferHeader *th = mc__transfer_header__unpack(NULL, h->body_len, body);
-    if (!th)
+    Mc__TransferHeader *th = NULL;
+    if (mc_pb_decode(&mc__transfer_header__descriptor, body, h->body_len,
+                     (ProtobufCMessage **)&th) != 0)
         return MC_ERR_DESERIALIZE_FAIL;
     uint64_t addr = th->addr, len = th->length, epoch = th->epoch;
     mc__transfer_header__free_unpacked(th, NULL);
