@@ -245,6 +245,10 @@ typedef struct mc_store_offload_stats {
     uint64_t queued;         /* tasks taken, not yet written */
     uint64_t fallback_reads; /* gets served from a disk replica */
     uint64_t served_reads;   /* reads of this client's local files served to others */
+    /* its fetch server's connection limits (offload_server.h), since setup */
+    uint64_t fetch_connections_refused;     /* over the connection limit */
+    uint64_t fetch_connections_idle_closed; /* no request within the idle timeout */
+    uint64_t fetch_connections_stalled;     /* a request not received within 30 s */
 } mc_store_offload_stats_t;
 
 int mc_store_get_offload_stats(mc_store_t *store, mc_store_offload_stats_t *out);
