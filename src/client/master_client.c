@@ -26,7 +26,7 @@ static int call(mc_rpc_client_t *rpc, uint16_t opcode, const ProtobufCMessage *r
     free(body);
     if (rc != 0)
         return rc;
-    rc = mc_pb_decode(reply_desc, reply, reply_len, resp);
+    rc = mc_pb_decode_reply(reply_desc, reply, reply_len, resp);
     free(reply);
     return rc == 0 ? 0 : MC_ERR_DESERIALIZE_FAIL;
 }

@@ -222,7 +222,7 @@ int mc_desc_unpack(const uint8_t *buf, size_t len, mc_segment_desc_t *out)
 {
     memset(out, 0, sizeof(*out));
     Mc__SegmentDesc *msg = NULL;
-    if (mc_pb_decode(&mc__segment_desc__descriptor, buf, len, (ProtobufCMessage **)&msg) != 0)
+    if (mc_pb_decode_reply(&mc__segment_desc__descriptor, buf, len, (ProtobufCMessage **)&msg) != 0)
         return MC_ERR_DESERIALIZE_FAIL;
     int rc = MC_ERR_DESERIALIZE_FAIL;
     if (copy_str(out->name, sizeof(out->name), msg->name) ||

@@ -124,7 +124,8 @@ static int recv_status(int fd, uint64_t request_id, uint64_t deadline_ms)
         return MC_ERR_TRANSFER_FAIL;
     }
     Mc__TransferStatus *st = NULL;
-    rc = mc_pb_decode(&mc__transfer_status__descriptor, body, h.body_len, (ProtobufCMessage **)&st);
+    rc = mc_pb_decode_reply(&mc__transfer_status__descriptor, body, h.body_len,
+                            (ProtobufCMessage **)&st);
     free(body);
     if (rc != 0)
         return MC_ERR_TRANSFER_FAIL;

@@ -4,14 +4,22 @@
  * protobuf-c's unpack allocates whatever the body describes before any caller can look at it:
  * 64 MiB of empty repeated strings (2 bytes each on the wire) become 32 million string
  * allocations plus the parser's per-field bookkeeping, over a gigabyte, before a handler could
- * check a count. mc_pb_decode gives unpack an allocator that charges every allocation (with
- * malloc's per-chunk overhead) against a budget of
+ * check a count. mc_pb_decode gives unpack an allocator that charges every block it holds
+ * (with malloc's per-chunk overhead; blocks the parser frees again are given back) against a
+ * budget of
  *
  *     min(MC_PB_DECODE_FLOOR + MC_PB_DECODE_RATIO * body length, MC_PB_DECODE_CAP)
  *
  * and fails the allocation that would exceed it, so the decoder stops and frees what it built.
- * Legitimate messages need well under that: their strings and numbers are at most a few times
- * their wire size, and any message of up to a few MiB fits the floor.
+ * Legitimate requests need well under that: their batches are bounded (65 536 keys), so what a
+ * short string or number costs beyond its wire size stays within the floor, and long strings
+ * cost little more than their bytes.
+ *
+ * Replies (mc_pb_decode_reply) come from the server a client chose to call and are dense in
+ * small nested messages (a reply of 65 536 keys with 16 replica descriptors each decodes to
+ * between 3 and 4 times its wire size), so they get MC_PB_DECODE_FLOOR +
+ * MC_PB_DECODE_REPLY_RATIO * length, capped at MC_PB_DECODE_REPLY_CAP: the largest legitimate
+ * reply decodes with room to spare, a hostile one still cannot take more than the cap.
  *
  * mc_pb_count_field counts a field's occurrences on the wire without decoding, so a handler can
  * refuse a batch that is too long with a proper reply instead of decoding it.
@@ -29,9 +37,13 @@
 #define MC_PB_DECODE_FLOOR (16u << 20)
 #define MC_PB_DECODE_RATIO 2u
 #define MC_PB_DECODE_CAP (160u << 20)
+#define MC_PB_DECODE_REPLY_RATIO 6u
+#define MC_PB_DECODE_REPLY_CAP (512u << 20)
 
-/* The budget for a body of `len` bytes (bytes of heap, malloc overhead included). */
+/* The budget for a request body / a reply body of `len` bytes (bytes of heap, malloc overhead
+ * included). */
 size_t mc_pb_decode_budget(size_t len);
+size_t mc_pb_decode_reply_budget(size_t len);
 
 /*
  * Unpacks body[0..len) as `desc`. 0 and *out (free it with protobuf_c_message_free_unpacked(*out,
@@ -41,6 +53,9 @@ size_t mc_pb_decode_budget(size_t len);
  */
 int mc_pb_decode(const ProtobufCMessageDescriptor *desc, const uint8_t *body, size_t len,
                  ProtobufCMessage **out);
+/* The same for a reply a client receives (the reply budget). */
+int mc_pb_decode_reply(const ProtobufCMessageDescriptor *desc, const uint8_t *body, size_t len,
+                       ProtobufCMessage **out);
 
 /*
  * Occurrences of top-level field number `field` in body[0..len) (a packed repeated field counts
