@@ -121,9 +121,7 @@ struct mc_rpc_server {
     atomic_uint_fast64_t method_success[MC_RPC_METHOD_COUNT];
 };
 
-/* ---- connections ------------------------------------------------------------------------- */
-
-/* ---- receive-buffer budget ------------------------------------------------------------- */
+/* ---- receive-buffer budget --------------------------------------------------------------- */
 
 /* Charges c up to `total` reserved bytes; 0, or -1 when the server's budget has no room. */
 static int rpc_reserve(rpc_conn_t *c, size_t total)
@@ -149,6 +147,8 @@ static void rpc_release_to(rpc_conn_t *c, size_t keep)
     atomic_fetch_sub(&c->worker->server->buffered, c->reserved - keep);
     c->reserved = keep;
 }
+
+/* ---- connections ------------------------------------------------------------------------- */
 
 static void rpc_conn_closed(uv_handle_t *h)
 {
