@@ -11,6 +11,8 @@
  *     after --rpc_conn_timeout_seconds, and store clients carry on; the partial frames of many
  *     connections are bounded in total (--rpc_max_buffered_size, master RSS);
  *   - /query_key answers valid JSON for a key that is not UTF-8;
+ *   - the embedded HTTP metadata server takes its value and key limits from the master's flags
+ *     (413, 507, counted on the master's /metrics);
  *   - only the owner unmounts a segment, only a live client removes everything, a mount
  *     without a client id or above --max_segment_size is refused.
  *
@@ -649,6 +651,57 @@ static void test_query_key_answers_json_for_a_key_that_is_not_utf8(void **state)
     stop_master(&m);
 }
 
+/* ---- the embedded HTTP metadata server --------------------------------------------------- */
+
+/* PUT of `len` bytes to the metadata server at port; the status (-1: no answer). */
+static int metadata_put(int port, const char *key, size_t len)
+{
+    int fd = mc_net_connect_tcp(LOOPBACK, port, IO_TIMEOUT_MS);
+    assert_true(fd >= 0);
+    mc_net_set_timeouts(fd, IO_TIMEOUT_MS);
+    char head[256];
+    int n = snprintf(head, sizeof(head),
+                     "PUT /metadata?key=%s HTTP/1.1\r\nHost: " LOOPBACK
+                     "\r\nConnection: close\r\nContent-Length: %zu\r\n\r\n",
+                     key, len);
+    char *body = calloc(1, len + 1);
+    assert_non_null(body);
+    memset(body, 'm', len);
+    int status = -1;
+    char resp[512] = "";
+    if (mc_net_send_all(fd, head, (size_t)n) == 0) {
+        (void)mc_net_send_all(fd, body, len); /* a refusal may come before the body went */
+        if (recv(fd, resp, sizeof(resp) - 1, 0) > 0 && sscanf(resp, "HTTP/1.%*d %d", &status) != 1)
+            status = -1;
+    }
+    close(fd);
+    free(body);
+    return status;
+}
+
+static void test_embedded_metadata_server_takes_its_limits_from_the_master_flags(void **state)
+{
+    char port_flag[64];
+    int port = mc_test_free_port();
+    snprintf(port_flag, sizeof(port_flag), "--http_metadata_server_port=%d", port);
+    const char *flags[] = {"--enable_http_metadata_server=true",
+                           "--http_metadata_server_host=127.0.0.1",
+                           port_flag,
+                           "--http_metadata_max_value_size=1KB",
+                           "--http_metadata_max_keys=2",
+                           NULL};
+    mc_master_t m;
+    start_master(&m, "metadata", flags);
+    assert_int_equal(metadata_put(port, "big", 2048), 413);
+    assert_int_equal(metadata_put(port, "a", 100), 200);
+    assert_int_equal(metadata_put(port, "b", 100), 200);
+    assert_int_equal(metadata_put(port, "c", 100), 507);
+    assert_int_equal(mc_master_metric(&m, "master_http_metadata_refused_too_large_total"), 1);
+    assert_int_equal(mc_master_metric(&m, "master_http_metadata_refused_full_total"), 1);
+    assert_int_equal(mc_master_metric(&m, "master_http_metadata_keys"), 2);
+    stop_master(&m);
+}
+
 /* ---- destructive calls check who asks ---------------------------------------------------- */
 
 static void test_only_the_owner_unmounts_a_segment(void **state)
@@ -754,6 +807,7 @@ int main(void)
         LIMIT_TEST(test_idle_connections_are_closed_and_store_clients_carry_on),
         LIMIT_TEST(test_partial_frames_are_bounded_in_total),
         LIMIT_TEST(test_query_key_answers_json_for_a_key_that_is_not_utf8),
+        LIMIT_TEST(test_embedded_metadata_server_takes_its_limits_from_the_master_flags),
         LIMIT_TEST(test_only_the_owner_unmounts_a_segment),
         LIMIT_TEST(test_remove_all_and_by_regex_need_a_live_client_and_are_audited),
         LIMIT_TEST(test_mounts_without_a_client_or_above_the_size_limit_are_refused),
