@@ -381,9 +381,9 @@ static void *accept_main(void *arg)
             open++;
         if (open >= SERVER_MAX_CONNECTIONS) {
             pthread_mutex_unlock(&s->lock);
+            uint64_t n = atomic_fetch_add(&s->refused, 1) + 1; /* before the close */
             close(fd);
             free(c);
-            uint64_t n = atomic_fetch_add(&s->refused, 1) + 1;
             if (mc_log_ratelimit(&s->refuse_logged_ms, SERVER_LOG_INTERVAL_MS))
                 MC_WARN("offload server %s: %d connections are open, the limit; refusing new "
                         "ones (%llu refused so far)",

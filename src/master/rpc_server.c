@@ -575,8 +575,8 @@ static void rpc_accept_resume(uv_timer_t *t)
 static void rpc_accept_one(mc_rpc_server_t *s, int fd)
 {
     if (atomic_load(&s->active) >= s->limits.max_connections) {
+        atomic_fetch_add(&s->rejected, 1); /* counted before the peer can see the close */
         close(fd);
-        atomic_fetch_add(&s->rejected, 1);
         if (mc_log_ratelimit(&s->last_reject_log_ms, RPC_REJECT_LOG_INTERVAL_MS))
             MC_WARN("RPC: %u connections are open, the limit (--max_connections); refusing new "
                     "ones (%" PRIu64 " refused so far)",

@@ -491,8 +491,8 @@ static void *accept_main(void *p)
         pthread_mutex_lock(&te->conn_lock);
         if (te->conn_count >= te->max_connections) {
             pthread_mutex_unlock(&te->conn_lock);
+            uint64_t n = atomic_fetch_add(&te->conns_refused, 1) + 1; /* before the close */
             close(fd);
-            uint64_t n = atomic_fetch_add(&te->conns_refused, 1) + 1;
             if (mc_log_ratelimit(&te->last_refuse_log_ms, 1000))
                 MC_WARN("transfer engine on port %d: %u connections are open, the limit "
                         "(MC_TE_MAX_CONNECTIONS); refusing new ones (%llu refused so far)",
