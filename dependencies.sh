@@ -11,7 +11,7 @@ PKGS=(
   build-essential cmake ninja-build pkg-config git
   libuv1-dev libmicrohttpd-dev libcurl4-openssl-dev libjansson-dev libyaml-dev
   libssl-dev
-  libprotobuf-c-dev protobuf-c-compiler libxxhash-dev libisal-dev liburing-dev
+  libprotobuf-c-dev protobuf-c-compiler libxxhash-dev libisal-dev liburing-dev libpcre2-dev
   libucx-dev ucx-utils
   libcmocka-dev
   python3-dev python3-pytest python3-numpy

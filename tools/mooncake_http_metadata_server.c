@@ -8,6 +8,9 @@
  * with the port actually bound, so `--port 0` is usable by scripts and tests that read stderr.
  * Exit status: 0 after a signal or --help/--version, 1 on bad flags (one line on stderr) or when
  * the port cannot be bound.
+ *
+ * Limits (http_metadata.h; refusals answer 413 / 507 and are counted on GET /metrics):
+ * --max_value_size, --max_keys, --max_total_size, --max_connections, --connection_timeout_seconds.
  */
 #include "mooncake/http_metadata.h"
 
@@ -27,9 +30,23 @@ int main(int argc, char **argv)
     char default_host[] = "0.0.0.0";
     char *host = default_host;
     char *secret = "", *secret_file = "";
+    uint64_t max_value = MC_HTTP_METADATA_MAX_VALUE, max_total = MC_HTTP_METADATA_DEFAULT_MAX_TOTAL;
+    int64_t max_keys = MC_HTTP_METADATA_DEFAULT_MAX_KEYS;
+    int64_t max_connections = MC_HTTP_METADATA_DEFAULT_MAX_CONNECTIONS;
+    int64_t timeout_s = MC_HTTP_METADATA_DEFAULT_TIMEOUT_S;
     mc_flag_t flags[] = {
         {"host", MC_FLAG_STRING, &host, "address to listen on (0.0.0.0 = every interface)"},
         {"port", MC_FLAG_INT, &port, "port to listen on (0 = any free port)", 0, 65535},
+        {"max_value_size", MC_FLAG_SIZE, &max_value,
+         "largest value one PUT may store (larger: 413)"},
+        {"max_keys", MC_FLAG_INT, &max_keys, "keys held at most (a new key beyond: 507)", 1,
+         INT32_MAX},
+        {"max_total_size", MC_FLAG_SIZE, &max_total,
+         "bytes held at most, keys and values and bodies being received (beyond: 507)"},
+        {"max_connections", MC_FLAG_INT, &max_connections,
+         "open connections at most (more are closed at once)", 1, 1000000},
+        {"connection_timeout_seconds", MC_FLAG_INT, &timeout_s,
+         "a connection idle or stalled this long is closed", 1, 86400},
         {"cluster_secret_file", MC_FLAG_STRING, &secret_file,
          "file holding the cluster secret writes must prove (reads stay open; "
          "docs/security.md); default $MOONCAKE_CLUSTER_SECRET_FILE"},
@@ -49,6 +66,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "mooncake_http_metadata_server: %s\n", err);
         return 1;
     }
+    if (max_value == 0 || max_total == 0 || max_value > max_total) {
+        fprintf(stderr, "mooncake_http_metadata_server: --max_value_size and --max_total_size "
+                        "must be positive, the value no larger than the total\n");
+        return 1;
+    }
+    mc_http_metadata_limits_t limits = {(size_t)max_value, (size_t)max_keys, (size_t)max_total,
+                                        (unsigned)max_connections, (unsigned)timeout_s};
 
     /*
      * Block the stop signals before the server thread exists, so it inherits the mask and the
@@ -63,8 +87,8 @@ int main(int argc, char **argv)
 
     mc_http_metadata_server_t *server = NULL;
     /* On failure the reason is already logged. */
-    mc_http_metadata_server_options_t mo = {.cluster_secret = secret,
-                                            .cluster_secret_file = secret_file};
+    mc_http_metadata_server_options_t mo = {
+        .cluster_secret = secret, .cluster_secret_file = secret_file, .limits = &limits};
     if (mc_http_metadata_server_start_opts(host, (int)port, &mo, &server) != 0)
         return 1;
     int v6 = strchr(host, ':') != NULL; /* "[::]:8080", as URLs write IPv6 */

@@ -14,6 +14,11 @@
  * offloading clients report (docs/offload.md). Flags of upstream's master that we do not implement
  * are accepted with one WARNING each (on the command line or in the file).
  *
+ * Limits on what clients and peers may make the master hold (docs/limits.md): --max_connections,
+ * --rpc_conn_timeout_seconds (idle), --rpc_frame_timeout_seconds (stalled mid-frame),
+ * --rpc_max_buffered_size, --max_segment_size, and for the embedded metadata server
+ * --http_metadata_max_value_size, --http_metadata_max_keys, --http_metadata_max_total_size.
+ *
  * Once every server is listening it logs one line, `Master service started on port N, ...`,
  * listing every effective setting with the ports actually bound (so port 0 is usable by tests).
  * SIGINT/SIGTERM (taken through a signalfd, no handler) stop the servers and exit 0.
@@ -70,9 +75,17 @@ typedef struct master_opts {
     int enable_http_metadata_server;
     char *http_metadata_server_host;
     int64_t http_metadata_server_port;
-    uint64_t default_kv_lease_ttl;    /* ms */
-    uint64_t default_kv_soft_pin_ttl; /* ms */
-    uint64_t max_kv_soft_pin_ttl;     /* ms */
+    uint64_t http_metadata_max_value_size; /* bytes */
+    int64_t http_metadata_max_keys;
+    uint64_t http_metadata_max_total_size; /* bytes */
+    int64_t max_connections;
+    int64_t rpc_conn_timeout_seconds;  /* idle; 0 = never */
+    int64_t rpc_frame_timeout_seconds; /* stalled mid-frame */
+    uint64_t rpc_max_buffered_size;    /* bytes */
+    uint64_t max_segment_size;         /* bytes */
+    uint64_t default_kv_lease_ttl;     /* ms */
+    uint64_t default_kv_soft_pin_ttl;  /* ms */
+    uint64_t max_kv_soft_pin_ttl;      /* ms */
     int allow_evict_soft_pinned_objects;
     double eviction_ratio;
     double eviction_high_watermark_ratio;
@@ -109,6 +122,14 @@ static void opts_default(master_opts_t *o)
     o->metrics_host = any_address;
     o->http_metadata_server_host = any_address;
     o->http_metadata_server_port = 8080;
+    o->http_metadata_max_value_size = MC_HTTP_METADATA_MAX_VALUE;
+    o->http_metadata_max_keys = MC_HTTP_METADATA_DEFAULT_MAX_KEYS;
+    o->http_metadata_max_total_size = MC_HTTP_METADATA_DEFAULT_MAX_TOTAL;
+    o->max_connections = MC_RPC_DEFAULT_MAX_CONNECTIONS;
+    o->rpc_conn_timeout_seconds = MC_RPC_DEFAULT_IDLE_TIMEOUT_MS / 1000;
+    o->rpc_frame_timeout_seconds = MC_RPC_DEFAULT_FRAME_TIMEOUT_MS / 1000;
+    o->rpc_max_buffered_size = MC_RPC_DEFAULT_MAX_BUFFERED;
+    o->max_segment_size = MC_MASTER_DEFAULT_MAX_SEGMENT_SIZE;
     o->default_kv_lease_ttl = 10000;
     o->default_kv_soft_pin_ttl = 1800000;
     o->max_kv_soft_pin_ttl = 86400000;
@@ -154,6 +175,23 @@ static size_t flags_table(master_opts_t *o, mc_flag_t *out, size_t cap)
              "HTTP metadata server bind address"),
         FLAG_INT("http_metadata_server_port", http_metadata_server_port, 0, PORT_MAX,
                  "HTTP metadata server port"),
+        FLAG("http_metadata_max_value_size", MC_FLAG_SIZE, http_metadata_max_value_size,
+             "largest value the HTTP metadata server stores (larger: 413)"),
+        FLAG_INT("http_metadata_max_keys", http_metadata_max_keys, 1, INT32_MAX,
+                 "keys the HTTP metadata server holds at most (a new key beyond: 507)"),
+        FLAG("http_metadata_max_total_size", MC_FLAG_SIZE, http_metadata_max_total_size,
+             "bytes the HTTP metadata server holds at most (beyond: 507)"),
+        FLAG_INT("max_connections", max_connections, 1, 1000000,
+                 "open RPC connections at most; more are accepted and closed"),
+        FLAG_INT("rpc_conn_timeout_seconds", rpc_conn_timeout_seconds, 0, INT32_MAX / 1000,
+                 "an RPC connection with nothing in flight this long is closed (0 = never)"),
+        FLAG_INT("rpc_frame_timeout_seconds", rpc_frame_timeout_seconds, 1, INT32_MAX / 1000,
+                 "an RPC connection stalled this long mid-frame (or not reading its replies) "
+                 "is closed"),
+        FLAG("rpc_max_buffered_size", MC_FLAG_SIZE, rpc_max_buffered_size,
+             "receive-buffer bytes of all RPC connections together (at least 65 MiB)"),
+        FLAG("max_segment_size", MC_FLAG_SIZE, max_segment_size,
+             "a segment mount larger than this is refused"),
         FLAG("default_kv_lease_ttl", MC_FLAG_DURATION_MS, default_kv_lease_ttl,
              "read lease granted by Get/Exist (ms, or with ms|s|m|h)"),
         FLAG("default_kv_soft_pin_ttl", MC_FLAG_DURATION_MS, default_kv_soft_pin_ttl,
@@ -214,7 +252,7 @@ static size_t flags_table(master_opts_t *o, mc_flag_t *out, size_t cap)
 /* Upstream mooncake_master flags that we accept and ignore (one WARNING each). */
 /* clang-format off */
 static const char *const ignored_flags[] = {
-    "rpc_interface", "rpc_conn_timeout_seconds", "rpc_enable_tcp_no_delay",
+    "rpc_interface", "rpc_enable_tcp_no_delay",
     "enable_metric_reporting", "memory_allocator", "allocation_strategy",
     "enable_metadata_cleanup_on_timeout",
     "nof_eviction_ratio", "nof_eviction_high_watermark_ratio", "nof_heartbeat_interval_sec",
@@ -505,6 +543,18 @@ static int validate(master_opts_t *o, char *err, size_t errlen)
         return fail(err, errlen,
                     "--default_kv_soft_pin_ttl=%" PRIu64 " exceeds --max_kv_soft_pin_ttl=%" PRIu64,
                     o->default_kv_soft_pin_ttl, o->max_kv_soft_pin_ttl);
+    if (o->rpc_max_buffered_size < MC_RPC_MIN_BUFFERED)
+        return fail(err, errlen,
+                    "--rpc_max_buffered_size=%" PRIu64 " is below %" PRIu64
+                    " bytes (one largest frame and some room)",
+                    o->rpc_max_buffered_size, (uint64_t)MC_RPC_MIN_BUFFERED);
+    if (o->max_segment_size == 0)
+        return fail(err, errlen, "--max_segment_size must be positive");
+    if (o->http_metadata_max_value_size == 0 ||
+        o->http_metadata_max_value_size > o->http_metadata_max_total_size)
+        return fail(err, errlen,
+                    "--http_metadata_max_value_size must be positive and at most "
+                    "--http_metadata_max_total_size");
     if (o->put_start_release_timeout_sec < o->put_start_discard_timeout_sec)
         return fail(err, errlen,
                     "--put_start_release_timeout_sec=%" PRId64
@@ -560,6 +610,7 @@ static void master_config_from(const master_opts_t *o, mc_master_config_t *c)
     c->offload_max_attempts = (uint32_t)o->offload_max_attempts;
     c->offload_put_wait_ms = o->offload_put_wait_ms;
     c->offloading_queue_limit = (uint64_t)o->offloading_queue_limit;
+    c->max_segment_size = o->max_segment_size;
     const char *backend = o->offload_backend[0] ? backend_canonical(o->offload_backend) : "";
     c->offload_backend = !strcmp(backend, "local")         ? MC_OFFLOAD_BACKEND_LOCAL
                          : !strcmp(backend, "distributed") ? MC_OFFLOAD_BACKEND_DISTRIBUTED
@@ -596,7 +647,11 @@ static void format_settings(const master_opts_t *o, int64_t threads, int metrics
         ", enable_offload=%s, offload_on_evict=%s, offload_backend=%s"
         ", distributed_fs_type=%s, distributed_root_dir=%s, offload_task_timeout_sec=%" PRId64
         ", offload_max_attempts=%" PRId64 ", offload_put_wait_ms=%" PRIu64
-        ", offloading_queue_limit=%" PRId64 ", cluster_secret=%s, config_path=%s, log_dir=%s"
+        ", offloading_queue_limit=%" PRId64 ", max_connections=%" PRId64
+        ", rpc_conn_timeout_seconds=%" PRId64 ", rpc_frame_timeout_seconds=%" PRId64
+        ", rpc_max_buffered_size=%" PRIu64 ", max_segment_size=%" PRIu64
+        ", http_metadata_max_value_size=%" PRIu64 ", http_metadata_max_keys=%" PRId64
+        ", http_metadata_max_total_size=%" PRIu64 ", cluster_secret=%s, config_path=%s, log_dir=%s"
         ", v=%" PRId64 ", version=%s",
         o->max_threads, threads, o->rpc_address, o->metrics_host, metrics_port,
         tf(o->enable_http_metadata_server), o->http_metadata_server_host, http_port,
@@ -607,7 +662,10 @@ static void format_settings(const master_opts_t *o, int64_t threads, int metrics
         o->offload_backend[0] ? backend_canonical(o->offload_backend) : "(from clients)",
         o->distributed_fs_type, o->distributed_root_dir[0] ? o->distributed_root_dir : "(none)",
         o->offload_task_timeout_sec, o->offload_max_attempts, o->offload_put_wait_ms,
-        o->offloading_queue_limit, secret_state(o), o->config_path[0] ? o->config_path : "(none)",
+        o->offloading_queue_limit, o->max_connections, o->rpc_conn_timeout_seconds,
+        o->rpc_frame_timeout_seconds, o->rpc_max_buffered_size, o->max_segment_size,
+        o->http_metadata_max_value_size, o->http_metadata_max_keys, o->http_metadata_max_total_size,
+        secret_state(o), o->config_path[0] ? o->config_path : "(none)",
         o->log_dir[0] ? o->log_dir : "(none)", o->v, MC_VERSION_STRING);
 }
 
@@ -685,11 +743,23 @@ static int servers_start(const master_opts_t *o, master_servers_t *s)
         MC_ERROR("cannot create the master service: %s", mc_error_name(rc));
         return rc;
     }
-    rc = mc_rpc_server_start(s->master, o->rpc_address, rpc_port, (int)threads, s->auth, &s->rpc);
+    mc_rpc_limits_t limits = {
+        .max_connections = (uint32_t)o->max_connections,
+        .idle_timeout_ms = (uint32_t)(o->rpc_conn_timeout_seconds * 1000),
+        .frame_timeout_ms = (uint32_t)(o->rpc_frame_timeout_seconds * 1000),
+        .max_buffered_bytes = o->rpc_max_buffered_size,
+    };
+    mc_http_metadata_limits_t md_limits = {
+        .max_value_bytes = (size_t)o->http_metadata_max_value_size,
+        .max_keys = (size_t)o->http_metadata_max_keys,
+        .max_total_bytes = (size_t)o->http_metadata_max_total_size,
+    };
+    rc = mc_rpc_server_start_limited(s->master, o->rpc_address, rpc_port, (int)threads, &limits,
+                                     s->auth, &s->rpc);
     if (rc == 0 && o->enable_http_metadata_server) {
-        mc_http_metadata_server_options_t mo = {0};
-        mo.cluster_secret = o->cluster_secret;
-        mo.cluster_secret_file = o->cluster_secret_file;
+        mc_http_metadata_server_options_t mo = {.cluster_secret = o->cluster_secret,
+                                                .cluster_secret_file = o->cluster_secret_file,
+                                                .limits = &md_limits};
         rc = mc_http_metadata_server_start_opts(
             o->http_metadata_server_host, (int)o->http_metadata_server_port, &mo, &s->metadata);
     }
@@ -699,7 +769,7 @@ static int servers_start(const master_opts_t *o, master_servers_t *s)
          * own, which is the one asked for. */
         format_settings(o, threads, (int)o->metrics_port, http_port, settings, sizeof(settings));
         mc_admin_http_config_t ac = {o->metrics_host, (int)o->metrics_port, s->master, s->rpc,
-                                     settings};
+                                     settings,        s->metadata};
         rc = mc_admin_http_start(&ac, &s->admin);
         if (rc == 0) /* reads only, but it names every object: the same warning applies */
             mc_auth_warn_open_listener(s->auth, "the admin/metrics HTTP server", o->metrics_host,

@@ -10,7 +10,21 @@
  *                             different body -> 400 "Duplicate rpc_meta key not allowed"
  *   DELETE /metadata?key=K -> 200, 404 when absent
  *   missing key parameter  -> 400;  GET /health -> 200 "OK";  other paths -> 404
- * Values are bounded (MC_HTTP_METADATA_MAX_VALUE bytes, larger -> 413). Thread-safe.
+ *   GET    /metrics        -> 200, Prometheus text: keys, bytes, refusals (our addition)
+ * Limits (mc_http_metadata_limits_t), each refusal counted (mc_http_metadata_stats_t, /metrics)
+ * and logged at most once a second:
+ *   a value above max_value_bytes        -> 413 "value too large" (a declared Content-Length
+ *                                           before the body is read, a chunked body once it
+ *                                           overflows: drained, not stored);
+ *   a new key beyond max_keys            -> 507 "metadata store full: too many keys";
+ *   stored keys and values, plus bodies being received, above max_total_bytes
+ *                                        -> 507 "metadata store full: too many bytes"
+ *                                           (507 Insufficient Storage: the request is fine, the
+ *                                           store has no room; retrying after deletions works);
+ *   more than max_connections open       -> the new connection is accepted and closed;
+ *   a connection idle, or stalled mid-request, for connection_timeout_s -> closed;
+ *   request headers (URL included) above 64 KiB per connection -> refused by libmicrohttpd.
+ * Thread-safe.
  *
  * Cluster secret (docs/security.md): a server started with one accepts a PUT or DELETE only with
  * a header "X-Mooncake-Auth: <nonce>.<mac>" proving the secret over a nonce it issued
@@ -27,14 +41,42 @@
 #define MOONCAKE_HTTP_METADATA_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
+/* Defaults of mc_http_metadata_limits_t. Descriptors are a few KiB (more with many rdma
+ * regions), so these hold thousands of segments. */
 #define MC_HTTP_METADATA_MAX_VALUE (4u << 20)
+#define MC_HTTP_METADATA_DEFAULT_MAX_KEYS 65536u
+#define MC_HTTP_METADATA_DEFAULT_MAX_TOTAL (64u << 20)
+#define MC_HTTP_METADATA_DEFAULT_MAX_CONNECTIONS 1024u
+#define MC_HTTP_METADATA_DEFAULT_TIMEOUT_S 30u
 
 typedef struct mc_http_metadata_server mc_http_metadata_server_t; /* handle */
+
+/* A server's limits; a 0 field takes its default (above). */
+typedef struct mc_http_metadata_limits {
+    size_t max_value_bytes;        /* one value */
+    size_t max_keys;               /* keys held */
+    size_t max_total_bytes;        /* keys + values held + bodies being received */
+    unsigned max_connections;      /* open connections */
+    unsigned connection_timeout_s; /* idle or stalled connection */
+} mc_http_metadata_limits_t;
+
+/* The counters of a server (mc_http_metadata_server_get_stats, GET /metrics). */
+typedef struct mc_http_metadata_stats {
+    uint64_t keys;
+    uint64_t bytes;             /* held: keys, values and per-entry overhead */
+    uint64_t receiving_bytes;   /* PUT bodies being received */
+    uint64_t refused_too_large; /* 413 */
+    uint64_t refused_full;      /* 507: max_keys or max_total_bytes */
+    uint64_t connections_active;
+    uint64_t connections_refused;     /* over max_connections */
+    mc_http_metadata_limits_t limits; /* in force (defaults filled in) */
+} mc_http_metadata_stats_t;
 
 /*
  * Starts serving on host:port (host "0.0.0.0" = every interface; port 0 = any free port).
@@ -43,6 +85,13 @@ typedef struct mc_http_metadata_server mc_http_metadata_server_t; /* handle */
  */
 int mc_http_metadata_server_start(const char *host, int port, mc_http_metadata_server_t **out);
 
+/* The same with limits (NULL or 0 fields: defaults). */
+int mc_http_metadata_server_start_limited(const char *host, int port,
+                                          const mc_http_metadata_limits_t *limits,
+                                          mc_http_metadata_server_t **out);
+void mc_http_metadata_server_get_stats(mc_http_metadata_server_t *server,
+                                       mc_http_metadata_stats_t *out);
+
 /* Options of mc_http_metadata_server_start_opts; zero-initialise. */
 typedef struct mc_http_metadata_server_options {
     /* The cluster secret, from the first set: cluster_secret, cluster_secret_file, then the
@@ -50,6 +99,8 @@ typedef struct mc_http_metadata_server_options {
      * as upstream. mc_http_metadata_server_start() takes it from the environment. */
     const char *cluster_secret;
     const char *cluster_secret_file;
+    /* Limits; NULL = defaults (see mc_http_metadata_limits_t). */
+    const mc_http_metadata_limits_t *limits;
 } mc_http_metadata_server_options_t;
 
 /* As mc_http_metadata_server_start, with options (NULL = defaults). MC_ERR_INVALID_PARAMS also

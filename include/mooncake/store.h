@@ -223,9 +223,20 @@ int mc_store_batch_exist(mc_store_t *store, const char *const *keys, size_t n, i
 int mc_store_remove(mc_store_t *store, const char *key, int force);
 int mc_store_batch_remove(mc_store_t *store, const char *const *keys, size_t n, int force,
                           int *results);
-/* Number of objects removed (leased ones are skipped unless force), or a negative error. */
+/*
+ * Number of objects removed (leased ones are skipped unless force), or a negative error;
+ * MC_ERR_ILLEGAL_CLIENT (-601) when the master does not know this client as live (right after a
+ * master restart, until the client's next ping re-registers it, within a second).
+ */
 int64_t mc_store_remove_all(mc_store_t *store, int force);
-/* POSIX extended regex over keys; count removed or negative (MC_ERR_INVALID_PARAMS: bad regex). */
+/*
+ * Removes the objects whose keys the pattern matches anywhere (a search: anchor with ^ and $).
+ * Patterns are upstream's (ECMAScript std::regex), run by PCRE2 on the master with
+ * ECMAScript-compatible options (src/master/key_regex.h lists the differences). Count removed,
+ * or negative: MC_ERR_INVALID_PARAMS (-600) for a bad pattern, one longer than 4096 bytes, or
+ * one that exceeds the master's per-key match limits on some key (then nothing is removed);
+ * MC_ERR_ILLEGAL_CLIENT as remove_all.
+ */
 int64_t mc_store_remove_by_regex(mc_store_t *store, const char *regex, int force);
 
 /* Registers caller memory for the zero-copy calls; the caller keeps ownership. */
@@ -248,6 +259,10 @@ typedef struct mc_store_offload_stats {
     uint64_t queued;         /* tasks taken, not yet written */
     uint64_t fallback_reads; /* gets served from a disk replica */
     uint64_t served_reads;   /* reads of this client's local files served to others */
+    /* its fetch server's connection limits (offload_server.h), since setup */
+    uint64_t fetch_connections_refused;     /* over the connection limit */
+    uint64_t fetch_connections_idle_closed; /* no request within the idle timeout */
+    uint64_t fetch_connections_stalled;     /* a request not received within 30 s */
 } mc_store_offload_stats_t;
 
 int mc_store_get_offload_stats(mc_store_t *store, mc_store_offload_stats_t *out);

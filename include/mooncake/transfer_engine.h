@@ -36,6 +36,13 @@
  * the connection (RST, no graceful close): bytes still queued are discarded by the kernel,
  * never delivered later (e.g. once a cut link comes back).
  *
+ * Serving limits (tcp): at most config.max_connections (MC_TE_MAX_CONNECTIONS, default 4096)
+ * connections are served; one more is accepted and closed at once, counted, with a WARNING at
+ * most once a second. A connection idle for a second gives up its thread (it is watched by one
+ * poller thread until bytes arrive), so idle pooled connections cost no thread; one idle for
+ * config.idle_timeout_ms (MC_TE_IDLE_TIMEOUT seconds, default 600) is closed, and initiators
+ * check a pooled connection before reusing it. mc_te_get_server_stats counts all of it.
+ *
  * Epochs: a segment's owner may hold an epoch (mc_te_set_epoch(), from the store's master at
  * each mount) and a request may carry one (mc_transfer_req_t.epoch). Where the owner moves the
  * bytes — tcp, and the local path — a request whose epoch is nonzero and differs from the
@@ -81,6 +88,8 @@ typedef struct mc_batch mc_batch_t;                     /* a batch of requests *
 typedef int64_t mc_segment_id_t;                        /* an opened segment */
 
 #define MC_TE_DEFAULT_TIMEOUT_MS 30000
+#define MC_TE_DEFAULT_MAX_CONNECTIONS 4096
+#define MC_TE_DEFAULT_IDLE_TIMEOUT_MS (600 * 1000)
 
 typedef struct mc_transfer_engine_config {
     /* "host:port" this engine serves on; host may be 0.0.0.0; port 0 = any free port. */
@@ -108,7 +117,24 @@ typedef struct mc_transfer_engine_config {
      * An unreadable secret file fails mc_te_create with MC_ERR_INVALID_PARAMS. */
     const char *cluster_secret;
     const char *cluster_secret_file;
+    /* tcp connections served at once; 0 = MC_TE_MAX_CONNECTIONS env, else 4096. */
+    int max_connections;
+    /* A served tcp connection idle this long is closed; 0 = MC_TE_IDLE_TIMEOUT env (seconds),
+     * else 600 s; < 0 = never. */
+    int idle_timeout_ms;
 } mc_transfer_engine_config_t;
+
+/* The tcp server's connection counters (mc_te_get_server_stats). */
+typedef struct mc_te_server_stats {
+    uint64_t connections;             /* open, served */
+    uint64_t threads;                 /* connection threads (the others are parked) */
+    uint64_t connections_refused;     /* over max_connections, since start */
+    uint64_t connections_idle_closed; /* closed after the idle timeout, since start */
+    uint64_t parks;                   /* times an idle connection gave up its thread */
+    uint64_t decode_refused;          /* bodies over their decoding memory budget (process) */
+    uint64_t max_connections;
+    uint64_t idle_timeout_ms; /* 0 = never */
+} mc_te_server_stats_t;
 
 typedef enum mc_transfer_opcode {
     MC_TRANSFER_READ = 0,  /* target -> source */
@@ -165,6 +191,9 @@ const char *mc_te_local_segment_name(const mc_transfer_engine_t *te);
 
 /* The protocol in use: "tcp" or "rdma". */
 const char *mc_te_protocol(const mc_transfer_engine_t *te);
+
+/* Fills *out with the tcp server's counters. 0, or MC_ERR_INVALID_PARAMS for NULL. */
+int mc_te_get_server_stats(mc_transfer_engine_t *te, mc_te_server_stats_t *out);
 
 /*
  * Publishes this engine's segment descriptor to the HTTP metadata service again (a no-op for

@@ -386,8 +386,11 @@ PyMethodDef mcpy_store_meta_methods[] = {
      "-1 on any error (as upstream)."},
     {"remove_by_regex", MCPY_KW(store_remove_by_regex), METH_VARARGS | METH_KEYWORDS,
      "remove_by_regex(regex_pattern, force=False) -> int\n\n"
-     "Removes the objects whose keys match the POSIX extended regex `regex_pattern` (str).\n"
-     "Returns the number removed, or a negative code (-600 invalid regex)."},
+     "Removes the objects whose keys match `regex_pattern` (str) anywhere (anchor with ^ and\n"
+     "$). Upstream's ECMAScript patterns, run by PCRE2 on the master with ECMAScript options.\n"
+     "Returns the number removed, or a negative code: -600 for an invalid pattern, one over\n"
+     "4096 bytes, or one exceeding the master's per-key match limits (nothing is removed then);\n"
+     "-601 when the master does not know this client (just after a master restart)."},
     {"register_buffer", MCPY_KW(store_register_buffer), METH_VARARGS | METH_KEYWORDS,
      "register_buffer(buffer_ptr, size) -> int\n\n"
      "Registers `size` bytes at address `buffer_ptr` (int) for the zero-copy calls (put_from,\n"

@@ -7,6 +7,7 @@
 #include "master_client.h"
 
 #include "mooncake/errors.h"
+#include "pb_decode.h"
 
 #include <stdlib.h>
 
@@ -25,9 +26,9 @@ static int call(mc_rpc_client_t *rpc, uint16_t opcode, const ProtobufCMessage *r
     free(body);
     if (rc != 0)
         return rc;
-    *resp = protobuf_c_message_unpack(reply_desc, NULL, reply_len, reply);
+    rc = mc_pb_decode_reply(reply_desc, reply, reply_len, resp);
     free(reply);
-    return *resp ? 0 : MC_ERR_DESERIALIZE_FAIL;
+    return rc == 0 ? 0 : MC_ERR_DESERIALIZE_FAIL;
 }
 
 int mc_master_call_keys(mc_rpc_client_t *rpc, uint16_t opcode, const Mc__KeysRequest *req,

@@ -206,7 +206,14 @@ void mc_offload_get_stats(mc_offload_t *o, mc_store_offload_stats_t *out)
     out->evicted_files = ws.evicted;
     out->queued = ws.queued;
     out->fallback_reads = atomic_load(&o->fallback_reads);
-    out->served_reads = o->server ? mc_offload_server_served(o->server) : 0;
+    if (o->server) {
+        mc_offload_server_stats_t ss;
+        mc_offload_server_get_stats(o->server, &ss);
+        out->served_reads = ss.served;
+        out->fetch_connections_refused = ss.connections_refused;
+        out->fetch_connections_idle_closed = ss.connections_idle_closed;
+        out->fetch_connections_stalled = ss.connections_stalled;
+    }
 }
 
 void mc_offload_stop(mc_offload_t *o)

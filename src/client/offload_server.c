@@ -23,12 +23,14 @@
 #include "log.h"
 #include "mooncake/errors.h"
 #include "net.h"
+#include "pb_decode.h"
 #include "rpc.h"
 #include "store.pb-c.h"
 #include "te_auth.h"
 
 #include <errno.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -40,6 +42,12 @@
 
 #define SERVER_BACKLOG 64
 #define SERVER_MAX_BODY (64u << 10)
+/* Limits (offload_server.h): connections served at once, how long a connection may wait for its
+ * next request, and how long one request may take to arrive. */
+#define SERVER_MAX_CONNECTIONS 1024
+#define SERVER_IDLE_TIMEOUT_MS (600 * 1000)
+#define SERVER_FRAME_TIMEOUT_MS (30 * 1000)
+#define SERVER_LOG_INTERVAL_MS 1000
 #define STAGING_GRANULE 4096
 #define STAGING_WAIT_MS 5000
 #define FETCH_TIMEOUT_MS 60000
@@ -80,6 +88,8 @@ struct mc_offload_server {
 
     pthread_t accept_thread;
     atomic_uint_fast64_t served;
+    atomic_uint_fast64_t refused, idle_closed, stalled;
+    atomic_uint_fast64_t refuse_logged_ms, stall_logged_ms;
     atomic_uint_fast64_t reclaim_logged_ms; /* rate limit of the reclaim warning */
 };
 
@@ -237,24 +247,54 @@ static void handle_fetch(mc_offload_server_t *s, const Mc__FetchRequest *req,
     atomic_fetch_add(&s->served, 1);
 }
 
+/* Receives one request frame: waits up to the idle timeout for its first byte, then the whole
+ * frame must arrive within the frame timeout. 0 and *body (malloc'd), or -1 to close. */
+static int recv_request(mc_offload_server_t *s, int fd, mc_frame_header_t *h, uint8_t **body)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    int n;
+    while ((n = poll(&p, 1, SERVER_IDLE_TIMEOUT_MS)) < 0 && errno == EINTR)
+        ;
+    if (n == 0)
+        atomic_fetch_add(&s->idle_closed, 1);
+    if (n <= 0)
+        return -1;
+    uint64_t deadline = mc_now_ms() + SERVER_FRAME_TIMEOUT_MS;
+    uint8_t raw[MC_FRAME_HEADER_SIZE];
+    int rc = mc_net_recv_all_by(fd, raw, sizeof(raw), deadline);
+    if (rc == 0 && mc_frame_decode(raw, SERVER_MAX_BODY, h) != 0)
+        return -1;
+    *body = rc == 0 ? malloc(h->body_len ? h->body_len : 1) : NULL;
+    if (rc == 0 && !*body)
+        return -1;
+    if (rc == 0)
+        rc = mc_net_recv_all_by(fd, *body, h->body_len, deadline);
+    if (rc == 0)
+        return 0;
+    if (errno == ETIMEDOUT) {
+        atomic_fetch_add(&s->stalled, 1);
+        if (mc_log_ratelimit(&s->stall_logged_ms, SERVER_LOG_INTERVAL_MS))
+            MC_WARN("offload server %s: closing a connection whose request did not arrive within "
+                    "%d ms",
+                    s->endpoint, SERVER_FRAME_TIMEOUT_MS);
+    }
+    free(*body);
+    *body = NULL;
+    return -1;
+}
+
 /* One request; returns 0 to keep the connection, -1 to close it. */
 static int serve_one(mc_offload_server_t *s, int fd)
 {
-    uint8_t raw[MC_FRAME_HEADER_SIZE];
-    if (mc_net_recv_all(fd, raw, sizeof(raw)) != 0)
-        return -1;
     mc_frame_header_t h;
-    if (mc_frame_decode(raw, SERVER_MAX_BODY, &h) != 0)
+    uint8_t *body = NULL;
+    if (recv_request(s, fd, &h, &body) != 0)
         return -1;
-    uint8_t *body = malloc(h.body_len ? h.body_len : 1);
-    if (!body || mc_net_recv_all(fd, body, h.body_len) != 0) {
-        free(body);
-        return -1;
-    }
     int rc = -1;
     if (h.opcode == MC_RPC_OFFLOAD_FETCH) {
-        Mc__FetchRequest *req = mc__fetch_request__unpack(NULL, h.body_len, body);
-        if (req) {
+        Mc__FetchRequest *req = NULL;
+        if (mc_pb_decode(&mc__fetch_request__descriptor, body, h.body_len,
+                         (ProtobufCMessage **)&req) == 0) {
             Mc__FetchResponse resp = MC__FETCH_RESPONSE__INIT;
             handle_fetch(s, req, &resp);
             rc = send_reply(fd, h.opcode, h.request_id, &resp.base) == 0 ? 0 : -1;
@@ -263,8 +303,9 @@ static int serve_one(mc_offload_server_t *s, int fd)
             mc__fetch_request__free_unpacked(req, NULL);
         }
     } else if (h.opcode == MC_RPC_OFFLOAD_RELEASE) {
-        Mc__ReleaseRequest *req = mc__release_request__unpack(NULL, h.body_len, body);
-        if (req) {
+        Mc__ReleaseRequest *req = NULL;
+        if (mc_pb_decode(&mc__release_request__descriptor, body, h.body_len,
+                         (ProtobufCMessage **)&req) == 0) {
             Mc__CodesResponse resp = MC__CODES_RESPONSE__INIT;
             resp.code = staging_release(s, req->lease_id);
             rc = send_reply(fd, h.opcode, h.request_id, &resp.base) == 0 ? 0 : -1;
@@ -341,6 +382,7 @@ static void *accept_main(void *arg)
             break;
         }
         mc_net_tune_socket(fd);
+        mc_net_set_timeouts(fd, SERVER_FRAME_TIMEOUT_MS); /* replies: a reader that stopped */
         server_conn_t *c = calloc(1, sizeof(*c));
         if (!c) {
             close(fd);
@@ -350,6 +392,20 @@ static void *accept_main(void *arg)
         c->fd = fd;
         pthread_mutex_lock(&s->lock);
         reap_locked(s);
+        size_t open = 0;
+        for (server_conn_t *e = s->conns; e; e = e->next)
+            open++;
+        if (open >= SERVER_MAX_CONNECTIONS) {
+            pthread_mutex_unlock(&s->lock);
+            uint64_t n = atomic_fetch_add(&s->refused, 1) + 1; /* before the close */
+            close(fd);
+            free(c);
+            if (mc_log_ratelimit(&s->refuse_logged_ms, SERVER_LOG_INTERVAL_MS))
+                MC_WARN("offload server %s: %d connections are open, the limit; refusing new "
+                        "ones (%llu refused so far)",
+                        s->endpoint, SERVER_MAX_CONNECTIONS, (unsigned long long)n);
+            continue;
+        }
         if (pthread_create(&c->thread, NULL, conn_main, c) != 0) {
             close(fd);
             free(c);
@@ -427,6 +483,15 @@ const char *mc_offload_server_endpoint(const mc_offload_server_t *s)
 uint64_t mc_offload_server_served(const mc_offload_server_t *s)
 {
     return atomic_load(&s->served);
+}
+
+void mc_offload_server_get_stats(mc_offload_server_t *s, mc_offload_server_stats_t *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->served = atomic_load(&s->served);
+    out->connections_refused = atomic_load(&s->refused);
+    out->connections_idle_closed = atomic_load(&s->idle_closed);
+    out->connections_stalled = atomic_load(&s->stalled);
 }
 
 void mc_offload_server_stop(mc_offload_server_t *s)
@@ -535,9 +600,9 @@ static int call(mc_rpc_client_t *rpc, uint16_t opcode, const ProtobufCMessage *r
     free(body);
     if (rc != 0)
         return rc;
-    *resp = protobuf_c_message_unpack(desc, NULL, reply_len, reply);
+    rc = mc_pb_decode_reply(desc, reply, reply_len, resp);
     free(reply);
-    return *resp ? 0 : MC_ERR_DESERIALIZE_FAIL;
+    return rc == 0 ? 0 : MC_ERR_DESERIALIZE_FAIL;
 }
 
 /*

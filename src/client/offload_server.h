@@ -12,10 +12,14 @@
  * fetch needs the room. RELEASE of a reclaimed lease answers MC_ERR_LEASE_EXPIRED, and the reader
  * then fails the read: it never returns bytes it cannot prove were the object's.
  *
- * Server threads: one accepting, one per connection (readers pool their connections). The
- * staging area is MOONCAKE_OFFLOAD_LOCAL_BUFFER_SIZE_BYTES of segment memory, reserved, not
- * committed; a fetch waits up to 5 s for room, an object larger than the whole area fails with
- * MC_ERR_BUFFER_OVERFLOW.
+ * Server threads: one accepting, one per connection (readers pool their connections). Limits:
+ * at most 1024 connections (one more is accepted and closed, counted, logged at most once a
+ * second); a connection waiting longer than 600 s for its next request is closed (readers check
+ * pooled connections before reuse); a request must arrive whole within 30 s of its first byte,
+ * else the connection is closed (counted); request bodies are at most 64 KiB and decoded within
+ * a memory budget (pb_decode.h). The staging area is MOONCAKE_OFFLOAD_LOCAL_BUFFER_SIZE_BYTES of
+ * segment memory, reserved, not committed; a fetch waits up to 5 s for room, an object larger than
+ * the whole area fails with MC_ERR_BUFFER_OVERFLOW.
  *
  * Thread-safety: every function may be called from any thread; stop once.
  */
@@ -40,6 +44,14 @@ int mc_offload_server_start(const char *host, mc_transfer_engine_t *te,
 const char *mc_offload_server_endpoint(const mc_offload_server_t *s);
 /* Reads served so far. */
 uint64_t mc_offload_server_served(const mc_offload_server_t *s);
+
+typedef struct mc_offload_server_stats {
+    uint64_t served;
+    uint64_t connections_refused;     /* over the connection limit */
+    uint64_t connections_idle_closed; /* no request for the idle timeout */
+    uint64_t connections_stalled;     /* a request not received within the frame timeout */
+} mc_offload_server_stats_t;
+void mc_offload_server_get_stats(mc_offload_server_t *s, mc_offload_server_stats_t *out);
 /* Closes every connection, joins the threads, frees the staging area. NULL is a no-op. */
 void mc_offload_server_stop(mc_offload_server_t *s);
 

@@ -9,8 +9,10 @@
  */
 #include "admin_http.h"
 
+#include "http_guard.h"
 #include "log.h"
 #include "mooncake/errors.h"
+#include "mooncake/http_metadata.h"
 #include "net.h"
 #include "parse.h"
 
@@ -25,6 +27,7 @@
 
 #define ADMIN_BACKLOG 128
 #define ADMIN_CONNECTION_TIMEOUT_S 30u
+#define ADMIN_CONNECTION_MEMORY_LIMIT (32u << 10) /* request line and headers */
 #define ADMIN_QUERY_REPLICAS 32
 #define ADMIN_CONTENT_PROMETHEUS "text/plain; version=0.0.4; charset=utf-8"
 #define ADMIN_CONTENT_TEXT "text/plain; charset=utf-8"
@@ -32,8 +35,10 @@
 
 struct mc_admin_http {
     struct MHD_Daemon *daemon;
+    mc_http_guard_t guard; /* connection cap */
     mc_master_t *master;
     mc_rpc_server_t *rpc;
+    mc_http_metadata_server_t *metadata;
     char *settings;
     uint64_t started_ms;
     int port;
@@ -115,6 +120,51 @@ static void render_offload_metrics(FILE *f, const mc_master_stats_t *st)
            st->checksum_mismatches);
 }
 
+/* The limits of issue 11 (docs/limits.md): what was refused or closed, and the state they bound. */
+static void render_limit_metrics(mc_admin_http_t *a, FILE *f, const mc_master_stats_t *st,
+                                 const mc_rpc_server_stats_t *rs)
+{
+    metric(f, "master_rpc_connections_limit", "gauge", "Open RPC connections allowed.",
+           rs->limits.max_connections);
+    metric(f, "master_rpc_connections_stalled_total", "counter",
+           "RPC connections closed after a partial frame or unread replies made no progress.",
+           rs->connections_stalled);
+    metric(f, "master_rpc_connections_idle_closed_total", "counter",
+           "RPC connections closed after the idle timeout.", rs->connections_idle_closed);
+    metric(f, "master_rpc_buffered_bytes", "gauge",
+           "Receive-buffer bytes reserved by all RPC connections.", rs->buffered_bytes);
+    metric(f, "master_rpc_buffered_bytes_limit", "gauge",
+           "Receive-buffer bytes all RPC connections may reserve.", rs->limits.max_buffered_bytes);
+    metric(f, "master_rpc_buffer_waits_total", "counter",
+           "Times an RPC connection waited for receive-buffer room.", rs->buffer_waits);
+    metric(f, "master_rpc_decode_refused_total", "counter",
+           "Request bodies refused for needing more memory to decode than their budget.",
+           rs->decode_refused);
+    metric(f, "master_remove_by_regex_refused_total", "counter",
+           "RemoveByRegex calls refused because the pattern exceeded a match limit on a key.",
+           st->regex_refused);
+    metric(f, "master_mount_refused_total", "counter",
+           "Segment mounts refused for a size above --max_segment_size.", st->mounts_refused);
+    metric(f, "master_admin_http_connections_refused_total", "counter",
+           "Admin HTTP connections refused over the connection limit.",
+           mc_http_guard_refused(&a->guard));
+    if (!a->metadata)
+        return;
+    mc_http_metadata_stats_t ms;
+    mc_http_metadata_server_get_stats(a->metadata, &ms);
+    metric(f, "master_http_metadata_keys", "gauge", "Keys held by the HTTP metadata server.",
+           ms.keys);
+    metric(f, "master_http_metadata_bytes", "gauge", "Bytes held by the HTTP metadata server.",
+           ms.bytes);
+    metric(f, "master_http_metadata_refused_too_large_total", "counter",
+           "HTTP metadata PUTs refused with 413 (value above --http_metadata_max_value_size).",
+           ms.refused_too_large);
+    metric(f, "master_http_metadata_refused_full_total", "counter",
+           "HTTP metadata PUTs refused with 507 (store full: keys or bytes).", ms.refused_full);
+    metric(f, "master_http_metadata_connections_refused_total", "counter",
+           "HTTP metadata connections refused over the connection limit.", ms.connections_refused);
+}
+
 static void render_metrics(mc_admin_http_t *a, FILE *f)
 {
     mc_master_stats_t st;
@@ -156,6 +206,7 @@ static void render_metrics(mc_admin_http_t *a, FILE *f)
            "RPC connections closed for a malformed frame or body.", rs.protocol_errors);
     metric(f, "master_rpc_auth_refused_total", "counter",
            "RPC connections refused by the cluster-secret check.", rs.auth_refused);
+    render_limit_metrics(a, f, &st, &rs);
 
     fprintf(f, "# HELP master_rpc_requests_total RPC requests handled, by method.\n"
                "# TYPE master_rpc_requests_total counter\n");
@@ -278,6 +329,86 @@ static const char *replica_status_name(mc_replica_status_t s)
     return (unsigned)s < sizeof(names) / sizeof(names[0]) ? names[s] : "UNKNOWN";
 }
 
+/* ---- JSON text from user bytes ------------------------------------------------------------ */
+
+/* Length of the valid UTF-8 sequence at s (1..4), or 0 when the byte at s does not start one
+ * (overlong forms, surrogates and code points above U+10FFFF are invalid, as RFC 3629 says). */
+static size_t utf8_sequence(const unsigned char *s)
+{
+    if (s[0] < 0x80)
+        return 1;
+    size_t n = s[0] >= 0xc2 && s[0] <= 0xdf   ? 2
+               : s[0] >= 0xe0 && s[0] <= 0xef ? 3
+               : s[0] >= 0xf0 && s[0] <= 0xf4 ? 4
+                                              : 0;
+    for (size_t i = 1; i < n; i++) {
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+    }
+    if ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] > 0x9f) ||
+        (s[0] == 0xf0 && s[1] < 0x90) || (s[0] == 0xf4 && s[1] > 0x8f))
+        return 0;
+    return n;
+}
+
+/*
+ * A JSON string of the NUL-terminated bytes `s`: as is when they are valid UTF-8, else with each
+ * byte outside a valid sequence replaced by U+FFFD (*escaped, when not NULL, is set to 1 then).
+ * NULL only when out of memory.
+ */
+static json_t *json_text(const char *s, int *escaped)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t len = strlen(s), bad = 0;
+    for (size_t i = 0; i < len;) {
+        size_t n = utf8_sequence(p + i);
+        bad += n == 0;
+        i += n ? n : 1;
+    }
+    if (escaped)
+        *escaped = bad > 0;
+    if (bad == 0)
+        return json_stringn(s, len);
+    char *out = malloc(len + 2 * bad + 1), *o = out; /* U+FFFD is 3 bytes for 1 */
+    if (!out)
+        return NULL;
+    for (size_t i = 0; i < len;) {
+        size_t n = utf8_sequence(p + i);
+        if (n) {
+            memcpy(o, s + i, n);
+            o += n;
+            i += n;
+        } else {
+            memcpy(o, "\xef\xbf\xbd", 3);
+            o += 3;
+            i++;
+        }
+    }
+    json_t *j = json_stringn(out, (size_t)(o - out));
+    free(out);
+    return j;
+}
+
+/* Sets obj["key"] to the key's text, and obj["key_hex"] to its bytes when the text had to be
+ * escaped. 0, or -1 when out of memory. */
+static int json_set_key(json_t *obj, const char *key)
+{
+    int escaped = 0;
+    if (json_object_set_new(obj, "key", json_text(key, &escaped)) != 0)
+        return -1;
+    if (!escaped)
+        return 0;
+    size_t len = strlen(key);
+    char *hex = malloc(2 * len + 1);
+    if (!hex)
+        return -1;
+    for (size_t i = 0; i < len; i++)
+        snprintf(hex + 2 * i, 3, "%02x", (unsigned char)key[i]);
+    int rc = json_object_set_new(obj, "key_hex", json_string(hex));
+    free(hex);
+    return rc;
+}
+
 static void reply_json(admin_reply_t *r, unsigned int status, json_t *obj)
 {
     r->status = status;
@@ -291,8 +422,10 @@ static void reply_error_json(admin_reply_t *r, unsigned int status, const char *
                              const char *key)
 {
     json_t *o = json_pack("{s:s}", "error", error);
-    if (o && key)
-        json_object_set_new(o, "key", json_string_nocheck(key));
+    if (o && key && json_set_key(o, key) != 0) {
+        json_decref(o);
+        o = NULL;
+    }
     reply_json(r, status, o);
 }
 
@@ -319,16 +452,25 @@ static void route_query_key(mc_admin_http_t *a, struct MHD_Connection *conn, adm
         n = ADMIN_QUERY_REPLICAS;
     json_t *list = json_array();
     for (size_t i = 0; list && i < n; i++) {
-        json_t *o =
-            json_pack("{s:s,s:s,s:s,s:I,s:I}", "type", replica_type_name(reps[i].type), "status",
-                      replica_status_name(reps[i].status), "segment_name", reps[i].segment_name,
-                      "address", (json_int_t)reps[i].address, "size", (json_int_t)reps[i].size);
+        json_t *o = json_pack("{s:s,s:s,s:o,s:I,s:I}", "type", replica_type_name(reps[i].type),
+                              "status", replica_status_name(reps[i].status), "segment_name",
+                              json_text(reps[i].segment_name, NULL), "address",
+                              (json_int_t)reps[i].address, "size", (json_int_t)reps[i].size);
         if (o && reps[i].file_path[0])
-            json_object_set_new(o, "file_path", json_string(reps[i].file_path));
+            json_object_set_new(o, "file_path", json_text(reps[i].file_path, NULL));
         json_array_append_new(list, o);
     }
-    json_t *obj = json_pack("{s:s,s:I,s:I,s:o}", "key", key, "size", (json_int_t)size,
-                            "lease_remaining_ms", (json_int_t)lease, "replicas", list);
+    json_t *obj = json_object();
+    if (!obj || json_set_key(obj, key) != 0 ||
+        json_object_set_new(obj, "size", json_integer((json_int_t)size)) != 0 ||
+        json_object_set_new(obj, "lease_remaining_ms", json_integer((json_int_t)lease)) != 0) {
+        json_decref(list);
+        json_decref(obj);
+        obj = NULL;
+    } else if (json_object_set_new(obj, "replicas", list) != 0) { /* takes list either way */
+        json_decref(obj);
+        obj = NULL;
+    }
     if (!obj)
         reply_error_json(r, MHD_HTTP_INTERNAL_SERVER_ERROR, "cannot encode the reply", NULL);
     else
@@ -439,6 +581,8 @@ int mc_admin_http_start(const mc_admin_http_config_t *config, mc_admin_http_t **
         return MC_ERR_INTERNAL_ERROR;
     a->master = config->master;
     a->rpc = config->rpc;
+    a->metadata = config->metadata;
+    mc_http_guard_init(&a->guard, "admin HTTP", MC_ADMIN_MAX_CONNECTIONS);
     a->started_ms = mc_now_ms();
     if (config->settings && !(a->settings = strdup(config->settings))) {
         free(a);
@@ -453,10 +597,13 @@ int mc_admin_http_start(const mc_admin_http_config_t *config, mc_admin_http_t **
     /* libmicrohttpd owns fd from here: MHD_stop_daemon closes it. */
     unsigned int flags =
         MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC | MHD_USE_ERROR_LOG;
-    a->daemon =
-        MHD_start_daemon(flags, 0, NULL, NULL, admin_handle, a, MHD_OPTION_EXTERNAL_LOGGER,
-                         admin_mhd_log, NULL, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
-                         MHD_OPTION_CONNECTION_TIMEOUT, ADMIN_CONNECTION_TIMEOUT_S, MHD_OPTION_END);
+    a->daemon = MHD_start_daemon(
+        flags, 0, mc_http_guard_accept, &a->guard, admin_handle, a, MHD_OPTION_EXTERNAL_LOGGER,
+        admin_mhd_log, NULL, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
+        MHD_OPTION_CONNECTION_TIMEOUT, ADMIN_CONNECTION_TIMEOUT_S,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)ADMIN_CONNECTION_MEMORY_LIMIT,
+        MHD_OPTION_CONNECTION_LIMIT, MC_HTTP_GUARD_HARD_LIMIT(MC_ADMIN_MAX_CONNECTIONS),
+        MHD_OPTION_NOTIFY_CONNECTION, mc_http_guard_notify, &a->guard, MHD_OPTION_END);
     if (!a->daemon) {
         MC_ERROR("admin HTTP: cannot start serving on %s:%d", config->host ? config->host : "",
                  a->port);

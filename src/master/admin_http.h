@@ -16,9 +16,19 @@
  *                          absent; 400 when `key` is missing or not a valid key
  *   other paths -> 404, other methods -> 405.
  *
+ * Keys are bytes; JSON strings are UTF-8. Every string built from user data (a key, a segment
+ * name, a file path) is written as is when it is valid UTF-8; otherwise each byte that does not
+ * belong to a valid UTF-8 sequence becomes U+FFFD (the replacement character), and an answer
+ * about a key that needed it carries "key_hex": the key's exact bytes as lowercase hex, so the
+ * key can always be recovered. Never a dropped connection.
+ *
+ * Limits: at most MC_ADMIN_MAX_CONNECTIONS open connections (more are accepted and closed,
+ * counted in master_admin_http_connections_refused_total), a connection idle or stalled for
+ * 30 s is closed, request headers of at most 32 KiB per connection.
+ *
  * One libmicrohttpd polling thread serves every connection. Ownership: the server borrows
- * `master` and `rpc` (which must outlive it); `settings` is copied. Thread-safety: start/stop
- * from one thread.
+ * `master`, `rpc` and `metadata` (which must outlive it); `settings` is copied. Thread-safety:
+ * start/stop from one thread.
  */
 #ifndef MC_MASTER_ADMIN_HTTP_H
 #define MC_MASTER_ADMIN_HTTP_H
@@ -28,12 +38,16 @@
 
 typedef struct mc_admin_http mc_admin_http_t; /* handle */
 
+#define MC_ADMIN_MAX_CONNECTIONS 256u
+
 typedef struct mc_admin_http_config {
     const char *host;     /* "0.0.0.0" = every interface */
     int port;             /* 0 = any free port */
     mc_master_t *master;  /* required */
     mc_rpc_server_t *rpc; /* may be NULL: RPC counters read as 0 */
     const char *settings; /* may be NULL: one line of effective settings for /metrics/summary */
+    /* may be NULL: the embedded HTTP metadata server, whose counters /metrics shows */
+    struct mc_http_metadata_server *metadata;
 } mc_admin_http_config_t;
 
 /*

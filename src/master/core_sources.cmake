@@ -1,9 +1,10 @@
 # core_sources.cmake — sources of mc_master_core: the Master Service's logic without networking
 # (object index, per-segment allocator, placement, leases, eviction, liveness, offload tasks and
-# disk replicas).
+# disk replicas, RemoveByRegex patterns on PCRE2).
 set(MC_MASTER_CORE_SOURCES
     ${CMAKE_CURRENT_SOURCE_DIR}/allocator.c
     ${CMAKE_CURRENT_SOURCE_DIR}/object_index.c
+    ${CMAKE_CURRENT_SOURCE_DIR}/key_regex.c
     ${CMAKE_CURRENT_SOURCE_DIR}/eviction.c
     ${CMAKE_CURRENT_SOURCE_DIR}/offload.c
     ${CMAKE_CURRENT_SOURCE_DIR}/master_service.c)

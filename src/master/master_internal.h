@@ -182,6 +182,8 @@ struct mc_master {
 
     uint64_t evicted_keys, eviction_runs, expired_clients, revoked_puts;
     uint64_t checksum_mismatches; /* summed from the clients' reports */
+    uint64_t regex_refused;       /* remove_by_regex calls that hit a pattern limit */
+    uint64_t mounts_refused;      /* mounts above cfg.max_segment_size */
 
     /* offload (offload.c) */
     mc_offloader_t **offloaders;

@@ -53,7 +53,13 @@ typedef struct mc_master_config {
     uint64_t offload_put_wait_ms;     /* 10000: a put short of memory while offloads are
                                          pending retries this long before -200 */
     uint64_t offloading_queue_limit;  /* 50000 tasks per client; beyond, not queued */
+    uint64_t max_segment_size;        /* MC_MASTER_DEFAULT_MAX_SEGMENT_SIZE: a mount of a larger
+                                         segment is refused (MC_ERR_INVALID_PARAMS) */
 } mc_master_config_t;
+
+/* 1 TiB: more memory than one host contributes to a cluster today; a larger mount is refused
+ * (it could only be a mistake or a forged request). mooncake_master --max_segment_size. */
+#define MC_MASTER_DEFAULT_MAX_SEGMENT_SIZE (1ull << 40)
 
 typedef enum mc_offload_backend {
     MC_OFFLOAD_BACKEND_NONE = 0,
@@ -96,7 +102,8 @@ typedef struct mc_segment_info {
  * another client or [base, base+size) of that name overlaps a mounted segment;
  * MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS when the range overlaps memory of an earlier mount of that
  * name that was unmounted (or expired) while read leases covered it: retry once they ran out;
- * MC_ERR_INVALID_PARAMS for size 0, an empty id or name.
+ * MC_ERR_INVALID_PARAMS for size 0 or above config.max_segment_size (counted in
+ * mc_master_stats_t.mounts_refused), an empty client id, segment id or name.
  */
 int mc_master_mount_segment(mc_master_t *m, const char *client_id, const mc_segment_info_t *seg);
 /* After NEED_REMOUNT: mounts each segment (already-mounted ones are kept). */
@@ -105,8 +112,9 @@ int mc_master_remount_segments(mc_master_t *m, const char *client_id, const mc_s
 /*
  * Unmounts: every replica in the segment is dropped (objects left without replicas are removed;
  * PROCESSING objects with an extent there are revoked). Where read leases still cover extents of
- * the segment, its range is fenced until they end (see mount). MC_ERR_SEGMENT_NOT_FOUND when
- * absent.
+ * the segment, its range is fenced until they end (see mount). Only the client that mounted it
+ * may: MC_ERR_ILLEGAL_CLIENT for a NULL or empty client_id, MC_ERR_SEGMENT_NOT_FOUND when absent
+ * or mounted by another client (which is not told apart from absent).
  */
 int mc_master_unmount_segment(mc_master_t *m, const char *client_id, const char *segment_id);
 /*
@@ -122,6 +130,9 @@ uint64_t mc_master_segment_epoch(mc_master_t *m, const char *segment_id);
  */
 int mc_master_ping(mc_master_t *m, const char *client_id, uint64_t *view_version,
                    mc_client_status_t *status);
+/* 1 when client_id names a live client (one that mounted, remounted or registered and has not
+ * expired), else 0. */
+int mc_master_client_is_live(mc_master_t *m, const char *client_id);
 /* A live client's running total of replica reads that failed checksum verification (from its
  * pings); the master sums the increments into mc_master_stats_t.checksum_mismatches. */
 void mc_master_report_checksum_mismatches(mc_master_t *m, const char *client_id, uint64_t total);
@@ -183,9 +194,23 @@ int mc_master_query_key(mc_master_t *m, const char *key, mc_replica_desc_t *out,
 
 /* MC_ERR_OBJECT_HAS_LEASE while leased unless force; MC_ERR_OBJECT_NOT_FOUND when absent. */
 int mc_master_remove(mc_master_t *m, const char *key, int force);
-/* Removes every COMPLETE object (leased ones only with force); returns the count. */
+/*
+ * Removes every COMPLETE object (leased ones only with force); returns the count. The index is
+ * walked a slice (1024 records) per lock hold, so the call never blocks other requests for
+ * longer than one slice. Objects put, removed or leased during the call may or may not be
+ * removed; one present and removable throughout is.
+ */
 int64_t mc_master_remove_all(mc_master_t *m, int force);
-/* POSIX extended regex; count, or MC_ERR_INVALID_PARAMS for a bad pattern. */
+/*
+ * Removes the COMPLETE objects whose key the pattern matches somewhere (key_regex.h: PCRE2 with
+ * ECMAScript-compatible options and per-key work limits); leased ones only with force. Two
+ * phases: every key is matched first (copied out of the index a slice per lock hold, matched
+ * with the lock released), then the matched keys still COMPLETE and removable are removed, a
+ * slice per lock hold. Returns the count, MC_ERR_INVALID_PARAMS for a bad or too long pattern
+ * or one that exceeds a match limit on some key — then nothing at all is removed (the failure
+ * comes in phase 1, before any removal; counted in mc_master_stats_t.regex_refused) — or
+ * MC_ERR_INTERNAL_ERROR when out of memory (nothing removed either).
+ */
 int64_t mc_master_remove_by_regex(mc_master_t *m, const char *regex, int force);
 
 /* ---- offload -------------------------------------------------------------------------------- */
@@ -343,6 +368,8 @@ typedef struct mc_master_stats {
     uint64_t pending_deletions;    /* file deletions waiting for a heartbeat */
     uint64_t fallback_reads;       /* reads served from disk, reported by clients */
     uint64_t checksum_mismatches;  /* replica reads that failed verification, as clients report */
+    uint64_t regex_refused;        /* remove_by_regex calls refused: a pattern limit was hit */
+    uint64_t mounts_refused;       /* mounts refused for a size above max_segment_size */
     int offload_backend;           /* declared, or the first one a client reported */
     char offload_fs_type[16];
 } mc_master_stats_t;

@@ -161,6 +161,36 @@ mc_object_t *mc_index_next(const mc_index_t *idx, size_t *cursor)
     return NULL;
 }
 
+/* The bits of v in reverse order (bit 0 <-> bit 63). */
+static uint64_t reverse_bits(uint64_t v)
+{
+    v = ((v >> 1) & 0x5555555555555555ull) | ((v & 0x5555555555555555ull) << 1);
+    v = ((v >> 2) & 0x3333333333333333ull) | ((v & 0x3333333333333333ull) << 2);
+    v = ((v >> 4) & 0x0f0f0f0f0f0f0f0full) | ((v & 0x0f0f0f0f0f0f0f0full) << 4);
+    v = ((v >> 8) & 0x00ff00ff00ff00ffull) | ((v & 0x00ff00ff00ff00ffull) << 8);
+    v = ((v >> 16) & 0x0000ffff0000ffffull) | ((v & 0x0000ffff0000ffffull) << 16);
+    return (v >> 32) | (v << 32);
+}
+
+size_t mc_index_scan(const mc_index_t *idx, size_t cursor, mc_index_scan_fn fn, void *arg)
+{
+    _Static_assert(sizeof(size_t) == sizeof(uint64_t), "the scan cursor is 64 bits");
+    if (idx->cap == 0)
+        return 0;
+    uint64_t mask = idx->cap - 1, bucket = cursor & mask;
+    /* Records of this bucket sit from slot `bucket` on, before the next empty slot (there is
+     * one: count <= 3/4 cap). */
+    for (uint64_t i = bucket; idx->slots[i].obj; i = (i + 1) & mask) {
+        if ((idx->slots[i].hash & mask) == bucket)
+            fn(arg, idx->slots[i].obj);
+    }
+    /* Increment the bucket number from its highest bit down: the buckets already visited stay a
+     * prefix of the order when the table doubles or halves. */
+    uint64_t v = cursor | ~mask;
+    v = reverse_bits(v) + 1;
+    return (size_t)reverse_bits(v);
+}
+
 size_t mc_index_table_bytes(const mc_index_t *idx)
 {
     return idx->cap * sizeof(mc_index_slot_t);

@@ -94,6 +94,19 @@ void mc_index_replace(mc_index_t *idx, mc_object_t *o, mc_object_t *repl);
  * not change during an iteration (collect first, then remove). */
 mc_object_t *mc_index_next(const mc_index_t *idx, size_t *cursor);
 
+/*
+ * Resumable scan, for walking the map in slices with the master's lock released in between (the
+ * map may grow, shrink and change between two calls). Start with cursor 0; each call hands `fn`
+ * every record whose home bucket is the cursor's and returns the next cursor, 0 when the scan is
+ * complete. Guarantee (the reverse-binary cursor of Redis's dictScan, which holds for linear
+ * probing too because a bucket here is the set of records whose hash has the cursor's low bits):
+ * a record present from the first call to the last is handed out at least once; one added or
+ * removed meanwhile may or may not be; after a shrink a record may be handed out twice. `fn`
+ * must not change the map; collect, then change it between calls.
+ */
+typedef void (*mc_index_scan_fn)(void *arg, mc_object_t *o);
+size_t mc_index_scan(const mc_index_t *idx, size_t cursor, mc_index_scan_fn fn, void *arg);
+
 static inline size_t mc_index_count(const mc_index_t *idx)
 {
     return idx->count;

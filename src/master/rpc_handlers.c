@@ -8,6 +8,9 @@
  * The offload RPCs (heartbeat, results, disk-replica eviction) are batches too; the tasks and
  * deletions a heartbeat hands out are copied into the reply while the master's lock is held.
  *
+ * RemoveAll and RemoveByRegex are served only to a live client (MC_ERR_ILLEGAL_CLIENT otherwise)
+ * and leave one audit line each (peer, client id, objects removed or why refused).
+ *
  * Everything a reply points to (results, replicas, strings) comes from a per-request arena freed
  * once the reply is packed. A PutStart/UpsertStart whose reply would not fit MC_RPC_MAX_BODY is
  * undone (every started put revoked) before MC_ERR_BUFFER_OVERFLOW is returned, so no allocation
@@ -17,9 +20,11 @@
 
 #include "log.h"
 #include "mooncake/errors.h"
+#include "pb_decode.h"
 #include "rpc.h"
 #include "store.pb-c.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,6 +90,20 @@ static void rpc_arena_free(rpc_arena_t *a)
     }
 }
 
+/* ---- decoding ----------------------------------------------------------------------------- */
+
+/*
+ * A request body decoded within its memory budget (pb_decode.h), or NULL when it is malformed or
+ * would need more memory than the budget; the handler then returns MC_ERR_DESERIALIZE_FAIL and
+ * the transport closes the connection (a protocol error; budget refusals are also counted in
+ * mc_pb_decode_refused). Free with the type's __free_unpacked(msg, NULL).
+ */
+static void *rpc_decode(const ProtobufCMessageDescriptor *desc, const uint8_t *body, size_t len)
+{
+    ProtobufCMessage *msg = NULL;
+    return mc_pb_decode(desc, body, len, &msg) == 0 ? msg : NULL;
+}
+
 /* ---- handlers: service, ping, segments --------------------------------------------------- */
 
 static int handle_service_ready(rpc_conn_t *c, uint16_t opcode, uint64_t id, const uint8_t *body,
@@ -97,7 +116,7 @@ static int handle_service_ready(rpc_conn_t *c, uint16_t opcode, uint64_t id, con
 
 static int handle_ping(rpc_conn_t *c, uint16_t opcode, uint64_t id, const uint8_t *body, size_t len)
 {
-    Mc__PingRequest *req = mc__ping_request__unpack(NULL, len, body);
+    Mc__PingRequest *req = rpc_decode(&mc__ping_request__descriptor, body, len);
     if (!req)
         return MC_ERR_DESERIALIZE_FAIL;
     Mc__PingResponse resp = MC__PING_RESPONSE__INIT;
@@ -179,7 +198,7 @@ static int rpc_run_segments(mc_master_t *m, uint16_t opcode, const Mc__SegmentRe
 static int handle_segments(rpc_conn_t *c, uint16_t opcode, uint64_t id, const uint8_t *body,
                            size_t len)
 {
-    Mc__SegmentRequest *req = mc__segment_request__unpack(NULL, len, body);
+    Mc__SegmentRequest *req = rpc_decode(&mc__segment_request__descriptor, body, len);
     if (!req)
         return MC_ERR_DESERIALIZE_FAIL;
     char msg[512] = "";
@@ -369,9 +388,64 @@ static int rpc_keys_code(const Mc__KeysResponse *r)
     return 0;
 }
 
+/* `in` with every byte outside printable ASCII written as \xNN, cut to fit `out`. */
+static const char *rpc_printable(const char *in, char *out, size_t cap)
+{
+    size_t n = 0;
+    for (; *in && n + 5 < cap; in++) {
+        unsigned char ch = (unsigned char)*in;
+        if (ch >= 0x20 && ch < 0x7f && ch != '\\')
+            out[n++] = (char)ch;
+        else
+            n += (size_t)snprintf(out + n, cap - n, "\\x%02x", ch);
+    }
+    out[n] = '\0';
+    return out;
+}
+
+/*
+ * RemoveAll / RemoveByRegex: destructive for every client's objects, so only a live client
+ * (one the master knows through a mount, remount or ping) may call them: anything else gets
+ * MC_ERR_ILLEGAL_CLIENT. Every call leaves one audit line: peer, client id, outcome.
+ */
+static int64_t rpc_remove_many(rpc_conn_t *c, uint16_t opcode, const Mc__KeysRequest *req)
+{
+    mc_master_t *m = mc_rpc_conn_master(c);
+    const char *what = opcode == MC_RPC_REMOVE_ALL ? "RemoveAll" : "RemoveByRegex";
+    char cid[4 * MC_CLIENT_ID_MAX + 8];
+    rpc_printable(req->client_id, cid, sizeof(cid));
+    if (!mc_master_client_is_live(m, req->client_id)) {
+        MC_WARN("audit: %s%s from %s refused: client id \"%s\" is not a live client", what,
+                req->force ? " (force)" : "", mc_rpc_conn_peer(c), cid);
+        return MC_ERR_ILLEGAL_CLIENT;
+    }
+    int64_t n = opcode == MC_RPC_REMOVE_ALL ? mc_master_remove_all(m, req->force)
+                                            : mc_master_remove_by_regex(m, req->regex, req->force);
+    if (n >= 0)
+        MC_INFO("audit: %s%s from %s by client %s removed %" PRId64 " objects", what,
+                req->force ? " (force)" : "", mc_rpc_conn_peer(c), cid, n);
+    else
+        MC_WARN("audit: %s%s from %s by client %s failed: %s", what, req->force ? " (force)" : "",
+                mc_rpc_conn_peer(c), cid, mc_error_name((int)n));
+    return n;
+}
+
+/* A KeysRequest with more keys than MC_RPC_MAX_BATCH is answered before it is decoded. */
+static int rpc_too_many_keys(const uint8_t *body, size_t len)
+{
+    const ProtobufCFieldDescriptor *keys =
+        protobuf_c_message_descriptor_get_field_by_name(&mc__keys_request__descriptor, "keys");
+    return mc_pb_count_field(body, len, keys->id, MC_RPC_MAX_BATCH) > MC_RPC_MAX_BATCH;
+}
+
 static int handle_keys(rpc_conn_t *c, uint16_t opcode, uint64_t id, const uint8_t *body, size_t len)
 {
-    Mc__KeysRequest *req = mc__keys_request__unpack(NULL, len, body);
+    if (rpc_too_many_keys(body, len)) {
+        Mc__KeysResponse refused = MC__KEYS_RESPONSE__INIT;
+        refused.code = MC_ERR_INVALID_PARAMS;
+        return mc_rpc_conn_reply(c, opcode, id, &refused.base, 0);
+    }
+    Mc__KeysRequest *req = rpc_decode(&mc__keys_request__descriptor, body, len);
     if (!req)
         return MC_ERR_DESERIALIZE_FAIL;
     rpc_keys_call_t k = {.master = mc_rpc_conn_master(c), .opcode = opcode, .req = req};
@@ -381,9 +455,7 @@ static int handle_keys(rpc_conn_t *c, uint16_t opcode, uint64_t id, const uint8_
     if (req->n_keys > MC_RPC_MAX_BATCH) {
         k.resp.code = MC_ERR_INVALID_PARAMS;
     } else if (opcode == MC_RPC_REMOVE_ALL || opcode == MC_RPC_REMOVE_BY_REGEX) {
-        int64_t n = opcode == MC_RPC_REMOVE_ALL
-                        ? mc_master_remove_all(k.master, req->force)
-                        : mc_master_remove_by_regex(k.master, req->regex, req->force);
+        int64_t n = rpc_remove_many(c, opcode, req);
         k.resp.code = n < 0 ? (int32_t)n : 0;
         k.resp.count = n < 0 ? 0 : n;
     } else {
@@ -477,7 +549,8 @@ static int rpc_offloader_info(const Mc__OffloadHeartbeatRequest *req, mc_offload
 static int handle_offload_heartbeat(rpc_conn_t *c, uint16_t opcode, uint64_t id,
                                     const uint8_t *body, size_t len)
 {
-    Mc__OffloadHeartbeatRequest *req = mc__offload_heartbeat_request__unpack(NULL, len, body);
+    Mc__OffloadHeartbeatRequest *req =
+        rpc_decode(&mc__offload_heartbeat_request__descriptor, body, len);
     if (!req)
         return MC_ERR_DESERIALIZE_FAIL;
     Mc__OffloadHeartbeatResponse resp = MC__OFFLOAD_HEARTBEAT_RESPONSE__INIT;
@@ -540,7 +613,7 @@ static int rpc_reply_codes(rpc_conn_t *c, uint16_t opcode, uint64_t id, int code
 static int handle_notify_offload(rpc_conn_t *c, uint16_t opcode, uint64_t id, const uint8_t *body,
                                  size_t len)
 {
-    Mc__NotifyOffloadRequest *req = mc__notify_offload_request__unpack(NULL, len, body);
+    Mc__NotifyOffloadRequest *req = rpc_decode(&mc__notify_offload_request__descriptor, body, len);
     if (!req)
         return MC_ERR_DESERIALIZE_FAIL;
     size_t n = req->n_results;
@@ -565,7 +638,7 @@ static int handle_notify_offload(rpc_conn_t *c, uint16_t opcode, uint64_t id, co
 static int handle_evict_disk(rpc_conn_t *c, uint16_t opcode, uint64_t id, const uint8_t *body,
                              size_t len)
 {
-    Mc__EvictDiskRequest *req = mc__evict_disk_request__unpack(NULL, len, body);
+    Mc__EvictDiskRequest *req = rpc_decode(&mc__evict_disk_request__descriptor, body, len);
     if (!req)
         return MC_ERR_DESERIALIZE_FAIL;
     size_t n = req->n_files;

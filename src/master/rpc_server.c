@@ -13,6 +13,14 @@
  * (one allocation per reply). When a peer stops reading its replies and more than
  * MC_RPC_MAX_PENDING_REPLY_BYTES are queued, the connection stops reading until the queue halves.
  *
+ * Limits (rpc_server.h): the acceptor refuses connections over max_connections. Receive buffers
+ * are charged to the server-wide budget max_buffered_bytes (rpc_conn.reserved, server.buffered):
+ * a buffer grows only after its growth, or the whole frame once its header is in, is reserved;
+ * a connection that cannot reserve stops reading (mem_wait) until a sweep finds room. An empty
+ * buffer is freed and its reservation returned at once. Each loop runs a sweep timer that closes
+ * connections stalled mid-frame (frame_timeout_ms without progress) or idle (idle_timeout_ms
+ * with nothing in flight) and resumes the ones waiting for memory.
+ *
  * What a frame means is rpc_handlers.c's business (through rpc_internal.h); this file only moves
  * frames and counts calls per method.
  */
@@ -23,6 +31,7 @@
 #include "log.h"
 #include "mooncake/errors.h"
 #include "net.h"
+#include "pb_decode.h"
 #include "rpc.h"
 #include "rpc_internal.h"
 
@@ -37,15 +46,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 #include <uv.h>
 
 #define RPC_BACKLOG 1024
-#define RPC_READ_CHUNK (64u << 10)     /* bytes offered to each read */
-#define RPC_IDLE_BUFFER_MAX (1u << 20) /* an empty buffer bigger than this is released */
-#define RPC_ACCEPT_BURST 64            /* accepts per readiness event */
-#define RPC_ACCEPT_BACKOFF_MS 100      /* pause accepting after EMFILE and the like */
+#define RPC_READ_CHUNK (64u << 10) /* bytes offered to each read */
+#define RPC_SWEEP_MAX_MS 1000u     /* period of the timeout sweep, at most */
+#define RPC_SWEEP_MIN_MS 10u
+#define RPC_ACCEPT_BURST 64       /* accepts per readiness event */
+#define RPC_ACCEPT_BACKOFF_MS 100 /* pause accepting after EMFILE and the like */
 #define RPC_REJECT_LOG_INTERVAL_MS 1000
 
 /* ---- server state ------------------------------------------------------------------------ */
@@ -66,6 +77,10 @@ struct rpc_conn {
     int authed;  /* proved the cluster secret (servers with one) */
     mc_auth_state_t auth;
     uv_shutdown_t shutdown;
+    /* limits (see the file comment) */
+    size_t reserved;           /* bytes charged to server->buffered; >= cap */
+    int mem_wait;              /* reading stopped: the buffer budget had no room */
+    uint64_t last_progress_ms; /* last byte received or reply written; 0 = not yet swept */
 };
 
 typedef struct rpc_reply {
@@ -84,6 +99,7 @@ struct rpc_worker {
     size_t pending_cap;
     int loop_ready;
     int thread_started;
+    uv_timer_t sweep; /* timeouts, and connections waiting for buffer memory */
     /* worker 0 only: the acceptor */
     uv_poll_t accept_poll;
     uv_timer_t accept_backoff;
@@ -104,9 +120,40 @@ struct mc_rpc_server {
     atomic_uint_fast64_t auth_refused;
     atomic_uint_fast64_t last_reject_log_ms;
     const mc_auth_t *auth; /* borrowed; NULL: no cluster secret */
+    mc_rpc_limits_t limits;
+    atomic_uint_fast64_t buffered; /* sum of every connection's `reserved` */
+    atomic_uint_fast64_t stalled, idle_closed, buffer_waits;
+    atomic_uint_fast64_t last_stall_log_ms, last_wait_log_ms;
     atomic_uint_fast64_t method_total[MC_RPC_METHOD_COUNT];
     atomic_uint_fast64_t method_success[MC_RPC_METHOD_COUNT];
 };
+
+/* ---- receive-buffer budget --------------------------------------------------------------- */
+
+/* Charges c up to `total` reserved bytes; 0, or -1 when the server's budget has no room. */
+static int rpc_reserve(rpc_conn_t *c, size_t total)
+{
+    if (total <= c->reserved)
+        return 0;
+    mc_rpc_server_t *s = c->worker->server;
+    uint64_t more = total - c->reserved;
+    uint64_t cur = atomic_load(&s->buffered);
+    do {
+        if (cur + more > s->limits.max_buffered_bytes)
+            return -1;
+    } while (!atomic_compare_exchange_weak(&s->buffered, &cur, cur + more));
+    c->reserved = total;
+    return 0;
+}
+
+/* Returns c's reservation above `keep` bytes. */
+static void rpc_release_to(rpc_conn_t *c, size_t keep)
+{
+    if (c->reserved <= keep)
+        return;
+    atomic_fetch_sub(&c->worker->server->buffered, c->reserved - keep);
+    c->reserved = keep;
+}
 
 /* ---- connections ------------------------------------------------------------------------- */
 
@@ -114,6 +161,7 @@ static void rpc_conn_closed(uv_handle_t *h)
 {
     rpc_conn_t *c = h->data;
     atomic_fetch_sub(&c->worker->server->active, 1);
+    rpc_release_to(c, 0);
     free(c->buf);
     free(c);
 }
@@ -158,6 +206,7 @@ static void rpc_write_done(uv_write_t *req, int status)
     free(req->data);
     if (c->closing)
         return;
+    c->last_progress_ms = mc_now_ms();
     if (status < 0) {
         MC_VLOG(1, "RPC: write to %s failed: %s", c->peer, uv_strerror(status));
         rpc_conn_close(c);
@@ -342,14 +391,13 @@ static void rpc_conn_process(rpc_conn_t *c)
     }
     if (c->closing)
         return;
-    if (c->start == c->len) {
+    if (c->start == c->len) { /* nothing buffered: give the memory back to the budget */
         c->start = c->len = 0;
-        if (c->cap > RPC_IDLE_BUFFER_MAX) {
-            free(c->buf);
-            c->buf = NULL;
-            c->cap = 0;
-        }
+        free(c->buf);
+        c->buf = NULL;
+        c->cap = 0;
     }
+    rpc_release_to(c, c->cap); /* a completed frame's reservation beyond the buffer */
 }
 
 /*
@@ -362,10 +410,12 @@ static void rpc_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     rpc_conn_t *c = h->data;
     size_t have = c->len - c->start;
     size_t want = RPC_READ_CHUNK;
+    size_t frame = 0; /* the current frame's whole length, once its header is in */
     mc_frame_header_t fh;
     if (have >= MC_FRAME_HEADER_SIZE &&
         mc_frame_decode(c->buf + c->start, MC_RPC_MAX_BODY, &fh) == 0) {
-        size_t missing = MC_FRAME_HEADER_SIZE + (size_t)fh.body_len - have;
+        frame = MC_FRAME_HEADER_SIZE + (size_t)fh.body_len;
+        size_t missing = frame - have;
         size_t step = have > RPC_READ_CHUNK ? have : RPC_READ_CHUNK;
         want = missing > RPC_READ_CHUNK ? missing : RPC_READ_CHUNK;
         if (want > step)
@@ -377,6 +427,13 @@ static void rpc_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
         c->len = have;
     }
     if (c->cap - c->len < want) {
+        /* The whole frame is reserved once its header is in (it starts at offset 0 now), so a
+         * frame that got its reservation can always complete; growth without it waits. */
+        if (rpc_reserve(c, c->len + want > frame ? c->len + want : frame) != 0) {
+            c->mem_wait = 1;
+            *buf = uv_buf_init(NULL, 0); /* read_cb gets UV_ENOBUFS and stops reading */
+            return;
+        }
         uint8_t *nb = realloc(c->buf, c->len + want);
         if (!nb) {
             *buf = uv_buf_init(NULL, 0); /* read_cb gets UV_ENOBUFS */
@@ -393,11 +450,22 @@ static void rpc_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     rpc_conn_t *c = s->data;
     if (nread > 0) {
         c->len += (size_t)nread;
+        c->last_progress_ms = mc_now_ms();
         rpc_conn_process(c);
         return;
     }
     if (nread == 0)
         return;
+    if (nread == UV_ENOBUFS && c->mem_wait) {
+        mc_rpc_server_t *srv = c->worker->server;
+        uv_read_stop(s);
+        atomic_fetch_add(&srv->buffer_waits, 1);
+        if (mc_log_ratelimit(&srv->last_wait_log_ms, RPC_REJECT_LOG_INTERVAL_MS))
+            MC_WARN("RPC: receive buffers hold %" PRIu64 " bytes, the limit is %" PRIu64
+                    " (--rpc_max_buffered_size); %s waits for room",
+                    (uint64_t)atomic_load(&srv->buffered), srv->limits.max_buffered_bytes, c->peer);
+        return;
+    }
     if (nread == UV_ENOBUFS)
         MC_WARN("RPC: closing connection from %s: out of memory for its frame", c->peer);
     else if (nread != UV_EOF)
@@ -451,6 +519,77 @@ static void rpc_conn_open(rpc_worker_t *w, int fd)
         MC_WARN("RPC: cannot read from %s: %s", c->peer, uv_strerror(rc));
         rpc_conn_close(c);
     }
+}
+
+/* ---- the sweep: timeouts and waits for buffer memory ------------------------------------- */
+
+/* 1 when bytes the server has not read yet wait in the kernel for c. */
+static int rpc_conn_has_unread(rpc_conn_t *c)
+{
+    uv_os_fd_t fd;
+    int n = 0;
+    return uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0 && ioctl(fd, FIONREAD, &n) == 0 && n > 0;
+}
+
+/* One connection at sweep time `now` (its loop's thread). */
+static void rpc_sweep_conn(rpc_conn_t *c, uint64_t now)
+{
+    mc_rpc_server_t *s = c->worker->server;
+    if (c->closing)
+        return;
+    if (c->last_progress_ms == 0 || c->mem_wait) {
+        c->last_progress_ms = now; /* new, or waiting on us: its clock starts (again) now */
+        if (c->mem_wait && !c->paused && !c->refused) {
+            c->mem_wait = 0; /* the next read reserves again, or waits again */
+            if (uv_read_start((uv_stream_t *)&c->tcp, rpc_alloc, rpc_read) != 0)
+                rpc_conn_close(c);
+        }
+        return;
+    }
+    uint64_t quiet = now > c->last_progress_ms ? now - c->last_progress_ms : 0;
+    size_t partial = c->len - c->start;
+    size_t unsent = uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp);
+    if (partial > 0 || unsent > 0 || c->paused) {
+        if (quiet < s->limits.frame_timeout_ms)
+            return;
+        atomic_fetch_add(&s->stalled, 1);
+        if (mc_log_ratelimit(&s->last_stall_log_ms, RPC_REJECT_LOG_INTERVAL_MS))
+            MC_WARN("RPC: closing connection from %s: no progress for %" PRIu64 " ms with %zu "
+                    "bytes of a frame received and %zu reply bytes unsent "
+                    "(--rpc_frame_timeout_seconds)",
+                    c->peer, quiet, partial, unsent);
+        rpc_conn_close(c);
+        return;
+    }
+    if (s->limits.idle_timeout_ms == 0 || quiet < s->limits.idle_timeout_ms ||
+        rpc_conn_has_unread(c))
+        return;
+    atomic_fetch_add(&s->idle_closed, 1);
+    MC_VLOG(1, "RPC: closing connection from %s: idle for %" PRIu64 " ms", c->peer, quiet);
+    rpc_conn_close(c);
+}
+
+static void rpc_sweep_walk(uv_handle_t *h, void *arg)
+{
+    if (h->type == UV_TCP && !uv_is_closing(h))
+        rpc_sweep_conn(h->data, *(const uint64_t *)arg);
+}
+
+static void rpc_sweep(uv_timer_t *t)
+{
+    rpc_worker_t *w = t->data;
+    uint64_t now = mc_now_ms();
+    uv_walk(&w->loop, rpc_sweep_walk, &now);
+}
+
+/* The sweep period: a quarter of the shortest timeout, within [10 ms, 1 s]. */
+static uint64_t rpc_sweep_period(const mc_rpc_limits_t *l)
+{
+    uint64_t t = l->frame_timeout_ms;
+    if (l->idle_timeout_ms && l->idle_timeout_ms < t)
+        t = l->idle_timeout_ms;
+    t /= 4;
+    return t < RPC_SWEEP_MIN_MS ? RPC_SWEEP_MIN_MS : t > RPC_SWEEP_MAX_MS ? RPC_SWEEP_MAX_MS : t;
 }
 
 /* ---- workers and the acceptor ------------------------------------------------------------ */
@@ -516,12 +655,13 @@ static void rpc_accept_resume(uv_timer_t *t)
 
 static void rpc_accept_one(mc_rpc_server_t *s, int fd)
 {
-    if (atomic_load(&s->active) >= MC_RPC_MAX_CONNECTIONS) {
+    if (atomic_load(&s->active) >= s->limits.max_connections) {
+        atomic_fetch_add(&s->rejected, 1); /* counted before the peer can see the close */
         close(fd);
-        atomic_fetch_add(&s->rejected, 1);
         if (mc_log_ratelimit(&s->last_reject_log_ms, RPC_REJECT_LOG_INTERVAL_MS))
-            MC_WARN("RPC: %d connections are open, the limit; refusing new ones",
-                    MC_RPC_MAX_CONNECTIONS);
+            MC_WARN("RPC: %u connections are open, the limit (--max_connections); refusing new "
+                    "ones (%" PRIu64 " refused so far)",
+                    s->limits.max_connections, (uint64_t)atomic_load(&s->rejected));
         return;
     }
     atomic_fetch_add(&s->active, 1);
@@ -575,6 +715,10 @@ static int rpc_worker_init(mc_rpc_server_t *s, rpc_worker_t *w, int acceptor)
     w->loop_ready = 1;
     uv_async_init(&w->loop, &w->wakeup, rpc_worker_wakeup);
     w->wakeup.data = w;
+    uv_timer_init(&w->loop, &w->sweep);
+    w->sweep.data = w;
+    uint64_t period = rpc_sweep_period(&s->limits);
+    uv_timer_start(&w->sweep, rpc_sweep, period, period);
     if (!acceptor)
         return 0;
     uv_timer_init(&w->loop, &w->accept_backoff);
@@ -621,10 +765,33 @@ static void rpc_server_free(mc_rpc_server_t *s)
     free(s);
 }
 
+void mc_rpc_limits_default(mc_rpc_limits_t *limits)
+{
+    *limits = (mc_rpc_limits_t){
+        .max_connections = MC_RPC_DEFAULT_MAX_CONNECTIONS,
+        .idle_timeout_ms = MC_RPC_DEFAULT_IDLE_TIMEOUT_MS,
+        .frame_timeout_ms = MC_RPC_DEFAULT_FRAME_TIMEOUT_MS,
+        .max_buffered_bytes = MC_RPC_DEFAULT_MAX_BUFFERED,
+    };
+}
+
 int mc_rpc_server_start(mc_master_t *master, const char *host, int port, int threads,
                         const mc_auth_t *auth, mc_rpc_server_t **out)
 {
-    if (!master || !out || port < 0 || port > 65535 || threads < 1 || threads > MC_RPC_MAX_THREADS)
+    return mc_rpc_server_start_limited(master, host, port, threads, NULL, auth, out);
+}
+
+int mc_rpc_server_start_limited(mc_master_t *master, const char *host, int port, int threads,
+                                const mc_rpc_limits_t *limits, const mc_auth_t *auth,
+                                mc_rpc_server_t **out)
+{
+    mc_rpc_limits_t defaults;
+    mc_rpc_limits_default(&defaults);
+    if (!limits)
+        limits = &defaults;
+    if (!master || !out || port < 0 || port > 65535 || threads < 1 ||
+        threads > MC_RPC_MAX_THREADS || limits->max_connections < 1 ||
+        limits->frame_timeout_ms == 0 || limits->max_buffered_bytes < MC_RPC_MIN_BUFFERED)
         return MC_ERR_INVALID_PARAMS;
     *out = NULL;
     mc_rpc_server_t *s = calloc(1, sizeof(*s));
@@ -638,6 +805,7 @@ int mc_rpc_server_start(mc_master_t *master, const char *host, int port, int thr
     s->auth = auth;
     s->workers = workers;
     s->nworkers = threads;
+    s->limits = *limits;
     s->listen_fd = mc_net_listen_tcp(host, port, RPC_BACKLOG, &s->port);
     if (s->listen_fd < 0) {
         int rc = s->listen_fd; /* mc_net_listen_tcp logged host:port and the reason */
@@ -692,7 +860,13 @@ size_t mc_rpc_server_get_stats(const mc_rpc_server_t *server, mc_rpc_server_stat
             out->connections_rejected = atomic_load(&s->rejected);
             out->protocol_errors = atomic_load(&s->protocol_errors);
             out->auth_refused = atomic_load(&s->auth_refused);
+            out->connections_stalled = atomic_load(&s->stalled);
+            out->connections_idle_closed = atomic_load(&s->idle_closed);
+            out->buffered_bytes = atomic_load(&s->buffered);
+            out->buffer_waits = atomic_load(&s->buffer_waits);
+            out->limits = s->limits;
         }
+        out->decode_refused = mc_pb_decode_refused();
     }
     size_t n = 0;
     for (; methods && n < capacity && n < MC_RPC_METHOD_COUNT; n++) {

@@ -13,6 +13,23 @@
  * MC_RPC_MAX_BATCH keys (or MC_RPC_MAX_SEGMENTS segments) get a whole-request
  * MC_ERR_INVALID_PARAMS reply and the connection stays open.
  *
+ * Limits (mc_rpc_limits_t; mooncake_master flags in brackets):
+ *   - at most max_connections open connections [--max_connections]; one more is accepted and
+ *     closed at once, counted (connections_rejected) with a WARNING at most once a second;
+ *   - a connection holding part of a frame, or replies the peer does not read, that makes no
+ *     progress (no byte received, no reply written) for frame_timeout_ms is closed
+ *     [--rpc_frame_timeout_seconds], counted (connections_stalled);
+ *   - a connection with nothing in flight for idle_timeout_ms is closed
+ * [--rpc_conn_timeout_seconds, upstream's name; 0 = never], counted (connections_idle_closed).
+ * Never one whose next request has already arrived in the kernel, and our clients (rpc.h) check a
+ * pooled connection before reusing it, so a pooled connection is never cut mid-request;
+ *   - the receive buffers of all connections together hold at most max_buffered_bytes
+ *     [--rpc_max_buffered_size]. A frame's whole length is reserved against it once its header
+ *     is in (so reserved frames can always complete); a connection that cannot reserve stops
+ *     being read until memory is released (counted in buffer_waits; it is not timed out while
+ *     it waits, and resumes within one sweep period). An empty buffer is released at once.
+ *   Timeouts are checked by a sweep on each loop (every min(1 s, timeout / 4)).
+ *
  * The process must ignore SIGPIPE (a peer that vanishes mid-reply would otherwise kill it);
  * mooncake_master does.
  *
@@ -23,6 +40,7 @@
 #define MC_MASTER_RPC_SERVER_H
 
 #include "master_service.h"
+#include "rpc.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -30,14 +48,29 @@
 /* Keys in one KeysRequest, segments in one SegmentRequest. */
 #define MC_RPC_MAX_BATCH 65536
 #define MC_RPC_MAX_SEGMENTS 1024
-/* Open connections beyond this are accepted and closed at once (with a rate-limited WARNING). */
-#define MC_RPC_MAX_CONNECTIONS 16384
+/* Defaults of mc_rpc_limits_t. */
+#define MC_RPC_DEFAULT_MAX_CONNECTIONS 4096
+#define MC_RPC_DEFAULT_IDLE_TIMEOUT_MS (600u * 1000)
+#define MC_RPC_DEFAULT_FRAME_TIMEOUT_MS (30u * 1000)
+#define MC_RPC_DEFAULT_MAX_BUFFERED (512ull << 20)
+/* max_buffered_bytes must hold at least one largest frame. */
+#define MC_RPC_MIN_BUFFERED ((uint64_t)MC_RPC_MAX_BODY + (1u << 20))
 /* Unsent reply bytes per connection above which the server stops reading that connection. */
 #define MC_RPC_MAX_PENDING_REPLY_BYTES (64u << 20)
 #define MC_RPC_MAX_THREADS 256
 
 typedef struct mc_rpc_server mc_rpc_server_t; /* handle */
 typedef struct mc_auth mc_auth_t;             /* wire/auth.h */
+
+typedef struct mc_rpc_limits {
+    uint32_t max_connections;    /* >= 1 */
+    uint32_t idle_timeout_ms;    /* nothing in flight; 0 = never */
+    uint32_t frame_timeout_ms;   /* a partial frame or unread replies without progress; > 0 */
+    uint64_t max_buffered_bytes; /* receive buffers of all connections; >= MC_RPC_MIN_BUFFERED */
+} mc_rpc_limits_t;
+
+/* The MC_RPC_DEFAULT_* limits. */
+void mc_rpc_limits_default(mc_rpc_limits_t *limits);
 
 /*
  * Binds host:port (host "0.0.0.0" = every interface; port 0 = any free port), starts `threads`
@@ -51,6 +84,11 @@ typedef struct mc_auth mc_auth_t;             /* wire/auth.h */
  */
 int mc_rpc_server_start(mc_master_t *master, const char *host, int port, int threads,
                         const mc_auth_t *auth, mc_rpc_server_t **out);
+/* The same with explicit limits (NULL = defaults); MC_ERR_INVALID_PARAMS for a limit out of its
+ * range (see mc_rpc_limits_t). */
+int mc_rpc_server_start_limited(mc_master_t *master, const char *host, int port, int threads,
+                                const mc_rpc_limits_t *limits, const mc_auth_t *auth,
+                                mc_rpc_server_t **out);
 /* The port actually bound. */
 int mc_rpc_server_port(const mc_rpc_server_t *server);
 /* Closes every connection, stops and joins the threads, frees the server. NULL is a no-op. */
@@ -67,9 +105,15 @@ typedef struct mc_rpc_method_stats {
 typedef struct mc_rpc_server_stats {
     uint64_t connections_accepted; /* since start */
     uint64_t connections_active;
-    uint64_t connections_rejected; /* over MC_RPC_MAX_CONNECTIONS */
-    uint64_t protocol_errors;      /* connections closed for a malformed frame or body */
-    uint64_t auth_refused;         /* connections refused by the cluster-secret check */
+    uint64_t connections_rejected;    /* over max_connections */
+    uint64_t protocol_errors;         /* connections closed for a malformed frame or body */
+    uint64_t connections_stalled;     /* closed: no progress on a partial frame or replies */
+    uint64_t connections_idle_closed; /* closed: nothing in flight for idle_timeout_ms */
+    uint64_t buffered_bytes;          /* receive-buffer bytes reserved now, all connections */
+    uint64_t buffer_waits;   /* times a connection waited for the max_buffered_bytes budget */
+    uint64_t decode_refused; /* bodies over their decoding memory budget (pb_decode.h) */
+    mc_rpc_limits_t limits;  /* in force */
+    uint64_t auth_refused;   /* connections refused by the cluster-secret check */
 } mc_rpc_server_stats_t;
 
 /* Number of methods; mc_rpc_server_get_methods fills up to that many entries. */

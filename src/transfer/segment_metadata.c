@@ -14,6 +14,7 @@
 
 #include "log.h"
 #include "mooncake/http_metadata.h"
+#include "pb_decode.h"
 #include "transfer.pb-c.h"
 
 #include <jansson.h>
@@ -220,8 +221,8 @@ static int copy_str(char *dst, size_t cap, const char *src)
 int mc_desc_unpack(const uint8_t *buf, size_t len, mc_segment_desc_t *out)
 {
     memset(out, 0, sizeof(*out));
-    Mc__SegmentDesc *msg = mc__segment_desc__unpack(NULL, len, buf);
-    if (!msg)
+    Mc__SegmentDesc *msg = NULL;
+    if (mc_pb_decode_reply(&mc__segment_desc__descriptor, buf, len, (ProtobufCMessage **)&msg) != 0)
         return MC_ERR_DESERIALIZE_FAIL;
     int rc = MC_ERR_DESERIALIZE_FAIL;
     if (copy_str(out->name, sizeof(out->name), msg->name) ||

@@ -18,10 +18,17 @@
  * recv call: a socket timeout restarts on every partial progress, so a trickling peer would
  * never time out). Past it the connection is aborted and the write never acknowledged.
  *
- * Client: a pool of idle connections per peer. A request borrows one, and returns it only when
- * the exchange completed cleanly. A request on a pooled connection that turns out dead is retried
- * once on a fresh connection (reads and writes are idempotent). One deadline (the transfer
- * timeout) bounds the whole slice, retry included.
+ * Server connections: one thread per connection while requests come; a connection idle for
+ * MC_TCP_PARK_AFTER_MS is parked in an epoll set watched by one park thread, which gives it a
+ * thread again when bytes arrive and closes it after the idle timeout. So idle pooled
+ * connections cost a descriptor, not a thread. Beyond max_connections a new connection is
+ * accepted and closed (counted, logged at most once a second).
+ *
+ * Client: a pool of idle connections per peer. A request borrows one (one the server closed
+ * while idle is noticed and dropped first), and returns it only when the exchange completed
+ * cleanly. A request on a pooled connection that turns out dead is retried once on a fresh
+ * connection (reads and writes are idempotent). One deadline (the transfer timeout) bounds the
+ * whole slice, retry included.
  *
  * Failed connections, on both ends, are aborted (SO_LINGER {on, 0}, mc_net_abort), never closed
  * gracefully: a graceful close lets the kernel deliver queued bytes later (after a cut link comes
@@ -32,6 +39,7 @@
 
 #include "frame.h"
 #include "log.h"
+#include "pb_decode.h"
 #include "transfer.pb-c.h"
 
 #include <arpa/inet.h>
@@ -41,6 +49,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -48,6 +58,9 @@
 #define MC_TCP_CONNECT_TIMEOUT_MS 3000
 #define MC_TCP_MAX_CONTROL_BODY (64u << 10)
 #define MC_TCP_MAX_IDLE_PER_PEER 64
+/* A served connection idle this long gives up its thread (parked until bytes arrive). */
+#define MC_TCP_PARK_AFTER_MS 1000
+#define MC_TCP_PARK_SWEEP_MS 1000 /* idle-timeout sweep of parked connections, at most */
 
 /* ---- framing helpers ------------------------------------------------------------------- */
 
@@ -115,9 +128,11 @@ static int recv_status(int fd, uint64_t request_id, uint64_t deadline_ms)
         free(body);
         return MC_ERR_TRANSFER_FAIL;
     }
-    Mc__TransferStatus *st = mc__transfer_status__unpack(NULL, h.body_len, body);
+    Mc__TransferStatus *st = NULL;
+    rc = mc_pb_decode_reply(&mc__transfer_status__descriptor, body, h.body_len,
+                            (ProtobufCMessage **)&st);
     free(body);
-    if (!st)
+    if (rc != 0)
         return MC_ERR_TRANSFER_FAIL;
     rc = st->code;
     if (rc != 0 && st->message && st->message[0])
@@ -128,35 +143,162 @@ static int recv_status(int fd, uint64_t request_id, uint64_t deadline_ms)
 
 /* ---- server ----------------------------------------------------------------------------- */
 
+/* A served connection: threaded (a thread serves it) or parked (idle, in te->park_epfd). */
+typedef struct mc_tcp_conn {
+    int fd;
+    int parked;
+    int in_epoll; /* registered in park_epfd (disarmed while threaded: EPOLLONESHOT) */
+    uint64_t parked_ms;
+} mc_tcp_conn_t;
+
 typedef struct conn_arg {
     mc_transfer_engine_t *te;
     int fd;
+    int resumed; /* a parked connection served again: it proved the cluster secret already */
 } conn_arg_t;
 
-/* Forgets a served connection; one that failed is aborted (RST), never closed gracefully. */
-static void conn_untrack(mc_transfer_engine_t *te, int fd, int failed)
+static void *conn_main(void *p);
+
+/* The table entry of fd (lock held), or NULL. */
+static mc_tcp_conn_t *conn_find_locked(mc_transfer_engine_t *te, int fd)
 {
-    pthread_mutex_lock(&te->conn_lock);
     for (size_t i = 0; i < te->conn_count; i++) {
-        if (te->conn_fds[i] == fd) {
-            te->conn_fds[i] = te->conn_fds[--te->conn_count];
-            break;
-        }
+        if (te->conns[i].fd == fd)
+            return &te->conns[i];
+    }
+    return NULL;
+}
+
+/* Drops fd's entry and closes it (lock held); one that failed is aborted (RST), never closed
+ * gracefully. */
+static void conn_forget_locked(mc_transfer_engine_t *te, int fd, int failed)
+{
+    mc_tcp_conn_t *c = conn_find_locked(te, fd);
+    if (c) {
+        if (c->in_epoll)
+            epoll_ctl(te->park_epfd, EPOLL_CTL_DEL, fd, NULL);
+        *c = te->conns[--te->conn_count];
     }
     if (failed)
         mc_net_abort(fd);
     else
         close(fd);
+}
+
+/* A connection thread ends: its connection is forgotten (closed or aborted). */
+static void conn_untrack(mc_transfer_engine_t *te, int fd, int failed)
+{
+    pthread_mutex_lock(&te->conn_lock);
+    conn_forget_locked(te, fd, failed);
     te->conn_threads--;
     pthread_cond_broadcast(&te->conn_cond);
     pthread_mutex_unlock(&te->conn_lock);
 }
 
+/* Starts a detached thread serving fd (lock held); 0 or -1. */
+static int conn_spawn_locked(mc_transfer_engine_t *te, int fd, int resumed)
+{
+    conn_arg_t *arg = malloc(sizeof(*arg));
+    if (!arg)
+        return -1;
+    *arg = (conn_arg_t){te, fd, resumed};
+    pthread_t tid;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    int rc = pthread_create(&tid, &attr, conn_main, arg);
+    pthread_attr_destroy(&attr);
+    if (rc != 0) {
+        free(arg);
+        return -1;
+    }
+    te->conn_threads++;
+    return 0;
+}
+
+/*
+ * The calling connection thread leaves an idle connection to the park thread and ends. 0 when
+ * parked (the thread must return without touching fd), -1 when it could not be (stopping, or
+ * epoll failed): then the caller keeps serving it.
+ */
+static int conn_park(mc_transfer_engine_t *te, int fd)
+{
+    pthread_mutex_lock(&te->conn_lock);
+    mc_tcp_conn_t *c = conn_find_locked(te, fd);
+    int rc = -1;
+    if (c && !atomic_load(&te->stopping)) {
+        struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT, .data.fd = fd};
+        rc = epoll_ctl(te->park_epfd, c->in_epoll ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, fd, &ev);
+        if (rc == 0) {
+            c->in_epoll = 1;
+            c->parked = 1;
+            c->parked_ms = mc_now_ms();
+            te->conn_threads--;
+            atomic_fetch_add(&te->conns_parked_total, 1);
+            pthread_cond_broadcast(&te->conn_cond);
+        }
+    }
+    pthread_mutex_unlock(&te->conn_lock);
+    return rc;
+}
+
+/* A parked connection became readable (or hung up): a thread serves it again. */
+static void park_wake_conn(mc_transfer_engine_t *te, int fd)
+{
+    pthread_mutex_lock(&te->conn_lock);
+    mc_tcp_conn_t *c = conn_find_locked(te, fd);
+    if (c && c->parked) {
+        c->parked = 0;
+        if (conn_spawn_locked(te, fd, 1) != 0) {
+            MC_ERROR("cannot serve a connection again (out of memory or threads): closing it");
+            conn_forget_locked(te, fd, 1);
+        }
+    }
+    pthread_mutex_unlock(&te->conn_lock);
+}
+
+/* Closes parked connections idle for idle_timeout_ms (nothing is in flight on them). */
+static void park_sweep(mc_transfer_engine_t *te, uint64_t now)
+{
+    if (te->idle_timeout_ms <= 0)
+        return;
+    pthread_mutex_lock(&te->conn_lock);
+    for (size_t i = 0; i < te->conn_count;) {
+        mc_tcp_conn_t *c = &te->conns[i];
+        if (c->parked && now - c->parked_ms >= (uint64_t)te->idle_timeout_ms) {
+            atomic_fetch_add(&te->conns_idle_closed, 1);
+            conn_forget_locked(te, c->fd, 0); /* slot i now holds another connection */
+            continue;
+        }
+        i++;
+    }
+    pthread_mutex_unlock(&te->conn_lock);
+}
+
+static void *park_main(void *p)
+{
+    mc_transfer_engine_t *te = p;
+    int period = te->idle_timeout_ms > 0 && te->idle_timeout_ms / 4 < MC_TCP_PARK_SWEEP_MS
+                     ? (te->idle_timeout_ms / 4 > 10 ? te->idle_timeout_ms / 4 : 10)
+                     : MC_TCP_PARK_SWEEP_MS;
+    struct epoll_event ev[64];
+    while (!atomic_load(&te->stopping)) {
+        int n = epoll_wait(te->park_epfd, ev, 64, period);
+        for (int i = 0; i < n && !atomic_load(&te->stopping); i++) {
+            if (ev[i].data.fd != te->park_wake)
+                park_wake_conn(te, ev[i].data.fd);
+        }
+        park_sweep(te, mc_now_ms());
+    }
+    return NULL;
+}
+
 static int serve_handshake(mc_transfer_engine_t *te, int fd, const mc_frame_header_t *h,
                            const uint8_t *body, uint64_t deadline_ms)
 {
-    Mc__HandshakeRequest *req = mc__handshake_request__unpack(NULL, h->body_len, body);
-    if (!req)
+    Mc__HandshakeRequest *req = NULL;
+    if (mc_pb_decode(&mc__handshake_request__descriptor, body, h->body_len,
+                     (ProtobufCMessage **)&req) != 0)
         return MC_ERR_DESERIALIZE_FAIL;
     MC_VLOG(1, "handshake from %s", req->initiator);
     mc__handshake_request__free_unpacked(req, NULL);
@@ -212,8 +354,9 @@ static int refuse_transfer(mc_transfer_engine_t *te, int fd, const mc_frame_head
 static int serve_transfer(mc_transfer_engine_t *te, int fd, const mc_frame_header_t *h,
                           const uint8_t *body, const char *peer, uint64_t deadline_ms)
 {
-    Mc__TransferHeader *th = mc__transfer_header__unpack(NULL, h->body_len, body);
-    if (!th)
+    Mc__TransferHeader *th = NULL;
+    if (mc_pb_decode(&mc__transfer_header__descriptor, body, h->body_len,
+                     (ProtobufCMessage **)&th) != 0)
         return MC_ERR_DESERIALIZE_FAIL;
     uint64_t addr = th->addr, len = th->length, epoch = th->epoch;
     mc__transfer_header__free_unpacked(th, NULL);
@@ -266,7 +409,7 @@ static void *conn_main(void *p)
 {
     conn_arg_t *arg = p;
     mc_transfer_engine_t *te = arg->te;
-    int fd = arg->fd;
+    int fd = arg->fd, resumed = arg->resumed;
     free(arg);
     char peer[64] = "peer";
     {
@@ -280,8 +423,9 @@ static void *conn_main(void *p)
         }
     }
     int failed = 0;
-    /* With a secret, nothing is served before the peer proved it (wire/auth.h). */
-    if (te->auth &&
+    /* With a secret, nothing is served before the peer proved it (wire/auth.h); a connection
+     * resumed from the park thread proved it when it was accepted. */
+    if (te->auth && !resumed &&
         mc_auth_server(te->auth, fd, "transfer", peer, mc_now_ms() + MC_AUTH_TIMEOUT_MS) != 0) {
         atomic_fetch_add(&te->auth_refused, 1);
         conn_untrack(te, fd, 1);
@@ -289,11 +433,16 @@ static void *conn_main(void *p)
     }
     for (;;) {
         struct pollfd pfd = {.fd = fd, .events = POLLIN};
-        int n = poll(&pfd, 1, -1); /* an idle pooled connection may wait indefinitely */
+        int n = poll(&pfd, 1, MC_TCP_PARK_AFTER_MS);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 || atomic_load(&te->stopping))
             break;
+        /* Idle (pooled by its peer): no thread waits for it; the park thread watches it. */
+        if (n == 0 && conn_park(te, fd) == 0)
+            return NULL;
+        if (n == 0)
+            continue;
         /* A whole request — header, body, write payload, reply — within the transfer timeout
          * from when it started to arrive. */
         uint64_t deadline = mc_now_ms() + (uint64_t)te->timeout_ms;
@@ -366,38 +515,37 @@ static void *accept_main(void *p)
             break;
         }
         mc_net_tune_socket(fd);
-        conn_arg_t *arg = malloc(sizeof(*arg));
         pthread_mutex_lock(&te->conn_lock);
-        int ok = arg != NULL;
-        if (ok && te->conn_count == te->conn_capacity) {
+        if (te->conn_count >= te->max_connections) {
+            pthread_mutex_unlock(&te->conn_lock);
+            uint64_t n = atomic_fetch_add(&te->conns_refused, 1) + 1; /* before the close */
+            close(fd);
+            if (mc_log_ratelimit(&te->last_refuse_log_ms, 1000))
+                MC_WARN("transfer engine on port %d: %u connections are open, the limit "
+                        "(MC_TE_MAX_CONNECTIONS); refusing new ones (%llu refused so far)",
+                        te->listen_port, te->max_connections, (unsigned long long)n);
+            continue;
+        }
+        int ok = 1;
+        if (te->conn_count == te->conn_capacity) {
             size_t cap = te->conn_capacity ? te->conn_capacity * 2 : 16;
-            int *n = realloc(te->conn_fds, cap * sizeof(*n));
-            ok = n != NULL;
+            mc_tcp_conn_t *v = realloc(te->conns, cap * sizeof(*v));
+            ok = v != NULL;
             if (ok) {
-                te->conn_fds = n;
+                te->conns = v;
                 te->conn_capacity = cap;
             }
         }
-        pthread_t tid;
-        pthread_attr_t attr;
-        pthread_attr_init(&attr);
-        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
         if (ok) {
-            arg->te = te;
-            arg->fd = fd;
-            te->conn_fds[te->conn_count++] = fd;
-            te->conn_threads++;
-            if (pthread_create(&tid, &attr, conn_main, arg) != 0) {
+            te->conns[te->conn_count++] = (mc_tcp_conn_t){.fd = fd};
+            if (conn_spawn_locked(te, fd, 0) != 0) {
                 te->conn_count--;
-                te->conn_threads--;
                 ok = 0;
             }
         }
-        pthread_attr_destroy(&attr);
         pthread_mutex_unlock(&te->conn_lock);
         if (!ok) {
             MC_ERROR("cannot serve a new connection (out of memory or threads)");
-            free(arg);
             close(fd);
         }
     }
@@ -407,46 +555,111 @@ static void *accept_main(void *p)
 int mc_tcp_server_start(mc_transfer_engine_t *te, const char *bind_host, int port)
 {
     int bound = 0;
+    te->park_epfd = epoll_create1(EPOLL_CLOEXEC);
+    te->park_wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    struct epoll_event ev = {.events = EPOLLIN, .data.fd = te->park_wake};
+    if (te->park_epfd < 0 || te->park_wake < 0 ||
+        epoll_ctl(te->park_epfd, EPOLL_CTL_ADD, te->park_wake, &ev) != 0) {
+        MC_ERROR("transfer engine: cannot create the idle-connection poller: %s", strerror(errno));
+        mc_tcp_server_stop(te);
+        return MC_ERR_INTERNAL_ERROR;
+    }
     int fd = mc_net_listen_tcp(bind_host, port, 512, &bound);
-    if (fd < 0)
+    if (fd < 0) {
+        mc_tcp_server_stop(te);
         return fd;
+    }
     te->listen_fd = fd;
     te->listen_port = bound;
-    if (pthread_create(&te->accept_thread, NULL, accept_main, te) != 0) {
-        close(fd);
+    if (pthread_create(&te->park_thread, NULL, park_main, te) != 0) {
+        close(te->listen_fd);
         te->listen_fd = -1;
+        mc_tcp_server_stop(te);
+        return MC_ERR_INTERNAL_ERROR;
+    }
+    te->park_started = 1;
+    if (pthread_create(&te->accept_thread, NULL, accept_main, te) != 0) {
+        close(te->listen_fd);
+        te->listen_fd = -1;
+        mc_tcp_server_stop(te);
         return MC_ERR_INTERNAL_ERROR;
     }
     return 0;
 }
 
+/* Works on a partly started server too (listen_fd, park_* may be -1 / unstarted). */
 void mc_tcp_server_stop(mc_transfer_engine_t *te)
 {
-    if (te->listen_fd < 0)
-        return;
     atomic_store(&te->stopping, 1);
-    shutdown(te->listen_fd, SHUT_RDWR);
-    pthread_join(te->accept_thread, NULL);
-    close(te->listen_fd);
-    te->listen_fd = -1;
+    if (te->listen_fd >= 0) {
+        shutdown(te->listen_fd, SHUT_RDWR);
+        pthread_join(te->accept_thread, NULL);
+        close(te->listen_fd);
+        te->listen_fd = -1;
+    }
+    if (te->park_started) {
+        uint64_t one = 1;
+        if (write(te->park_wake, &one, sizeof(one)) < 0)
+            MC_WARN("transfer engine: cannot wake the idle-connection poller: %s", strerror(errno));
+        pthread_join(te->park_thread, NULL);
+        te->park_started = 0;
+    }
+    /* Parked connections have no thread: close them here; threaded ones end on shutdown. */
     pthread_mutex_lock(&te->conn_lock);
-    for (size_t i = 0; i < te->conn_count; i++)
-        shutdown(te->conn_fds[i], SHUT_RDWR);
+    for (size_t i = 0; i < te->conn_count;) {
+        if (te->conns[i].parked) {
+            conn_forget_locked(te, te->conns[i].fd, 0);
+            continue;
+        }
+        shutdown(te->conns[i].fd, SHUT_RDWR);
+        i++;
+    }
     while (te->conn_threads > 0)
         pthread_cond_wait(&te->conn_cond, &te->conn_lock);
     pthread_mutex_unlock(&te->conn_lock);
-    free(te->conn_fds);
-    te->conn_fds = NULL;
+    free(te->conns);
+    te->conns = NULL;
     te->conn_count = te->conn_capacity = 0;
+    if (te->park_wake >= 0)
+        close(te->park_wake);
+    if (te->park_epfd >= 0)
+        close(te->park_epfd);
+    te->park_wake = te->park_epfd = -1;
+}
+
+void mc_tcp_server_get_stats(mc_transfer_engine_t *te, mc_te_server_stats_t *out)
+{
+    pthread_mutex_lock(&te->conn_lock);
+    out->connections = te->conn_count;
+    out->threads = te->conn_threads;
+    pthread_mutex_unlock(&te->conn_lock);
+    out->connections_refused = atomic_load(&te->conns_refused);
+    out->connections_idle_closed = atomic_load(&te->conns_idle_closed);
+    out->parks = atomic_load(&te->conns_parked_total);
+    out->decode_refused = mc_pb_decode_refused();
+    out->max_connections = te->max_connections;
+    out->idle_timeout_ms = te->idle_timeout_ms > 0 ? (uint64_t)te->idle_timeout_ms : 0;
 }
 
 /* ---- client ----------------------------------------------------------------------------- */
 
+/* 1 when an idle pooled connection is still usable: nothing to read (no FIN from a server that
+ * closed it after its idle timeout), not hung up. */
+static int pool_usable(int fd)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN | POLLRDHUP};
+    return poll(&p, 1, 0) == 0;
+}
+
 static int pool_get(mc_transfer_engine_t *te, mc_peer_t *peer, int *pooled, uint64_t deadline_ms)
 {
     pthread_mutex_lock(&peer->lock);
-    if (peer->idle_count > 0) {
+    while (peer->idle_count > 0) {
         int fd = peer->idle_fds[--peer->idle_count];
+        if (!pool_usable(fd)) {
+            close(fd); /* the peer closed it while idle; nothing of ours is queued on it */
+            continue;
+        }
         pthread_mutex_unlock(&peer->lock);
         *pooled = 1;
         return fd;

@@ -83,6 +83,14 @@ static int configure(mc_transfer_engine_t *te, const mc_transfer_engine_config_t
     te->slice_bytes = (uint64_t)env_int("MC_SLICE_SIZE", (int)MC_TE_DEFAULT_SLICE_BYTES);
     te->worker_count =
         cfg->worker_threads > 0 ? (size_t)cfg->worker_threads : (size_t)MC_TE_DEFAULT_WORKERS;
+    te->max_connections =
+        cfg->max_connections > 0
+            ? (unsigned)cfg->max_connections
+            : (unsigned)env_int("MC_TE_MAX_CONNECTIONS", MC_TE_DEFAULT_MAX_CONNECTIONS);
+    te->idle_timeout_ms =
+        cfg->idle_timeout_ms != 0
+            ? cfg->idle_timeout_ms
+            : env_int("MC_TE_IDLE_TIMEOUT", MC_TE_DEFAULT_IDLE_TIMEOUT_MS / 1000) * 1000;
     mc_net_host_id(te->host_id);
     return 0;
 }
@@ -193,6 +201,7 @@ int mc_te_create(const mc_transfer_engine_config_t *config, mc_transfer_engine_t
     if (!te)
         return MC_ERR_INTERNAL_ERROR;
     te->listen_fd = -1;
+    te->park_epfd = te->park_wake = -1;
     te->shm_listen_fd = -1;
     mc_registry_init(&te->registry);
     pthread_mutex_init(&te->conn_lock, NULL);
@@ -310,6 +319,15 @@ const char *mc_te_local_segment_name(const mc_transfer_engine_t *te)
 const char *mc_te_protocol(const mc_transfer_engine_t *te)
 {
     return te ? te->protocol : "";
+}
+
+int mc_te_get_server_stats(mc_transfer_engine_t *te, mc_te_server_stats_t *out)
+{
+    if (!te || !out)
+        return MC_ERR_INVALID_PARAMS;
+    memset(out, 0, sizeof(*out));
+    mc_tcp_server_get_stats(te, out);
+    return 0;
 }
 
 int mc_te_set_epoch(mc_transfer_engine_t *te, uint64_t epoch)

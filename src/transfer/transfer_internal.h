@@ -193,17 +193,28 @@ struct mc_transfer_engine {
 
     mc_segment_registry_t registry;
 
-    /* tcp server */
+    /* tcp server (tcp_transport.c). A served connection has a thread while a request may come
+     * soon; idle longer than MC_TCP_PARK_AFTER_MS it is parked in park_epfd without a thread,
+     * and the park thread gives it one again when bytes arrive (or closes it after
+     * idle_timeout_ms). */
     int listen_fd;
     int listen_port;
     pthread_t accept_thread;
-    pthread_mutex_t conn_lock; /* guards conn_fds, conn_count, stopping */
-    int *conn_fds;
+    pthread_mutex_t conn_lock; /* guards conns, conn_count, conn_threads */
+    struct mc_tcp_conn *conns; /* every served connection, threaded or parked */
     size_t conn_count, conn_capacity;
     size_t conn_threads;               /* live connection threads */
     atomic_uint_fast64_t auth_refused; /* tcp and shm connections refused by the secret check */
     pthread_cond_t conn_cond;
     atomic_int stopping;
+    unsigned max_connections; /* more are accepted and closed */
+    int idle_timeout_ms;      /* a parked connection idle this long is closed; <= 0 never */
+    int park_epfd;            /* epoll of the parked connections (-1 before start) */
+    int park_wake;            /* eventfd: stops the park thread */
+    pthread_t park_thread;
+    int park_started;
+    atomic_uint_fast64_t conns_refused, conns_idle_closed, conns_parked_total;
+    atomic_uint_fast64_t last_refuse_log_ms;
 
     /* shm server */
     int shm_listen_fd;
@@ -259,6 +270,7 @@ int mc_peer_refresh(mc_transfer_engine_t *te, mc_peer_t *peer, uint64_t deadline
 
 int mc_tcp_server_start(mc_transfer_engine_t *te, const char *bind_host, int port);
 void mc_tcp_server_stop(mc_transfer_engine_t *te);
+void mc_tcp_server_get_stats(mc_transfer_engine_t *te, mc_te_server_stats_t *out);
 /*
  * One read or write of [remote, remote+len) of the peer, through a pooled connection, carrying
  * `epoch` (0 = unchecked) for the owner to check. Bounded by the transfer timeout as a whole.

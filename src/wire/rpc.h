@@ -5,7 +5,8 @@
  *
  * The client side is a small pool of blocking connections to one server address, safe to share
  * between threads: a call borrows an idle connection (or opens one, connect timeout 3 s), and a
- * connection that failed is closed, never reused. A call fails with MC_ERR_RPC_FAIL when the
+ * connection that failed is closed, never reused. An idle connection the server closed (idle
+ * timeout) is noticed before reuse and dropped. A call fails with MC_ERR_RPC_FAIL when the
  * server is unreachable or closed the connection, MC_ERR_RPC_TIMEOUT when it did not answer in
  * the call timeout (default 10 s), MC_ERR_DESERIALIZE_FAIL for a malformed reply,
  * MC_ERR_ILLEGAL_CLIENT when the server requires a cluster secret this client does not prove.

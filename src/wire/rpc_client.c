@@ -2,6 +2,13 @@
  * rpc_client.c — blocking request/response calls to one RPC server, over a pool of connections
  * (rpc.h). Each call borrows an idle connection or opens one, sends one frame, reads one reply
  * frame, and returns the connection to the pool only after a clean exchange.
+ *
+ * Servers close connections idle too long (the master's --rpc_conn_timeout_seconds). A pooled
+ * connection is therefore checked before reuse: one the server closed (readable: its FIN, or
+ * any unexpected byte; or hung up) is dropped for the next, so a call never starts on a
+ * connection the server already gave up. The one retry on a fresh connection covers a close
+ * that races the check (the server closes an idle connection only when no request of it has
+ * arrived, so the request was not executed).
  */
 #include "rpc.h"
 
@@ -13,6 +20,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -78,13 +86,23 @@ void mc_rpc_client_destroy(mc_rpc_client_t *c)
     free(c);
 }
 
+/* 1 when an idle pooled connection is still usable: nothing to read (no FIN), not hung up. */
+static int idle_usable(int fd)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN | POLLRDHUP};
+    return poll(&p, 1, 0) == 0;
+}
+
 static int borrow(mc_rpc_client_t *c)
 {
     pthread_mutex_lock(&c->lock);
-    if (c->idle_count > 0) {
+    while (c->idle_count > 0) {
         int fd = c->idle[--c->idle_count];
-        pthread_mutex_unlock(&c->lock);
-        return fd;
+        if (idle_usable(fd)) {
+            pthread_mutex_unlock(&c->lock);
+            return fd;
+        }
+        close(fd); /* closed by the server while idle */
     }
     pthread_mutex_unlock(&c->lock);
     int fd = mc_net_connect_tcp(c->host, c->port, MC_RPC_CONNECT_TIMEOUT_MS);

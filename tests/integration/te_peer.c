@@ -14,6 +14,7 @@
  */
 #include "mooncake/transfer_engine.h"
 
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -39,6 +40,13 @@ int main(int argc, char **argv)
     mc_transfer_engine_config_t cfg = {.local_server_name = argv[1],
                                        .metadata_server = argv[2],
                                        .protocol = argc == 6 ? argv[5] : "tcp"};
+    /* The engine's threads inherit a mask blocking the stop signals, so they always reach this
+     * thread and interrupt its read of stdin (a signal taken by another thread would not). */
+    sigset_t stops;
+    sigemptyset(&stops);
+    sigaddset(&stops, SIGTERM);
+    sigaddset(&stops, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &stops, NULL);
     mc_transfer_engine_t *te;
     int rc = mc_te_create(&cfg, &te);
     if (rc != 0) {
@@ -60,6 +68,7 @@ int main(int argc, char **argv)
     struct sigaction sa = {.sa_handler = on_signal};
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
+    pthread_sigmask(SIG_UNBLOCK, &stops, NULL);
     printf("READY %s %llu %zu %llu %zu\n", mc_te_local_segment_name(te),
            (unsigned long long)(uintptr_t)shm, shm_bytes, (unsigned long long)(uintptr_t)plain,
            plain_bytes);

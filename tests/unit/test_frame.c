@@ -15,7 +15,11 @@
 
 #include "frame.h"
 #include "mooncake/errors.h"
+#include "pb_decode.h"
+#include "store.pb-c.h"
 #include "transfer.pb-c.h"
+
+#include <stdio.h>
 
 /* xorshift64*: a fixed seed keeps the random-header test reproducible. */
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
@@ -181,6 +185,121 @@ static void test_transfer_header_truncated_prefixes_never_crash(void **state)
     free(full);
 }
 
+/* ---- decoding within a memory budget (pb_decode.h) ---------------------------------------- */
+
+/* A body of n bytes of "\x12\x00": field 2 (keys), empty, again and again. */
+static uint8_t *empty_keys_body(size_t n)
+{
+    uint8_t *b = malloc(n);
+    assert_non_null(b);
+    for (size_t i = 0; i < n; i += 2) {
+        b[i] = 0x12;
+        b[i + 1] = 0x00;
+    }
+    return b;
+}
+
+static void test_decode_refuses_a_body_of_empty_strings_over_its_budget(void **state)
+{
+    size_t n = 8u << 20; /* 4 million empty keys: a few hundred MiB decoded */
+    uint8_t *body = empty_keys_body(n);
+    uint64_t refused = mc_pb_decode_refused();
+    ProtobufCMessage *msg = NULL;
+    assert_int_equal(mc_pb_decode(&mc__keys_request__descriptor, body, n, &msg),
+                     MC_ERR_BUFFER_OVERFLOW);
+    assert_null(msg);
+    assert_int_equal(mc_pb_decode_refused(), refused + 1);
+    assert_int_equal(mc_pb_count_field(body, n, 2, 65536), 65537); /* stops past the max */
+    assert_int_equal(mc_pb_count_field(body, 1000, 2, 65536), 500);
+    assert_int_equal(mc_pb_count_field(body, n, 3, 65536), 0);
+    /* Not over budget, just malformed: a string running past the end. */
+    uint8_t bad[] = {0x12, 0x05, 'a'};
+    assert_int_equal(mc_pb_decode(&mc__keys_request__descriptor, bad, sizeof(bad), &msg),
+                     MC_ERR_DESERIALIZE_FAIL);
+    assert_int_equal(mc_pb_count_field(bad, sizeof(bad), 2, 10), 0);
+    free(body);
+}
+
+static void test_decode_fits_the_largest_legitimate_requests(void **state)
+{
+    enum { KEYS = 65536 };
+    /* The batch limit of one-byte keys, with a size and a checksum each. */
+    char **keys = calloc(KEYS, sizeof(*keys));
+    uint64_t *sizes = calloc(KEYS, sizeof(*sizes));
+    uint32_t *crcs = calloc(KEYS, sizeof(*crcs));
+    char *text = malloc((size_t)KEYS * 2);
+    assert_true(keys && sizes && crcs && text);
+    for (size_t i = 0; i < KEYS; i++) {
+        text[2 * i] = (char)('a' + i % 26);
+        text[2 * i + 1] = '\0';
+        keys[i] = &text[2 * i];
+        sizes[i] = i;
+        crcs[i] = (uint32_t)i * 2654435761u;
+    }
+    Mc__KeysRequest req = MC__KEYS_REQUEST__INIT;
+    req.client_id = (char *)"client";
+    req.keys = keys;
+    req.n_keys = KEYS;
+    req.sizes = sizes;
+    req.n_sizes = KEYS;
+    req.checksums = crcs;
+    req.n_checksums = KEYS;
+    size_t len = mc__keys_request__get_packed_size(&req);
+    uint8_t *buf = malloc(len);
+    assert_non_null(buf);
+    mc__keys_request__pack(&req, buf);
+    Mc__KeysRequest *out = NULL;
+    assert_int_equal(
+        mc_pb_decode(&mc__keys_request__descriptor, buf, len, (ProtobufCMessage **)&out), 0);
+    assert_int_equal(out->n_keys, KEYS);
+    assert_int_equal(mc_pb_count_field(buf, len, 2, KEYS), KEYS);
+    mc__keys_request__free_unpacked(out, NULL);
+    free(buf);
+    free(keys);
+    free(sizes);
+    free(crcs);
+    free(text);
+}
+
+static void test_decode_fits_a_64_mib_reply_of_replica_lists(void **state)
+{
+    enum { KEYS = 65536, REPLICAS = 16 };
+    Mc__Replica rep = MC__REPLICA__INIT;
+    rep.segment_name = (char *)"10.0.0.1:12345";
+    rep.address = 0x7f0000001000ull;
+    rep.size = 1u << 20;
+    rep.epoch = 0x1234567800000001ull;
+    rep.has_checksum = 1;
+    rep.checksum = 0xdeadbeef;
+    Mc__Replica *reps[REPLICAS];
+    for (int i = 0; i < REPLICAS; i++)
+        reps[i] = &rep;
+    Mc__KeyResult res = MC__KEY_RESULT__INIT;
+    res.replicas = reps;
+    res.n_replicas = REPLICAS;
+    res.size = 1u << 20;
+    Mc__KeyResult **results = calloc(KEYS, sizeof(*results));
+    assert_non_null(results);
+    for (size_t i = 0; i < KEYS; i++)
+        results[i] = &res;
+    Mc__KeysResponse resp = MC__KEYS_RESPONSE__INIT;
+    resp.results = results;
+    resp.n_results = KEYS;
+    size_t len = mc__keys_response__get_packed_size(&resp);
+    assert_true(len <= (64u << 20)); /* what the master may send */
+    uint8_t *buf = malloc(len);
+    assert_non_null(buf);
+    mc__keys_response__pack(&resp, buf);
+    Mc__KeysResponse *out = NULL;
+    assert_int_equal(
+        mc_pb_decode_reply(&mc__keys_response__descriptor, buf, len, (ProtobufCMessage **)&out), 0);
+    assert_int_equal(out->n_results, KEYS);
+    assert_int_equal(out->results[KEYS - 1]->n_replicas, REPLICAS);
+    mc__keys_response__free_unpacked(out, NULL);
+    free(buf);
+    free(results);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -193,6 +312,9 @@ int main(void)
         cmocka_unit_test(test_frame_random_headers_never_pass_with_bad_magic),
         cmocka_unit_test(test_transfer_header_round_trip),
         cmocka_unit_test(test_transfer_header_truncated_prefixes_never_crash),
+        cmocka_unit_test(test_decode_refuses_a_body_of_empty_strings_over_its_budget),
+        cmocka_unit_test(test_decode_fits_the_largest_legitimate_requests),
+        cmocka_unit_test(test_decode_fits_a_64_mib_reply_of_replica_lists),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -393,6 +393,28 @@ static void test_remove_by_regex(void **state)
     mc_master_destroy(m);
 }
 
+/* A pattern that exceeds the match limit on one key fails the call before anything is removed. */
+static void test_remove_by_regex_over_the_match_limit_removes_nothing(void **state)
+{
+    mc_master_t *m = new_quiet_master();
+    mount(m, "client-a", "seg-a", "host-a:1", 1 * MiB);
+    char evil[225];
+    memset(evil, 'a', 222);
+    strcpy(evil + 222, "!b");
+    assert_int_equal(put(m, "c", "aab", 100, NULL), 0); /* matches quickly */
+    assert_int_equal(put(m, "c", evil, 100, NULL), 0);
+    assert_int_equal(mc_master_remove_by_regex(m, "(a*)*\\1b", 1), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(stats(m).key_count, 2);
+    assert_int_equal(stats(m).regex_refused, 1);
+    char longest[5000];
+    memset(longest, 'x', sizeof(longest) - 1);
+    longest[sizeof(longest) - 1] = '\0';
+    assert_int_equal(mc_master_remove_by_regex(m, longest, 1), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_master_remove_by_regex(m, "^a+b$", 1), 1); /* ECMAScript-style search */
+    assert_int_equal(stats(m).key_count, 1);
+    mc_master_destroy(m);
+}
+
 /* ---- pins and eviction ---------------------------------------------------------------------- */
 
 static void test_soft_pin_parameters_are_validated(void **state)
@@ -573,6 +595,13 @@ static void test_mount_rules(void **state)
     assert_int_equal(mc_master_mount_segment(m, "client-a", &s), MC_ERR_INVALID_PARAMS);
     assert_int_equal(mc_master_unmount_segment(m, "client-a", "nope"), MC_ERR_SEGMENT_NOT_FOUND);
     assert_int_equal(mc_master_unmount_segment(m, "client-b", "seg-a"), MC_ERR_SEGMENT_NOT_FOUND);
+    assert_int_equal(mc_master_unmount_segment(m, "", "seg-a"), MC_ERR_ILLEGAL_CLIENT);
+    assert_int_equal(mc_master_unmount_segment(m, NULL, "seg-a"), MC_ERR_ILLEGAL_CLIENT);
+    s = segment("seg-huge", "host-h:1", MC_MASTER_DEFAULT_MAX_SEGMENT_SIZE + 1);
+    assert_int_equal(mc_master_mount_segment(m, "client-a", &s), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(stats(m).mounts_refused, 1);
+    s = segment("seg-anon", "host-h:1", 1 * MiB);
+    assert_int_equal(mc_master_mount_segment(m, "", &s), MC_ERR_INVALID_PARAMS);
 
     mc_segment_info_t list[4];
     assert_int_equal(mc_master_list_segments(m, list, 4), 2);
@@ -1030,6 +1059,7 @@ int main(void)
         cmocka_unit_test(test_zero_lease_ttl_lets_remove_follow_get),
         cmocka_unit_test(test_remove_all_counts_and_skips_leased),
         cmocka_unit_test(test_remove_by_regex),
+        cmocka_unit_test(test_remove_by_regex_over_the_match_limit_removes_nothing),
         cmocka_unit_test(test_soft_pin_parameters_are_validated),
         cmocka_unit_test(test_eviction_takes_oldest_lease_first_and_soft_pinned_last),
         cmocka_unit_test(test_eviction_at_high_watermark_keeps_protected_objects),
