@@ -6,8 +6,9 @@
  * (PutEnd) — or gives the space back (PutRevoke) if any write failed. A get asks for the complete
  * replicas (GetReplicaList, which grants a read lease), reads from the best one straight into the
  * caller's buffer, falls back to the other replicas if that read fails, and refuses the result if
- * the lease ran out before the bytes were in (the extent may have been reused). Batches make one
- * master call per phase and one Transfer Engine batch for all their bytes.
+ * the lease ran out before the bytes were in (the extent may have been reused); then it gives the
+ * leases back (lease_release.h), so the memory of an object removed meanwhile is free at once.
+ * Batches make one master call per phase and one Transfer Engine batch for all their bytes.
  *
  * With offload (offload.h), a get whose key has no readable memory replica left reads a disk
  * replica instead (a DFS file directly, a LOCAL_DISK file through its owner), and a put that
@@ -27,6 +28,7 @@
 #include "mooncake/transfer_engine.h"
 #include "net.h"
 #include "checksum.h"
+#include "lease_release.h"
 #include "offload.h"
 
 #include <errno.h>
@@ -63,6 +65,7 @@ struct mc_store {
     mc_rpc_client_t *rpc;
     mc_auth_t *auth; /* the cluster secret, NULL = none (wire/auth.h) */
     mc_offload_t *offload;
+    mc_lease_releaser_t *releases; /* read leases this client is done with */
     void *segment;
     void *local_buffer;
     atomic_int closed;
@@ -679,6 +682,9 @@ static int read_objects(mc_store_t *s, const char *const *keys, void *const *buf
         }
     }
 done:
+    /* Done with the bytes, whatever the outcome: the leases go back. */
+    for (size_t j = 0; resp && j < resp->n_results; j++)
+        mc_lease_releaser_add(s->releases, ks[j], resp->results[j]->lease_id);
     if (resp)
         mc__keys_response__free_unpacked(resp, NULL);
     free(reqs);
@@ -1325,6 +1331,9 @@ static int setup_checked(mc_store_t *s, const mc_store_config_t *c)
     if (rc != 0)
         return rc;
     mc_rpc_client_set_auth(s->rpc, s->auth, "master");
+    rc = mc_lease_releaser_create(s->rpc, s->client_id, &s->releases);
+    if (rc != 0)
+        return rc;
     Mc__ServiceReadyResponse *ready;
     rc = wait_for_master(s, master_wait_ms(c), &ready);
     if (rc != 0) {
@@ -1474,6 +1483,8 @@ int mc_store_close(mc_store_t *s)
         pthread_mutex_unlock(&s->close_lock);
         return 0;
     }
+    mc_lease_releaser_destroy(s->releases); /* sends the releases still queued */
+    s->releases = NULL;
     /* The offload worker drains while the segment is still mounted and pings keep this client
      * alive; then its server stops, before the Transfer Engine it stages reads in. */
     mc_offload_stop(s->offload);

@@ -189,6 +189,16 @@ static void render_metrics(mc_admin_http_t *a, FILE *f)
     metric(f, "master_eviction_runs_total", "counter", "Eviction rounds run since start.",
            st.eviction_runs);
     metric(f, "master_leased_keys", "gauge", "Objects with an active read lease.", st.leased_count);
+    metric(f, "master_reading_keys", "gauge",
+           "Objects whose readers hold read leases not yet released.", st.reading_count);
+    metric(f, "master_fenced_bytes", "gauge",
+           "Bytes of removed, evicted or replaced values kept until their readers are done.",
+           st.fenced_bytes);
+    metric(f, "master_read_lease_releases_total", "counter",
+           "Read leases released by their readers since start.", st.lease_releases);
+    metric(f, "master_put_fence_waits_total", "counter",
+           "Puts told to retry while fenced memory frees, rather than evict live objects.",
+           st.put_fence_waits);
     metric(f, "master_soft_pinned_keys", "gauge", "Soft-pinned objects.", st.soft_pinned_count);
     metric(f, "master_hard_pinned_keys", "gauge", "Hard-pinned objects.", st.hard_pinned_count);
     metric(f, "master_expired_clients_total", "counter",

@@ -2,12 +2,15 @@
  * eviction.c — which objects the master drops when memory runs short (upstream's BatchEvict).
  *
  * A pass is due when used/capacity exceeds eviction_high_watermark_ratio, or when a put could not
- * be placed anywhere. It evicts the fraction t = max(eviction_ratio, used_ratio - high_wm +
- * eviction_ratio) of the candidates (at least one): COMPLETE objects with bytes, no lease, not
- * hard-pinned, no upsert in flight. Oldest lease first — never-leased objects (lease 0) before all
- * others, ordered by commit time — and objects under an active soft pin only after every other
- * candidate, and only when allow_evict_soft_pinned_objects. Evicted extents are freed at once (no
- * reader can hold them: their lease is over).
+ * be placed anywhere. "Used" counts live extents only: fenced ones (of values dropped while being
+ * read, freed as soon as their readers are done) are no reason to evict anything live. A pass
+ * evicts the fraction t = max(eviction_ratio, used_ratio - high_wm + eviction_ratio) of the
+ * candidates (at least one): COMPLETE objects with bytes, not being read (no read lease that is
+ * neither released nor over), not hard-pinned, no upsert in flight. Least recently put or read
+ * first — upstream's order: its put grants a lease that is over at once, its reads one that ends
+ * a TTL later, and it evicts the earliest lease end first — and objects under an active soft pin
+ * only after every other candidate, and only when allow_evict_soft_pinned_objects. Evicted
+ * extents are freed at once (no reader holds them).
  *
  * With offload, objects whose memory is being offloaded are pinned (never candidates), and
  * objects that already have a disk replica come first (tier 0): evicting them only drops their
@@ -29,7 +32,7 @@ static int cand_older(const mc_evict_cand_t *a, const mc_evict_cand_t *b)
 {
     if (a->tier != b->tier)
         return a->tier < b->tier;
-    return a->lease < b->lease || (a->lease == b->lease && a->done < b->done);
+    return a->access < b->access;
 }
 
 static void cand_swap(mc_evict_cand_t *a, mc_evict_cand_t *b)
@@ -105,10 +108,10 @@ static int collect_candidates(mc_master_t *m, uint64_t now, size_t *n_plain, siz
     mc_object_t *o;
     while ((o = mc_index_next(&m->index, &cursor)) != NULL) {
         if (!o->complete || o->pending || o->hard_pinned || o->size == 0 ||
-            o->lease_timeout > now || o->nrep == 0 || mc_offload_pinned(o))
+            mc_object_being_read(o, now) || o->nrep == 0 || mc_offload_pinned(o))
             continue;
-        mc_evict_cand_t c = {.lease = o->lease_timeout,
-                             .done = o->complete_ms,
+        mc_evict_cand_t c = {.access =
+                                 o->access_ms > o->complete_ms ? o->access_ms : o->complete_ms,
                              .obj = o,
                              .tier = mc_offload_ndisk(o) > 0 ? 0 : 1};
         if (o->soft_pin_until <= now)
@@ -146,6 +149,7 @@ size_t mc_eviction_run_locked(mc_master_t *m, uint64_t now, int needed, int *ran
     mc_master_usage_locked(m, &used, &capacity);
     if (capacity == 0)
         return 0;
+    used -= m->fenced_bytes <= used ? m->fenced_bytes : used;
     double ratio = (double)used / (double)capacity;
     double high = m->cfg.eviction_high_watermark_ratio;
     if (!needed && !(ratio > high))

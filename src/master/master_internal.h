@@ -116,13 +116,27 @@ typedef struct mc_offloader {
     uint64_t last_heartbeat_ms;
 } mc_offloader_t;
 
-/* An extent no object owns any more but a read lease may still cover: freed at free_at. Its
- * allocator cookie is NULL. Entries die with their segment on unmount. */
+/*
+ * An extent no object owns any more while readers may still be copying from it (a fence): its
+ * object was removed, evicted or replaced while being read. It is freed when the last of those
+ * readers releases its lease (`readers` releases of group `lease_id` are still due), or at
+ * free_at, when their leases run out, whichever comes first. Its allocator cookie is NULL.
+ * Entries die with their segment on unmount.
+ */
 typedef struct mc_deferred_free {
     uint32_t seg;
     uint32_t handle;
+    uint32_t readers;
+    uint64_t lease_id;
     uint64_t free_at;
+    uint64_t waited_from; /* when a put first waited for it; 0: none has yet */
 } mc_deferred_free_t;
+
+/* A put short of memory waits (the client retries) rather than evict live objects while fences
+ * would make room, for this long from the first put that waited for each: their readers normally
+ * release within a transfer's time. After that (a reader stopped or gone) the fence waits for its
+ * lease alone and no longer holds eviction back. */
+#define MC_FENCE_PATIENCE_MS 1000
 
 /*
  * An address range of a segment that was unmounted while read leases still covered extents in
@@ -135,11 +149,10 @@ typedef struct mc_fence {
     uint64_t until; /* master clock ms */
 } mc_fence_t;
 
-/* An eviction candidate; ordered by (tier, lease, done): tier 0 are objects whose memory can go
- * because a disk replica keeps them readable; never-leased objects have lease 0. */
+/* An eviction candidate; ordered by (tier, access): tier 0 are objects whose memory can go
+ * because a disk replica keeps them readable; access is the object's last commit or read. */
 typedef struct mc_evict_cand {
-    uint64_t lease;
-    uint64_t done;
+    uint64_t access;
     mc_object_t *obj;
     unsigned tier;
 } mc_evict_cand_t;
@@ -172,6 +185,8 @@ struct mc_master {
 
     mc_deferred_free_t *deferred;
     size_t deferred_count, deferred_cap;
+    uint64_t fenced_bytes;  /* in deferred extents: not live, not free yet */
+    uint64_t last_lease_id; /* read lease groups are numbered from 1 */
 
     mc_fence_t *fences; /* unordered; expired ones dropped by the monitor sweep */
     size_t fence_count, fence_cap;
@@ -181,6 +196,7 @@ struct mc_master {
     uint64_t evict_retry_at; /* monotonic ms: the background check idles until then */
 
     uint64_t evicted_keys, eviction_runs, expired_clients, revoked_puts;
+    uint64_t lease_releases, put_fence_waits;
     uint64_t checksum_mismatches; /* summed from the clients' reports */
     uint64_t regex_refused;       /* remove_by_regex calls that hit a pattern limit */
     uint64_t mounts_refused;      /* mounts above cfg.max_segment_size */
@@ -199,6 +215,11 @@ struct mc_master {
 };
 
 uint64_t mc_master_now_locked(mc_master_t *m);
+/* 1 while readers hold leases on o's value (see mc_object_t): its extents must stay. */
+static inline int mc_object_being_read(const mc_object_t *o, uint64_t now)
+{
+    return o->readers > 0 && o->read_until > now;
+}
 /* Sum of used and of capacity over mounted segments (bytes, as in the stats). */
 void mc_master_usage_locked(mc_master_t *m, uint64_t *used, uint64_t *capacity);
 /*

@@ -10,10 +10,13 @@
  * O(objects) work under the lock is an eviction pass and the stats scan; remove_all and
  * remove_by_regex take the lock one slice of the index at a time and match keys outside it.
  *
- * How a value's extents are released depends on who may still read them: a reader holds a read
- * lease (lease_timeout), so extents of a value that is removed with force, or replaced by an
- * upsert, while the lease runs go on the deferred-free list and are freed when it ends; otherwise
- * at once. Extents of puts in progress are invisible to readers and freed at once on revoke.
+ * How a value's extents are released depends on who may still read them. A reader holds a read
+ * lease from GetReplicaList until it releases it (its transfer is done) or the lease runs out;
+ * extents of a value that is removed, evicted or replaced while readers hold leases go on the
+ * deferred-free list (a fence) and are freed when the last of them releases or the leases end;
+ * otherwise at once. Upstream's lease (lease_timeout, granted by exist and get for the TTL
+ * whatever the reader does) only refuses a Remove without force. Extents of puts in progress are
+ * invisible to readers and freed at once on revoke.
  */
 #include "master_internal.h"
 
@@ -159,14 +162,15 @@ static void extent_free(mc_master_t *m, mc_replica_ref_t ref)
     (void)rc;
 }
 
-/* Frees the extent now, or once `lease_until` has passed. */
-static void extent_release(mc_master_t *m, mc_replica_ref_t ref, uint64_t lease_until, uint64_t now)
+/* Frees the extent now, or, while readers hold leases on `o`'s value, once they are done. */
+static void extent_release(mc_master_t *m, mc_replica_ref_t ref, const mc_object_t *o, uint64_t now)
 {
-    if (lease_until <= now) {
+    if (!mc_object_being_read(o, now)) {
         extent_free(m, ref);
         return;
     }
-    mc_alloc_set_cookie(segment_at(m, ref.seg)->alloc, ref.handle, NULL);
+    mc_alloc_t *a = segment_at(m, ref.seg)->alloc;
+    mc_alloc_set_cookie(a, ref.handle, NULL);
     if (m->deferred_count == m->deferred_cap) {
         size_t cap = m->deferred_cap ? m->deferred_cap * 2 : 64;
         mc_deferred_free_t *d = realloc(m->deferred, cap * sizeof(*d));
@@ -179,8 +183,73 @@ static void extent_release(mc_master_t *m, mc_replica_ref_t ref, uint64_t lease_
         m->deferred = d;
         m->deferred_cap = cap;
     }
-    m->deferred[m->deferred_count++] =
-        (mc_deferred_free_t){.seg = ref.seg, .handle = ref.handle, .free_at = lease_until};
+    m->deferred[m->deferred_count++] = (mc_deferred_free_t){.seg = ref.seg,
+                                                            .handle = ref.handle,
+                                                            .readers = o->readers,
+                                                            .lease_id = o->read_lease_id,
+                                                            .free_at = o->read_until};
+    m->fenced_bytes += mc_alloc_extent_size(a, ref.handle);
+}
+
+/* Frees deferred entry i (the last entry takes its place). */
+static void deferred_free_at(mc_master_t *m, size_t i)
+{
+    mc_deferred_free_t d = m->deferred[i];
+    mc_alloc_t *a = segment_at(m, d.seg)->alloc;
+    m->fenced_bytes -= mc_alloc_extent_size(a, d.handle);
+    extent_free(m, (mc_replica_ref_t){.seg = d.seg, .handle = d.handle});
+    m->deferred[i] = m->deferred[--m->deferred_count];
+}
+
+/* Frees the deferred extents whose leases have all run out; returns how many. */
+static size_t deferred_sweep(mc_master_t *m, uint64_t now)
+{
+    size_t freed = 0;
+    for (size_t i = 0; i < m->deferred_count;) {
+        if (m->deferred[i].free_at <= now) {
+            deferred_free_at(m, i);
+            freed++;
+        } else {
+            i++;
+        }
+    }
+    return freed;
+}
+
+static int fence_worth_waiting(const mc_deferred_free_t *d, uint64_t now)
+{
+    return d->free_at > now && (d->waited_from == 0 || now - d->waited_from < MC_FENCE_PATIENCE_MS);
+}
+
+/* Bytes of fences a put may still wait for (MC_FENCE_PATIENCE_MS). */
+static uint64_t waitable_fenced_bytes(const mc_master_t *m, uint64_t now)
+{
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < m->deferred_count; i++) {
+        const mc_deferred_free_t *d = &m->deferred[i];
+        if (fence_worth_waiting(d, now))
+            bytes += mc_alloc_extent_size(segment_at(m, d->seg)->alloc, d->handle);
+    }
+    return bytes;
+}
+
+/* A put waits for the fences: their patience starts now unless an earlier put started it. */
+static void fences_waited_for(mc_master_t *m, uint64_t now)
+{
+    for (size_t i = 0; i < m->deferred_count; i++) {
+        mc_deferred_free_t *d = &m->deferred[i];
+        if (d->waited_from == 0 && fence_worth_waiting(d, now))
+            d->waited_from = now;
+    }
+}
+
+/* The value's extents have been released: its readers' leases went with them (to the deferred
+ * entries), and a new value starts with none. */
+static void readers_forget(mc_object_t *o)
+{
+    o->readers = 0;
+    o->read_lease_id = 0;
+    o->read_until = 0;
 }
 
 static void set_cookies(mc_master_t *m, const mc_replica_ref_t *rep, unsigned n, uint64_t size,
@@ -255,6 +324,7 @@ static int value_lost(mc_master_t *m, mc_object_t *o)
     mc_offload_discard_locked(m, o); /* its files go with it */
     o->complete = 0;
     o->nrep = 0;
+    readers_forget(o);
     o->lease_timeout = 0;
     o->soft_pin_until = 0;
     o->hard_pinned = 0;
@@ -276,9 +346,10 @@ void mc_master_drop_memory_locked(mc_master_t *m, mc_object_t *o, uint64_t now)
     assert(o->complete && !mc_offload_pinned(o) && mc_offload_ndisk(o) > 0);
     if (o->size > 0) {
         for (unsigned i = 0; i < o->nrep; i++)
-            extent_release(m, o->rep[i], o->lease_timeout, now);
+            extent_release(m, o->rep[i], o, now);
     }
     o->nrep = 0;
+    readers_forget(o);
 }
 
 int mc_master_drop_value_locked(mc_master_t *m, mc_object_t *o, uint64_t now)
@@ -286,7 +357,7 @@ int mc_master_drop_value_locked(mc_master_t *m, mc_object_t *o, uint64_t now)
     assert(o->complete);
     if (o->size > 0) {
         for (unsigned i = 0; i < o->nrep; i++)
-            extent_release(m, o->rep[i], o->lease_timeout, now);
+            extent_release(m, o->rep[i], o, now);
     }
     return value_lost(m, o);
 }
@@ -301,6 +372,10 @@ static mc_object_t *object_regrow(mc_master_t *m, mc_object_t *o, unsigned cap)
     n->lease_timeout = o->lease_timeout;
     n->soft_pin_until = o->soft_pin_until;
     n->complete_ms = o->complete_ms;
+    n->access_ms = o->access_ms;
+    n->read_lease_id = o->read_lease_id;
+    n->read_until = o->read_until;
+    n->readers = o->readers;
     n->pending = o->pending;
     n->offload = o->offload;
     n->nrep = o->nrep;
@@ -333,8 +408,9 @@ static int pending_commit(mc_master_t *m, mc_object_t *o, uint64_t now, const ui
     if (o->complete) {
         if (o->size > 0) {
             for (unsigned i = 0; i < o->nrep; i++)
-                extent_release(m, o->rep[i], o->lease_timeout, now);
+                extent_release(m, o->rep[i], o, now);
         }
+        readers_forget(o);
         mc_offload_discard_locked(m, o); /* the old value's task and files */
     } else {
         m->complete_count++;
@@ -344,6 +420,7 @@ static int pending_commit(mc_master_t *m, mc_object_t *o, uint64_t now, const ui
     o->size = p->size;
     o->complete = 1;
     o->complete_ms = now;
+    o->access_ms = now;
     o->has_checksum = checksum != NULL;
     o->checksum = checksum ? *checksum : 0;
     if (p->soft_pin_action == MC_SOFT_PIN_ENABLE)
@@ -684,6 +761,8 @@ static int unmount_locked(mc_master_t *m, uint32_t slot, int counted)
     for (size_t i = 0; i < m->deferred_count; i++) {
         if (m->deferred[i].seg != slot)
             m->deferred[kept++] = m->deferred[i];
+        else
+            m->fenced_bytes -= mc_alloc_extent_size(s->alloc, m->deferred[i].handle);
     }
     m->deferred_count = kept;
 
@@ -849,7 +928,8 @@ static int start_locked(mc_master_t *m, const char *key, size_t len, int upsert,
 {
     if (p->size > 0 && align_up(p->size) > m->largest_capacity)
         return MC_ERR_NO_AVAILABLE_HANDLE; /* no eviction can make room for it */
-    for (int attempt = 0;; attempt++) {
+    int swept = 0, evicted = 0;
+    for (;;) {
         mc_object_t *o = mc_index_find(&m->index, key, len);
         if (o && o->complete && !upsert)
             return MC_ERR_OBJECT_ALREADY_EXISTS;
@@ -871,10 +951,40 @@ static int start_locked(mc_master_t *m, const char *key, size_t len, int upsert,
             }
             return rc;
         }
-        if (attempt > 0)
+        /* Short of memory: first the fences whose leases are over (the monitor frees them only
+         * every second), then, rather than evict live objects, wait for fences that would make
+         * room (mc_master_put_wait_ms tells the client to retry) while their patience lasts,
+         * then evict. */
+        if (!swept) {
+            swept = 1;
+            if (deferred_sweep(m, now) > 0)
+                continue;
+        }
+        if (evicted)
             return MC_ERR_NO_AVAILABLE_HANDLE;
+        if (waitable_fenced_bytes(m, now) >= align_up(p->size)) {
+            fences_waited_for(m, now);
+            m->put_fence_waits++;
+            return MC_ERR_NO_AVAILABLE_HANDLE;
+        }
+        evicted = 1;
         mc_eviction_run_locked(m, now, 1, NULL); /* may delete `o`: looked up again above */
     }
+}
+
+uint64_t mc_master_put_wait_ms(mc_master_t *m, uint64_t size)
+{
+    if (!m)
+        return 0;
+    uint64_t offload_ms = mc_master_offload_put_wait_ms(m, size);
+    pthread_mutex_lock(&m->lock);
+    uint64_t now = mc_master_now_locked(m);
+    /* Twice the patience: by then the fences are free, or waited for long enough that a put
+     * evicts instead. */
+    uint64_t fence_ms =
+        size > 0 && waitable_fenced_bytes(m, now) >= align_up(size) ? 2 * MC_FENCE_PATIENCE_MS : 0;
+    pthread_mutex_unlock(&m->lock);
+    return offload_ms > fence_ms ? offload_ms : fence_ms;
 }
 
 static int start_put(mc_master_t *m, const char *client_id, const char *key, uint64_t size,
@@ -991,11 +1101,34 @@ static mc_object_t *find_complete(mc_master_t *m, const char *key, int *rc)
     return o && o->complete ? o : NULL;
 }
 
+/* Upstream's lease (exist, get): refuses a Remove without force until it ends. */
 static void grant_lease(mc_master_t *m, mc_object_t *o, uint64_t now)
 {
     uint64_t until = now + m->cfg.default_kv_lease_ttl_ms;
     if (until > o->lease_timeout)
         o->lease_timeout = until;
+    o->access_ms = now;
+}
+
+/* A reader's lease (get): also keeps the value's extents until released or over. Returns the
+ * group id the reader releases it with, 0 when the TTL is 0 (nothing is held). */
+static uint64_t grant_read_lease(mc_master_t *m, mc_object_t *o, uint64_t now)
+{
+    grant_lease(m, o, now);
+    uint64_t ttl = m->cfg.default_kv_lease_ttl_ms;
+    if (ttl == 0)
+        return 0;
+    if (!mc_object_being_read(o, now)) {
+        o->read_lease_id = ++m->last_lease_id; /* no earlier release can count against it */
+        o->readers = 0;
+        o->read_until = 0;
+    }
+    if (now + ttl > o->read_until)
+        o->read_until = now + ttl;
+    if (o->readers == UINT32_MAX)
+        return 0; /* not counted: this lease runs its whole TTL */
+    o->readers++;
+    return o->read_lease_id;
 }
 
 /* Every descriptor of o's value carries its checksum (memory and disk replicas alike). */
@@ -1011,13 +1144,23 @@ int mc_master_get_replica_list(mc_master_t *m, const char *key, mc_replica_desc_
                                size_t capacity, size_t *count, uint64_t *size,
                                uint64_t *lease_ttl_ms)
 {
+    return mc_master_get_replica_list_leased(m, key, out, capacity, count, size, lease_ttl_ms,
+                                             NULL);
+}
+
+int mc_master_get_replica_list_leased(mc_master_t *m, const char *key, mc_replica_desc_t *out,
+                                      size_t capacity, size_t *count, uint64_t *size,
+                                      uint64_t *lease_ttl_ms, uint64_t *lease_id)
+{
     if (!m || !count || (capacity > 0 && !out))
         return MC_ERR_INVALID_PARAMS;
     int rc;
     pthread_mutex_lock(&m->lock);
     mc_object_t *o = find_complete(m, key, &rc);
     if (o) {
-        grant_lease(m, o, mc_master_now_locked(m));
+        uint64_t id = grant_read_lease(m, o, mc_master_now_locked(m));
+        if (lease_id)
+            *lease_id = id;
         *count = fill_descs(m, o->rep, o->nrep, o->size, MC_REPLICA_COMPLETE, out, capacity);
         *count = mc_offload_fill_descs_locked(m, o, out, capacity, *count);
         set_checksums(o, out, *count, capacity);
@@ -1030,6 +1173,93 @@ int mc_master_get_replica_list(mc_master_t *m, const char *key, mc_replica_desc_
     }
     pthread_mutex_unlock(&m->lock);
     return rc;
+}
+
+static int u64_cmp(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The run of `id` in the sorted ids[0..n): its first index in *at, its length returned. */
+static size_t find_sorted(const uint64_t *ids, size_t n, uint64_t id, size_t *at)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (ids[mid] < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    size_t k = 0;
+    while (lo + k < n && ids[lo + k] == id)
+        k++;
+    *at = lo;
+    return k;
+}
+
+/*
+ * Releases of groups no longer on their object (it was removed, evicted or replaced while being
+ * read): they count against the fenced extents, and an extent is freed with its last release.
+ * One pass over the deferred list for the whole batch; returns the releases that matched.
+ */
+static size_t release_deferred(mc_master_t *m, uint64_t *ids, size_t n)
+{
+    if (n == 0 || m->deferred_count == 0)
+        return 0;
+    qsort(ids, n, sizeof(ids[0]), u64_cmp);
+    unsigned char *used = calloc(n, 1); /* which releases matched (a group may fence several) */
+    for (size_t i = 0; i < m->deferred_count;) {
+        mc_deferred_free_t *d = &m->deferred[i];
+        size_t at, k = find_sorted(ids, n, d->lease_id, &at);
+        if (k == 0) {
+            i++;
+            continue;
+        }
+        if (used)
+            memset(used + at, 1, k);
+        d->readers = k >= d->readers ? 0 : d->readers - (uint32_t)k;
+        if (d->readers == 0)
+            deferred_free_at(m, i); /* entry i is now another one */
+        else
+            i++;
+    }
+    size_t matched = 0;
+    for (size_t i = 0; used && i < n; i++)
+        matched += used[i];
+    free(used);
+    return matched;
+}
+
+size_t mc_master_release_read_leases(mc_master_t *m, const char *const *keys,
+                                     const uint64_t *lease_ids, size_t n)
+{
+    if (!m || (n > 0 && (!keys || !lease_ids)))
+        return 0;
+    uint64_t *missed = malloc((n ? n : 1) * sizeof(*missed));
+    if (!missed)
+        return 0; /* the leases run out on their own */
+    size_t released = 0, n_missed = 0;
+    pthread_mutex_lock(&m->lock);
+    for (size_t i = 0; i < n; i++) {
+        if (lease_ids[i] == 0)
+            continue;
+        int rc;
+        mc_object_t *o = find_complete(m, keys[i], &rc);
+        if (o && o->read_lease_id == lease_ids[i] && o->readers > 0) {
+            if (--o->readers == 0)
+                m->evict_retry_at = 0; /* it may be evicted now */
+            released++;
+        } else {
+            missed[n_missed++] = lease_ids[i];
+        }
+    }
+    released += release_deferred(m, missed, n_missed);
+    m->lease_releases += released;
+    pthread_mutex_unlock(&m->lock);
+    free(missed);
+    return released;
 }
 
 int mc_master_exist_key(mc_master_t *m, const char *key)
@@ -1303,6 +1533,7 @@ void mc_master_get_stats(mc_master_t *m, mc_master_stats_t *out)
         if (!o->complete)
             continue;
         out->leased_count += o->lease_timeout > now;
+        out->reading_count += mc_object_being_read(o, now);
         out->soft_pinned_count += o->soft_pin_until > now;
         out->hard_pinned_count += o->hard_pinned;
         unsigned ndisk = mc_offload_ndisk(o);
@@ -1317,6 +1548,9 @@ void mc_master_get_stats(mc_master_t *m, mc_master_stats_t *out)
     out->eviction_runs = m->eviction_runs;
     out->expired_clients = m->expired_clients;
     out->revoked_puts = m->revoked_puts;
+    out->fenced_bytes = m->fenced_bytes;
+    out->lease_releases = m->lease_releases;
+    out->put_fence_waits = m->put_fence_waits;
     out->checksum_mismatches = m->checksum_mismatches;
     out->regex_refused = m->regex_refused;
     out->mounts_refused = m->mounts_refused;
@@ -1382,16 +1616,8 @@ static void monitor_sweep_locked(mc_master_t *m, uint64_t now)
             pending_revoke(m, p->obj, 1);
         }
     }
+    deferred_sweep(m, now);
     size_t kept = 0;
-    for (size_t i = 0; i < m->deferred_count; i++) {
-        mc_deferred_free_t d = m->deferred[i];
-        if (d.free_at <= now)
-            extent_free(m, (mc_replica_ref_t){.seg = d.seg, .handle = d.handle});
-        else
-            m->deferred[kept++] = d;
-    }
-    m->deferred_count = kept;
-    kept = 0;
     for (size_t i = 0; i < m->fence_count; i++) {
         if (m->fences[i].until > now)
             m->fences[kept++] = m->fences[i];
@@ -1450,13 +1676,17 @@ static int invariants_hold(mc_master_t *m)
                  refs_hold(m, o, p->rep, p->nrep, p->size, seg_used);
         }
     }
+    uint64_t fenced = 0;
     for (size_t i = 0; ok && i < m->deferred_count; i++) {
         mc_segment_t *s = segment_at(m, m->deferred[i].seg);
         ok = s && mc_alloc_is_live(s->alloc, m->deferred[i].handle) &&
-             !mc_alloc_cookie(s->alloc, m->deferred[i].handle);
-        if (ok)
+             !mc_alloc_cookie(s->alloc, m->deferred[i].handle) && m->deferred[i].readers > 0;
+        if (ok) {
             seg_used[m->deferred[i].seg] += mc_alloc_extent_size(s->alloc, m->deferred[i].handle);
+            fenced += mc_alloc_extent_size(s->alloc, m->deferred[i].handle);
+        }
     }
+    ok = ok && fenced == m->fenced_bytes;
     for (size_t k = 0; ok && k < m->seg_cap; k++) {
         if (m->segs[k])
             ok = mc_alloc_check(m->segs[k]->alloc) == 0 &&

@@ -17,10 +17,15 @@
  *  - Only COMPLETE replicas are ever returned to readers (no dirty reads).
  *  - Every memory replica's extent is allocated in a mounted segment; unmounting a segment drops
  *    those replicas first, so no replica points at memory the master no longer owns.
- *  - An extent is freed only when no reader may still hold it: eviction skips leased objects;
- *    an upsert's replaced extents, and force-removed leased ones, are freed when the lease ends.
- *  - A leased object (lease_timeout > now) is not removed without force and never evicted;
- *    hard-pinned objects are never evicted; PROCESSING objects are never evicted.
+ *  - An extent is freed only when no reader may still hold it: eviction skips objects being read
+ *    (read leases granted by get_replica_list, neither released nor run out); the extents of a
+ *    value removed, evicted or replaced while being read are fenced (deferred) until its readers
+ *    release their leases or the leases end.
+ *  - A leased object (lease_timeout > now: upstream's lease, granted by exist and get for the
+ *    TTL) is not removed without force. Eviction takes the least recently put or read object
+ *    first, soft-pinned ones last; hard-pinned and PROCESSING objects are never evicted.
+ *  - Fenced bytes are not live: they do not count towards the high watermark, and a put short of
+ *    memory waits for young fences (mc_master_put_wait_ms) rather than evict live objects.
  */
 #ifndef MC_MASTER_SERVICE_H
 #define MC_MASTER_SERVICE_H
@@ -182,10 +187,24 @@ int mc_master_upsert_revoke(mc_master_t *m, const char *client_id, const char *k
  * COMPLETE replicas of a key, *size its size, and a read lease: lease_timeout = max(old,
  * now + default_kv_lease_ttl); *lease_ttl_ms receives the TTL granted (0 = none).
  * MC_ERR_OBJECT_NOT_FOUND when absent or still PROCESSING.
+ * The read lease keeps the value's extents (from eviction, and from reuse if the object goes)
+ * until it runs out: get_replica_list_leased also returns *lease_id (0: nothing to release) for
+ * a reader to end it early with release_read_leases once its transfer is done. Releasing does
+ * not shorten upstream's lease: a Remove without force is still refused until the TTL ends.
  */
 int mc_master_get_replica_list(mc_master_t *m, const char *key, mc_replica_desc_t *out,
                                size_t capacity, size_t *count, uint64_t *size,
                                uint64_t *lease_ttl_ms);
+int mc_master_get_replica_list_leased(mc_master_t *m, const char *key, mc_replica_desc_t *out,
+                                      size_t capacity, size_t *count, uint64_t *size,
+                                      uint64_t *lease_ttl_ms, uint64_t *lease_id);
+/*
+ * A reader is done with the read lease lease_ids[i] it was granted on keys[i] (each grant is
+ * released once). A lease that ran out, or was never granted, is ignored. Returns how many
+ * releases ended a lease that was still held.
+ */
+size_t mc_master_release_read_leases(mc_master_t *m, const char *const *keys,
+                                     const uint64_t *lease_ids, size_t n);
 /* 1 when a COMPLETE object exists (and grants the lease), 0 when not, negative on bad key. */
 int mc_master_exist_key(mc_master_t *m, const char *key);
 /* As get_replica_list without granting a lease (admin /query_key). */
@@ -323,6 +342,12 @@ int mc_master_evict_disk_replicas(mc_master_t *m, const char *client_id,
  * pending and will free memory (0: retrying cannot help).
  */
 uint64_t mc_master_offload_put_wait_ms(mc_master_t *m, uint64_t size);
+/*
+ * How long a put of `size` bytes that just failed with -200 may retry: the offload wait above, or,
+ * when memory fenced by readers that are about to release it would make room, long enough for
+ * them (or for the fences to age into eviction). 0: retrying cannot help.
+ */
+uint64_t mc_master_put_wait_ms(mc_master_t *m, uint64_t size);
 
 /*
  * A ping's offload part: records the client's fallback-read counter (a running total) and
@@ -347,6 +372,10 @@ typedef struct mc_master_stats {
     uint64_t eviction_runs;
     uint64_t expired_clients; /* clients dropped by TTL since start */
     uint64_t revoked_puts;    /* puts revoked by timeout or client expiry since start */
+    uint64_t reading_count;   /* objects readers hold read leases on now (not released) */
+    uint64_t fenced_bytes;    /* of dropped values, kept until their readers are done */
+    uint64_t lease_releases;  /* read leases released by their readers since start */
+    uint64_t put_fence_waits; /* puts told to wait for fenced memory rather than evict */
     /* offload */
     uint64_t offload_enabled;
     uint64_t offloaders;           /* registered offloading clients */

@@ -35,14 +35,26 @@ typedef struct mc_replica_ref {
  *    of a mounted segment whose cookie is this record, on pairwise distinct segments.
  *  - !complete => nrep == 0 (a PROCESSING object is readable by no one; its extents are in
  *    pending).
- *  - lease_timeout == 0 means never leased; leased means lease_timeout > now.
+ *  - lease_timeout == 0 means never leased; leased means lease_timeout > now. This is upstream's
+ *    lease (exist and get grant it): it only refuses a Remove without force.
+ *  - Being read means readers > 0 && read_until > now: `readers` leases of group read_lease_id
+ *    were granted by GetReplicaList and not yet released, the latest running until read_until.
+ *    Only then are the value's extents off limits (never evicted, fenced when dropped).
+ *    read_lease_id changes whenever a grant finds no lease of the group still running, so a
+ *    release of an earlier group never counts against a later one.
+ *  - access_ms: the last commit or read (exist, get); eviction takes the least recent first
+ *    (by the later of access_ms and complete_ms, which offload sets for values restored from
+ *    disk).
  */
 typedef struct mc_object {
-    uint64_t size;                  /* bytes of the readable value */
-    uint64_t lease_timeout;         /* ms (master clock); 0 = never leased */
-    uint64_t soft_pin_until;        /* ms; pinned while > now; 0 = not pinned */
-    uint64_t complete_ms;           /* when the readable value was committed (eviction tie-break) */
-    struct mc_pending_put *pending; /* a put or upsert in progress, or NULL */
+    uint64_t size;                     /* bytes of the readable value */
+    uint64_t lease_timeout;            /* ms (master clock); 0 = never leased */
+    uint64_t soft_pin_until;           /* ms; pinned while > now; 0 = not pinned */
+    uint64_t complete_ms;              /* when the readable value was committed */
+    uint64_t access_ms;                /* last commit or read (eviction order) */
+    uint64_t read_lease_id;            /* the current group of read leases; 0 = none yet */
+    uint64_t read_until;               /* ms: when the group's latest lease runs out */
+    struct mc_pending_put *pending;    /* a put or upsert in progress, or NULL */
     struct mc_object_offload *offload; /* disk replicas and offload task of the value, or NULL */
     uint16_t key_len;
     uint8_t nrep;           /* readable replicas in rep[0..nrep) */
@@ -51,6 +63,7 @@ typedef struct mc_object {
     uint8_t hard_pinned;    /* 1: never evicted */
     uint8_t has_checksum;   /* 1: `checksum` is the writer's CRC32C of the readable value */
     uint32_t checksum;      /* CRC32C (Castagnoli) of the readable value */
+    uint32_t readers;       /* read leases of read_lease_id granted and not released */
     mc_replica_ref_t rep[]; /* rep_cap entries, then key_len + 1 bytes of key */
 } mc_object_t;
 

@@ -307,7 +307,8 @@ static int rpc_run_key(rpc_keys_call_t *k, size_t i, const mc_replicate_config_t
         rc = mc_master_upsert_revoke(m, cid, key);
         break;
     case MC_RPC_GET_REPLICA_LIST:
-        rc = mc_master_get_replica_list(m, key, descs, RPC_REPLICAS_PER_KEY, &n, &size, &ttl);
+        rc = mc_master_get_replica_list_leased(m, key, descs, RPC_REPLICAS_PER_KEY, &n, &size, &ttl,
+                                               &r->lease_id);
         if (rc == 0) {
             r->size = size;
             k->resp.lease_ttl_ms = ttl;
@@ -458,12 +459,17 @@ static int handle_keys(rpc_conn_t *c, uint16_t opcode, uint64_t id, const uint8_
         int64_t n = rpc_remove_many(c, opcode, req);
         k.resp.code = n < 0 ? (int32_t)n : 0;
         k.resp.count = n < 0 ? 0 : n;
+    } else if (opcode == MC_RPC_RELEASE_LEASE) {
+        k.resp.code = req->n_lease_ids == req->n_keys ? 0 : MC_ERR_INVALID_PARAMS;
+        if (k.resp.code == 0)
+            k.resp.count = (int64_t)mc_master_release_read_leases(
+                k.master, (const char *const *)req->keys, req->lease_ids, req->n_keys);
     } else {
         k.resp.code = rpc_run_keys(&k);
         if ((opcode == MC_RPC_PUT_START || opcode == MC_RPC_UPSERT_START) && k.resp.code == 0) {
             for (size_t i = 0; i < k.resp.n_results && !k.resp.offload_wait_ms; i++) {
                 if (k.resp.results[i]->code == MC_ERR_NO_AVAILABLE_HANDLE)
-                    k.resp.offload_wait_ms = mc_master_offload_put_wait_ms(k.master, req->sizes[i]);
+                    k.resp.offload_wait_ms = mc_master_put_wait_ms(k.master, req->sizes[i]);
             }
         }
     }
@@ -675,6 +681,7 @@ const mc_rpc_method_t mc_rpc_methods[MC_RPC_METHOD_COUNT] = {
     {MC_RPC_UPSERT_REVOKE, "UpsertRevoke", handle_keys},
     {MC_RPC_GET_REPLICA_LIST, "GetReplicaList", handle_keys},
     {MC_RPC_EXIST_KEY, "ExistKey", handle_keys},
+    {MC_RPC_RELEASE_LEASE, "ReleaseReadLease", handle_keys},
     {MC_RPC_REMOVE, "Remove", handle_keys},
     {MC_RPC_REMOVE_ALL, "RemoveAll", handle_keys},
     {MC_RPC_REMOVE_BY_REGEX, "RemoveByRegex", handle_keys},

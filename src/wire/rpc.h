@@ -32,6 +32,7 @@ enum mc_rpc_opcode {
     MC_RPC_UPSERT_REVOKE = 115,
     MC_RPC_GET_REPLICA_LIST = 120, /* KeysRequest / KeysResponse (replicas, size, lease_ttl_ms) */
     MC_RPC_EXIST_KEY = 121,        /* KeysRequest / KeysResponse (exists) */
+    MC_RPC_RELEASE_LEASE = 122,    /* KeysRequest (keys, lease_ids) / KeysResponse (count) */
     MC_RPC_REMOVE = 130,           /* KeysRequest (keys, force) / KeysResponse */
     MC_RPC_REMOVE_ALL = 131,       /* KeysRequest (force) / KeysResponse (count) */
     MC_RPC_REMOVE_BY_REGEX = 132,  /* KeysRequest (regex, force) / KeysResponse (count) */

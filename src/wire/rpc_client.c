@@ -265,6 +265,8 @@ const char *mc_rpc_method_name(uint16_t opcode)
         return "GetReplicaList";
     case MC_RPC_EXIST_KEY:
         return "ExistKey";
+    case MC_RPC_RELEASE_LEASE:
+        return "ReleaseReadLease";
     case MC_RPC_REMOVE:
         return "Remove";
     case MC_RPC_REMOVE_ALL:

@@ -338,6 +338,87 @@ static void test_force_remove_of_leased_object_frees_space_when_lease_ends(void 
     mc_master_destroy(m);
 }
 
+/* get_replica_list_leased: the lease id to release, or the error. */
+static uint64_t read_lease(mc_master_t *m, const char *key)
+{
+    mc_replica_desc_t out[MC_MAX_REPLICAS];
+    size_t n;
+    uint64_t size, ttl, id = 0;
+    assert_int_equal(
+        mc_master_get_replica_list_leased(m, key, out, MC_MAX_REPLICAS, &n, &size, &ttl, &id), 0);
+    assert_true(id != 0);
+    return id;
+}
+
+static size_t release(mc_master_t *m, const char *key, uint64_t id)
+{
+    return mc_master_release_read_leases(m, &key, &id, 1);
+}
+
+static void test_released_lease_frees_a_removed_value_at_once(void **state)
+{
+    mc_master_t *m = new_quiet_master();
+    mount(m, "client-a", "seg-a", "host-a:1", 1 * MiB);
+    assert_int_equal(put(m, "c", "k", 512 * KiB, NULL), 0);
+    uint64_t a = read_lease(m, "k"), b = read_lease(m, "k");
+    assert_int_equal(a, b); /* one group while a lease of it runs */
+    assert_int_equal(stats(m).reading_count, 1);
+    assert_int_equal(mc_master_remove(m, "k", 1), 0);
+    /* Two readers may still be copying: fenced, not free, not live. */
+    assert_int_equal(stats(m).used_bytes, 512 * KiB);
+    assert_int_equal(stats(m).fenced_bytes, 512 * KiB);
+    assert_int_equal(release(m, "k", a), 1);
+    assert_int_equal(stats(m).fenced_bytes, 512 * KiB);
+    assert_int_equal(release(m, "k", b), 1);
+    assert_int_equal(stats(m).fenced_bytes, 0);
+    assert_int_equal(stats(m).used_bytes, 0);
+    assert_int_equal(release(m, "k", b), 0); /* a release too many changes nothing */
+    assert_int_equal(stats(m).lease_releases, 2);
+    mc_master_tick(m);
+
+    /* Released before the remove: freed by the remove itself. */
+    assert_int_equal(put(m, "c", "k", 512 * KiB, NULL), 0);
+    assert_int_equal(release(m, "k", read_lease(m, "k")), 1);
+    assert_int_equal(stats(m).reading_count, 0);
+    assert_int_equal(mc_master_remove(m, "k", 0), MC_ERR_OBJECT_HAS_LEASE); /* upstream's lease */
+    assert_int_equal(mc_master_remove(m, "k", 1), 0);
+    assert_int_equal(stats(m).used_bytes, 0);
+    mc_master_tick(m);
+    mc_master_destroy(m);
+}
+
+static void test_release_of_an_ended_lease_group_never_ends_a_later_one(void **state)
+{
+    mc_master_t *m = new_quiet_master();
+    mount(m, "client-a", "seg-a", "host-a:1", 1 * MiB);
+    assert_int_equal(put(m, "c", "k", 100 * KiB, NULL), 0);
+    uint64_t old = read_lease(m, "k"); /* a reader that took longer than its lease */
+    advance(10000);
+    uint64_t now = read_lease(m, "k");
+    assert_true(now != old);
+    assert_int_equal(release(m, "k", old), 0);
+    assert_int_equal(stats(m).reading_count, 1);
+    assert_int_equal(mc_master_remove(m, "k", 1), 0);
+    assert_int_equal(stats(m).fenced_bytes, 100 * KiB);
+    assert_int_equal(release(m, "k", old), 0);
+    assert_int_equal(stats(m).fenced_bytes, 100 * KiB);
+    /* Upsert replacing a value being read: the old extents wait for its reader too. */
+    assert_int_equal(put(m, "c", "u", 100 * KiB, NULL), 0);
+    uint64_t u = read_lease(m, "u");
+    mc_replica_desc_t out[MC_MAX_REPLICAS];
+    size_t n;
+    assert_int_equal(mc_master_upsert_start(m, "c", "u", 200 * KiB, NULL, out, MC_MAX_REPLICAS, &n),
+                     0);
+    assert_int_equal(mc_master_upsert_end(m, "c", "u"), 0);
+    assert_int_equal(stats(m).fenced_bytes, 200 * KiB);
+    assert_int_equal(release(m, "u", u), 1);
+    assert_int_equal(release(m, "k", now), 1);
+    assert_int_equal(stats(m).fenced_bytes, 0);
+    assert_int_equal(stats(m).used_bytes, 200 * KiB);
+    mc_master_tick(m);
+    mc_master_destroy(m);
+}
+
 static void test_zero_lease_ttl_lets_remove_follow_get(void **state)
 {
     mc_master_config_t cfg = quiet_config();
@@ -503,6 +584,101 @@ static void test_eviction_takes_oldest_lease_first_and_soft_pinned_last(void **s
     assert_int_equal(put(m, "c", "new", 64 * KiB, NULL), MC_ERR_NO_AVAILABLE_HANDLE);
     assert_true(exists(m, "o1"));
     assert_int_equal(stats(m).eviction_runs, 1);
+    mc_master_destroy(m);
+}
+
+static void test_eviction_takes_least_recently_put_or_read_first(void **state)
+{
+    /* o0 (put first, read just now, released) and o9 (put last, never read) are the most recent;
+     * o2 (o1 is soft-pinned) is the least recent. */
+    mc_master_t *m = full_pool(1);
+    assert_int_equal(release(m, "o0", read_lease(m, "o0")), 1);
+    advance(10);
+    assert_int_equal(put(m, "c", "new", 64 * KiB, NULL), 0);
+    assert_false(exists(m, "o2"));
+    assert_true(exists(m, "o0") && exists(m, "o9"));
+    mc_master_destroy(m);
+
+    /* Everything read since (o0 still being read): objects put after the reads stay, the least
+     * recently read go, and the one being read is not touched. */
+    m = full_pool(1);
+    uint64_t held = 0;
+    for (int i = 0; i < 10; i++) {
+        char key[16];
+        snprintf(key, sizeof(key), "o%d", i);
+        uint64_t id = read_lease(m, key);
+        if (i == 0)
+            held = id;
+        else
+            assert_int_equal(release(m, key, id), 1);
+        advance(10);
+    }
+    for (int i = 0; i < 3; i++) {
+        char key[16];
+        snprintf(key, sizeof(key), "new%d", i);
+        assert_int_equal(put(m, "c", key, 64 * KiB, NULL), 0);
+        advance(10);
+    }
+    assert_true(exists(m, "new0") && exists(m, "new1") && exists(m, "new2"));
+    assert_true(exists(m, "o0") && exists(m, "o1") && exists(m, "o5"));
+    assert_false(exists(m, "o2") || exists(m, "o3") || exists(m, "o4"));
+    assert_int_equal(release(m, "o0", held), 1);
+    mc_master_tick(m);
+    mc_master_destroy(m);
+}
+
+static void test_fenced_bytes_make_a_put_wait_then_evict_when_old(void **state)
+{
+    mc_master_config_t cfg = quiet_config();
+    cfg.eviction_high_watermark_ratio = 0.9;
+    mc_master_t *m = new_master(&cfg);
+    mount(m, "client-a", "seg-a", "host-a:1", 1 * MiB);
+    assert_int_equal(put(m, "c", "big", 512 * KiB, NULL), 0);
+    for (int i = 0; i < 7; i++) {
+        char key[16];
+        snprintf(key, sizeof(key), "live%d", i);
+        assert_int_equal(put(m, "c", key, 64 * KiB, NULL), 0);
+    }
+    uint64_t id = read_lease(m, "big");
+    assert_int_equal(mc_master_remove(m, "big", 1), 0);
+    /* 960 KiB used but 512 KiB of it fenced: below the watermark, nothing is evicted. */
+    mc_master_tick(m);
+    assert_int_equal(stats(m).evicted_keys, 0);
+    /* A put that needs the fenced room waits for it rather than evict. */
+    mc_replica_desc_t out[MC_MAX_REPLICAS];
+    size_t n;
+    assert_int_equal(put_start(m, "c", "new", 512 * KiB, NULL, out, &n),
+                     MC_ERR_NO_AVAILABLE_HANDLE);
+    assert_int_equal(stats(m).evicted_keys, 0);
+    assert_int_equal(stats(m).put_fence_waits, 1);
+    assert_true(mc_master_put_wait_ms(m, 512 * KiB) > 0);
+    assert_int_equal(mc_master_put_wait_ms(m, 640 * KiB), 0); /* more than the fences hold */
+    assert_int_equal(release(m, "big", id), 1);
+    assert_int_equal(put(m, "c", "new", 512 * KiB, NULL), 0);
+    assert_int_equal(stats(m).evicted_keys, 0);
+    assert_int_equal(mc_master_remove(m, "new", 1), 0);
+
+    /* A fence waited for longer than the patience (its reader stopped) no longer holds eviction
+     * back; the patience runs from the first put that waited, not from the remove. */
+    assert_int_equal(put(m, "c", "big", 512 * KiB, NULL), 0);
+    read_lease(m, "big");
+    assert_int_equal(mc_master_remove(m, "big", 1), 0);
+    advance(5000);
+    assert_int_equal(put_start(m, "c", "new", 512 * KiB, NULL, out, &n),
+                     MC_ERR_NO_AVAILABLE_HANDLE);
+    assert_int_equal(stats(m).put_fence_waits, 2);
+    advance(999);
+    assert_true(mc_master_put_wait_ms(m, 512 * KiB) > 0);
+    advance(1);
+    assert_int_equal(mc_master_put_wait_ms(m, 512 * KiB), 0);
+    assert_int_equal(stats(m).evicted_keys, 0);
+    assert_int_equal(put_start(m, "c", "new", 512 * KiB, NULL, out, &n),
+                     MC_ERR_NO_AVAILABLE_HANDLE);
+    assert_true(stats(m).evicted_keys >= 1);
+    advance(4000); /* the lease runs out: the fence goes with it */
+    assert_int_equal(put(m, "c", "new", 512 * KiB, NULL), 0);
+    assert_int_equal(stats(m).fenced_bytes, 0);
+    mc_master_tick(m);
     mc_master_destroy(m);
 }
 
@@ -1056,12 +1232,16 @@ int main(void)
         cmocka_unit_test(test_preferred_segment_is_honoured),
         cmocka_unit_test(test_lease_blocks_remove_until_it_expires),
         cmocka_unit_test(test_force_remove_of_leased_object_frees_space_when_lease_ends),
+        cmocka_unit_test(test_released_lease_frees_a_removed_value_at_once),
+        cmocka_unit_test(test_release_of_an_ended_lease_group_never_ends_a_later_one),
         cmocka_unit_test(test_zero_lease_ttl_lets_remove_follow_get),
         cmocka_unit_test(test_remove_all_counts_and_skips_leased),
         cmocka_unit_test(test_remove_by_regex),
         cmocka_unit_test(test_remove_by_regex_over_the_match_limit_removes_nothing),
         cmocka_unit_test(test_soft_pin_parameters_are_validated),
         cmocka_unit_test(test_eviction_takes_oldest_lease_first_and_soft_pinned_last),
+        cmocka_unit_test(test_eviction_takes_least_recently_put_or_read_first),
+        cmocka_unit_test(test_fenced_bytes_make_a_put_wait_then_evict_when_old),
         cmocka_unit_test(test_eviction_at_high_watermark_keeps_protected_objects),
         cmocka_unit_test(test_value_larger_than_every_segment_fails_without_eviction),
         cmocka_unit_test(test_mount_rules),
