@@ -134,9 +134,9 @@ typedef struct mc_replica_desc {
  * worker. *out receives the store.
  * Returns 0, MC_ERR_INVALID_PARAMS (bad config or offload environment: the log says which field
  * or variable), MC_ERR_RPC_FAIL (master unreachable for master_wait_timeout_ms),
- * MC_ERR_ILLEGAL_CLIENT (-601: the cluster secret was refused), MC_ERR_INVALID_VERSION (-300: master of
- * another version), MC_ERR_NOT_SUPPORTED (protocol rdma, or MOONCAKE_DISTRIBUTED_FS_TYPE, not
- * built).
+ * MC_ERR_ILLEGAL_CLIENT (-601: the cluster secret was refused), MC_ERR_INVALID_VERSION (-300:
+ * master of another version), MC_ERR_NOT_SUPPORTED (protocol rdma, or MOONCAKE_DISTRIBUTED_FS_TYPE,
+ * not built).
  */
 int mc_store_setup(const mc_store_config_t *config, mc_store_t **out);
 /* Unmounts the segment, stops threads, frees everything. Idempotent; NULL is a no-op. After it

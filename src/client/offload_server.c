@@ -26,7 +26,7 @@
 #include "pb_decode.h"
 #include "rpc.h"
 #include "store.pb-c.h"
-#include "te_auth.h"
+#include "te_shared.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -50,7 +50,6 @@
 #define SERVER_LOG_INTERVAL_MS 1000
 #define STAGING_GRANULE 4096
 #define STAGING_WAIT_MS 5000
-#define FETCH_TIMEOUT_MS 60000
 
 /* expires_ms of a lease the owner is still filling: it cannot expire. */
 #define STAGING_FILLING UINT64_MAX
@@ -572,7 +571,9 @@ static mc_rpc_client_t *peer_rpc(mc_offload_peers_t *p, mc_transfer_engine_t *te
         e = e->next;
     if (!e && strlen(endpoint) < sizeof(e->endpoint)) {
         e = calloc(1, sizeof(*e));
-        if (e && mc_rpc_client_create(endpoint, FETCH_TIMEOUT_MS, &e->rpc) == 0) {
+        /* The owner reads the file and stages it within the transfer timeout, as any transfer
+         * from it would have to complete: a stalled owner fails the read as quickly. */
+        if (e && mc_rpc_client_create(endpoint, mc_te_timeout_ms(te), &e->rpc) == 0) {
             mc_rpc_client_set_auth(e->rpc, mc_te_auth(te), "offload");
             snprintf(e->endpoint, sizeof(e->endpoint), "%s", endpoint);
             e->next = p->head;

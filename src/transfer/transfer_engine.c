@@ -10,7 +10,7 @@
  * request does.
  */
 #include "transfer_internal.h"
-#include "te_auth.h"
+#include "te_shared.h"
 
 #include "checksum.h"
 #include "log.h"
@@ -309,6 +309,11 @@ void mc_te_destroy(mc_transfer_engine_t *te)
 const mc_auth_t *mc_te_auth(const mc_transfer_engine_t *te)
 {
     return te ? te->auth : NULL;
+}
+
+int mc_te_timeout_ms(const mc_transfer_engine_t *te)
+{
+    return te ? te->timeout_ms : MC_TE_DEFAULT_TIMEOUT_MS;
 }
 
 const char *mc_te_local_segment_name(const mc_transfer_engine_t *te)
