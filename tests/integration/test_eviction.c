@@ -44,7 +44,7 @@
 #define RW_BIN MC_BUILD_DIR "/tests/integration/store_rw"
 #define VALUE_SIZE MiB
 #define BATCH 16
-#define FRESH_COUNT 16
+#define FRESH_COUNT 16u
 #define CHURN_THREADS 4
 #define CHURN_OPS_DEFAULT 4000
 
@@ -432,12 +432,12 @@ static void test_churn_at_half_the_pool_keeps_every_live_object(void **state)
 
 /* ---- a put waits for a reader in mid-transfer to release fenced memory --------------------- */
 
-#define FENCE_POOL_MIB 64
+#define FENCE_POOL_MIB 64u
 #define FENCE_BIG (32 * MiB) /* the object removed while being read */
 #define FENCE_NEW (24 * MiB) /* a put that fits only in the room the reader still holds */
 /* 1 MiB objects that must all survive: with the fenced 32 MiB, above the 90 % watermark
  * (57.6 MiB) unless fenced bytes are left out of it, as they are; with the new 24 MiB, below. */
-#define FENCE_LIVE 26
+#define FENCE_LIVE 26u
 
 typedef struct big_put {
     mc_store_t *s;
