@@ -1,0 +1,475 @@
+/*
+ * test_offload_crash.c — what an acknowledged put, upsert or remove survives (issue 12), with
+ * real processes: mooncake_master --enable_offload, mooncake_client --enable_offload holders
+ * configured by the MOONCAKE_OFFLOAD_* / MOONCAKE_DISTRIBUTED_* environment, and this process as
+ * a store client (no segment) that writes and reads back. Processes are killed with SIGKILL in
+ * three sets — {master}, {master + the writing holder}, {every process} — and started again on
+ * the same port, directories and shared root. Progress is watched on the master's /metrics (no
+ * read lease) and on the directories.
+ *
+ * The distributed tests run with MOONCAKE_DISTRIBUTED_FS_TYPE=$MC_TEST_OFFLOAD_FS_TYPE (posix by
+ * default). With daos (ctest test_offload_crash_daos, a build against the libdfs test double)
+ * each root is a container of the double (dfs_double_mkcont) and only the distributed tests run.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "mooncake/store.h"
+#include "cluster.h"
+#include "proc.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define MiB (1024ull * 1024ull)
+#define WAIT_MS 120000
+#define MKCONT_BIN MC_BUILD_DIR "/dfs_double/dfs_double_mkcont"
+#define DAOS_POOL "pool"
+#define STRACE_BIN "/usr/bin/strace"
+#define HEARTBEATS "master_rpc_requests_total{method=\"OffloadObjectHeartbeat\"}"
+
+extern char **environ;
+
+static char tmp_dir[] = "/tmp/mc_offload_crash_XXXXXX";
+static const char *fs_type = "posix";
+static char env_fs_type[64];
+
+static int fs_is_daos(void)
+{
+    return strcmp(fs_type, "daos") == 0;
+}
+
+static void path_in_tmp(char *out, size_t cap, const char *name)
+{
+    snprintf(out, cap, "%s/%s", tmp_dir, name);
+}
+
+static int kill_leftovers(void **state)
+{
+    (void)state;
+    mc_cluster_kill_all();
+    return 0;
+}
+
+/* ---- values ------------------------------------------------------------------------------- */
+
+static void fill(uint8_t *buf, size_t len, uint64_t seed)
+{
+    uint64_t x = seed * 0x9E3779B97F4A7C15ull + 12345;
+    for (size_t i = 0; i < len; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        buf[i] = (uint8_t)x;
+    }
+}
+
+static void key_of(char *out, size_t cap, const char *prefix, int i)
+{
+    snprintf(out, cap, "%s/%d", prefix, i);
+}
+
+static void put_all(mc_store_t *s, const char *prefix, int n, size_t size, uint64_t seed)
+{
+    uint8_t *v = malloc(size);
+    char key[64];
+    for (int i = 0; i < n; i++) {
+        key_of(key, sizeof(key), prefix, i);
+        fill(v, size, seed + (uint64_t)i);
+        int rc = mc_store_put(s, key, v, size, NULL);
+        if (rc != 0)
+            fprintf(stderr, "put %s: %d\n", key, rc);
+        assert_int_equal(rc, 0);
+    }
+    free(v);
+}
+
+/* ---- the master's view -------------------------------------------------------------------- */
+
+/* Waits until metric `name` >= want; returns its last value. */
+static long long wait_metric_at_least(const mc_master_t *m, const char *name, long long want)
+{
+    long long v = -1;
+    for (int waited = 0; waited < WAIT_MS; waited += 50) {
+        v = mc_master_metric(m, name);
+        if (v >= want)
+            return v;
+        usleep(50 * 1000);
+    }
+    fprintf(stderr, "timed out waiting for %s >= %lld (last %lld)\n", name, want, v);
+    return v;
+}
+
+/* ---- directories -------------------------------------------------------------------------- */
+
+/* Calls cb(dir, name) for every regular file under `dir` (recursively, .probe excluded). */
+static void walk_files(const char *dir, void (*cb)(const char *dir, const char *name, void *arg),
+                       void *arg)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        char p[PATH_MAX];
+        snprintf(p, sizeof(p), "%s/%s", dir, e->d_name);
+        struct stat st;
+        if (lstat(p, &st) != 0)
+            continue;
+        if (S_ISDIR(st.st_mode) && strcmp(e->d_name, ".probe") != 0)
+            walk_files(p, cb, arg);
+        else if (S_ISREG(st.st_mode))
+            cb(dir, e->d_name, arg);
+    }
+    closedir(d);
+}
+
+/* Object files ("<version>/<key>" names contain %2F) whose key starts with `prefix`. */
+typedef struct file_count {
+    const char *needle; /* "%2F<prefix>%2F" */
+    int n;
+} file_count_t;
+
+static void count_cb(const char *dir, const char *name, void *arg)
+{
+    (void)dir;
+    file_count_t *c = arg;
+    if (name[0] != '.' && strstr(name, c->needle))
+        c->n++;
+}
+
+static int count_object_files(const char *dir, const char *prefix)
+{
+    char needle[128];
+    snprintf(needle, sizeof(needle), "%%2F%s%%2F", prefix);
+    file_count_t c = {needle, 0};
+    walk_files(dir, count_cb, &c);
+    return c.n;
+}
+
+/* Waits until exactly `want` object files of `prefix` are under dir; returns the last count. */
+static int wait_object_files(const char *dir, const char *prefix, int want)
+{
+    int n = -1;
+    for (int waited = 0; waited < WAIT_MS; waited += 50) {
+        n = count_object_files(dir, prefix);
+        if (n == want)
+            return n;
+        usleep(50 * 1000);
+    }
+    fprintf(stderr, "timed out waiting for %d files of %s under %s (last %d)\n", want, prefix, dir,
+            n);
+    return n;
+}
+
+/* ---- cluster ------------------------------------------------------------------------------ */
+
+/* mooncake_client --enable_offload=true with a segment of `segment` bytes and `env` set. */
+static int start_holder(mc_holder_t *h, const mc_master_t *m, const char *segment,
+                        const char *const *env)
+{
+    static const char *const flags[] = {"--enable_offload=true", NULL};
+    return mc_holder_start(h, m, segment, flags, env, 30000);
+}
+
+static int stop_holder(mc_holder_t *h)
+{
+    mc_cluster_untrack(h->proc.pid);
+    return mc_proc_stop(&h->proc, SIGTERM, 30000);
+}
+
+/* ---- tracing system calls ------------------------------------------------------------------ */
+
+typedef struct tracer {
+    pid_t pid;
+    char log[PATH_MAX]; /* strace -ff writes <log>.<tid> */
+} tracer_t;
+
+/* 1 when every thread of `pid` is traced. */
+static int all_threads_traced(pid_t pid)
+{
+    char dir[64];
+    snprintf(dir, sizeof(dir), "/proc/%d/task", (int)pid);
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    int all = 1, any = 0;
+    struct dirent *e;
+    while (all && (e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        char path[PATH_MAX], line[256];
+        snprintf(path, sizeof(path), "%s/%s/status", dir, e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        int traced = 0;
+        while (fgets(line, sizeof(line), f)) {
+            if (!strncmp(line, "TracerPid:", 10))
+                traced = atoi(line + 10) != 0;
+        }
+        fclose(f);
+        all = traced;
+        any = 1;
+    }
+    closedir(d);
+    return all && any;
+}
+
+/*
+ * Attaches strace to every thread of `pid`, recording renames, unlinks and fsyncs with the paths
+ * of their descriptors. Returns 0 when attached, -1 when strace is missing or may not trace
+ * (the caller skips the test).
+ */
+static int tracer_attach(tracer_t *t, pid_t pid, const char *log)
+{
+    if (access(STRACE_BIN, X_OK) != 0) {
+        fprintf(stderr, "strace is not installed: skipping\n");
+        return -1;
+    }
+    snprintf(t->log, sizeof(t->log), "%s", log);
+    char pidarg[32];
+    snprintf(pidarg, sizeof(pidarg), "%d", (int)pid);
+    char *argv[] = {
+        STRACE_BIN, "-qq",  "-ff", "-y",   "-e", "trace=renameat,renameat2,unlinkat,fsync",
+        "-o",       t->log, "-p",  pidarg, NULL};
+    if (posix_spawn(&t->pid, STRACE_BIN, NULL, NULL, argv, environ) != 0)
+        return -1;
+    mc_cluster_track(t->pid);
+    for (int waited = 0; waited < 10000; waited += 20) {
+        if (all_threads_traced(pid))
+            return 0;
+        if (waitpid(t->pid, NULL, WNOHANG) == t->pid) {
+            mc_cluster_untrack(t->pid);
+            fprintf(stderr, "strace could not attach (ptrace not permitted?): skipping\n");
+            return -1;
+        }
+        usleep(20 * 1000);
+    }
+    return -1;
+}
+
+/* Detaches strace (SIGINT) and waits for it. */
+static void tracer_detach(tracer_t *t)
+{
+    kill(t->pid, SIGINT);
+    waitpid(t->pid, NULL, 0);
+    mc_cluster_untrack(t->pid);
+}
+
+/* The path strace printed for the descriptor argument starting at s ("7</a/b>"); "" if none. */
+static void fd_path(const char *s, char *out, size_t cap)
+{
+    const char *lt = strchr(s, '<'), *gt = lt ? strchr(lt, '>') : NULL;
+    out[0] = '\0';
+    if (lt && gt)
+        snprintf(out, cap, "%.*s", (int)(gt - lt - 1), lt + 1);
+}
+
+typedef struct dir_sync_check {
+    int changes;  /* successful renames onto / unlinks of object names */
+    int unsynced; /* of which no later fsync of their directory followed in that thread */
+} dir_sync_check_t;
+
+/*
+ * Checks one thread's trace: every successful rename publishing an object (a name not starting
+ * with '.') and every successful unlink of one is followed by an fsync of that directory.
+ */
+static void check_thread_trace(const char *file, dir_sync_check_t *c)
+{
+    FILE *f = fopen(file, "r");
+    if (!f)
+        return;
+    char line[4096], pending[PATH_MAX] = "";
+    while (fgets(line, sizeof(line), f)) {
+        int ok = strstr(line, ") = 0") != NULL;
+        if (!strncmp(line, "fsync(", 6)) {
+            char dir[PATH_MAX];
+            fd_path(line + 6, dir, sizeof(dir));
+            if (ok && pending[0] && !strcmp(dir, pending))
+                pending[0] = '\0';
+            continue;
+        }
+        const char *call = !strncmp(line, "renameat", 8)   ? line
+                           : !strncmp(line, "unlinkat", 8) ? line
+                                                           : NULL;
+        if (!call || !ok)
+            continue;
+        /* The object name is the last quoted argument of a rename, the only one of an unlink. */
+        const char *q = strrchr(line, '"');
+        const char *open = q ? q - 1 : NULL;
+        while (open && open > line && *open != '"')
+            open--;
+        if (!open || open[1] == '.')
+            continue; /* a temporary or probe name */
+        const char *dirarg = call[0] == 'r' ? strchr(strchr(line, ',') + 1, ',') + 1 : line + 9;
+        if (pending[0])
+            c->unsynced++; /* the previous change was never synced */
+        fd_path(dirarg, pending, sizeof(pending));
+        c->changes++;
+    }
+    if (pending[0])
+        c->unsynced++;
+    fclose(f);
+}
+
+static dir_sync_check_t check_trace(const tracer_t *t)
+{
+    dir_sync_check_t c = {0, 0};
+    char dir[PATH_MAX], *slash;
+    snprintf(dir, sizeof(dir), "%s", t->log);
+    slash = strrchr(dir, '/');
+    *slash = '\0';
+    const char *base = slash + 1;
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d)) != NULL) {
+        if (strncmp(e->d_name, base, strlen(base)) != 0 || e->d_name[strlen(base)] != '.')
+            continue;
+        char file[PATH_MAX * 2];
+        snprintf(file, sizeof(file), "%s/%s", dir, e->d_name);
+        check_thread_trace(file, &c);
+    }
+    if (d)
+        closedir(d);
+    return c;
+}
+
+/* ---- tests -------------------------------------------------------------------------------- */
+
+/*
+ * Issue 12, part 3: a published offload file and a deleted one are durable — the rename and the
+ * unlink are followed by an fsync of their directory (observed with strace in the holder, local
+ * backend and posix distributed backend alike).
+ */
+static void run_dir_sync(int distributed)
+{
+    mc_master_t m;
+    mc_holder_t h;
+    char dir[PATH_MAX], env_dir[PATH_MAX + 64], log[PATH_MAX];
+    path_in_tmp(dir, sizeof(dir), distributed ? "sync-dfs" : "sync-local");
+    path_in_tmp(log, sizeof(log), distributed ? "strace-dfs" : "strace-local");
+    snprintf(env_dir, sizeof(env_dir), "%s=%s",
+             distributed ? "MOONCAKE_DISTRIBUTED_ROOT_DIR" : "MOONCAKE_OFFLOAD_FILE_STORAGE_PATH",
+             dir);
+    const char *env_local[] = {env_dir, "MOONCAKE_OFFLOAD_HEARTBEAT_INTERVAL_SECONDS=1", NULL};
+    const char *env_dfs[] = {"MOONCAKE_OFFLOAD_STORAGE_BACKEND_DESCRIPTOR=distributed",
+                             "MOONCAKE_DISTRIBUTED_FS_TYPE=posix", env_dir,
+                             "MOONCAKE_OFFLOAD_HEARTBEAT_INTERVAL_SECONDS=1", NULL};
+    assert_int_equal(mc_master_start(&m, 1, NULL), 0);
+    assert_int_equal(start_holder(&h, &m, "64MB", distributed ? env_dfs : env_local), 0);
+    tracer_t t;
+    if (tracer_attach(&t, h.proc.pid, log) != 0) {
+        stop_holder(&h);
+        mc_master_stop(&m, SIGTERM);
+        skip();
+    }
+    mc_store_t *s = mc_test_client(&m, 1, 0);
+    assert_non_null(s);
+    put_all(s, "sync", 4, 256 * 1024, 7);
+    assert_int_equal(wait_metric_at_least(&m, "master_disk_replicas", 4), 4);
+    assert_int_equal(wait_object_files(dir, "sync", 4), 4);
+    for (int i = 0; i < 2; i++) {
+        char key[64];
+        key_of(key, sizeof(key), "sync", i);
+        assert_int_equal(mc_store_remove(s, key, 1), 0);
+    }
+    /* The control thread unlinked the files; once it sent its next heartbeat it is past the
+     * directory fsync that follows each unlink. */
+    long long beats = mc_master_metric(&m, HEARTBEATS);
+    assert_int_equal(wait_object_files(dir, "sync", 2), 2);
+    assert_true(wait_metric_at_least(&m, HEARTBEATS, beats + 2) >= beats + 2);
+    tracer_detach(&t);
+    dir_sync_check_t c = check_trace(&t);
+    fprintf(stderr, "traced %d publishing renames and unlinks, %d without a directory fsync\n",
+            c.changes, c.unsynced);
+    assert_true(c.changes >= 6); /* 4 files published, 2 deleted */
+    assert_int_equal(c.unsynced, 0);
+    mc_store_free(s);
+    assert_true(mc_clean_exit(stop_holder(&h)));
+    assert_true(mc_clean_exit(mc_master_stop(&m, SIGTERM)));
+}
+
+static void test_local_offload_files_are_published_and_deleted_with_a_directory_fsync(void **state)
+{
+    (void)state;
+    run_dir_sync(0);
+}
+
+static void test_posix_dfs_files_are_published_and_deleted_with_a_directory_fsync(void **state)
+{
+    (void)state;
+    run_dir_sync(1);
+}
+
+/* ---- main --------------------------------------------------------------------------------- */
+
+static int setup(void **state)
+{
+    (void)state;
+    signal(SIGPIPE, SIG_IGN);
+    static const char *const clean[] = {"MOONCAKE_OFFLOAD_STORAGE_BACKEND_DESCRIPTOR",
+                                        "MOONCAKE_DISTRIBUTED_FS_TYPE",
+                                        "MOONCAKE_DISTRIBUTED_ROOT_DIR",
+                                        "MOONCAKE_OFFLOAD_FILE_STORAGE_PATH",
+                                        "MOONCAKE_DISTRIBUTED_HEALTH_CHECK",
+                                        "MOONCAKE_OFFLOAD_TOTAL_SIZE_LIMIT_BYTES",
+                                        "MC_FAILPOINTS",
+                                        NULL};
+    for (int i = 0; clean[i]; i++)
+        unsetenv(clean[i]);
+    const char *t = getenv("MC_TEST_OFFLOAD_FS_TYPE");
+    fs_type = t && *t ? t : "posix";
+    if (strcmp(fs_type, "posix") != 0 && strcmp(fs_type, "daos") != 0) {
+        fprintf(stderr, "MC_TEST_OFFLOAD_FS_TYPE=%s: expected posix or daos\n", fs_type);
+        return -1;
+    }
+    snprintf(env_fs_type, sizeof(env_fs_type), "MOONCAKE_DISTRIBUTED_FS_TYPE=%s", fs_type);
+    if (!mkdtemp(tmp_dir))
+        return -1;
+    if (fs_is_daos()) {
+        char store[PATH_MAX];
+        path_in_tmp(store, sizeof(store), "dfs-double-store");
+        if (mkdir(store, 0755) != 0 || setenv("DFS_DOUBLE_ROOT", store, 1) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char cmd[PATH_MAX + 32];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp_dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+#define CRASH_TEST(f) cmocka_unit_test_teardown(f, kill_leftovers)
+
+int main(void)
+{
+    /* MC_TEST_FILTER=pattern runs only the tests whose names match (cmocka's * and ? wildcards). */
+    const char *filter = getenv("MC_TEST_FILTER");
+    if (filter && *filter)
+        cmocka_set_test_filter(filter);
+    const struct CMUnitTest tests[] = {
+        CRASH_TEST(test_local_offload_files_are_published_and_deleted_with_a_directory_fsync),
+        CRASH_TEST(test_posix_dfs_files_are_published_and_deleted_with_a_directory_fsync),
+    };
+    return cmocka_run_group_tests_name("offload crashes", tests, setup, teardown);
+}
