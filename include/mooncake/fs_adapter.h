@@ -18,7 +18,8 @@
  *                         '.', become %XX), reversible; keys whose escaped form exceeds
  *                         MC_FS_NAME_MAX_ESCAPED bytes get "<escaped prefix>~<xxh128 hex>" and
  *                         the full key is taken from the object header.
- *   <root>/<hh>/.t*       temporary files of writes in progress (never listed, never read).
+ *   <root>/<hh>/.t*       temporary files of writes in progress (never listed, never read);
+ *                         the name carries the writer's identity (mc_fs_clean_temps).
  *   <root>/.probe/        the health check's probe objects.
  * An object file holds a header (magic "MCOBJ", version, header length, key, value size,
  * CRC32C of the value, CRC32C of the header; zero-padded to 4 KiB for values of 64 KiB and more)
@@ -156,6 +157,19 @@ int mc_fs_remove(mc_fs_adapter_t *a, const char *key);
  */
 typedef int (*mc_fs_list_cb)(const char *key, uint64_t value_size, void *arg);
 int mc_fs_list(mc_fs_adapter_t *a, mc_fs_list_cb cb, void *arg);
+
+/*
+ * Deletes what writers that died mid-write left behind: temporary files (and health-check probe
+ * objects) in every hash directory and in <root>/.probe, judged from their names alone (one
+ * listing, no stat). A temporary's name carries its writer's host (machine, boot and pid
+ * namespace), pid and creation time; it is deleted when that writer is certainly gone — on this
+ * host: the pid is not running, or runs a process started after the temporary was made; from
+ * another host: the temporary is older than MC_FS_TEMP_FOREIGN_AGE_S. A temporary a live writer
+ * is still writing is never deleted. Temporaries of another name format are left alone.
+ * *removed / *kept (either may be NULL) get the counts.
+ */
+#define MC_FS_TEMP_FOREIGN_AGE_S (24 * 3600)
+int mc_fs_clean_temps(mc_fs_adapter_t *a, uint64_t *removed, uint64_t *kept);
 
 /*
  * Proves the backend works: writes a probe object (4 KiB, unique per call) under <root>/.probe,

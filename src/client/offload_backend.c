@@ -194,6 +194,13 @@ int mc_offload_backend_open(const mc_offload_env_t *env, int kind, const char *l
     }
     if (rc == 0 && kind == MC_OFFLOAD_DISTRIBUTED)
         rc = marker_setup(b, err, errlen);
+    if (rc == 0) {
+        /* Writers killed mid-write left their temporaries; a live writer's are kept. */
+        int crc = mc_fs_clean_temps(b->fs, NULL, NULL);
+        if (crc != 0)
+            MC_WARN("offload: cannot list %s for leftover temporary files: %s", b->root,
+                    mc_error_name(crc));
+    }
     if (rc == 0 && env->health_check) {
         rc = mc_fs_health_check(b->fs);
         if (rc != 0)

@@ -24,6 +24,7 @@
 
 #include "mooncake/errors.h"
 
+#include "failpoint.h"
 #include "log.h"
 
 #include <dirent.h>
@@ -275,6 +276,8 @@ static int posix_write(void *impl, unsigned dir, const char *name, const mc_obj_
         call = "close";
         err = errno;
     }
+    if (err == 0)
+        mc_failpoint("fs.write.before_publish"); /* the file is written, not yet named */
     if (err == 0 && renameat(dfd, tmp, dfd, name) != 0) {
         call = "rename";
         err = errno;
@@ -335,7 +338,7 @@ static int posix_list_dir(void *impl, unsigned dir, mc_fs_name_cb cb, void *arg)
                 rc = posix_fail(p, errno, OP_LIST, "readdir", dir, ".");
             break;
         }
-        if (e->d_type == DT_DIR || !mc_obj_is_object_name(e->d_name))
+        if (e->d_type == DT_DIR || !strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
             continue;
         rc = cb(e->d_name, arg);
         if (rc != 0)

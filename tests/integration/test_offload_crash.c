@@ -193,6 +193,215 @@ static int stop_holder(mc_holder_t *h)
     return mc_proc_stop(&h->proc, SIGTERM, 30000);
 }
 
+/* ---- a cluster that can be killed and restarted -------------------------------------------- */
+
+#define MAX_HOLDERS 3
+
+/*
+ * A master and up to MAX_HOLDERS offloading holders. Distributed: every holder uses the shared
+ * root `root` (its files are in `backing`: the root itself for posix, the container's directory
+ * of the libdfs double for daos). Local: holder i keeps its files in `<root>-h<i>`.
+ */
+typedef struct crash_cluster {
+    int distributed;
+    mc_master_t m;
+    int rpc_port;
+    mc_holder_t h[MAX_HOLDERS];
+    int up[MAX_HOLDERS];
+    int nholders;
+    char root[PATH_MAX];
+    char backing[PATH_MAX];
+    char dir[MAX_HOLDERS][PATH_MAX]; /* where holder i's files are */
+    char env_dir[MAX_HOLDERS][PATH_MAX + 64];
+} crash_cluster_t;
+
+/* Runs argv to exit; returns its exit code. */
+static int run_to_exit(char *const argv[])
+{
+    pid_t pid;
+    if (posix_spawn(&pid, argv[0], NULL, NULL, argv, environ) != 0)
+        return -1;
+    int status;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* Master flags of a distributed test: --distributed-fs-type for daos, nothing for posix. */
+static const char *const *master_flags(const crash_cluster_t *c)
+{
+    static const char *const daos_flags[] = {"--distributed-fs-type", "daos", NULL};
+    return c->distributed && fs_is_daos() ? daos_flags : NULL;
+}
+
+static void cluster_init(crash_cluster_t *c, const char *name, int distributed, int nholders)
+{
+    memset(c, 0, sizeof(*c));
+    c->distributed = distributed;
+    c->nholders = nholders;
+    path_in_tmp(c->root, sizeof(c->root), name);
+    snprintf(c->backing, sizeof(c->backing), "%s", c->root);
+    if (distributed && fs_is_daos()) {
+        char *argv[] = {MKCONT_BIN, c->root, DAOS_POOL, (char *)name, NULL};
+        assert_int_equal(run_to_exit(argv), 0);
+        snprintf(c->backing, sizeof(c->backing), "%s/" DAOS_POOL "/%s", getenv("DFS_DOUBLE_ROOT"),
+                 name);
+    }
+    for (int i = 0; i < nholders; i++) {
+        if (distributed)
+            snprintf(c->dir[i], sizeof(c->dir[i]), "%s", c->backing);
+        else
+            snprintf(c->dir[i], sizeof(c->dir[i]), "%s-h%d", c->root, i);
+        snprintf(c->env_dir[i], sizeof(c->env_dir[i]), "%s=%s",
+                 distributed ? "MOONCAKE_DISTRIBUTED_ROOT_DIR"
+                             : "MOONCAKE_OFFLOAD_FILE_STORAGE_PATH",
+                 distributed ? c->root : c->dir[i]);
+    }
+}
+
+static int cluster_start_master(crash_cluster_t *c)
+{
+    int rc = c->rpc_port ? mc_master_start_on(&c->m, c->rpc_port, 1, master_flags(c))
+                         : mc_master_start(&c->m, 1, master_flags(c));
+    c->rpc_port = c->m.rpc_port;
+    return rc;
+}
+
+/* Starts holder i; `failpoints` (may be NULL) is its MC_FAILPOINTS. */
+static int cluster_start_holder(crash_cluster_t *c, int i, const char *failpoints)
+{
+    char fp[128];
+    snprintf(fp, sizeof(fp), "MC_FAILPOINTS=%s", failpoints ? failpoints : "");
+    const char *env[8];
+    int n = 0;
+    if (c->distributed) {
+        env[n++] = "MOONCAKE_OFFLOAD_STORAGE_BACKEND_DESCRIPTOR=distributed";
+        env[n++] = env_fs_type;
+    }
+    env[n++] = c->env_dir[i];
+    env[n++] = "MOONCAKE_OFFLOAD_HEARTBEAT_INTERVAL_SECONDS=1";
+    if (failpoints)
+        env[n++] = fp;
+    env[n] = NULL;
+    int rc = start_holder(&c->h[i], &c->m, "64MB", env);
+    c->up[i] = rc == 0;
+    return rc;
+}
+
+static int cluster_start(crash_cluster_t *c)
+{
+    if (cluster_start_master(c) != 0)
+        return -1;
+    for (int i = 0; i < c->nholders; i++) {
+        if (cluster_start_holder(c, i, NULL) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+static void kill_pid(pid_t pid)
+{
+    mc_cluster_untrack(pid);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+}
+
+static void cluster_kill_holder(crash_cluster_t *c, int i)
+{
+    kill_pid(c->h[i].proc.pid);
+    close(c->h[i].proc.stdin_fd);
+    close(c->h[i].proc.stdout_fd);
+    c->up[i] = 0;
+}
+
+/* Stops every holder that is up and the master, cleanly; 1 when all exited with status 0. */
+static int cluster_stop(crash_cluster_t *c)
+{
+    int clean = 1;
+    for (int i = 0; i < c->nholders; i++) {
+        if (c->up[i])
+            clean &= mc_clean_exit(stop_holder(&c->h[i]));
+        c->up[i] = 0;
+    }
+    clean &= mc_clean_exit(mc_master_stop(&c->m, SIGTERM));
+    return clean;
+}
+
+/* A store client in this process (no segment); distributed clusters: with the backend, so it
+ * reads DFS replicas itself. */
+static mc_store_t *cluster_client(const crash_cluster_t *c)
+{
+    const char *env[] = {"MOONCAKE_OFFLOAD_STORAGE_BACKEND_DESCRIPTOR=distributed", env_fs_type,
+                         c->env_dir[0], NULL};
+    if (c->distributed)
+        mc_env_apply(env, 1);
+    mc_store_t *s = mc_test_client(&c->m, 1, 0);
+    if (c->distributed)
+        mc_env_apply(env, 0);
+    assert_non_null(s);
+    return s;
+}
+
+/* Temporary files (".t…") under dir, recursively (.probe excluded). */
+static void temp_cb(const char *dir, const char *name, void *arg)
+{
+    (void)dir;
+    if (!strncmp(name, ".t", 2))
+        (*(int *)arg)++;
+}
+
+static int count_temps(const char *dir)
+{
+    int n = 0;
+    walk_files(dir, temp_cb, &n);
+    return n;
+}
+
+/* Waits until the stopped-at-a-failpoint process pid is in the stopped state. */
+static void wait_stopped(pid_t pid)
+{
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, WUNTRACED), pid);
+    assert_true(WIFSTOPPED(status));
+}
+
+/* Puts key -> value (seeded) with its memory replica on `segment`. */
+static void put_on(mc_store_t *s, const char *key, size_t size, uint64_t seed, const char *segment)
+{
+    mc_replicate_config_t cfg = MC_REPLICATE_CONFIG_INIT;
+    cfg.preferred_segment = segment;
+    uint8_t *v = malloc(size);
+    fill(v, size, seed);
+    assert_int_equal(mc_store_put(s, key, v, size, &cfg), 0);
+    free(v);
+}
+
+/* 0 when key reads back as exactly the seeded value, else the get's result. */
+static int64_t read_exact(mc_store_t *s, const char *key, size_t size, uint64_t seed)
+{
+    uint8_t *v = malloc(size), *out = malloc(size);
+    fill(v, size, seed);
+    int64_t got = mc_store_get(s, key, out, size);
+    int64_t rc = got == (int64_t)size ? (memcmp(out, v, size) == 0 ? 0 : -1) : got;
+    free(v);
+    free(out);
+    return rc;
+}
+
+/* Every key prefix/0..n-1 reads back exactly; returns how many did. */
+static int read_all_exact(mc_store_t *s, const char *prefix, int n, size_t size, uint64_t seed)
+{
+    int ok = 0;
+    for (int i = 0; i < n; i++) {
+        char key[64];
+        key_of(key, sizeof(key), prefix, i);
+        int64_t rc = read_exact(s, key, size, seed + (uint64_t)i);
+        if (rc != 0)
+            fprintf(stderr, "get %s: %lld\n", key, (long long)rc);
+        ok += rc == 0;
+    }
+    return ok;
+}
+
 /* ---- tracing system calls ------------------------------------------------------------------ */
 
 typedef struct tracer {
@@ -417,6 +626,70 @@ static void test_posix_dfs_files_are_published_and_deleted_with_a_directory_fsyn
     run_dir_sync(1);
 }
 
+/*
+ * Issue 12, part 3: a writer killed mid-offload leaves its temporary file (written, not yet
+ * renamed: stopped at the failpoint fs.write.before_publish, then SIGKILLed); the next start of
+ * a client on that storage deletes it, and the objects offloaded before stay readable.
+ */
+static void run_killed_writer_temp_is_cleaned(int distributed)
+{
+    crash_cluster_t c;
+    cluster_init(&c, distributed ? "temp-dfs" : "temp-local", distributed, 1);
+    assert_int_equal(cluster_start(&c), 0);
+    mc_store_t *s = cluster_client(&c);
+    put_all(s, "ta", 4, MiB, 100);
+    assert_int_equal(wait_metric_at_least(&c.m, "master_disk_replicas", 4), 4);
+    assert_int_equal(count_temps(c.dir[0]), 0);
+    /* The holder again, now stopping right before it publishes a file. */
+    assert_true(mc_clean_exit(stop_holder(&c.h[0])));
+    assert_int_equal(cluster_start_holder(&c, 0, "fs.write.before_publish=stop"), 0);
+    put_on(s, "tb/0", 8 * MiB, 200, c.h[0].segment);
+    wait_stopped(c.h[0].proc.pid);
+    assert_int_equal(count_temps(c.dir[0]), 1);
+    cluster_kill_holder(&c, 0);
+    assert_int_equal(count_temps(c.dir[0]), 1); /* left behind */
+    assert_int_equal(cluster_start_holder(&c, 0, NULL), 0);
+    assert_int_equal(count_temps(c.dir[0]), 0); /* gone once the holder is up */
+    assert_int_equal(wait_metric_at_least(&c.m, "master_disk_replicas", 4), 4);
+    assert_int_equal(read_all_exact(s, "ta", 4, MiB, 100), 4);
+    mc_store_free(s);
+    assert_true(cluster_stop(&c));
+}
+
+static void test_dfs_temp_of_a_writer_killed_mid_offload_is_removed_at_restart(void **state)
+{
+    (void)state;
+    run_killed_writer_temp_is_cleaned(1);
+}
+
+/*
+ * Shared root, several writers: a client starting while another writer is in the middle of a
+ * write (stopped before its rename, alive) keeps that writer's temporary; once that writer is
+ * dead, the next start removes it.
+ */
+static void test_dfs_temp_of_a_live_writer_survives_another_clients_start(void **state)
+{
+    (void)state;
+    crash_cluster_t c;
+    cluster_init(&c, "temp-live", 1, 3);
+    assert_int_equal(cluster_start_master(&c), 0);
+    assert_int_equal(cluster_start_holder(&c, 0, NULL), 0); /* sets the root up */
+    assert_int_equal(cluster_start_holder(&c, 1, "fs.write.before_publish=stop"), 0);
+    mc_store_t *s = cluster_client(&c);
+    put_on(s, "live/0", 4 * MiB, 300, c.h[1].segment);
+    wait_stopped(c.h[1].proc.pid);
+    assert_int_equal(count_temps(c.backing), 1);
+    assert_int_equal(cluster_start_holder(&c, 2, NULL), 0); /* cleans the root at start */
+    assert_int_equal(count_temps(c.backing), 1);            /* holder 1 is alive: kept */
+    cluster_kill_holder(&c, 1);
+    assert_true(mc_clean_exit(stop_holder(&c.h[2])));
+    c.up[2] = 0;
+    assert_int_equal(cluster_start_holder(&c, 2, NULL), 0);
+    assert_int_equal(count_temps(c.backing), 0); /* its writer is gone: removed */
+    mc_store_free(s);
+    assert_true(cluster_stop(&c));
+}
+
 /* ---- main --------------------------------------------------------------------------------- */
 
 static int setup(void **state)
@@ -467,9 +740,20 @@ int main(void)
     const char *filter = getenv("MC_TEST_FILTER");
     if (filter && *filter)
         cmocka_set_test_filter(filter);
+    const char *t = getenv("MC_TEST_OFFLOAD_FS_TYPE");
+    if (t && !strcmp(t, "daos")) {
+        const struct CMUnitTest dfs_tests[] = {
+            CRASH_TEST(test_dfs_temp_of_a_writer_killed_mid_offload_is_removed_at_restart),
+            CRASH_TEST(test_dfs_temp_of_a_live_writer_survives_another_clients_start),
+        };
+        return cmocka_run_group_tests_name("offload crashes (distributed fs type daos)", dfs_tests,
+                                           setup, teardown);
+    }
     const struct CMUnitTest tests[] = {
         CRASH_TEST(test_local_offload_files_are_published_and_deleted_with_a_directory_fsync),
         CRASH_TEST(test_posix_dfs_files_are_published_and_deleted_with_a_directory_fsync),
+        CRASH_TEST(test_dfs_temp_of_a_writer_killed_mid_offload_is_removed_at_restart),
+        CRASH_TEST(test_dfs_temp_of_a_live_writer_survives_another_clients_start),
     };
     return cmocka_run_group_tests_name("offload crashes", tests, setup, teardown);
 }
