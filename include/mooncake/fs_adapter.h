@@ -159,6 +159,19 @@ typedef int (*mc_fs_list_cb)(const char *key, uint64_t value_size, void *arg);
 int mc_fs_list(mc_fs_adapter_t *a, mc_fs_list_cb cb, void *arg);
 
 /*
+ * mc_fs_list with what each object's header says: its key, value size and the CRC32C of its
+ * value (the value itself is not read). The cost is one directory listing plus one small read
+ * (the header) per object; no stat.
+ */
+typedef struct mc_fs_object_info {
+    const char *key; /* valid only during the callback */
+    uint64_t value_size;
+    uint32_t value_crc;
+} mc_fs_object_info_t;
+typedef int (*mc_fs_scan_cb)(const mc_fs_object_info_t *obj, void *arg);
+int mc_fs_scan(mc_fs_adapter_t *a, mc_fs_scan_cb cb, void *arg);
+
+/*
  * Deletes what writers that died mid-write left behind: temporary files (and health-check probe
  * objects) in every hash directory and in <root>/.probe, judged from their names alone (one
  * listing, no stat). A temporary's name carries its writer's host (machine, boot and pid

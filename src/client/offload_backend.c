@@ -273,20 +273,20 @@ typedef struct scan_ctx {
     void *arg;
 } scan_ctx_t;
 
-static int scan_one(const char *name, uint64_t size, void *arg)
+static int scan_one(const mc_fs_object_info_t *obj, void *arg)
 {
     scan_ctx_t *c = arg;
     uint64_t version;
     const char *key;
-    if (parse_file_key(name, &version, &key) != 0)
+    if (parse_file_key(obj->key, &version, &key) != 0)
         return 0;
-    return c->cb(key, version, size, c->arg);
+    return c->cb(key, version, obj->value_size, obj->value_crc, c->arg);
 }
 
 int mc_offload_backend_scan(mc_offload_backend_t *b, mc_offload_scan_cb cb, void *arg)
 {
     scan_ctx_t c = {cb, arg};
-    return mc_fs_list(b->fs, scan_one, &c);
+    return mc_fs_scan(b->fs, scan_one, &c);
 }
 
 int mc_offload_backend_health(mc_offload_backend_t *b)

@@ -61,8 +61,12 @@ int mc_offload_backend_write(mc_offload_backend_t *b, const char *key, uint64_t 
 int mc_offload_backend_read(mc_offload_backend_t *b, const char *key, uint64_t version, void *buf,
                             uint64_t size);
 int mc_offload_backend_remove(mc_offload_backend_t *b, const char *key, uint64_t version);
-/* Every stored disk replica (restart recovery); other objects (the marker) are skipped. */
-typedef int (*mc_offload_scan_cb)(const char *key, uint64_t version, uint64_t size, void *arg);
+/*
+ * Every stored disk replica (restart recovery), with the CRC32C of its value from the file's
+ * header; other objects (the marker) are skipped. One listing and one header read per file.
+ */
+typedef int (*mc_offload_scan_cb)(const char *key, uint64_t version, uint64_t size, uint32_t crc,
+                                  void *arg);
 int mc_offload_backend_scan(mc_offload_backend_t *b, mc_offload_scan_cb cb, void *arg);
 /* Write, read back and delete a probe object: 0 when the backend works. */
 int mc_offload_backend_health(mc_offload_backend_t *b);

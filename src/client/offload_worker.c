@@ -38,6 +38,8 @@ typedef struct ledger_entry {
     struct ledger_entry *prev, *next; /* FIFO ring, oldest first */
     struct ledger_entry *hnext;       /* hash chain */
     uint64_t hash, version, size;
+    uint32_t crc; /* CRC32C of the value, when has_crc */
+    int has_crc;
     char key[];
 } ledger_entry_t;
 
@@ -103,7 +105,8 @@ static ledger_entry_t **ledger_slot_locked(ledger_t *l, const char *key, uint64_
 }
 
 /* Adds (key, version) as the newest file; an entry already there is kept. */
-static void ledger_add(ledger_t *l, const char *key, uint64_t version, uint64_t size)
+static void ledger_add(ledger_t *l, const char *key, uint64_t version, uint64_t size, int has_crc,
+                       uint32_t crc)
 {
     uint64_t h = ledger_hash(key, version);
     pthread_mutex_lock(&l->lock);
@@ -116,6 +119,8 @@ static void ledger_add(ledger_t *l, const char *key, uint64_t version, uint64_t 
             e->hash = h;
             e->version = version;
             e->size = size;
+            e->crc = crc;
+            e->has_crc = has_crc;
             e->hnext = NULL;
             *pp = e;
             e->next = &l->ring;
@@ -185,7 +190,9 @@ struct mc_offload_worker {
     int wake;
     int offloading;
     int healthy;
-    int resync;
+    int resync;         /* the master asked for this client's files (its ledger) */
+    int rescan;         /* the master asked for every file under the distributed root */
+    int report_done;    /* what was asked is reported: say so in the next heartbeat */
     uint64_t remaining; /* tasks the master still has for us, as of the last heartbeat */
 
     pthread_t control;
@@ -354,7 +361,7 @@ static void write_task(mc_offload_worker_t *w, const wtask_t *t)
     int rc = notify(w, t->id, t->key, t->version, t->size, code);
     if (code == 0 && (rc == 0 || rpc_trouble(rc))) {
         /* Unreported (master unreachable): the file stays; a resync or a retry settles it. */
-        ledger_add(&w->ledger, t->key, t->version, t->size);
+        ledger_add(&w->ledger, t->key, t->version, t->size, t->has_checksum, t->checksum);
         if (rc == 0) {
             atomic_fetch_add(&w->done, 1);
             atomic_fetch_add(&w->bytes, t->size);
@@ -418,66 +425,148 @@ static void fill_info(mc_offload_worker_t *w, Mc__OffloadHeartbeatRequest *req, 
     pthread_mutex_unlock(&w->ledger.lock);
 }
 
-/* Sends the ledger to the master as recovered files; files of keys it knows otherwise go. */
-static void resync(mc_offload_worker_t *w)
+/* A file reported to the master as found on disk (task id 0). */
+typedef struct report_item {
+    char *key;
+    uint64_t version, size;
+    uint32_t crc;
+    int has_crc;
+} report_item_t;
+
+typedef struct report_stats {
+    size_t registered, dropped;
+} report_stats_t;
+
+/*
+ * Reports v[0..n) to the master as files found on disk, in batches; files it says are obsolete
+ * (an older value than the one it knows) are deleted. 0 when every batch was answered.
+ */
+static int report_files(mc_offload_worker_t *w, const report_item_t *v, size_t n,
+                        report_stats_t *st)
 {
-    ledger_t *l = &w->ledger;
-    pthread_mutex_lock(&l->lock);
-    size_t n = (size_t)l->count, k = 0;
     Mc__OffloadResult *r = calloc(n ? n : 1, sizeof(*r));
     Mc__OffloadResult **ptrs = calloc(n ? n : 1, sizeof(*ptrs));
-    for (ledger_entry_t *e = l->ring.next; r && ptrs && e != &l->ring; e = e->next) {
+    int rc = r && ptrs ? 0 : MC_ERR_INTERNAL_ERROR;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
         Mc__OffloadResult init = MC__OFFLOAD_RESULT__INIT;
-        r[k] = init;
-        r[k].key = strdup(e->key);
-        r[k].version = e->version;
-        r[k].size = e->size;
-        ptrs[k] = &r[k];
-        if (r[k].key)
-            k++;
+        r[i] = init;
+        r[i].key = v[i].key;
+        r[i].version = v[i].version;
+        r[i].size = v[i].size;
+        r[i].has_checksum = v[i].has_crc;
+        r[i].checksum = v[i].crc;
+        ptrs[i] = &r[i];
     }
-    pthread_mutex_unlock(&l->lock);
-    size_t registered = 0, dropped = 0;
-    int failed = !r || !ptrs;
-    for (size_t off = 0; !failed && off < k; off += RESYNC_BATCH) {
+    for (size_t off = 0; rc == 0 && off < n; off += RESYNC_BATCH) {
         Mc__NotifyOffloadRequest req = MC__NOTIFY_OFFLOAD_REQUEST__INIT;
         req.client_id = w->client_id;
-        req.n_results = k - off < RESYNC_BATCH ? k - off : RESYNC_BATCH;
+        req.n_results = n - off < RESYNC_BATCH ? n - off : RESYNC_BATCH;
         req.results = ptrs + off;
         Mc__CodesResponse *resp = NULL;
-        int rc = mc_master_call_notify_offload(w->rpc, &req, &resp);
-        if (rc != 0 || resp->code != 0 || resp->n_codes != req.n_results) {
-            MC_WARN("offload: reporting this client's files to the master failed: %s",
-                    mc_error_name(rc ? rc : resp->code));
-            failed = 1;
-        }
-        for (size_t i = 0; !failed && i < req.n_results; i++) {
-            const Mc__OffloadResult *x = ptrs[off + i];
+        rc = mc_master_call_notify_offload(w->rpc, &req, &resp);
+        if (rc == 0 && (resp->code != 0 || resp->n_codes != req.n_results))
+            rc = resp->code ? resp->code : MC_ERR_DESERIALIZE_FAIL;
+        for (size_t i = 0; rc == 0 && i < req.n_results; i++) {
+            const report_item_t *x = &v[off + i];
             if (resp->codes[i] == 0) {
-                registered++;
+                st->registered++;
             } else if (resp->codes[i] == MC_ERR_OBJECT_ALREADY_EXISTS) {
-                /* The key holds another value now: this file is obsolete. */
-                ledger_remove(l, x->key, x->version);
+                /* The master knows a newer value of the key: this file is obsolete. */
+                ledger_remove(&w->ledger, x->key, x->version);
                 mc_offload_backend_remove(w->backend, x->key, x->version);
-                dropped++;
+                st->dropped++;
             }
         }
         if (resp)
             mc__codes_response__free_unpacked(resp, NULL);
     }
-    for (size_t i = 0; i < k; i++)
-        free(r[i].key);
+    if (rc != 0)
+        MC_WARN("offload: reporting files to the master failed: %s", mc_error_name(rc));
     free(r);
     free(ptrs);
-    if (failed) {
-        pthread_mutex_lock(&w->lock);
-        w->resync = 1; /* try again on the next heartbeat */
-        pthread_mutex_unlock(&w->lock);
-        return;
+    return rc;
+}
+
+/* Sends the ledger to the master as recovered files; files of keys it knows otherwise go. */
+static int resync(mc_offload_worker_t *w)
+{
+    ledger_t *l = &w->ledger;
+    pthread_mutex_lock(&l->lock);
+    size_t n = (size_t)l->count, k = 0;
+    report_item_t *v = calloc(n ? n : 1, sizeof(*v));
+    for (ledger_entry_t *e = l->ring.next; v && e != &l->ring; e = e->next) {
+        v[k] = (report_item_t){strdup(e->key), e->version, e->size, e->crc, e->has_crc};
+        if (v[k].key)
+            k++;
     }
-    if (k)
+    pthread_mutex_unlock(&l->lock);
+    report_stats_t st = {0, 0};
+    int rc = v ? report_files(w, v, k, &st) : MC_ERR_INTERNAL_ERROR;
+    for (size_t i = 0; i < k; i++)
+        free(v[i].key);
+    free(v);
+    if (rc == 0 && k)
         MC_INFO("offload: reported %zu files to the master: %zu registered, %zu obsolete (deleted)",
-                k, registered, dropped);
+                k, st.registered, st.dropped);
+    return rc;
+}
+
+/* The distributed root rescan: files are reported as they are listed, RESYNC_BATCH at a time. */
+typedef struct root_scan {
+    mc_offload_worker_t *w;
+    report_item_t batch[RESYNC_BATCH];
+    size_t n;
+    uint64_t listed;
+    report_stats_t st;
+} root_scan_t;
+
+static int root_scan_flush(root_scan_t *r)
+{
+    int rc = report_files(r->w, r->batch, r->n, &r->st);
+    for (size_t i = 0; i < r->n; i++)
+        free(r->batch[i].key);
+    r->n = 0;
+    return rc;
+}
+
+static int root_scan_one(const char *key, uint64_t version, uint64_t size, uint32_t crc, void *arg)
+{
+    root_scan_t *r = arg;
+    char *k = strdup(key);
+    if (!k)
+        return MC_ERR_INTERNAL_ERROR;
+    r->batch[r->n++] = (report_item_t){k, version, size, crc, 1};
+    r->listed++;
+    return r->n == RESYNC_BATCH ? root_scan_flush(r) : 0;
+}
+
+/*
+ * Lists the whole distributed root (names, then one header read per file: no stat) and reports
+ * every file to the master, which registers the ones it does not know (the master asks one
+ * client for this after it starts; several doing it would be harmless, only slower).
+ */
+static int rescan_root(mc_offload_worker_t *w)
+{
+    root_scan_t *r = calloc(1, sizeof(*r));
+    if (!r)
+        return MC_ERR_INTERNAL_ERROR;
+    r->w = w;
+    uint64_t t0 = mc_now_ms();
+    int rc = mc_offload_backend_scan(w->backend, root_scan_one, r);
+    if (rc == 0)
+        rc = root_scan_flush(r);
+    for (size_t i = 0; i < r->n; i++)
+        free(r->batch[i].key);
+    if (rc == 0)
+        MC_INFO("offload: rescanned %s: %" PRIu64 " files in %" PRIu64 " ms, %zu registered, %zu "
+                "obsolete (deleted)",
+                mc_offload_backend_root(w->backend), r->listed, mc_now_ms() - t0, r->st.registered,
+                r->st.dropped);
+    else
+        MC_WARN("offload: rescan of %s failed after %" PRIu64 " files: %s; retrying",
+                mc_offload_backend_root(w->backend), r->listed, mc_error_name(rc));
+    free(r);
+    return rc;
 }
 
 static void apply_deletions(mc_offload_worker_t *w, const Mc__OffloadHeartbeatResponse *resp)
@@ -516,6 +605,10 @@ static int heartbeat(mc_offload_worker_t *w, int leaving, size_t *asked, size_t 
     req.inflight = ids;
     req.n_inflight = nids;
     req.leaving = leaving;
+    pthread_mutex_lock(&w->lock);
+    int done_sent = w->report_done;
+    pthread_mutex_unlock(&w->lock);
+    req.resync_done = done_sent;
     Mc__OffloadHeartbeatResponse *resp = NULL;
     int rc = mc_master_call_offload_heartbeat(w->rpc, &req, &resp);
     free(ids);
@@ -540,8 +633,12 @@ static int heartbeat(mc_offload_worker_t *w, int leaving, size_t *asked, size_t 
         if (*got)
             pthread_cond_broadcast(&w->work_cond);
         w->remaining = resp->remaining;
+        if (done_sent)
+            w->report_done = 0;
         if (resp->resync)
             w->resync = 1;
+        if (resp->rescan)
+            w->rescan = 1;
         pthread_mutex_unlock(&w->lock);
     } else if (rc == MC_ERR_INVALID_PARAMS || rc == MC_ERR_UNABLE_OFFLOAD) {
         MC_ERROR("offload: the master refused this client's backend: %s",
@@ -609,13 +706,24 @@ static void *control_main(void *arg)
     for (;;) {
         pthread_mutex_lock(&w->lock);
         int done = control_done_locked(w);
-        int do_resync = w->resync;
-        w->resync = 0;
+        int do_resync = w->resync, do_rescan = w->rescan;
+        w->resync = w->rescan = 0;
         pthread_mutex_unlock(&w->lock);
         if (done)
             break;
-        if (do_resync)
-            resync(w);
+        if (do_resync || do_rescan) {
+            int rc = do_resync ? resync(w) : 0;
+            if (rc == 0 && do_rescan)
+                rc = rescan_root(w);
+            pthread_mutex_lock(&w->lock);
+            if (rc == 0) {
+                w->report_done = 1;
+            } else { /* try again after the next heartbeat */
+                w->resync |= do_resync;
+                w->rescan |= do_rescan;
+            }
+            pthread_mutex_unlock(&w->lock);
+        }
         health_check(w, &next_health);
         size_t asked = 0, got = 0;
         int rc = heartbeat(w, 0, &asked, &got);
@@ -647,16 +755,11 @@ static void *control_main(void *arg)
 /* ---- lifecycle --------------------------------------------------------------------------------
  */
 
-static int scan_one(const char *key, uint64_t version, uint64_t size, void *arg)
-{
-    ledger_add(arg, key, version, size);
-    return 0;
-}
-
 /* Local backend: the files found at start, oldest version first (FIFO order). */
 typedef struct scan_item {
     char *key;
     uint64_t version, size;
+    uint32_t crc;
 } scan_item_t;
 
 typedef struct scan_list {
@@ -664,7 +767,7 @@ typedef struct scan_list {
     size_t n, cap;
 } scan_list_t;
 
-static int collect_one(const char *key, uint64_t version, uint64_t size, void *arg)
+static int collect_one(const char *key, uint64_t version, uint64_t size, uint32_t crc, void *arg)
 {
     scan_list_t *s = arg;
     if (s->n == s->cap) {
@@ -680,6 +783,7 @@ static int collect_one(const char *key, uint64_t version, uint64_t size, void *a
         return MC_ERR_INTERNAL_ERROR;
     s->v[s->n].version = version;
     s->v[s->n].size = size;
+    s->v[s->n].crc = crc;
     s->n++;
     return 0;
 }
@@ -697,7 +801,7 @@ static int rescan(mc_offload_worker_t *w)
     if (rc == 0 && s.n > 0) {
         qsort(s.v, s.n, sizeof(*s.v), by_version);
         for (size_t i = 0; i < s.n; i++)
-            scan_one(s.v[i].key, s.v[i].version, s.v[i].size, &w->ledger);
+            ledger_add(&w->ledger, s.v[i].key, s.v[i].version, s.v[i].size, 1, s.v[i].crc);
         if (s.n)
             MC_INFO("offload: found %zu files (%" PRIu64 " bytes) under %s", s.n, w->ledger.used,
                     mc_offload_backend_root(w->backend));

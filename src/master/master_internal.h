@@ -91,6 +91,8 @@ typedef struct mc_offload_task {
 typedef struct mc_object_offload {
     mc_offload_task_t *task;
     uint8_t ndisk;
+    uint8_t recovered; /* the value came from a rescanned file, not from a put of this master:
+                          a file of a higher version of the key replaces it */
     mc_disk_replica_t disk[MC_MAX_DISK_REPLICAS];
 } mc_object_offload_t;
 
@@ -114,7 +116,19 @@ typedef struct mc_offloader {
     size_t n_queued, n_leased;
     mc_delete_queue_t deletes; /* LOCAL_DISK files of this client to delete */
     uint64_t last_heartbeat_ms;
+    int reporting; /* asked to report its files (resync or rescan), not done yet */
 } mc_offloader_t;
+
+/*
+ * Recovery of the distributed root after this master started: the files under a shared root are
+ * listed by one distributed offloader the master picks (the first healthy one to heartbeat),
+ * which reports them all; if it goes away before it is done, the next one is asked.
+ */
+typedef enum mc_dfs_recovery {
+    MC_DFS_RECOVERY_NEEDED = 0,
+    MC_DFS_RECOVERY_RUNNING,
+    MC_DFS_RECOVERY_DONE,
+} mc_dfs_recovery_t;
 
 /* An extent no object owns any more but a read lease may still cover: freed at free_at. Its
  * allocator cookie is NULL. Entries die with their segment on unmount. */
@@ -188,7 +202,10 @@ struct mc_master {
     size_t n_offloaders, offloaders_cap;
     mc_delete_queue_t dfs_deletes;          /* DFS files to delete, for any distributed client */
     char dfs_storage_id[MC_OFFLOAD_ID_MAX]; /* the storage the first distributed client named */
-    int seen_backend;                       /* first backend a client reported */
+    mc_dfs_recovery_t dfs_recovery;
+    mc_offloader_t *dfs_rescanner; /* RUNNING: the client listing the root */
+    uint64_t recovered_files;
+    int seen_backend; /* first backend a client reported */
     char seen_fs_type[16];
     uint64_t next_task_id, next_version;
     size_t tasks_outstanding; /* queued + leased, all clients */

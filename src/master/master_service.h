@@ -221,6 +221,7 @@ typedef struct mc_offloader_info {
     int healthy;
     uint64_t capacity_bytes;
     uint64_t used_bytes;
+    int resync_done; /* the files the master asked for (resync, rescan) are all reported */
 } mc_offloader_info_t;
 
 /* A task handed to a client; `key` is valid only during the callback. */
@@ -243,6 +244,7 @@ typedef struct mc_disk_file_desc {
 
 typedef struct mc_offload_heartbeat_out {
     int resync;         /* 1: the master did not know this offloader; it must report its files */
+    int rescan;         /* 1: list the whole distributed root and report every file in it */
     uint64_t remaining; /* tasks queued or leased for this client after the call */
     uint64_t lease_ms;
 } mc_offload_heartbeat_out_t;
@@ -274,14 +276,23 @@ typedef struct mc_offload_result {
     const char *key;
     uint64_t version;
     uint64_t size;
-    int code; /* 0: the file is written and published */
+    int code;          /* 0: the file is written and published */
+    int has_checksum;  /* task_id 0: the CRC32C of the value, from the file's header */
+    uint32_t checksum; /* (the end-to-end checksum of a recovered object) */
 } mc_offload_result_t;
 
 /*
  * Results of a registered offloader. codes[i]: 0 (recorded), MC_ERR_TASK_NOT_FOUND (the task is
  * stale — the object was removed or replaced: delete the file), MC_ERR_OBJECT_ALREADY_EXISTS (a
- * rescanned file whose key is known with another value: delete the file), MC_ERR_INVALID_KEY.
- * Returns MC_ERR_CLIENT_NOT_FOUND when the client is not a registered offloader.
+ * rescanned file of an older value than the one the master knows: delete the file),
+ * MC_ERR_REPLICA_IS_NOT_READY (a rescanned file an offload in flight is writing: leave it),
+ * MC_ERR_INVALID_KEY. Returns MC_ERR_CLIENT_NOT_FOUND when the client is not a registered
+ * offloader.
+ *
+ * Recovery (task_id 0): a file of an unknown key becomes a readable object again; of several
+ * files of one key, the highest version wins whatever order they are reported in (versions grow
+ * with every value); a file of a key whose value the master holds otherwise is obsolete; the
+ * same file reported twice (several clients rescanning one root) is recorded once.
  */
 int mc_master_offload_notify(mc_master_t *m, const char *client_id,
                              const mc_offload_result_t *results, size_t n, int *codes);
@@ -341,6 +352,9 @@ typedef struct mc_master_stats {
     uint64_t disk_capacity_bytes;  /* reported by the clients */
     uint64_t disk_evicted;         /* disk replicas dropped for disk capacity since start */
     uint64_t pending_deletions;    /* file deletions waiting for a heartbeat */
+    uint64_t offload_recovering;   /* offloaders asked to report their files, not done yet,
+                                      plus 1 while the distributed root awaits its rescan */
+    uint64_t recovered_files;      /* files registered again by rescans since start */
     uint64_t fallback_reads;       /* reads served from disk, reported by clients */
     uint64_t checksum_mismatches;  /* replica reads that failed verification, as clients report */
     int offload_backend;           /* declared, or the first one a client reported */

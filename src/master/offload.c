@@ -404,6 +404,10 @@ static void offloader_remove(mc_master_t *m, mc_offloader_t *off)
         if (m->segs[k] && m->segs[k]->offloader == off)
             m->segs[k]->offloader = NULL;
     }
+    if (m->dfs_rescanner == off) {
+        m->dfs_rescanner = NULL;
+        m->dfs_recovery = MC_DFS_RECOVERY_NEEDED; /* the next distributed offloader rescans */
+    }
     if (off->deletes.count)
         MC_WARN("offload: client %s left with %zu file deletions undelivered", off->client_id,
                 off->deletes.count);
@@ -531,6 +535,18 @@ static int backend_check(mc_master_t *m, const mc_offloader_info_t *in, const ch
     return 0;
 }
 
+/* `off` reported every file it was asked for (its own, and the root's when it rescanned). */
+static void recovery_reported(mc_master_t *m, mc_offloader_t *off)
+{
+    off->reporting = 0;
+    if (m->dfs_recovery == MC_DFS_RECOVERY_RUNNING && m->dfs_rescanner == off) {
+        m->dfs_recovery = MC_DFS_RECOVERY_DONE;
+        m->dfs_rescanner = NULL;
+        MC_INFO("offload: the distributed root is rescanned (%" PRIu64 " files recovered so far)",
+                m->recovered_files);
+    }
+}
+
 /* A newly registered offloader gets the objects already in its segments (eager offload). */
 static void queue_existing(mc_master_t *m, mc_offloader_t *off, uint64_t now)
 {
@@ -607,6 +623,20 @@ int mc_master_offload_heartbeat(mc_master_t *m, const char *client_id,
         }
     }
     if (rc == 0 && off) {
+        if (out->resync)
+            off->reporting = 1;
+        else if (info->resync_done)
+            recovery_reported(m, off);
+        if (info->backend == MC_OFFLOAD_BACKEND_DISTRIBUTED && info->offloading && info->healthy &&
+            (m->dfs_recovery == MC_DFS_RECOVERY_NEEDED ||
+             (m->dfs_recovery == MC_DFS_RECOVERY_RUNNING && m->dfs_rescanner == off))) {
+            if (m->dfs_recovery == MC_DFS_RECOVERY_NEEDED)
+                MC_INFO("offload: client %s lists the distributed root %s and reports its files",
+                        client_id, m->dfs_storage_id);
+            m->dfs_recovery = MC_DFS_RECOVERY_RUNNING;
+            m->dfs_rescanner = off;
+            out->rescan = 1;
+        }
         int was_taking = offloader_takes_tasks(off) || out->resync;
         if (off->info.healthy && !info->healthy && !out->resync)
             MC_WARN("offload: client %s reports its backend unhealthy; it takes no tasks",
@@ -660,37 +690,105 @@ int mc_master_offload_heartbeat(mc_master_t *m, const char *client_id,
 
 /* ---- results, recovery, disk eviction -------------------------------------------------------- */
 
-/* A rescanned file (task id 0): registered when its key is unknown. */
+/* The highest version among o's disk replicas. */
+static uint64_t disk_max_version(const mc_object_t *o)
+{
+    uint64_t v = 0;
+    for (unsigned i = 0; o->offload && i < o->offload->ndisk; i++)
+        v = o->offload->disk[i].version > v ? o->offload->disk[i].version : v;
+    return v;
+}
+
+/* Makes o (no readable value yet) the recovered value of file r. */
+static int recover_value(mc_master_t *m, mc_object_t *o, uint8_t type, mc_offloader_t *off,
+                         const mc_offload_result_t *r, uint64_t now)
+{
+    int rc = disk_add(o, type, r->version, off);
+    if (rc != 0)
+        return rc;
+    o->offload->recovered = 1;
+    o->size = r->size;
+    o->complete = 1;
+    o->complete_ms = now;
+    o->has_checksum = r->has_checksum;
+    o->checksum = r->checksum;
+    m->complete_count++;
+    return 0;
+}
+
+/* A recovered value gives way to a file of a higher version of its key: the older files go. */
+static int recover_newer(mc_master_t *m, mc_object_t *o, uint8_t type, mc_offloader_t *off,
+                         const mc_offload_result_t *r)
+{
+    mc_object_offload_t *st = o->offload;
+    while (st->ndisk > 0) {
+        disk_queue_delete(m, o, &st->disk[st->ndisk - 1]);
+        st->ndisk--;
+    }
+    st->disk[st->ndisk++] = (mc_disk_replica_t){
+        .version = r->version, .owner = type == MC_REPLICA_LOCAL_DISK ? off : NULL, .type = type};
+    o->size = r->size;
+    o->has_checksum = r->has_checksum;
+    o->checksum = r->checksum;
+    return 0;
+}
+
+/*
+ * A rescanned file (task id 0). Versions grow with every value of a key (and across master
+ * restarts), so the outcome does not depend on the order files are reported in:
+ *  - unknown key: the file is the key's value again;
+ *  - the file is one of the key's disk replicas already: recorded once (several clients may
+ *    rescan one shared root; a local holder restarted before its old incarnation expired takes
+ *    its files over);
+ *  - an offload in flight is writing exactly this file: left alone;
+ *  - the key's value is itself recovered and older: the file replaces it;
+ *  - otherwise (an older recovered file, or a value put through this master): obsolete.
+ */
 static int notify_recovered(mc_master_t *m, mc_offloader_t *off, const mc_offload_result_t *r,
                             size_t len, uint64_t now)
 {
     uint8_t type = off->info.backend == MC_OFFLOAD_BACKEND_DISTRIBUTED ? MC_REPLICA_DFS
                                                                        : MC_REPLICA_LOCAL_DISK;
-    mc_object_t *o = mc_index_find(&m->index, r->key, len);
-    if (o) {
-        if (o->complete && o->size == r->size && disk_find(o, r->version, off) >= 0)
-            return 0;
-        return MC_ERR_OBJECT_ALREADY_EXISTS;
-    }
-    if (r->size > MC_MAX_VALUE_SIZE)
+    if (r->size > MC_MAX_VALUE_SIZE || r->size == 0)
         return MC_ERR_INVALID_PARAMS;
-    o = mc_object_new(r->key, len, 1);
-    if (!o || mc_index_insert(&m->index, o) != 0) {
-        mc_object_free(o);
-        return MC_ERR_INTERNAL_ERROR;
+    int rc = 0;
+    mc_object_t *o = mc_index_find(&m->index, r->key, len);
+    if (!o) {
+        o = mc_object_new(r->key, len, 1);
+        if (!o || mc_index_insert(&m->index, o) != 0) {
+            mc_object_free(o);
+            return MC_ERR_INTERNAL_ERROR;
+        }
+        rc = recover_value(m, o, type, off, r, now);
+        if (rc != 0) {
+            mc_index_remove(&m->index, o);
+            mc_object_free(o);
+            return rc;
+        }
+    } else if (!o->complete) {
+        /* A put in progress on a key with no readable value: the file is its value until that
+         * put commits (and replaces it, deleting the file) or is revoked. */
+        rc = recover_value(m, o, type, off, r, now);
+    } else {
+        mc_object_offload_t *st = o->offload;
+        for (unsigned i = 0; st && i < st->ndisk; i++) {
+            mc_disk_replica_t *d = &st->disk[i];
+            if (d->version != r->version || d->type != type)
+                continue;
+            if (type == MC_REPLICA_LOCAL_DISK)
+                d->owner = off; /* the file is where its latest reporter is */
+            return 0;
+        }
+        if (st && st->task && st->task->version == r->version)
+            return MC_ERR_REPLICA_IS_NOT_READY;
+        if (!(st && st->recovered && o->nrep == 0 && !st->task) ||
+            r->version <= disk_max_version(o))
+            return MC_ERR_OBJECT_ALREADY_EXISTS;
+        rc = recover_newer(m, o, type, off, r);
     }
-    o->size = r->size;
-    o->complete = 1;
-    o->complete_ms = now;
-    m->complete_count++;
-    int rc = disk_add(o, type, r->version, off);
-    if (rc != 0) {
-        o->complete = 0;
-        m->complete_count--;
-        mc_index_remove(&m->index, o);
-        mc_object_free(o);
+    if (rc != 0)
         return rc;
-    }
+    m->recovered_files++;
     if (r->version > m->next_version)
         m->next_version = r->version; /* keep new versions above every file seen */
     return 0;
@@ -837,6 +935,15 @@ void mc_offload_stats_locked(mc_master_t *m, mc_master_stats_t *out)
         out->pending_deletions += off->deletes.count;
     }
     out->pending_deletions += m->dfs_deletes.count;
+    size_t dfs_offloaders = 0;
+    for (size_t i = 0; i < m->n_offloaders; i++) {
+        out->offload_recovering += (uint64_t)m->offloaders[i]->reporting;
+        dfs_offloaders += m->offloaders[i]->info.backend == MC_OFFLOAD_BACKEND_DISTRIBUTED &&
+                          m->offloaders[i]->info.offloading;
+    }
+    out->offload_recovering += m->dfs_recovery == MC_DFS_RECOVERY_RUNNING ||
+                               (m->dfs_recovery == MC_DFS_RECOVERY_NEEDED && dfs_offloaders > 0);
+    out->recovered_files = m->recovered_files;
     out->offload_done = m->offload_done;
     out->offload_failed = m->offload_failed;
     out->offload_retried = m->offload_retried;

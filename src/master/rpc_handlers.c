@@ -471,6 +471,7 @@ static int rpc_offloader_info(const Mc__OffloadHeartbeatRequest *req, mc_offload
     info->healthy = req->healthy;
     info->capacity_bytes = req->capacity_bytes;
     info->used_bytes = req->used_bytes;
+    info->resync_done = req->resync_done;
     return 0;
 }
 
@@ -503,6 +504,7 @@ static int handle_offload_heartbeat(rpc_conn_t *c, uint16_t opcode, uint64_t id,
             req->n_inflight, fill.task_cap, fill.del_cap, rpc_heartbeat_task, rpc_heartbeat_delete,
             &fill, &out, msg, sizeof(msg));
         resp.resync = out.resync;
+        resp.rescan = out.rescan;
         resp.remaining = out.remaining;
         resp.lease_ms = out.lease_ms;
     }
@@ -551,7 +553,8 @@ static int handle_notify_offload(rpc_conn_t *c, uint16_t opcode, uint64_t id, co
                                       : 0;
     for (size_t i = 0; code == 0 && i < n; i++) {
         const Mc__OffloadResult *p = req->results[i];
-        r[i] = (mc_offload_result_t){p->task_id, p->key, p->version, p->size, p->code};
+        r[i] = (mc_offload_result_t){p->task_id, p->key,          p->version, p->size,
+                                     p->code,    p->has_checksum, p->checksum};
     }
     if (code == 0)
         code = mc_master_offload_notify(mc_rpc_conn_master(c), req->client_id, r, n, codes);

@@ -424,7 +424,7 @@ int mc_fs_remove(mc_fs_adapter_t *a, const char *key)
 typedef struct list_ctx {
     mc_fs_adapter_t *a;
     unsigned dir;
-    mc_fs_list_cb cb;
+    mc_fs_scan_cb cb;
     void *arg;
     unsigned char *hdr; /* MC_OBJ_HEADER_MAX bytes */
     char key[MC_FS_KEY_MAX + 1];
@@ -473,10 +473,30 @@ static int list_entry(const char *name, void *arg)
     }
     memcpy(c->key, h.key, h.key_len);
     c->key[h.key_len] = '\0';
-    return c->cb(c->key, h.value_size, c->arg);
+    mc_fs_object_info_t info = {c->key, h.value_size, h.value_crc};
+    return c->cb(&info, c->arg);
+}
+
+typedef struct list_adapt {
+    mc_fs_list_cb cb;
+    void *arg;
+} list_adapt_t;
+
+static int list_adapt(const mc_fs_object_info_t *obj, void *arg)
+{
+    list_adapt_t *l = arg;
+    return l->cb(obj->key, obj->value_size, l->arg);
 }
 
 int mc_fs_list(mc_fs_adapter_t *a, mc_fs_list_cb cb, void *arg)
+{
+    if (!cb)
+        return MC_ERR_INVALID_PARAMS;
+    list_adapt_t l = {cb, arg};
+    return mc_fs_scan(a, list_adapt, &l);
+}
+
+int mc_fs_scan(mc_fs_adapter_t *a, mc_fs_scan_cb cb, void *arg)
 {
     if (!a || !cb)
         return MC_ERR_INVALID_PARAMS;

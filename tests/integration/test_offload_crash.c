@@ -206,6 +206,7 @@ typedef struct crash_cluster {
     int distributed;
     mc_master_t m;
     int rpc_port;
+    int master_up;
     mc_holder_t h[MAX_HOLDERS];
     int up[MAX_HOLDERS];
     int nholders;
@@ -263,6 +264,7 @@ static int cluster_start_master(crash_cluster_t *c)
     int rc = c->rpc_port ? mc_master_start_on(&c->m, c->rpc_port, 1, master_flags(c))
                          : mc_master_start(&c->m, 1, master_flags(c));
     c->rpc_port = c->m.rpc_port;
+    c->master_up = rc == 0;
     return rc;
 }
 
@@ -311,6 +313,63 @@ static void cluster_kill_holder(crash_cluster_t *c, int i)
     close(c->h[i].proc.stdin_fd);
     close(c->h[i].proc.stdout_fd);
     c->up[i] = 0;
+}
+
+static void cluster_kill_master(crash_cluster_t *c)
+{
+    kill_pid(c->m.pid);
+}
+
+/* Who is SIGKILLed: the brief's three sets. Holder 0 is the writer. */
+typedef enum kill_set {
+    KILL_MASTER,
+    KILL_MASTER_AND_WRITER,
+    KILL_EVERY_PROCESS,
+    KILL_WRITER, /* the master lives on: the writer comes back before it is expired */
+} kill_set_t;
+
+static const char *kill_set_name(kill_set_t k)
+{
+    return k == KILL_MASTER              ? "{master}"
+           : k == KILL_MASTER_AND_WRITER ? "{master, writer}"
+           : k == KILL_WRITER            ? "{writer}"
+                                         : "{every process}";
+}
+
+static void cluster_kill(crash_cluster_t *c, kill_set_t k)
+{
+    fprintf(stderr, "SIGKILL %s\n", kill_set_name(k));
+    if (k != KILL_WRITER)
+        cluster_kill_master(c);
+    c->master_up = k == KILL_WRITER;
+    for (int i = 0; i < c->nholders; i++) {
+        if (c->up[i] && (k == KILL_EVERY_PROCESS || (k != KILL_MASTER && i == 0)))
+            cluster_kill_holder(c, i);
+    }
+}
+
+/*
+ * Starts the master again on its port and every holder that is down, then waits until every
+ * holder is registered again and has reported its files (and the distributed root is rescanned).
+ */
+static void cluster_restart(crash_cluster_t *c)
+{
+    if (!c->master_up)
+        assert_int_equal(cluster_start_master(c), 0);
+    c->master_up = 1;
+    for (int i = 0; i < c->nholders; i++) {
+        if (!c->up[i])
+            assert_int_equal(cluster_start_holder(c, i, NULL), 0);
+    }
+    /* (a killed holder's old registration may still be there until it expires) */
+    assert_true(wait_metric_at_least(&c->m, "master_offload_clients", c->nholders) >= c->nholders);
+    long long left = -1;
+    for (int waited = 0; waited < WAIT_MS && left != 0; waited += 50) {
+        left = mc_master_metric(&c->m, "master_offload_recovering");
+        if (left != 0)
+            usleep(50 * 1000);
+    }
+    assert_int_equal(left, 0);
 }
 
 /* Stops every holder that is up and the master, cleanly; 1 when all exited with status 0. */
@@ -627,9 +686,57 @@ static void test_posix_dfs_files_are_published_and_deleted_with_a_directory_fsyn
 }
 
 /*
+ * Issue 12, part 1: objects whose files are on disk survive the restart of any set of processes.
+ * 16 objects written through holder 0 (the writer) and offloaded; then the kill set is SIGKILLed
+ * and started again: every object reads back exactly. Distributed: nothing of the writer's
+ * lifetime is left but the files under the shared root, which a client rescans for the master.
+ */
+static void run_offloaded_objects_survive(int distributed, kill_set_t k)
+{
+    crash_cluster_t c;
+    char name[64];
+    snprintf(name, sizeof(name), "survive-%s-%d", distributed ? "dfs" : "local", (int)k);
+    cluster_init(&c, name, distributed, 2);
+    assert_int_equal(cluster_start(&c), 0);
+    mc_store_t *s = cluster_client(&c);
+    for (int i = 0; i < 16; i++) {
+        char key[64];
+        key_of(key, sizeof(key), "sv", i);
+        put_on(s, key, 256 * 1024, 500 + (uint64_t)i, c.h[0].segment);
+    }
+    assert_int_equal(wait_metric_at_least(&c.m, "master_disk_replicas", 16), 16);
+    if (k == KILL_EVERY_PROCESS) {
+        mc_store_free(s); /* the reader goes too */
+        s = NULL;
+    }
+    cluster_kill(&c, k);
+    cluster_restart(&c);
+    if (!s)
+        s = cluster_client(&c);
+    assert_int_equal(read_all_exact(s, "sv", 16, 256 * 1024, 500), 16);
+    mc_store_free(s);
+    assert_true(cluster_stop(&c));
+}
+
+#define SURVIVE_TEST(backend, dist, kset, ksname)                                                  \
+    static void test_##backend##_offloaded_objects_survive_sigkill_of_##ksname(void **state)       \
+    {                                                                                              \
+        (void)state;                                                                               \
+        run_offloaded_objects_survive(dist, kset);                                                 \
+    }
+SURVIVE_TEST(local, 0, KILL_WRITER, writer)
+SURVIVE_TEST(local, 0, KILL_MASTER, master)
+SURVIVE_TEST(local, 0, KILL_MASTER_AND_WRITER, master_and_writer)
+SURVIVE_TEST(local, 0, KILL_EVERY_PROCESS, every_process)
+SURVIVE_TEST(dfs, 1, KILL_MASTER, master)
+SURVIVE_TEST(dfs, 1, KILL_MASTER_AND_WRITER, master_and_writer)
+SURVIVE_TEST(dfs, 1, KILL_EVERY_PROCESS, every_process)
+
+/*
  * Issue 12, part 3: a writer killed mid-offload leaves its temporary file (written, not yet
- * renamed: stopped at the failpoint fs.write.before_publish, then SIGKILLed); the next start of
- * a client on that storage deletes it, and the objects offloaded before stay readable.
+ * renamed: stopped at the failpoint fs.write.before_publish, then SIGKILLed with the master);
+ * the next start of a client on that storage deletes it, and the objects offloaded before stay
+ * readable.
  */
 static void run_killed_writer_temp_is_cleaned(int distributed)
 {
@@ -646,14 +753,19 @@ static void run_killed_writer_temp_is_cleaned(int distributed)
     put_on(s, "tb/0", 8 * MiB, 200, c.h[0].segment);
     wait_stopped(c.h[0].proc.pid);
     assert_int_equal(count_temps(c.dir[0]), 1);
-    cluster_kill_holder(&c, 0);
+    cluster_kill(&c, KILL_MASTER_AND_WRITER);
     assert_int_equal(count_temps(c.dir[0]), 1); /* left behind */
-    assert_int_equal(cluster_start_holder(&c, 0, NULL), 0);
+    cluster_restart(&c);
     assert_int_equal(count_temps(c.dir[0]), 0); /* gone once the holder is up */
-    assert_int_equal(wait_metric_at_least(&c.m, "master_disk_replicas", 4), 4);
     assert_int_equal(read_all_exact(s, "ta", 4, MiB, 100), 4);
     mc_store_free(s);
     assert_true(cluster_stop(&c));
+}
+
+static void test_local_temp_of_a_writer_killed_mid_offload_is_removed_at_restart(void **state)
+{
+    (void)state;
+    run_killed_writer_temp_is_cleaned(0);
 }
 
 static void test_dfs_temp_of_a_writer_killed_mid_offload_is_removed_at_restart(void **state)
@@ -743,6 +855,9 @@ int main(void)
     const char *t = getenv("MC_TEST_OFFLOAD_FS_TYPE");
     if (t && !strcmp(t, "daos")) {
         const struct CMUnitTest dfs_tests[] = {
+            CRASH_TEST(test_dfs_offloaded_objects_survive_sigkill_of_master),
+            CRASH_TEST(test_dfs_offloaded_objects_survive_sigkill_of_master_and_writer),
+            CRASH_TEST(test_dfs_offloaded_objects_survive_sigkill_of_every_process),
             CRASH_TEST(test_dfs_temp_of_a_writer_killed_mid_offload_is_removed_at_restart),
             CRASH_TEST(test_dfs_temp_of_a_live_writer_survives_another_clients_start),
         };
@@ -752,6 +867,14 @@ int main(void)
     const struct CMUnitTest tests[] = {
         CRASH_TEST(test_local_offload_files_are_published_and_deleted_with_a_directory_fsync),
         CRASH_TEST(test_posix_dfs_files_are_published_and_deleted_with_a_directory_fsync),
+        CRASH_TEST(test_local_offloaded_objects_survive_sigkill_of_writer),
+        CRASH_TEST(test_local_offloaded_objects_survive_sigkill_of_master),
+        CRASH_TEST(test_local_offloaded_objects_survive_sigkill_of_master_and_writer),
+        CRASH_TEST(test_local_offloaded_objects_survive_sigkill_of_every_process),
+        CRASH_TEST(test_dfs_offloaded_objects_survive_sigkill_of_master),
+        CRASH_TEST(test_dfs_offloaded_objects_survive_sigkill_of_master_and_writer),
+        CRASH_TEST(test_dfs_offloaded_objects_survive_sigkill_of_every_process),
+        CRASH_TEST(test_local_temp_of_a_writer_killed_mid_offload_is_removed_at_restart),
         CRASH_TEST(test_dfs_temp_of_a_writer_killed_mid_offload_is_removed_at_restart),
         CRASH_TEST(test_dfs_temp_of_a_live_writer_survives_another_clients_start),
     };

@@ -445,6 +445,83 @@ static void test_rescanned_files_are_registered_only_for_unknown_keys(void **sta
     mc_master_destroy(m);
 }
 
+static void test_rescanned_files_keep_the_highest_version_in_any_order(void **state)
+{
+    mc_master_config_t cfg = offload_config(0);
+    mc_master_t *m = new_master(&cfg);
+    mount(m, "c1", "s1", "h:1", 4 * MiB);
+    mc_offloader_info_t info = local_info("h:7000");
+    got_t g;
+    assert_int_equal(heartbeat(m, "c1", &info, 0, &g), 0);
+    mc_offload_result_t r[5] = {
+        {0, "k", 90, 10, 0, 1, 0x1111}, /* k: newest second */
+        {0, "k", 80, 20, 0, 1, 0x2222}, /* older than what is known: obsolete */
+        {0, "k", 95, 30, 0, 1, 0x3333}, /* newer: replaces 90 */
+        {0, "j", 80, 40, 0, 0, 0},      /* j: oldest first */
+        {0, "j", 90, 50, 0, 0, 0},
+    };
+    int codes[5];
+    assert_int_equal(mc_master_offload_notify(m, "c1", r, 5, codes), 0);
+    assert_int_equal(codes[0], 0);
+    assert_int_equal(codes[1], MC_ERR_OBJECT_ALREADY_EXISTS);
+    assert_int_equal(codes[2], 0);
+    assert_int_equal(codes[3], 0);
+    assert_int_equal(codes[4], 0);
+    mc_replica_desc_t d[16];
+    size_t n;
+    uint64_t size, ttl;
+    assert_int_equal(mc_master_get_replica_list(m, "k", d, 16, &n, &size, &ttl), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(d[0].address, 95);
+    assert_int_equal(size, 30);
+    assert_true(d[0].has_checksum);
+    assert_int_equal(d[0].checksum, 0x3333);
+    assert_int_equal(mc_master_get_replica_list(m, "j", d, 16, &n, &size, &ttl), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(d[0].address, 90);
+    assert_int_equal(size, 50);
+    /* The files that lost are deleted by their holder. */
+    assert_int_equal(heartbeat(m, "c1", &info, 0, &g), 0);
+    assert_int_equal(g.ndel, 2);
+    /* A value put through this master is newer than any file: a rescanned one is obsolete. */
+    assert_int_equal(put(m, "c1", "fresh", 10), 0);
+    mc_offload_result_t late = {0, "fresh", 1ull << 62, 10, 0, 0, 0};
+    int c;
+    assert_int_equal(mc_master_offload_notify(m, "c1", &late, 1, &c), 0);
+    assert_int_equal(c, MC_ERR_OBJECT_ALREADY_EXISTS);
+    mc_master_tick(m);
+    mc_master_destroy(m);
+}
+
+static void test_one_distributed_client_rescans_the_root_after_a_master_start(void **state)
+{
+    mc_master_config_t cfg = offload_config(0);
+    mc_master_t *m = new_master(&cfg);
+    mount(m, "a", "sa", "h:1", 4 * MiB);
+    mount(m, "b", "sb", "h:2", 4 * MiB);
+    mc_offloader_info_t ia = dfs_info("posix", "cluster-1");
+    mc_offloader_info_t ib = dfs_info("posix", "cluster-1");
+    got_t g;
+    assert_int_equal(heartbeat(m, "a", &ia, 0, &g), 0);
+    assert_int_equal(g.out.resync, 1);
+    assert_int_equal(g.out.rescan, 1); /* a lists the root */
+    assert_int_equal(heartbeat(m, "b", &ib, 0, &g), 0);
+    assert_int_equal(g.out.resync, 1);
+    assert_int_equal(g.out.rescan, 0); /* b does not */
+    assert_int_equal(stats(m).offload_recovering, 3);
+    /* a goes away before it is done: b is asked next. */
+    assert_int_equal(mc_master_unmount_segment(m, "a", "sa"), 0);
+    mc_master_offload_heartbeat(m, "a", &ia, 1, NULL, 0, 0, 0, NULL, NULL, NULL, &g.out, NULL, 0);
+    assert_int_equal(heartbeat(m, "b", &ib, 0, &g), 0);
+    assert_int_equal(g.out.rescan, 1);
+    ib.resync_done = 1;
+    assert_int_equal(heartbeat(m, "b", &ib, 0, &g), 0);
+    assert_int_equal(g.out.rescan, 0);
+    assert_int_equal(stats(m).offload_recovering, 0);
+    mc_master_tick(m);
+    mc_master_destroy(m);
+}
+
 static void test_offload_on_evict_queues_instead_of_dropping(void **state)
 {
     mc_master_config_t cfg = offload_config(1);
@@ -520,6 +597,8 @@ int main(void)
         cmocka_unit_test(test_dfs_replicas_survive_their_writer_and_deletions_go_to_any_dfs_client),
         cmocka_unit_test(test_declared_backend_refuses_a_contradicting_client),
         cmocka_unit_test(test_rescanned_files_are_registered_only_for_unknown_keys),
+        cmocka_unit_test(test_rescanned_files_keep_the_highest_version_in_any_order),
+        cmocka_unit_test(test_one_distributed_client_rescans_the_root_after_a_master_start),
         cmocka_unit_test(test_offload_on_evict_queues_instead_of_dropping),
         cmocka_unit_test(test_client_expiry_drops_its_local_disk_replicas),
     };
