@@ -30,6 +30,9 @@
 #define MAX_DELETIONS 1024
 #define RETRY_MS 1000
 #define HEALTH_MIN_MS 5000
+/* After a heartbeat that handed out deletions, heartbeats follow every 20 ms for this long: the
+ * next remove or upsert of a series finds its deletions taken at once, not at the next ping. */
+#define DELETE_LINGER_MS 500
 
 /* ---- the ledger -------------------------------------------------------------------------------
  */
@@ -184,7 +187,11 @@ struct mc_offload_worker {
     pthread_cond_t work_cond;    /* wakes writers */
     wtask_t *q;                  /* ring of qcap */
     size_t qcap, qhead, qlen;
-    uint64_t *active; /* ids being written, one slot per writer (0 = idle) */
+    uint64_t *active;            /* ids being written, one slot per writer (0 = idle) */
+    const wtask_t **active_task; /* the task each writer is writing (NULL = idle) */
+    int *cancel; /* 1: the master discarded the value being written: its writer deletes the file
+                    (once it is written) and confirms the deletion */
+    uint64_t deleted_ms; /* mc_now_ms() of the last heartbeat that handed out deletions */
     int stopping;
     uint64_t drain_deadline; /* mc_now_ms(); 0 = no drain */
     int wake;
@@ -335,7 +342,47 @@ static void unreserve(mc_offload_worker_t *w, uint64_t size)
 /* ---- writers ----------------------------------------------------------------------------------
  */
 
-static void write_task(mc_offload_worker_t *w, const wtask_t *t)
+/* A file the master is deleting: its key and version. */
+typedef struct gone_file {
+    const char *key;
+    uint64_t version;
+} gone_file_t;
+
+/*
+ * Tells the master these files are gone (deleted, or never written): NotifyOffload results with
+ * task id 0 and code MC_ERR_FILE_NOT_FOUND. A remove or upsert waiting for them is acknowledged
+ * then. Not told (master unreachable): the master hands the deletions out again later.
+ */
+static void confirm_gone(mc_offload_worker_t *w, const gone_file_t *v, size_t n)
+{
+    Mc__OffloadResult *r = calloc(n ? n : 1, sizeof(*r));
+    Mc__OffloadResult **ptrs = calloc(n ? n : 1, sizeof(*ptrs));
+    for (size_t i = 0; r && ptrs && i < n; i++) {
+        Mc__OffloadResult init = MC__OFFLOAD_RESULT__INIT;
+        r[i] = init;
+        r[i].key = (char *)v[i].key;
+        r[i].version = v[i].version;
+        r[i].code = MC_ERR_FILE_NOT_FOUND;
+        ptrs[i] = &r[i];
+    }
+    for (size_t off = 0; r && ptrs && off < n; off += RESYNC_BATCH) {
+        Mc__NotifyOffloadRequest req = MC__NOTIFY_OFFLOAD_REQUEST__INIT;
+        req.client_id = w->client_id;
+        req.n_results = n - off < RESYNC_BATCH ? n - off : RESYNC_BATCH;
+        req.results = ptrs + off;
+        Mc__CodesResponse *resp = NULL;
+        int rc = mc_master_call_notify_offload(w->rpc, &req, &resp);
+        if (rc == 0)
+            mc__codes_response__free_unpacked(resp, NULL);
+        else
+            MC_WARN("offload: telling the master %zu files are deleted failed: %s", req.n_results,
+                    mc_error_name(rc));
+    }
+    free(r);
+    free(ptrs);
+}
+
+static void write_task(mc_offload_worker_t *w, const wtask_t *t, unsigned slot)
 {
     int code = 0;
     if (t->address < w->seg_base || t->size > w->seg_size ||
@@ -358,6 +405,24 @@ static void write_task(mc_offload_worker_t *w, const wtask_t *t)
     if (code == 0)
         code = mc_offload_backend_write(w->backend, t->key, t->version,
                                         (const void *)(uintptr_t)t->address, t->size);
+    /* Done writing: from here a deletion of this file finds it on disk, not in flight. */
+    pthread_mutex_lock(&w->lock);
+    int cancelled = w->cancel[slot];
+    w->cancel[slot] = 0;
+    w->active[slot] = 0;
+    w->active_task[slot] = NULL;
+    pthread_mutex_unlock(&w->lock);
+    if (cancelled) {
+        /* The value was removed or replaced while it was being written. */
+        if (code == 0)
+            mc_offload_backend_remove(w->backend, t->key, t->version);
+        gone_file_t g = {t->key, t->version};
+        confirm_gone(w, &g, 1);
+        atomic_fetch_add(&w->stale, 1);
+        if (reserved)
+            unreserve(w, t->size);
+        return;
+    }
     int rc = notify(w, t->id, t->key, t->version, t->size, code);
     if (code == 0 && (rc == 0 || rpc_trouble(rc))) {
         /* Unreported (master unreachable): the file stays; a resync or a retry settles it. */
@@ -395,8 +460,9 @@ static void *writer_main(void *arg)
         w->qhead = (w->qhead + 1) % w->qcap;
         w->qlen--;
         w->active[slot] = t.id;
+        w->active_task[slot] = &t;
         pthread_mutex_unlock(&w->lock);
-        write_task(w, &t);
+        write_task(w, &t, slot);
         free(t.key);
         pthread_mutex_lock(&w->lock);
         w->active[slot] = 0;
@@ -487,9 +553,16 @@ static int report_files(mc_offload_worker_t *w, const report_item_t *v, size_t n
     return rc;
 }
 
-/* Sends the ledger to the master as recovered files; files of keys it knows otherwise go. */
+/*
+ * Sends the ledger to the master as recovered files; files of keys it knows otherwise go.
+ * Distributed: nothing — other clients delete shared files too, so this client's ledger may list
+ * files that are gone; the root's rescan (which the master asks one client for after it starts)
+ * reports every file that is there.
+ */
 static int resync(mc_offload_worker_t *w)
 {
+    if (mc_offload_backend_kind(w->backend) == MC_OFFLOAD_DISTRIBUTED)
+        return 0;
     ledger_t *l = &w->ledger;
     pthread_mutex_lock(&l->lock);
     size_t n = (size_t)l->count, k = 0;
@@ -569,15 +642,56 @@ static int rescan_root(mc_offload_worker_t *w)
     return rc;
 }
 
+/* Drops a queued (not yet started) task writing (key, version); 1 when there was one. Lock held. */
+static int queue_drop_locked(mc_offload_worker_t *w, const char *key, uint64_t version)
+{
+    size_t kept = 0, dropped = 0;
+    for (size_t i = 0; i < w->qlen; i++) {
+        wtask_t t = w->q[(w->qhead + i) % w->qcap];
+        if (t.version == version && !strcmp(t.key, key)) {
+            free(t.key);
+            dropped++;
+            continue;
+        }
+        w->q[(w->qhead + kept++) % w->qcap] = t;
+    }
+    w->qlen = kept;
+    return dropped > 0;
+}
+
+/*
+ * Deletes the files the master hands out and confirms each one gone. A file still to be written
+ * by a queued task is never written (the task is dropped); one being written is its writer's to
+ * delete once written (write_task), so no rename can bring it back after the confirmation.
+ */
 static void apply_deletions(mc_offload_worker_t *w, const Mc__OffloadHeartbeatResponse *resp)
 {
-    for (size_t i = 0; i < resp->n_deletions; i++) {
+    size_t n = resp->n_deletions, ngone = 0;
+    gone_file_t *gone = calloc(n ? n : 1, sizeof(*gone));
+    for (size_t i = 0; i < n; i++) {
         const Mc__DiskFile *d = resp->deletions[i];
+        int in_flight = 0;
+        pthread_mutex_lock(&w->lock);
+        queue_drop_locked(w, d->key, d->version);
+        for (unsigned k = 0; k < w->nwriters; k++) {
+            const wtask_t *t = w->active_task[k];
+            if (t && t->version == d->version && !strcmp(t->key, d->key)) {
+                w->cancel[k] = 1;
+                in_flight = 1;
+            }
+        }
+        pthread_mutex_unlock(&w->lock);
+        if (in_flight)
+            continue;
         ledger_remove(&w->ledger, d->key, d->version);
         int rc = mc_offload_backend_remove(w->backend, d->key, d->version);
         if (rc != 0 && rc != MC_ERR_FILE_NOT_FOUND)
             MC_WARN("offload: cannot delete the file of %.64s: %s", d->key, mc_error_name(rc));
+        else if (gone)
+            gone[ngone++] = (gone_file_t){d->key, d->version};
     }
+    confirm_gone(w, gone, ngone);
+    free(gone);
 }
 
 /* One heartbeat; returns its code, and how many tasks were asked for / received. */
@@ -619,6 +733,8 @@ static int heartbeat(mc_offload_worker_t *w, int leaving, size_t *asked, size_t 
     rc = resp->code;
     if (rc == 0) {
         apply_deletions(w, resp);
+        if (resp->n_deletions > 0)
+            w->deleted_ms = mc_now_ms();
         pthread_mutex_lock(&w->lock);
         for (size_t i = 0; i < resp->n_tasks && w->qlen < w->qcap; i++) {
             const Mc__OffloadTask *t = resp->tasks[i];
@@ -736,7 +852,10 @@ static void *control_main(void *arg)
         if (rc != 0 && wait_ms > RETRY_MS)
             wait_ms = RETRY_MS;
         pthread_mutex_lock(&w->lock);
-        if (rc == 0 && got > 0) {
+        if (rc == 0 && mc_now_ms() - w->deleted_ms < DELETE_LINGER_MS) {
+            /* Deletions are flowing, and a remove or upsert waits for each: ask again soon. */
+            control_wait_locked(w, 20);
+        } else if (rc == 0 && got > 0) {
             /* Tasks are flowing: ask again as soon as a writer frees room (or shortly). */
             if (w->qlen + active_count_locked(w) >= w->qcap)
                 control_wait_locked(w, wait_ms);
@@ -821,6 +940,8 @@ static void worker_free(mc_offload_worker_t *w)
         free(w->q[(w->qhead + i) % w->qcap].key);
     free(w->q);
     free(w->active);
+    free(w->active_task);
+    free(w->cancel);
     free(w->writers);
     ledger_fini(&w->ledger);
     pthread_mutex_destroy(&w->lock);
@@ -877,9 +998,11 @@ int mc_offload_worker_start(const mc_offload_worker_config_t *cfg, mc_offload_wo
     pthread_cond_init(&w->work_cond, NULL);
     w->q = calloc(w->qcap, sizeof(*w->q));
     w->active = calloc(w->nwriters, sizeof(*w->active));
+    w->active_task = calloc(w->nwriters, sizeof(*w->active_task));
+    w->cancel = calloc(w->nwriters, sizeof(*w->cancel));
     w->writers = calloc(w->nwriters, sizeof(*w->writers));
     int rc = ledger_init(&w->ledger);
-    if (rc == 0 && (!w->q || !w->active || !w->writers))
+    if (rc == 0 && (!w->q || !w->active || !w->active_task || !w->cancel || !w->writers))
         rc = MC_ERR_INTERNAL_ERROR;
     if (rc == 0 && mc_offload_backend_kind(w->backend) == MC_OFFLOAD_LOCAL)
         rc = rescan(w);

@@ -203,7 +203,9 @@ int64_t mc_master_remove_by_regex(mc_master_t *m, const char *regex, int force);
  * (counted, logged). While a task exists its object is pinned: eviction never drops it.
  * Eviction drops memory replicas of objects that have a disk replica first; such objects stay
  * readable from disk. Removing or replacing a value queues deletions of its files: LOCAL_DISK to
- * the owner, DFS to any client with the distributed backend (delivered in heartbeats).
+ * the owner, DFS to any client with the distributed backend, a file an offload in flight may
+ * still publish to its writer (delivered in heartbeats, confirmed by the client afterwards:
+ * NotifyOffload, task id 0, code MC_ERR_FILE_NOT_FOUND).
  *
  * Files are named by (key, version); versions are unique per key, so a late write of an old
  * task can never overwrite or be mistaken for a newer value (its result is refused as stale).
@@ -305,6 +307,19 @@ int mc_master_evict_disk_replicas(mc_master_t *m, const char *client_id,
                                   const mc_disk_file_desc_t *files, size_t n, int *codes);
 
 /*
+ * Waiting for file deletions (an acknowledged remove or upsert must not be undone by a crash: the
+ * files of the old value are gone before it is acknowledged). Every file deletion the master
+ * records gets a sequence number; mc_master_offload_deletion_seq() is the last one handed out.
+ * A caller reads it before and after a remove / upsert end and waits until
+ * mc_master_offload_deletions_pending() over that range (and its keys; n == 0: any key) is 0:
+ * a client has confirmed every such file gone. MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS: the range
+ * is not this master's (it restarted): whether those files are gone is unknown.
+ */
+uint64_t mc_master_offload_deletion_seq(mc_master_t *m);
+int mc_master_offload_deletions_pending(mc_master_t *m, const char *const *keys, size_t n,
+                                        uint64_t from, uint64_t to, uint64_t *pending);
+
+/*
  * How long a put of `size` bytes that just failed with -200 may retry because offloads are
  * pending and will free memory (0: retrying cannot help).
  */
@@ -351,7 +366,7 @@ typedef struct mc_master_stats {
     uint64_t disk_used_bytes;      /* reported by the clients */
     uint64_t disk_capacity_bytes;  /* reported by the clients */
     uint64_t disk_evicted;         /* disk replicas dropped for disk capacity since start */
-    uint64_t pending_deletions;    /* file deletions waiting for a heartbeat */
+    uint64_t pending_deletions;    /* file deletions not yet confirmed by a client */
     uint64_t offload_recovering;   /* offloaders asked to report their files, not done yet,
                                       plus 1 while the distributed root awaits its rescan */
     uint64_t recovered_files;      /* files registered again by rescans since start */

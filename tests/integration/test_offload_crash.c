@@ -32,6 +32,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MiB (1024ull * 1024ull)
@@ -39,7 +40,6 @@
 #define MKCONT_BIN MC_BUILD_DIR "/dfs_double/dfs_double_mkcont"
 #define DAOS_POOL "pool"
 #define STRACE_BIN "/usr/bin/strace"
-#define HEARTBEATS "master_rpc_requests_total{method=\"OffloadObjectHeartbeat\"}"
 
 extern char **environ;
 
@@ -62,6 +62,13 @@ static int kill_leftovers(void **state)
     (void)state;
     mc_cluster_kill_all();
     return 0;
+}
+
+static uint64_t mc_now_ms_for_tests(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
 /* ---- values ------------------------------------------------------------------------------- */
@@ -210,7 +217,7 @@ typedef struct crash_cluster {
     mc_holder_t h[MAX_HOLDERS];
     int up[MAX_HOLDERS];
     int nholders;
-    char root[PATH_MAX];
+    char root[PATH_MAX / 2]; /* a directory under tmp_dir */
     char backing[PATH_MAX];
     char dir[MAX_HOLDERS][PATH_MAX]; /* where holder i's files are */
     char env_dir[MAX_HOLDERS][PATH_MAX + 64];
@@ -657,11 +664,8 @@ static void run_dir_sync(int distributed)
         key_of(key, sizeof(key), "sync", i);
         assert_int_equal(mc_store_remove(s, key, 1), 0);
     }
-    /* The control thread unlinked the files; once it sent its next heartbeat it is past the
-     * directory fsync that follows each unlink. */
-    long long beats = mc_master_metric(&m, HEARTBEATS);
-    assert_int_equal(wait_object_files(dir, "sync", 2), 2);
-    assert_true(wait_metric_at_least(&m, HEARTBEATS, beats + 2) >= beats + 2);
+    /* A remove is acknowledged once its file's deletion (unlink, directory fsync) is done. */
+    assert_int_equal(count_object_files(dir, "sync"), 2);
     tracer_detach(&t);
     dir_sync_check_t c = check_trace(&t);
     fprintf(stderr, "traced %d publishing renames and unlinks, %d without a directory fsync\n",
@@ -731,6 +735,162 @@ SURVIVE_TEST(local, 0, KILL_EVERY_PROCESS, every_process)
 SURVIVE_TEST(dfs, 1, KILL_MASTER, master)
 SURVIVE_TEST(dfs, 1, KILL_MASTER_AND_WRITER, master_and_writer)
 SURVIVE_TEST(dfs, 1, KILL_EVERY_PROCESS, every_process)
+
+/*
+ * Issue 12, part 2: an acknowledged upsert or remove is never undone by a crash. ACK_N objects
+ * (value 1) written through holder 0 and offloaded; then each is upserted to value 2, or
+ * removed, and every call returns 0; right after the last acknowledgment the kill set is
+ * SIGKILLed and started again. Upserted: every key reads value 2 or is missing, never value 1.
+ * Removed: every key is missing. The only files left are those of the new values.
+ */
+#define ACK_N 8
+#define ACK_SIZE (256 * 1024)
+
+typedef enum ack_op { ACK_UPSERT, ACK_REMOVE } ack_op_t;
+
+static void run_acknowledged_op_survives(int distributed, kill_set_t k, ack_op_t op)
+{
+    crash_cluster_t c;
+    char name[64];
+    snprintf(name, sizeof(name), "ack-%s-%d-%d", distributed ? "dfs" : "local", (int)k, (int)op);
+    cluster_init(&c, name, distributed, 2);
+    assert_int_equal(cluster_start(&c), 0);
+    mc_store_t *s = cluster_client(&c);
+    char keys[ACK_N][64];
+    const char *kp[ACK_N];
+    for (int i = 0; i < ACK_N; i++) {
+        key_of(keys[i], sizeof(keys[i]), "ack", i);
+        kp[i] = keys[i];
+        put_on(s, keys[i], ACK_SIZE, 1000 + (uint64_t)i, c.h[0].segment);
+    }
+    assert_int_equal(wait_metric_at_least(&c.m, "master_disk_replicas", ACK_N), ACK_N);
+    uint64_t t0 = mc_now_ms_for_tests();
+    if (op == ACK_UPSERT) {
+        uint8_t *v = malloc(ACK_SIZE);
+        for (int i = 0; i < ACK_N; i++) {
+            fill(v, ACK_SIZE, 2000 + (uint64_t)i);
+            assert_int_equal(mc_store_upsert(s, keys[i], v, ACK_SIZE, NULL), 0);
+        }
+        free(v);
+    } else {
+        int results[ACK_N];
+        assert_int_equal(mc_store_batch_remove(s, kp, ACK_N / 2, 1, results), 0);
+        for (int i = ACK_N / 2; i < ACK_N; i++)
+            assert_int_equal(mc_store_remove(s, keys[i], 1), 0);
+    }
+    fprintf(stderr, "%d %s acknowledged in %llu ms\n", ACK_N,
+            op == ACK_UPSERT ? "upserts" : "removes",
+            (unsigned long long)(mc_now_ms_for_tests() - t0));
+    if (k == KILL_EVERY_PROCESS) {
+        mc_store_free(s);
+        s = NULL;
+    }
+    cluster_kill(&c, k);
+    cluster_restart(&c);
+    if (!s)
+        s = cluster_client(&c);
+    int new_values = 0;
+    for (int i = 0; i < ACK_N; i++) {
+        int64_t rc = read_exact(s, keys[i], ACK_SIZE, 2000 + (uint64_t)i);
+        if (rc != MC_ERR_OBJECT_NOT_FOUND && !(op == ACK_UPSERT && rc == 0))
+            fprintf(stderr, "%s after the restart: %lld (%s)\n", keys[i], (long long)rc,
+                    read_exact(s, keys[i], ACK_SIZE, 1000 + (uint64_t)i) == 0 ? "the OLD value"
+                                                                              : "not the new one");
+        assert_true(rc == MC_ERR_OBJECT_NOT_FOUND || (op == ACK_UPSERT && rc == 0));
+        new_values += rc == 0;
+    }
+    fprintf(stderr, "%d of %d keys read the new value, the others are missing\n", new_values,
+            ACK_N);
+    /* The files left are exactly those of the new values that read back: no old one. */
+    int files = 0;
+    for (int i = 0; i < c.nholders && (i == 0 || !distributed); i++)
+        files += count_object_files(c.dir[i], "ack");
+    assert_int_equal(files, new_values);
+    mc_store_free(s);
+    assert_true(cluster_stop(&c));
+}
+
+#define ACK_TEST(backend, dist, kset, ksname, op, opname)                                          \
+    static void test_##backend##_acknowledged_##opname##_survives_sigkill_of_##ksname(             \
+        void **state)                                                                              \
+    {                                                                                              \
+        (void)state;                                                                               \
+        run_acknowledged_op_survives(dist, kset, op);                                              \
+    }
+ACK_TEST(local, 0, KILL_MASTER, master, ACK_UPSERT, upsert)
+ACK_TEST(local, 0, KILL_MASTER_AND_WRITER, master_and_writer, ACK_UPSERT, upsert)
+ACK_TEST(local, 0, KILL_EVERY_PROCESS, every_process, ACK_UPSERT, upsert)
+ACK_TEST(local, 0, KILL_MASTER, master, ACK_REMOVE, remove)
+ACK_TEST(local, 0, KILL_MASTER_AND_WRITER, master_and_writer, ACK_REMOVE, remove)
+ACK_TEST(local, 0, KILL_EVERY_PROCESS, every_process, ACK_REMOVE, remove)
+ACK_TEST(dfs, 1, KILL_MASTER, master, ACK_UPSERT, upsert)
+ACK_TEST(dfs, 1, KILL_MASTER_AND_WRITER, master_and_writer, ACK_UPSERT, upsert)
+ACK_TEST(dfs, 1, KILL_EVERY_PROCESS, every_process, ACK_UPSERT, upsert)
+ACK_TEST(dfs, 1, KILL_MASTER, master, ACK_REMOVE, remove)
+ACK_TEST(dfs, 1, KILL_MASTER_AND_WRITER, master_and_writer, ACK_REMOVE, remove)
+ACK_TEST(dfs, 1, KILL_EVERY_PROCESS, every_process, ACK_REMOVE, remove)
+
+/* Waits until dir holds `want` temporaries or more (want > 0), or none (want == 0). */
+static void wait_temps(const char *dir, int want)
+{
+    int n = -1;
+    for (int waited = 0; waited < WAIT_MS; waited += 5) {
+        n = count_temps(dir);
+        if (want ? n >= want : n == 0)
+            return;
+        usleep(5 * 1000);
+    }
+    fail_msg("timed out waiting for %s%d temporaries under %s (last %d)", want ? ">= " : "", want,
+             dir, n);
+}
+
+/*
+ * Issue 12, part 2, an offload in flight: the old value's file is being written (its writer
+ * sleeps between writing and publishing it, failpoint fs.write.before_publish=sleep) when the
+ * key is upserted. The writer publishes the file after the upsert was decided; the upsert is
+ * acknowledged only once that file is gone too. The master is SIGKILLed right after the
+ * acknowledgment; once the writer is past its publish, the master comes back: the key reads the
+ * new value or nothing, never the old one.
+ */
+static void run_upsert_during_the_old_values_write(int distributed)
+{
+    crash_cluster_t c;
+    cluster_init(&c, distributed ? "inflight-dfs" : "inflight-local", distributed, 2);
+    assert_int_equal(cluster_start_master(&c), 0);
+    assert_int_equal(cluster_start_holder(&c, 0, "fs.write.before_publish=sleep:1000"), 0);
+    assert_int_equal(cluster_start_holder(&c, 1, NULL), 0);
+    mc_store_t *s = cluster_client(&c);
+    put_on(s, "inflight/0", ACK_SIZE, 1000, c.h[0].segment);
+    wait_temps(c.dir[0], 1); /* holder 0 wrote the old value's file, not yet published */
+    uint8_t *v = malloc(ACK_SIZE);
+    fill(v, ACK_SIZE, 2000);
+    mc_replicate_config_t cfg = MC_REPLICATE_CONFIG_INIT;
+    cfg.preferred_segment = c.h[1].segment; /* the new value is not held up by the failpoint */
+    assert_int_equal(mc_store_upsert(s, "inflight/0", v, ACK_SIZE, &cfg), 0);
+    free(v);
+    cluster_kill(&c, KILL_MASTER);
+    wait_temps(c.dir[0], 0); /* holder 0 is past its publish (the master is down meanwhile) */
+    cluster_restart(&c);
+    int64_t rc = read_exact(s, "inflight/0", ACK_SIZE, 2000);
+    if (rc != 0 && rc != MC_ERR_OBJECT_NOT_FOUND)
+        fprintf(stderr, "inflight/0 after the restart: %lld (%s)\n", (long long)rc,
+                read_exact(s, "inflight/0", ACK_SIZE, 1000) == 0 ? "the OLD value" : "?");
+    assert_true(rc == 0 || rc == MC_ERR_OBJECT_NOT_FOUND);
+    mc_store_free(s);
+    assert_true(cluster_stop(&c));
+}
+
+static void test_local_upsert_during_the_old_values_offload_survives_sigkill_of_master(void **state)
+{
+    (void)state;
+    run_upsert_during_the_old_values_write(0);
+}
+
+static void test_dfs_upsert_during_the_old_values_offload_survives_sigkill_of_master(void **state)
+{
+    (void)state;
+    run_upsert_during_the_old_values_write(1);
+}
 
 /*
  * Issue 12, part 3: a writer killed mid-offload leaves its temporary file (written, not yet
@@ -855,6 +1015,13 @@ int main(void)
     const char *t = getenv("MC_TEST_OFFLOAD_FS_TYPE");
     if (t && !strcmp(t, "daos")) {
         const struct CMUnitTest dfs_tests[] = {
+            CRASH_TEST(test_dfs_acknowledged_upsert_survives_sigkill_of_master),
+            CRASH_TEST(test_dfs_acknowledged_upsert_survives_sigkill_of_master_and_writer),
+            CRASH_TEST(test_dfs_acknowledged_upsert_survives_sigkill_of_every_process),
+            CRASH_TEST(test_dfs_acknowledged_remove_survives_sigkill_of_master),
+            CRASH_TEST(test_dfs_acknowledged_remove_survives_sigkill_of_master_and_writer),
+            CRASH_TEST(test_dfs_acknowledged_remove_survives_sigkill_of_every_process),
+            CRASH_TEST(test_dfs_upsert_during_the_old_values_offload_survives_sigkill_of_master),
             CRASH_TEST(test_dfs_offloaded_objects_survive_sigkill_of_master),
             CRASH_TEST(test_dfs_offloaded_objects_survive_sigkill_of_master_and_writer),
             CRASH_TEST(test_dfs_offloaded_objects_survive_sigkill_of_every_process),
@@ -874,6 +1041,20 @@ int main(void)
         CRASH_TEST(test_dfs_offloaded_objects_survive_sigkill_of_master),
         CRASH_TEST(test_dfs_offloaded_objects_survive_sigkill_of_master_and_writer),
         CRASH_TEST(test_dfs_offloaded_objects_survive_sigkill_of_every_process),
+        CRASH_TEST(test_local_acknowledged_upsert_survives_sigkill_of_master),
+        CRASH_TEST(test_local_acknowledged_upsert_survives_sigkill_of_master_and_writer),
+        CRASH_TEST(test_local_acknowledged_upsert_survives_sigkill_of_every_process),
+        CRASH_TEST(test_local_acknowledged_remove_survives_sigkill_of_master),
+        CRASH_TEST(test_local_acknowledged_remove_survives_sigkill_of_master_and_writer),
+        CRASH_TEST(test_local_acknowledged_remove_survives_sigkill_of_every_process),
+        CRASH_TEST(test_dfs_acknowledged_upsert_survives_sigkill_of_master),
+        CRASH_TEST(test_dfs_acknowledged_upsert_survives_sigkill_of_master_and_writer),
+        CRASH_TEST(test_dfs_acknowledged_upsert_survives_sigkill_of_every_process),
+        CRASH_TEST(test_dfs_acknowledged_remove_survives_sigkill_of_master),
+        CRASH_TEST(test_dfs_acknowledged_remove_survives_sigkill_of_master_and_writer),
+        CRASH_TEST(test_dfs_acknowledged_remove_survives_sigkill_of_every_process),
+        CRASH_TEST(test_local_upsert_during_the_old_values_offload_survives_sigkill_of_master),
+        CRASH_TEST(test_dfs_upsert_during_the_old_values_offload_survives_sigkill_of_master),
         CRASH_TEST(test_local_temp_of_a_writer_killed_mid_offload_is_removed_at_restart),
         CRASH_TEST(test_dfs_temp_of_a_writer_killed_mid_offload_is_removed_at_restart),
         CRASH_TEST(test_dfs_temp_of_a_live_writer_survives_another_clients_start),

@@ -140,7 +140,7 @@ static int heartbeat(mc_master_t *m, const char *client, const mc_offloader_info
 
 static int notify(mc_master_t *m, const char *client, const mc_offload_task_desc_t *t, int code)
 {
-    mc_offload_result_t r = {t->task_id, t->key, t->version, t->size, code};
+    mc_offload_result_t r = {t->task_id, t->key, t->version, t->size, code, 0, 0};
     int c = -12345;
     int rc = mc_master_offload_notify(m, client, &r, 1, &c);
     return rc != 0 ? rc : c;
@@ -305,10 +305,74 @@ static void test_remove_queues_file_deletion_and_late_result_is_stale(void **sta
     /* The written file of "late" is refused (the client deletes it). */
     assert_int_equal(notify(m, "c1", &g.tasks[1 - idone], 0), MC_ERR_TASK_NOT_FOUND);
     assert_int_equal(heartbeat(m, "c1", &info, 8, &g2), 0);
-    assert_int_equal(g2.ndel, 1);
-    assert_string_equal(g2.dels[0].key, "done");
-    assert_int_equal(g2.dels[0].version, g.tasks[idone].version);
+    /* Both files go: the written one, and the one the cancelled task may still publish. */
+    assert_int_equal(g2.ndel, 2);
+    int jdone = strcmp(g2.dels[0].key, "done") == 0 ? 0 : 1;
+    assert_string_equal(g2.dels[jdone].key, "done");
+    assert_int_equal(g2.dels[jdone].version, g.tasks[idone].version);
+    assert_string_equal(g2.dels[1 - jdone].key, "late");
     assert_int_equal(stats(m).key_count, 0);
+    mc_master_tick(m);
+    mc_master_destroy(m);
+}
+
+/* A client confirms a deleted file with a task-id-0 result of code FILE_NOT_FOUND. */
+static int confirm_deleted(mc_master_t *m, const char *client, const char *key, uint64_t version)
+{
+    mc_offload_result_t r = {0, key, version, 0, MC_ERR_FILE_NOT_FOUND, 0, 0};
+    int c = -12345;
+    int rc = mc_master_offload_notify(m, client, &r, 1, &c);
+    return rc != 0 ? rc : c;
+}
+
+static void test_removal_is_pending_until_the_holder_confirms_its_file_gone(void **state)
+{
+    mc_master_config_t cfg = offload_config(0);
+    mc_master_t *m = new_master(&cfg);
+    mount(m, "c1", "s1", "h:1", 4 * MiB);
+    mc_offloader_info_t info = local_info("h:7000");
+    snprintf(info.storage_id, sizeof(info.storage_id), "disk-1");
+    got_t g, g2;
+    assert_int_equal(heartbeat(m, "c1", &info, 0, &g), 0);
+    assert_int_equal(put(m, "c1", "k", 100), 0);
+    assert_int_equal(put(m, "c1", "other", 100), 0);
+    assert_int_equal(heartbeat(m, "c1", &info, 8, &g), 0);
+    assert_int_equal(notify(m, "c1", &g.tasks[0], 0), 0);
+    assert_int_equal(notify(m, "c1", &g.tasks[1], 0), 0);
+    const char *k = "k", *other = "other";
+    uint64_t before = mc_master_offload_deletion_seq(m);
+    assert_int_equal(mc_master_remove(m, "k", 1), 0);
+    uint64_t after = mc_master_offload_deletion_seq(m), pending = 99;
+    assert_true(after > before);
+    assert_int_equal(mc_master_offload_deletions_pending(m, &k, 1, before + 1, after, &pending), 0);
+    assert_int_equal(pending, 1);
+    assert_int_equal(mc_master_offload_deletions_pending(m, &other, 1, before + 1, after, &pending),
+                     0);
+    assert_int_equal(pending, 0);
+    /* A rescan that still finds the file is told it is obsolete. */
+    int ik = strcmp(g.tasks[0].key, "k") == 0 ? 0 : 1;
+    mc_offload_result_t again = {0, "k", g.tasks[ik].version, 100, 0, 0, 0};
+    int c;
+    assert_int_equal(mc_master_offload_notify(m, "c1", &again, 1, &c), 0);
+    assert_int_equal(c, MC_ERR_OBJECT_ALREADY_EXISTS);
+    /* The holder leaves before it deleted it: the deletion waits for its storage. */
+    mc_master_offload_heartbeat(m, "c1", &info, 1, NULL, 0, 0, 0, NULL, NULL, NULL, &g2.out, NULL,
+                                0);
+    assert_int_equal(mc_master_offload_deletions_pending(m, NULL, 0, before + 1, after, &pending),
+                     0);
+    assert_int_equal(pending, 1);
+    mount(m, "c2", "s2", "h:2", 4 * MiB);
+    assert_int_equal(heartbeat(m, "c2", &info, 0, &g2), 0); /* same storage id */
+    assert_int_equal(g2.ndel, 1);
+    assert_string_equal(g2.dels[0].key, "k");
+    assert_int_equal(confirm_deleted(m, "c1", "k", g2.dels[0].version), MC_ERR_CLIENT_NOT_FOUND);
+    assert_int_equal(confirm_deleted(m, "c2", "k", g2.dels[0].version), 0);
+    assert_int_equal(mc_master_offload_deletions_pending(m, &k, 1, before + 1, after, &pending), 0);
+    assert_int_equal(pending, 0);
+    assert_int_equal(stats(m).pending_deletions, 0);
+    /* Seqs of another master instance are unknown here, never "done". */
+    assert_int_equal(mc_master_offload_deletions_pending(m, NULL, 0, 1, 2, &pending),
+                     MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS);
     mc_master_tick(m);
     mc_master_destroy(m);
 }
@@ -593,6 +657,7 @@ int main(void)
         cmocka_unit_test(test_pending_offload_pins_and_disk_backed_objects_are_evicted_first),
         cmocka_unit_test(test_expired_leases_are_retried_then_failed_and_counted),
         cmocka_unit_test(test_remove_queues_file_deletion_and_late_result_is_stale),
+        cmocka_unit_test(test_removal_is_pending_until_the_holder_confirms_its_file_gone),
         cmocka_unit_test(test_upsert_replaces_the_disk_replica_and_offloads_the_new_value),
         cmocka_unit_test(test_dfs_replicas_survive_their_writer_and_deletions_go_to_any_dfs_client),
         cmocka_unit_test(test_declared_backend_refuses_a_contradicting_client),
