@@ -38,7 +38,7 @@
  * one adapter (the I/O threads of the offload worker or the benchmark). Concurrent writers of one
  * key: the last rename wins, readers see one complete version. A reader never sees a partially
  * written object: writes go to a temporary name and are published by an atomic rename (posix:
- * after fsync; daos: dfs_move after the writes completed).
+ * after fsync, followed by an fsync of the directory; daos: dfs_move after the writes completed).
  *
  * Error codes (include/mooncake/errors.h), mapped in exactly one place per adapter, with the
  * errno (or DAOS DER code) and the path in one ERROR/WARNING log line:
@@ -130,8 +130,8 @@ const char *mc_fs_adapter_type(const mc_fs_adapter_t *a);
 
 /*
  * Stores `size` bytes under `key`, replacing any previous object of that key atomically.
- * `value` may be NULL only when size is 0. Returns when the object is published (posix: data
- * fsynced before the rename).
+ * `value` may be NULL only when size is 0. Returns when the object is published and durable
+ * (posix: data fsynced before the rename, the directory fsynced after it).
  */
 int mc_fs_write(mc_fs_adapter_t *a, const char *key, const void *value, uint64_t size);
 
@@ -146,7 +146,8 @@ int mc_fs_read(mc_fs_adapter_t *a, const char *key, void *buf, uint64_t size);
 /* The value size of `key` (reads and verifies the header). */
 int mc_fs_stat(mc_fs_adapter_t *a, const char *key, uint64_t *size);
 
-/* Deletes the object of `key`. MC_ERR_FILE_NOT_FOUND when there is none. */
+/* Deletes the object of `key` (posix: the directory is fsynced after the unlink).
+ * MC_ERR_FILE_NOT_FOUND when there is none. */
 int mc_fs_remove(mc_fs_adapter_t *a, const char *key);
 
 /*
