@@ -611,16 +611,29 @@ static void offloader_remove(mc_master_t *m, mc_offloader_t *off)
         m->dfs_rescanner = NULL;
         m->dfs_recovery = MC_DFS_RECOVERY_NEEDED; /* the next distributed offloader rescans */
     }
-    /* Its deletions outlive it: a local file waits (parked by storage id) for its storage to
-     * come back; a DFS file (of its cancelled writes) is left to any distributed client. */
+    /* Its deletions outlive it: a local file's goes to the client that already has its storage
+     * back (it restarted), or waits for it, parked by storage id; a DFS file (of its cancelled
+     * writes) is left to any distributed client. */
+    mc_offloader_t *heir = NULL; /* a newer client of the same local storage (a restart) */
+    for (size_t i = 0; i < m->n_offloaders && off->info.storage_id[0]; i++) {
+        mc_offloader_t *o = m->offloaders[i];
+        if (o != off && o->info.backend == MC_OFFLOAD_BACKEND_LOCAL &&
+            !strcmp(o->info.storage_id, off->info.storage_id))
+            heir = o;
+    }
     size_t parked = 0;
     mc_dlink_t *dels[2] = {&off->deletes.waiting, &off->deletes.handed};
     for (int r = 0; r < 2; r++) {
         while (dels[r]->next != dels[r]) {
             mc_disk_delete_t *d = DEL_OF_QLINK(dels[r]->next);
-            d->owner = NULL;
-            parked += d->type == MC_REPLICA_LOCAL_DISK;
-            del_enqueue(d->type == MC_REPLICA_DFS ? &m->dfs_deletes : &m->parked, d);
+            if (d->type == MC_REPLICA_DFS) {
+                d->owner = NULL;
+                del_enqueue(&m->dfs_deletes, d);
+            } else {
+                d->owner = heir;
+                parked += !heir;
+                del_enqueue(heir ? &heir->deletes : &m->parked, d);
+            }
         }
     }
     if (parked)

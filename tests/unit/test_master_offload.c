@@ -370,6 +370,27 @@ static void test_removal_is_pending_until_the_holder_confirms_its_file_gone(void
     assert_int_equal(mc_master_offload_deletions_pending(m, &k, 1, before + 1, after, &pending), 0);
     assert_int_equal(pending, 0);
     assert_int_equal(stats(m).pending_deletions, 0);
+    /* A holder restarts before its old registration is dropped: the old one's deletions go to
+     * the new one when it leaves. */
+    assert_int_equal(mc_master_unmount_segment(m, "c1", "s1"), 0); /* k2 goes to c2's segment */
+    assert_int_equal(put(m, "c2", "k2", 100), 0);
+    assert_int_equal(heartbeat(m, "c2", &info, 8, &g), 0);
+    assert_int_equal(g.ntasks, 1);
+    assert_int_equal(notify(m, "c2", &g.tasks[0], 0), 0);
+    mount(m, "c3", "s3", "h:3", 4 * MiB);
+    assert_int_equal(heartbeat(m, "c3", &info, 0, &g2), 0); /* same storage, c2 still there */
+    before = mc_master_offload_deletion_seq(m);
+    assert_int_equal(mc_master_remove(m, "k2", 1), 0);
+    after = mc_master_offload_deletion_seq(m);
+    mc_master_offload_heartbeat(m, "c2", &info, 1, NULL, 0, 0, 0, NULL, NULL, NULL, &g2.out, NULL,
+                                0);
+    assert_int_equal(heartbeat(m, "c3", &info, 0, &g2), 0);
+    assert_int_equal(g2.ndel, 1);
+    assert_string_equal(g2.dels[0].key, "k2");
+    assert_int_equal(confirm_deleted(m, "c3", "k2", g2.dels[0].version), 0);
+    assert_int_equal(mc_master_offload_deletions_pending(m, NULL, 0, before + 1, after, &pending),
+                     0);
+    assert_int_equal(pending, 0);
     /* Seqs of another master instance are unknown here, never "done". */
     assert_int_equal(mc_master_offload_deletions_pending(m, NULL, 0, 1, 2, &pending),
                      MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS);
