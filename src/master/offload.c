@@ -1259,6 +1259,9 @@ void mc_offload_init(mc_master_t *m)
 
 void mc_offload_fini(mc_master_t *m)
 {
+    /* Deletion records first: they are linked into the offloaders' queues. */
+    while (m->deletes_by_seq.next != &m->deletes_by_seq)
+        del_free(m, DEL_OF_SLINK(m->deletes_by_seq.next));
     for (size_t i = 0; i < m->n_offloaders; i++) {
         mc_offloader_t *off = m->offloaders[i];
         mc_offload_task_t *rings[2] = {&off->queued, &off->leased};
@@ -1275,8 +1278,6 @@ void mc_offload_fini(mc_master_t *m)
     free(m->offloaders);
     m->offloaders = NULL;
     m->n_offloaders = 0;
-    while (m->deletes_by_seq.next != &m->deletes_by_seq)
-        del_free(m, DEL_OF_SLINK(m->deletes_by_seq.next));
     free(m->del_hash);
     m->del_hash = NULL;
 }
