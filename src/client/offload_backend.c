@@ -201,13 +201,6 @@ int mc_offload_backend_open(const mc_offload_env_t *env, int kind, const char *l
      * keeps the deletions of files in it while its client is away. */
     if (rc == 0)
         rc = marker_setup(b, err, errlen);
-    if (rc == 0) {
-        /* Writers killed mid-write left their temporaries; a live writer's are kept. */
-        int crc = mc_fs_clean_temps(b->fs, NULL, NULL);
-        if (crc != 0)
-            MC_WARN("offload: cannot list %s for leftover temporary files: %s", b->root,
-                    mc_error_name(crc));
-    }
     if (rc == 0 && env->health_check) {
         rc = mc_fs_health_check(b->fs);
         if (rc != 0)
@@ -294,6 +287,14 @@ int mc_offload_backend_scan(mc_offload_backend_t *b, mc_offload_scan_cb cb, void
 {
     scan_ctx_t c = {cb, arg};
     return mc_fs_scan(b->fs, scan_one, &c);
+}
+
+void mc_offload_backend_clean_temps(mc_offload_backend_t *b)
+{
+    int rc = mc_fs_clean_temps(b->fs, NULL, NULL);
+    if (rc != 0)
+        MC_WARN("offload: cannot list %s for leftover temporary files: %s", b->root,
+                mc_error_name(rc));
 }
 
 int mc_offload_backend_health(mc_offload_backend_t *b)

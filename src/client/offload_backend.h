@@ -70,6 +70,12 @@ int mc_offload_backend_remove(mc_offload_backend_t *b, const char *key, uint64_t
 typedef int (*mc_offload_scan_cb)(const char *key, uint64_t version, uint64_t size, uint32_t crc,
                                   void *arg);
 int mc_offload_backend_scan(mc_offload_backend_t *b, mc_offload_scan_cb cb, void *arg);
+/*
+ * Deletes the temporary files writers that died mid-write left in the storage (never a live
+ * writer's: mc_fs_clean_temps). One listing of names; failures are logged. Offloaders call it at
+ * start, readers do not (they write nothing, and there may be many).
+ */
+void mc_offload_backend_clean_temps(mc_offload_backend_t *b);
 /* Write, read back and delete a probe object: 0 when the backend works. */
 int mc_offload_backend_health(mc_offload_backend_t *b);
 
