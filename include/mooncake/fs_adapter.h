@@ -18,7 +18,8 @@
  *                         '.', become %XX), reversible; keys whose escaped form exceeds
  *                         MC_FS_NAME_MAX_ESCAPED bytes get "<escaped prefix>~<xxh128 hex>" and
  *                         the full key is taken from the object header.
- *   <root>/<hh>/.t*       temporary files of writes in progress (never listed, never read).
+ *   <root>/<hh>/.t*       temporary files of writes in progress (never listed, never read);
+ *                         the name carries the writer's identity (mc_fs_clean_temps).
  *   <root>/.probe/        the health check's probe objects.
  * An object file holds a header (magic "MCOBJ", version, header length, key, value size,
  * CRC32C of the value, CRC32C of the header; zero-padded to 4 KiB for values of 64 KiB and more)
@@ -37,7 +38,7 @@
  * one adapter (the I/O threads of the offload worker or the benchmark). Concurrent writers of one
  * key: the last rename wins, readers see one complete version. A reader never sees a partially
  * written object: writes go to a temporary name and are published by an atomic rename (posix:
- * after fsync; daos: dfs_move after the writes completed).
+ * after fsync, followed by an fsync of the directory; daos: dfs_move after the writes completed).
  *
  * Error codes (include/mooncake/errors.h), mapped in exactly one place per adapter, with the
  * errno (or DAOS DER code) and the path in one ERROR/WARNING log line:
@@ -129,8 +130,8 @@ const char *mc_fs_adapter_type(const mc_fs_adapter_t *a);
 
 /*
  * Stores `size` bytes under `key`, replacing any previous object of that key atomically.
- * `value` may be NULL only when size is 0. Returns when the object is published (posix: data
- * fsynced before the rename).
+ * `value` may be NULL only when size is 0. Returns when the object is published and durable
+ * (posix: data fsynced before the rename, the directory fsynced after it).
  */
 int mc_fs_write(mc_fs_adapter_t *a, const char *key, const void *value, uint64_t size);
 
@@ -145,7 +146,8 @@ int mc_fs_read(mc_fs_adapter_t *a, const char *key, void *buf, uint64_t size);
 /* The value size of `key` (reads and verifies the header). */
 int mc_fs_stat(mc_fs_adapter_t *a, const char *key, uint64_t *size);
 
-/* Deletes the object of `key`. MC_ERR_FILE_NOT_FOUND when there is none. */
+/* Deletes the object of `key` (posix: the directory is fsynced after the unlink).
+ * MC_ERR_FILE_NOT_FOUND when there is none. */
 int mc_fs_remove(mc_fs_adapter_t *a, const char *key);
 
 /*
@@ -156,6 +158,32 @@ int mc_fs_remove(mc_fs_adapter_t *a, const char *key);
  */
 typedef int (*mc_fs_list_cb)(const char *key, uint64_t value_size, void *arg);
 int mc_fs_list(mc_fs_adapter_t *a, mc_fs_list_cb cb, void *arg);
+
+/*
+ * mc_fs_list with what each object's header says: its key, value size and the CRC32C of its
+ * value (the value itself is not read). The cost is one directory listing plus one small read
+ * (the header) per object; no stat.
+ */
+typedef struct mc_fs_object_info {
+    const char *key; /* valid only during the callback */
+    uint64_t value_size;
+    uint32_t value_crc;
+} mc_fs_object_info_t;
+typedef int (*mc_fs_scan_cb)(const mc_fs_object_info_t *obj, void *arg);
+int mc_fs_scan(mc_fs_adapter_t *a, mc_fs_scan_cb cb, void *arg);
+
+/*
+ * Deletes what writers that died mid-write left behind: temporary files (and health-check probe
+ * objects) in every hash directory and in <root>/.probe, judged from their names alone (one
+ * listing, no stat). A temporary's name carries its writer's host (machine, boot and pid
+ * namespace), pid and creation time; it is deleted when that writer is certainly gone — on this
+ * host: the pid is not running, or runs a process started after the temporary was made; from
+ * another host: the temporary is older than MC_FS_TEMP_FOREIGN_AGE_S. A temporary a live writer
+ * is still writing is never deleted. Temporaries of another name format are left alone.
+ * *removed / *kept (either may be NULL) get the counts.
+ */
+#define MC_FS_TEMP_FOREIGN_AGE_S (24 * 3600)
+int mc_fs_clean_temps(mc_fs_adapter_t *a, uint64_t *removed, uint64_t *kept);
 
 /*
  * Proves the backend works: writes a probe object (4 KiB, unique per call) under <root>/.probe,

@@ -81,3 +81,10 @@ int mc_master_call_evict_disk(mc_rpc_client_t *rpc, const Mc__EvictDiskRequest *
     return call(rpc, MC_RPC_EVICT_DISK_REPLICA, &req->base, &mc__codes_response__descriptor,
                 (ProtobufCMessage **)resp);
 }
+
+int mc_master_call_deletions_pending(mc_rpc_client_t *rpc, const Mc__DeletionsPendingRequest *req,
+                                     Mc__DeletionsPendingResponse **resp)
+{
+    return call(rpc, MC_RPC_OFFLOAD_DELETIONS_PENDING, &req->base,
+                &mc__deletions_pending_response__descriptor, (ProtobufCMessage **)resp);
+}

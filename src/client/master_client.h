@@ -28,5 +28,8 @@ int mc_master_call_notify_offload(mc_rpc_client_t *rpc, const Mc__NotifyOffloadR
                                   Mc__CodesResponse **resp);
 int mc_master_call_evict_disk(mc_rpc_client_t *rpc, const Mc__EvictDiskRequest *req,
                               Mc__CodesResponse **resp);
+/* Deletions of discarded values' files not yet confirmed (a remove or upsert waits for 0). */
+int mc_master_call_deletions_pending(mc_rpc_client_t *rpc, const Mc__DeletionsPendingRequest *req,
+                                     Mc__DeletionsPendingResponse **resp);
 
 #endif /* MC_CLIENT_MASTER_CLIENT_H */

@@ -93,6 +93,8 @@ int mc_offload_prepare(const mc_offload_setup_t *setup, mc_offload_t **out)
         rc = mc_offload_backend_open(&o->env,
                                      distributed ? MC_OFFLOAD_DISTRIBUTED : MC_OFFLOAD_LOCAL,
                                      o->env.storage_path, &o->backend, err, sizeof(err));
+    if (rc == 0 && o->offloader)
+        mc_offload_backend_clean_temps(o->backend);
     if (rc == 0 && o->offloader && !distributed) {
         rc = mc_offload_server_start(setup->host, setup->te, o->backend, o->env.staging_bytes,
                                      o->env.staging_ttl_ms, &o->server);

@@ -100,6 +100,13 @@ static int marker_parse(const char *text, char id[64], char fs[16])
     return id[0] && fs[0] ? 0 : -1;
 }
 
+/* The variable that names b's directory, for messages. */
+static const char *root_var(const mc_offload_backend_t *b)
+{
+    return b->kind == MC_OFFLOAD_DISTRIBUTED ? "MOONCAKE_DISTRIBUTED_ROOT_DIR"
+                                             : "MOONCAKE_OFFLOAD_FILE_STORAGE_PATH";
+}
+
 static int marker_read(mc_offload_backend_t *b, char id[64], char fs[16], char *err, size_t errlen)
 {
     uint64_t size = 0;
@@ -114,8 +121,7 @@ static int marker_read(mc_offload_backend_t *b, char id[64], char fs[16], char *
     if (rc == 0 && marker_parse(text, id, fs) != 0)
         rc = MC_ERR_CHECKSUM_MISMATCH;
     if (rc != 0)
-        fail(err, errlen,
-             "MOONCAKE_DISTRIBUTED_ROOT_DIR=%s: the cluster marker %s cannot be read: %s", b->root,
+        fail(err, errlen, "%s=%s: the cluster marker %s cannot be read: %s", root_var(b), b->root,
              MARKER_KEY, mc_error_name(rc));
     return rc;
 }
@@ -135,8 +141,7 @@ static int marker_setup(mc_offload_backend_t *b, char *err, size_t errlen)
                          b->fs_type);
         rc = mc_fs_write(b->fs, MARKER_KEY, text, (uint64_t)n);
         if (rc != 0) {
-            fail(err, errlen,
-                 "MOONCAKE_DISTRIBUTED_ROOT_DIR=%s: cannot write the cluster marker: %s", b->root,
+            fail(err, errlen, "%s=%s: cannot write the cluster marker: %s", root_var(b), b->root,
                  mc_error_name(rc));
             return rc;
         }
@@ -148,9 +153,9 @@ static int marker_setup(mc_offload_backend_t *b, char *err, size_t errlen)
         return rc;
     if (strcmp(fs, b->fs_type) != 0)
         return fail(err, errlen,
-                    "MOONCAKE_DISTRIBUTED_ROOT_DIR=%s was set up by a client with fs type %s; this "
-                    "client has MOONCAKE_DISTRIBUTED_FS_TYPE=%s",
-                    b->root, fs, b->fs_type);
+                    "%s=%s was set up by a client with fs type %s; this client has "
+                    "MOONCAKE_DISTRIBUTED_FS_TYPE=%s",
+                    root_var(b), b->root, fs, b->fs_type);
     snprintf(b->storage_id, sizeof(b->storage_id), "%s", id);
     return 0;
 }
@@ -192,7 +197,9 @@ int mc_offload_backend_open(const mc_offload_env_t *env, int kind, const char *l
             fail(err, errlen, "%s=%s: the %s adapter cannot open it: %s", what, b->root, b->fs_type,
                  mc_error_name(rc));
     }
-    if (rc == 0 && kind == MC_OFFLOAD_DISTRIBUTED)
+    /* Local directories carry the marker too: its id names the storage to the master, which
+     * keeps the deletions of files in it while its client is away. */
+    if (rc == 0)
         rc = marker_setup(b, err, errlen);
     if (rc == 0 && env->health_check) {
         rc = mc_fs_health_check(b->fs);
@@ -266,20 +273,28 @@ typedef struct scan_ctx {
     void *arg;
 } scan_ctx_t;
 
-static int scan_one(const char *name, uint64_t size, void *arg)
+static int scan_one(const mc_fs_object_info_t *obj, void *arg)
 {
     scan_ctx_t *c = arg;
     uint64_t version;
     const char *key;
-    if (parse_file_key(name, &version, &key) != 0)
+    if (parse_file_key(obj->key, &version, &key) != 0)
         return 0;
-    return c->cb(key, version, size, c->arg);
+    return c->cb(key, version, obj->value_size, obj->value_crc, c->arg);
 }
 
 int mc_offload_backend_scan(mc_offload_backend_t *b, mc_offload_scan_cb cb, void *arg)
 {
     scan_ctx_t c = {cb, arg};
-    return mc_fs_list(b->fs, scan_one, &c);
+    return mc_fs_scan(b->fs, scan_one, &c);
+}
+
+void mc_offload_backend_clean_temps(mc_offload_backend_t *b)
+{
+    int rc = mc_fs_clean_temps(b->fs, NULL, NULL);
+    if (rc != 0)
+        MC_WARN("offload: cannot list %s for leftover temporary files: %s", b->root,
+                mc_error_name(rc));
 }
 
 int mc_offload_backend_health(mc_offload_backend_t *b)

@@ -16,7 +16,8 @@
  * The distributed root carries a cluster marker (the adapter object "mooncake.cluster", which no
  * version-named object can collide with): a cluster id and the fs type, written by the first
  * client that uses the root and checked by every later one. Its id is what the master compares
- * to tell that two clients mount the same storage (paths may differ between hosts).
+ * to tell that two clients mount the same storage (paths may differ between hosts). A local
+ * directory has one too: its id names that disk to the master across its client's restarts.
  *
  * Thread-safety: every call but close may run concurrently. Ownership: the backend copies what
  * it needs from the env at open.
@@ -45,7 +46,8 @@ void mc_offload_backend_close(mc_offload_backend_t *b);
 
 int mc_offload_backend_kind(const mc_offload_backend_t *b);
 const char *mc_offload_backend_fs_type(const mc_offload_backend_t *b);
-/* Distributed: the cluster id of the marker; local: "". */
+/* The id in the storage's marker: distributed, the cluster id every client of the root shares;
+ * local, the id of this directory (it outlives the client's restarts). */
 const char *mc_offload_backend_storage_id(const mc_offload_backend_t *b);
 /* The directory the backend stores under. */
 const char *mc_offload_backend_root(const mc_offload_backend_t *b);
@@ -61,9 +63,19 @@ int mc_offload_backend_write(mc_offload_backend_t *b, const char *key, uint64_t 
 int mc_offload_backend_read(mc_offload_backend_t *b, const char *key, uint64_t version, void *buf,
                             uint64_t size);
 int mc_offload_backend_remove(mc_offload_backend_t *b, const char *key, uint64_t version);
-/* Every stored disk replica (restart recovery); other objects (the marker) are skipped. */
-typedef int (*mc_offload_scan_cb)(const char *key, uint64_t version, uint64_t size, void *arg);
+/*
+ * Every stored disk replica (restart recovery), with the CRC32C of its value from the file's
+ * header; other objects (the marker) are skipped. One listing and one header read per file.
+ */
+typedef int (*mc_offload_scan_cb)(const char *key, uint64_t version, uint64_t size, uint32_t crc,
+                                  void *arg);
 int mc_offload_backend_scan(mc_offload_backend_t *b, mc_offload_scan_cb cb, void *arg);
+/*
+ * Deletes the temporary files writers that died mid-write left in the storage (never a live
+ * writer's: mc_fs_clean_temps). One listing of names; failures are logged. Offloaders call it at
+ * start, readers do not (they write nothing, and there may be many).
+ */
+void mc_offload_backend_clean_temps(mc_offload_backend_t *b);
 /* Write, read back and delete a probe object: 0 when the backend works. */
 int mc_offload_backend_health(mc_offload_backend_t *b);
 

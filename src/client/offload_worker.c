@@ -30,6 +30,9 @@
 #define MAX_DELETIONS 1024
 #define RETRY_MS 1000
 #define HEALTH_MIN_MS 5000
+/* After a heartbeat that handed out deletions, heartbeats follow every 20 ms for this long: the
+ * next remove or upsert of a series finds its deletions taken at once, not at the next ping. */
+#define DELETE_LINGER_MS 500
 
 /* ---- the ledger -------------------------------------------------------------------------------
  */
@@ -38,6 +41,8 @@ typedef struct ledger_entry {
     struct ledger_entry *prev, *next; /* FIFO ring, oldest first */
     struct ledger_entry *hnext;       /* hash chain */
     uint64_t hash, version, size;
+    uint32_t crc; /* CRC32C of the value, when has_crc */
+    int has_crc;
     char key[];
 } ledger_entry_t;
 
@@ -103,7 +108,8 @@ static ledger_entry_t **ledger_slot_locked(ledger_t *l, const char *key, uint64_
 }
 
 /* Adds (key, version) as the newest file; an entry already there is kept. */
-static void ledger_add(ledger_t *l, const char *key, uint64_t version, uint64_t size)
+static void ledger_add(ledger_t *l, const char *key, uint64_t version, uint64_t size, int has_crc,
+                       uint32_t crc)
 {
     uint64_t h = ledger_hash(key, version);
     pthread_mutex_lock(&l->lock);
@@ -116,6 +122,8 @@ static void ledger_add(ledger_t *l, const char *key, uint64_t version, uint64_t 
             e->hash = h;
             e->version = version;
             e->size = size;
+            e->crc = crc;
+            e->has_crc = has_crc;
             e->hnext = NULL;
             *pp = e;
             e->next = &l->ring;
@@ -179,13 +187,19 @@ struct mc_offload_worker {
     pthread_cond_t work_cond;    /* wakes writers */
     wtask_t *q;                  /* ring of qcap */
     size_t qcap, qhead, qlen;
-    uint64_t *active; /* ids being written, one slot per writer (0 = idle) */
+    uint64_t *active;            /* ids being written, one slot per writer (0 = idle) */
+    const wtask_t **active_task; /* the task each writer is writing (NULL = idle) */
+    int *cancel; /* 1: the master discarded the value being written: its writer deletes the file
+                    (once it is written) and confirms the deletion */
+    uint64_t deleted_ms; /* mc_now_ms() of the last heartbeat that handed out deletions */
     int stopping;
     uint64_t drain_deadline; /* mc_now_ms(); 0 = no drain */
     int wake;
     int offloading;
     int healthy;
-    int resync;
+    int resync;         /* the master asked for this client's files (its ledger) */
+    int rescan;         /* the master asked for every file under the distributed root */
+    int report_done;    /* what was asked is reported: say so in the next heartbeat */
     uint64_t remaining; /* tasks the master still has for us, as of the last heartbeat */
 
     pthread_t control;
@@ -328,7 +342,47 @@ static void unreserve(mc_offload_worker_t *w, uint64_t size)
 /* ---- writers ----------------------------------------------------------------------------------
  */
 
-static void write_task(mc_offload_worker_t *w, const wtask_t *t)
+/* A file the master is deleting: its key and version. */
+typedef struct gone_file {
+    const char *key;
+    uint64_t version;
+} gone_file_t;
+
+/*
+ * Tells the master these files are gone (deleted, or never written): NotifyOffload results with
+ * task id 0 and code MC_ERR_FILE_NOT_FOUND. A remove or upsert waiting for them is acknowledged
+ * then. Not told (master unreachable): the master hands the deletions out again later.
+ */
+static void confirm_gone(mc_offload_worker_t *w, const gone_file_t *v, size_t n)
+{
+    Mc__OffloadResult *r = calloc(n ? n : 1, sizeof(*r));
+    Mc__OffloadResult **ptrs = calloc(n ? n : 1, sizeof(*ptrs));
+    for (size_t i = 0; r && ptrs && i < n; i++) {
+        Mc__OffloadResult init = MC__OFFLOAD_RESULT__INIT;
+        r[i] = init;
+        r[i].key = (char *)v[i].key;
+        r[i].version = v[i].version;
+        r[i].code = MC_ERR_FILE_NOT_FOUND;
+        ptrs[i] = &r[i];
+    }
+    for (size_t off = 0; r && ptrs && off < n; off += RESYNC_BATCH) {
+        Mc__NotifyOffloadRequest req = MC__NOTIFY_OFFLOAD_REQUEST__INIT;
+        req.client_id = w->client_id;
+        req.n_results = n - off < RESYNC_BATCH ? n - off : RESYNC_BATCH;
+        req.results = ptrs + off;
+        Mc__CodesResponse *resp = NULL;
+        int rc = mc_master_call_notify_offload(w->rpc, &req, &resp);
+        if (rc == 0)
+            mc__codes_response__free_unpacked(resp, NULL);
+        else
+            MC_WARN("offload: telling the master %zu files are deleted failed: %s", req.n_results,
+                    mc_error_name(rc));
+    }
+    free(r);
+    free(ptrs);
+}
+
+static void write_task(mc_offload_worker_t *w, const wtask_t *t, unsigned slot)
 {
     int code = 0;
     if (t->address < w->seg_base || t->size > w->seg_size ||
@@ -351,10 +405,28 @@ static void write_task(mc_offload_worker_t *w, const wtask_t *t)
     if (code == 0)
         code = mc_offload_backend_write(w->backend, t->key, t->version,
                                         (const void *)(uintptr_t)t->address, t->size);
+    /* Done writing: from here a deletion of this file finds it on disk, not in flight. */
+    pthread_mutex_lock(&w->lock);
+    int cancelled = w->cancel[slot];
+    w->cancel[slot] = 0;
+    w->active[slot] = 0;
+    w->active_task[slot] = NULL;
+    pthread_mutex_unlock(&w->lock);
+    if (cancelled) {
+        /* The value was removed or replaced while it was being written. */
+        if (code == 0)
+            mc_offload_backend_remove(w->backend, t->key, t->version);
+        gone_file_t g = {t->key, t->version};
+        confirm_gone(w, &g, 1);
+        atomic_fetch_add(&w->stale, 1);
+        if (reserved)
+            unreserve(w, t->size);
+        return;
+    }
     int rc = notify(w, t->id, t->key, t->version, t->size, code);
     if (code == 0 && (rc == 0 || rpc_trouble(rc))) {
         /* Unreported (master unreachable): the file stays; a resync or a retry settles it. */
-        ledger_add(&w->ledger, t->key, t->version, t->size);
+        ledger_add(&w->ledger, t->key, t->version, t->size, t->has_checksum, t->checksum);
         if (rc == 0) {
             atomic_fetch_add(&w->done, 1);
             atomic_fetch_add(&w->bytes, t->size);
@@ -388,8 +460,9 @@ static void *writer_main(void *arg)
         w->qhead = (w->qhead + 1) % w->qcap;
         w->qlen--;
         w->active[slot] = t.id;
+        w->active_task[slot] = &t;
         pthread_mutex_unlock(&w->lock);
-        write_task(w, &t);
+        write_task(w, &t, slot);
         free(t.key);
         pthread_mutex_lock(&w->lock);
         w->active[slot] = 0;
@@ -418,77 +491,207 @@ static void fill_info(mc_offload_worker_t *w, Mc__OffloadHeartbeatRequest *req, 
     pthread_mutex_unlock(&w->ledger.lock);
 }
 
-/* Sends the ledger to the master as recovered files; files of keys it knows otherwise go. */
-static void resync(mc_offload_worker_t *w)
+/* A file reported to the master as found on disk (task id 0). */
+typedef struct report_item {
+    char *key;
+    uint64_t version, size;
+    uint32_t crc;
+    int has_crc;
+} report_item_t;
+
+typedef struct report_stats {
+    size_t registered, dropped;
+} report_stats_t;
+
+/*
+ * Reports v[0..n) to the master as files found on disk, in batches; files it says are obsolete
+ * (an older value than the one it knows) are deleted. 0 when every batch was answered.
+ */
+static int report_files(mc_offload_worker_t *w, const report_item_t *v, size_t n,
+                        report_stats_t *st)
 {
-    ledger_t *l = &w->ledger;
-    pthread_mutex_lock(&l->lock);
-    size_t n = (size_t)l->count, k = 0;
     Mc__OffloadResult *r = calloc(n ? n : 1, sizeof(*r));
     Mc__OffloadResult **ptrs = calloc(n ? n : 1, sizeof(*ptrs));
-    for (ledger_entry_t *e = l->ring.next; r && ptrs && e != &l->ring; e = e->next) {
+    int rc = r && ptrs ? 0 : MC_ERR_INTERNAL_ERROR;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
         Mc__OffloadResult init = MC__OFFLOAD_RESULT__INIT;
-        r[k] = init;
-        r[k].key = strdup(e->key);
-        r[k].version = e->version;
-        r[k].size = e->size;
-        ptrs[k] = &r[k];
-        if (r[k].key)
-            k++;
+        r[i] = init;
+        r[i].key = v[i].key;
+        r[i].version = v[i].version;
+        r[i].size = v[i].size;
+        r[i].has_checksum = v[i].has_crc;
+        r[i].checksum = v[i].crc;
+        ptrs[i] = &r[i];
     }
-    pthread_mutex_unlock(&l->lock);
-    size_t registered = 0, dropped = 0;
-    int failed = !r || !ptrs;
-    for (size_t off = 0; !failed && off < k; off += RESYNC_BATCH) {
+    for (size_t off = 0; rc == 0 && off < n; off += RESYNC_BATCH) {
         Mc__NotifyOffloadRequest req = MC__NOTIFY_OFFLOAD_REQUEST__INIT;
         req.client_id = w->client_id;
-        req.n_results = k - off < RESYNC_BATCH ? k - off : RESYNC_BATCH;
+        req.n_results = n - off < RESYNC_BATCH ? n - off : RESYNC_BATCH;
         req.results = ptrs + off;
         Mc__CodesResponse *resp = NULL;
-        int rc = mc_master_call_notify_offload(w->rpc, &req, &resp);
-        if (rc != 0 || resp->code != 0 || resp->n_codes != req.n_results) {
-            MC_WARN("offload: reporting this client's files to the master failed: %s",
-                    mc_error_name(rc ? rc : resp->code));
-            failed = 1;
-        }
-        for (size_t i = 0; !failed && i < req.n_results; i++) {
-            const Mc__OffloadResult *x = ptrs[off + i];
+        rc = mc_master_call_notify_offload(w->rpc, &req, &resp);
+        if (rc == 0 && (resp->code != 0 || resp->n_codes != req.n_results))
+            rc = resp->code ? resp->code : MC_ERR_DESERIALIZE_FAIL;
+        for (size_t i = 0; rc == 0 && i < req.n_results; i++) {
+            const report_item_t *x = &v[off + i];
             if (resp->codes[i] == 0) {
-                registered++;
+                st->registered++;
             } else if (resp->codes[i] == MC_ERR_OBJECT_ALREADY_EXISTS) {
-                /* The key holds another value now: this file is obsolete. */
-                ledger_remove(l, x->key, x->version);
+                /* The master knows a newer value of the key: this file is obsolete. */
+                ledger_remove(&w->ledger, x->key, x->version);
                 mc_offload_backend_remove(w->backend, x->key, x->version);
-                dropped++;
+                st->dropped++;
             }
         }
         if (resp)
             mc__codes_response__free_unpacked(resp, NULL);
     }
-    for (size_t i = 0; i < k; i++)
-        free(r[i].key);
+    if (rc != 0)
+        MC_WARN("offload: reporting files to the master failed: %s", mc_error_name(rc));
     free(r);
     free(ptrs);
-    if (failed) {
-        pthread_mutex_lock(&w->lock);
-        w->resync = 1; /* try again on the next heartbeat */
-        pthread_mutex_unlock(&w->lock);
-        return;
-    }
-    if (k)
-        MC_INFO("offload: reported %zu files to the master: %zu registered, %zu obsolete (deleted)",
-                k, registered, dropped);
+    return rc;
 }
 
+/*
+ * Sends the ledger to the master as recovered files; files of keys it knows otherwise go.
+ * Distributed: nothing — other clients delete shared files too, so this client's ledger may list
+ * files that are gone; the root's rescan (which the master asks one client for after it starts)
+ * reports every file that is there.
+ */
+static int resync(mc_offload_worker_t *w)
+{
+    if (mc_offload_backend_kind(w->backend) == MC_OFFLOAD_DISTRIBUTED)
+        return 0;
+    ledger_t *l = &w->ledger;
+    pthread_mutex_lock(&l->lock);
+    size_t n = (size_t)l->count, k = 0;
+    report_item_t *v = calloc(n ? n : 1, sizeof(*v));
+    for (ledger_entry_t *e = l->ring.next; v && e != &l->ring; e = e->next) {
+        v[k] = (report_item_t){strdup(e->key), e->version, e->size, e->crc, e->has_crc};
+        if (v[k].key)
+            k++;
+    }
+    pthread_mutex_unlock(&l->lock);
+    report_stats_t st = {0, 0};
+    int rc = v ? report_files(w, v, k, &st) : MC_ERR_INTERNAL_ERROR;
+    for (size_t i = 0; i < k; i++)
+        free(v[i].key);
+    free(v);
+    if (rc == 0 && k)
+        MC_INFO("offload: reported %zu files to the master: %zu registered, %zu obsolete (deleted)",
+                k, st.registered, st.dropped);
+    return rc;
+}
+
+/* The distributed root rescan: files are reported as they are listed, RESYNC_BATCH at a time. */
+typedef struct root_scan {
+    mc_offload_worker_t *w;
+    report_item_t batch[RESYNC_BATCH];
+    size_t n;
+    uint64_t listed;
+    report_stats_t st;
+} root_scan_t;
+
+static int root_scan_flush(root_scan_t *r)
+{
+    int rc = report_files(r->w, r->batch, r->n, &r->st);
+    for (size_t i = 0; i < r->n; i++)
+        free(r->batch[i].key);
+    r->n = 0;
+    return rc;
+}
+
+static int root_scan_one(const char *key, uint64_t version, uint64_t size, uint32_t crc, void *arg)
+{
+    root_scan_t *r = arg;
+    char *k = strdup(key);
+    if (!k)
+        return MC_ERR_INTERNAL_ERROR;
+    r->batch[r->n++] = (report_item_t){k, version, size, crc, 1};
+    r->listed++;
+    return r->n == RESYNC_BATCH ? root_scan_flush(r) : 0;
+}
+
+/*
+ * Lists the whole distributed root (names, then one header read per file: no stat) and reports
+ * every file to the master, which registers the ones it does not know (the master asks one
+ * client for this after it starts; several doing it would be harmless, only slower).
+ */
+static int rescan_root(mc_offload_worker_t *w)
+{
+    root_scan_t *r = calloc(1, sizeof(*r));
+    if (!r)
+        return MC_ERR_INTERNAL_ERROR;
+    r->w = w;
+    uint64_t t0 = mc_now_ms();
+    int rc = mc_offload_backend_scan(w->backend, root_scan_one, r);
+    if (rc == 0)
+        rc = root_scan_flush(r);
+    for (size_t i = 0; i < r->n; i++)
+        free(r->batch[i].key);
+    if (rc == 0)
+        MC_INFO("offload: rescanned %s: %" PRIu64 " files in %" PRIu64 " ms, %zu registered, %zu "
+                "obsolete (deleted)",
+                mc_offload_backend_root(w->backend), r->listed, mc_now_ms() - t0, r->st.registered,
+                r->st.dropped);
+    else
+        MC_WARN("offload: rescan of %s failed after %" PRIu64 " files: %s; retrying",
+                mc_offload_backend_root(w->backend), r->listed, mc_error_name(rc));
+    free(r);
+    return rc;
+}
+
+/* Drops a queued (not yet started) task writing (key, version); 1 when there was one. Lock held. */
+static int queue_drop_locked(mc_offload_worker_t *w, const char *key, uint64_t version)
+{
+    size_t kept = 0, dropped = 0;
+    for (size_t i = 0; i < w->qlen; i++) {
+        wtask_t t = w->q[(w->qhead + i) % w->qcap];
+        if (t.version == version && !strcmp(t.key, key)) {
+            free(t.key);
+            dropped++;
+            continue;
+        }
+        w->q[(w->qhead + kept++) % w->qcap] = t;
+    }
+    w->qlen = kept;
+    return dropped > 0;
+}
+
+/*
+ * Deletes the files the master hands out and confirms each one gone. A file still to be written
+ * by a queued task is never written (the task is dropped); one being written is its writer's to
+ * delete once written (write_task), so no rename can bring it back after the confirmation.
+ */
 static void apply_deletions(mc_offload_worker_t *w, const Mc__OffloadHeartbeatResponse *resp)
 {
-    for (size_t i = 0; i < resp->n_deletions; i++) {
+    size_t n = resp->n_deletions, ngone = 0;
+    gone_file_t *gone = calloc(n ? n : 1, sizeof(*gone));
+    for (size_t i = 0; i < n; i++) {
         const Mc__DiskFile *d = resp->deletions[i];
+        int in_flight = 0;
+        pthread_mutex_lock(&w->lock);
+        queue_drop_locked(w, d->key, d->version);
+        for (unsigned k = 0; k < w->nwriters; k++) {
+            const wtask_t *t = w->active_task[k];
+            if (t && t->version == d->version && !strcmp(t->key, d->key)) {
+                w->cancel[k] = 1;
+                in_flight = 1;
+            }
+        }
+        pthread_mutex_unlock(&w->lock);
+        if (in_flight)
+            continue;
         ledger_remove(&w->ledger, d->key, d->version);
         int rc = mc_offload_backend_remove(w->backend, d->key, d->version);
         if (rc != 0 && rc != MC_ERR_FILE_NOT_FOUND)
             MC_WARN("offload: cannot delete the file of %.64s: %s", d->key, mc_error_name(rc));
+        else if (gone)
+            gone[ngone++] = (gone_file_t){d->key, d->version};
     }
+    confirm_gone(w, gone, ngone);
+    free(gone);
 }
 
 /* One heartbeat; returns its code, and how many tasks were asked for / received. */
@@ -516,6 +719,10 @@ static int heartbeat(mc_offload_worker_t *w, int leaving, size_t *asked, size_t 
     req.inflight = ids;
     req.n_inflight = nids;
     req.leaving = leaving;
+    pthread_mutex_lock(&w->lock);
+    int done_sent = w->report_done;
+    pthread_mutex_unlock(&w->lock);
+    req.resync_done = done_sent;
     Mc__OffloadHeartbeatResponse *resp = NULL;
     int rc = mc_master_call_offload_heartbeat(w->rpc, &req, &resp);
     free(ids);
@@ -526,6 +733,8 @@ static int heartbeat(mc_offload_worker_t *w, int leaving, size_t *asked, size_t 
     rc = resp->code;
     if (rc == 0) {
         apply_deletions(w, resp);
+        if (resp->n_deletions > 0)
+            w->deleted_ms = mc_now_ms();
         pthread_mutex_lock(&w->lock);
         for (size_t i = 0; i < resp->n_tasks && w->qlen < w->qcap; i++) {
             const Mc__OffloadTask *t = resp->tasks[i];
@@ -540,8 +749,12 @@ static int heartbeat(mc_offload_worker_t *w, int leaving, size_t *asked, size_t 
         if (*got)
             pthread_cond_broadcast(&w->work_cond);
         w->remaining = resp->remaining;
+        if (done_sent)
+            w->report_done = 0;
         if (resp->resync)
             w->resync = 1;
+        if (resp->rescan)
+            w->rescan = 1;
         pthread_mutex_unlock(&w->lock);
     } else if (rc == MC_ERR_INVALID_PARAMS || rc == MC_ERR_UNABLE_OFFLOAD) {
         MC_ERROR("offload: the master refused this client's backend: %s",
@@ -609,13 +822,24 @@ static void *control_main(void *arg)
     for (;;) {
         pthread_mutex_lock(&w->lock);
         int done = control_done_locked(w);
-        int do_resync = w->resync;
-        w->resync = 0;
+        int do_resync = w->resync, do_rescan = w->rescan;
+        w->resync = w->rescan = 0;
         pthread_mutex_unlock(&w->lock);
         if (done)
             break;
-        if (do_resync)
-            resync(w);
+        if (do_resync || do_rescan) {
+            int rc = do_resync ? resync(w) : 0;
+            if (rc == 0 && do_rescan)
+                rc = rescan_root(w);
+            pthread_mutex_lock(&w->lock);
+            if (rc == 0) {
+                w->report_done = 1;
+            } else { /* try again after the next heartbeat */
+                w->resync |= do_resync;
+                w->rescan |= do_rescan;
+            }
+            pthread_mutex_unlock(&w->lock);
+        }
         health_check(w, &next_health);
         size_t asked = 0, got = 0;
         int rc = heartbeat(w, 0, &asked, &got);
@@ -628,7 +852,10 @@ static void *control_main(void *arg)
         if (rc != 0 && wait_ms > RETRY_MS)
             wait_ms = RETRY_MS;
         pthread_mutex_lock(&w->lock);
-        if (rc == 0 && got > 0) {
+        if (rc == 0 && mc_now_ms() - w->deleted_ms < DELETE_LINGER_MS) {
+            /* Deletions are flowing, and a remove or upsert waits for each: ask again soon. */
+            control_wait_locked(w, 20);
+        } else if (rc == 0 && got > 0) {
             /* Tasks are flowing: ask again as soon as a writer frees room (or shortly). */
             if (w->qlen + active_count_locked(w) >= w->qcap)
                 control_wait_locked(w, wait_ms);
@@ -647,16 +874,11 @@ static void *control_main(void *arg)
 /* ---- lifecycle --------------------------------------------------------------------------------
  */
 
-static int scan_one(const char *key, uint64_t version, uint64_t size, void *arg)
-{
-    ledger_add(arg, key, version, size);
-    return 0;
-}
-
 /* Local backend: the files found at start, oldest version first (FIFO order). */
 typedef struct scan_item {
     char *key;
     uint64_t version, size;
+    uint32_t crc;
 } scan_item_t;
 
 typedef struct scan_list {
@@ -664,7 +886,7 @@ typedef struct scan_list {
     size_t n, cap;
 } scan_list_t;
 
-static int collect_one(const char *key, uint64_t version, uint64_t size, void *arg)
+static int collect_one(const char *key, uint64_t version, uint64_t size, uint32_t crc, void *arg)
 {
     scan_list_t *s = arg;
     if (s->n == s->cap) {
@@ -680,6 +902,7 @@ static int collect_one(const char *key, uint64_t version, uint64_t size, void *a
         return MC_ERR_INTERNAL_ERROR;
     s->v[s->n].version = version;
     s->v[s->n].size = size;
+    s->v[s->n].crc = crc;
     s->n++;
     return 0;
 }
@@ -697,7 +920,7 @@ static int rescan(mc_offload_worker_t *w)
     if (rc == 0 && s.n > 0) {
         qsort(s.v, s.n, sizeof(*s.v), by_version);
         for (size_t i = 0; i < s.n; i++)
-            scan_one(s.v[i].key, s.v[i].version, s.v[i].size, &w->ledger);
+            ledger_add(&w->ledger, s.v[i].key, s.v[i].version, s.v[i].size, 1, s.v[i].crc);
         if (s.n)
             MC_INFO("offload: found %zu files (%" PRIu64 " bytes) under %s", s.n, w->ledger.used,
                     mc_offload_backend_root(w->backend));
@@ -717,6 +940,8 @@ static void worker_free(mc_offload_worker_t *w)
         free(w->q[(w->qhead + i) % w->qcap].key);
     free(w->q);
     free(w->active);
+    free(w->active_task);
+    free(w->cancel);
     free(w->writers);
     ledger_fini(&w->ledger);
     pthread_mutex_destroy(&w->lock);
@@ -773,9 +998,11 @@ int mc_offload_worker_start(const mc_offload_worker_config_t *cfg, mc_offload_wo
     pthread_cond_init(&w->work_cond, NULL);
     w->q = calloc(w->qcap, sizeof(*w->q));
     w->active = calloc(w->nwriters, sizeof(*w->active));
+    w->active_task = calloc(w->nwriters, sizeof(*w->active_task));
+    w->cancel = calloc(w->nwriters, sizeof(*w->cancel));
     w->writers = calloc(w->nwriters, sizeof(*w->writers));
     int rc = ledger_init(&w->ledger);
-    if (rc == 0 && (!w->q || !w->active || !w->writers))
+    if (rc == 0 && (!w->q || !w->active || !w->active_task || !w->cancel || !w->writers))
         rc = MC_ERR_INTERNAL_ERROR;
     if (rc == 0 && mc_offload_backend_kind(w->backend) == MC_OFFLOAD_LOCAL)
         rc = rescan(w);

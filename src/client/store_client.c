@@ -32,6 +32,7 @@
 #include "offload.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -49,6 +50,10 @@
 #define MC_MOUNT_FENCE_WAIT_MS 30000    /* setup waits this long for a fenced range (leases) */
 #define MC_MASTER_WAIT_DEFAULT_MS 30000 /* setup waits this long for an unreachable master */
 #define MC_MASTER_WAIT_ENV "MC_MASTER_WAIT_TIMEOUT" /* seconds; overrides the default */
+/* A remove or upsert waits this long (MC_STORE_DELETE_WAIT_MS) for its old files to go. */
+#define MC_DELETE_WAIT_DEFAULT_MS 10000
+#define MC_DELETE_POLL_MIN_MS 2
+#define MC_DELETE_POLL_MAX_MS 50
 
 typedef struct mc_buffer_range {
     uintptr_t addr;
@@ -71,7 +76,8 @@ struct mc_store {
     atomic_int closed;
     atomic_int closing; /* close has begun: new calls are refused before they take op_lock */
     atomic_int master_reachable;
-    int checksum;                             /* 1: CRC32C on put, verified on get */
+    int checksum;            /* 1: CRC32C on put, verified on get */
+    uint64_t delete_wait_ms; /* how long a remove/upsert waits for its old files to go */
     atomic_uint_fast64_t checksum_mismatches; /* replicas whose bytes failed verification */
     atomic_uint_fast64_t last_mismatch_log_ms;
     atomic_uint_fast64_t last_master_error_ms; /* rate limit: one failure line per second */
@@ -205,6 +211,55 @@ static int keys_call(mc_store_t *s, uint16_t opcode, char **keys, uint64_t *size
     req.force = force ? 1 : 0;
     req.regex = (char *)(regex ? regex : "");
     return keys_call_req(s, opcode, &req, n, resp);
+}
+
+/*
+ * "Acknowledged means kept": a remove or upsert returns success only once the files of the
+ * values it discarded (disk replicas, and files an offload in flight may still publish) are
+ * confirmed gone by the clients holding them — otherwise a crash of the master with those
+ * clients would let the restart rescan bring the old value back. Waits until the master has no
+ * deletion of seqs [from, to] (of `keys`, or of any key when n == 0) left unconfirmed, polling
+ * with a short backoff for up to s->delete_wait_ms. Returns 0, or MC_ERR_PERSISTENT_FAIL: the
+ * value is removed or replaced in the master, but a file of the old one could not be confirmed
+ * deleted in time (its holder is down, no distributed client is there to delete it, or the
+ * master restarted meanwhile) — a crash before it is deleted could bring the old value back.
+ */
+static int wait_deletions(mc_store_t *s, char **keys, size_t n, uint64_t from, uint64_t to)
+{
+    if (to == 0)
+        return 0;
+    Mc__DeletionsPendingRequest req = MC__DELETIONS_PENDING_REQUEST__INIT;
+    req.client_id = s->client_id;
+    req.keys = keys;
+    req.n_keys = n;
+    req.from_seq = from;
+    req.to_seq = to;
+    uint64_t deadline = mc_now_ms() + s->delete_wait_ms, pause = MC_DELETE_POLL_MIN_MS;
+    uint64_t pending = 0;
+    int rc = 0;
+    for (;;) {
+        Mc__DeletionsPendingResponse *resp = NULL;
+        rc = mc_master_call_deletions_pending(s->rpc, &req, &resp);
+        if (rc == 0) {
+            rc = resp->code;
+            pending = resp->pending;
+            mc__deletions_pending_response__free_unpacked(resp, NULL);
+            if (rc == 0 && pending == 0)
+                return 0;
+            if (rc != 0)
+                break; /* the master does not know these deletions (it restarted) */
+        }
+        if (mc_now_ms() + pause > deadline)
+            break;
+        usleep((useconds_t)pause * 1000);
+        pause = pause * 2 > MC_DELETE_POLL_MAX_MS ? MC_DELETE_POLL_MAX_MS : pause * 2;
+    }
+    MC_WARN("%zu file(s) of removed or replaced values not confirmed deleted within %" PRIu64
+            " ms (%s); the operation is done in the master but not durable: a crash could bring "
+            "the old values back",
+            rc == 0 ? (size_t)pending : (size_t)0, s->delete_wait_ms,
+            rc == 0 ? "their holder is down or busy" : mc_error_name(rc));
+    return MC_ERR_PERSISTENT_FAIL;
 }
 
 /* PutEnd / UpsertEnd with one CRC32C per key (crcs NULL: the writer does not checksum). */
@@ -400,6 +455,24 @@ static int write_objects(mc_store_t *s, int upsert, const char *const *keys,
             keys_call_checksums(s, op_end, end_keys, nend, s->checksum ? end_crcs : NULL, &er);
         for (size_t j = 0; j < nend; j++)
             results[end_idx[j]] = erc ? erc : er->results[j]->code;
+        if (erc == 0 && upsert && er->deletions_to) {
+            /* The replaced values' files go before the upserts are acknowledged. */
+            char **wk = calloc(nend, sizeof(char *));
+            size_t nw = 0;
+            for (size_t j = 0; wk && j < nend; j++) {
+                if (results[end_idx[j]] == 0)
+                    wk[nw++] = end_keys[j];
+            }
+            /* (out of memory: wait on any key of the range) */
+            int wrc = wait_deletions(s, wk, nw, er->deletions_from, er->deletions_to);
+            free(wk);
+            if (wrc != 0) {
+                for (size_t j = 0; j < nend; j++) {
+                    if (results[end_idx[j]] == 0)
+                        results[end_idx[j]] = MC_ERR_PERSISTENT_FAIL;
+                }
+            }
+        }
         if (er)
             mc__keys_response__free_unpacked(er, NULL);
     }
@@ -1089,6 +1162,13 @@ static int per_key_call(mc_store_t *s, uint16_t opcode, const char *const *keys,
             else
                 results[idx[j]] = resp->results[j]->code;
         }
+        if (rc == 0 && opcode == MC_RPC_REMOVE &&
+            wait_deletions(s, ks, m, resp->deletions_from, resp->deletions_to) != 0) {
+            for (size_t j = 0; j < m; j++) {
+                if (results[idx[j]] == 0)
+                    results[idx[j]] = MC_ERR_PERSISTENT_FAIL;
+            }
+        }
         if (resp)
             mc__keys_response__free_unpacked(resp, NULL);
     }
@@ -1135,8 +1215,9 @@ static int64_t count_call(mc_store_t *s, uint16_t opcode, const char *regex, int
     if (rc != 0)
         return LEAVE(s, rc);
     int64_t count = resp->count;
+    rc = wait_deletions(s, NULL, 0, resp->deletions_from, resp->deletions_to);
     mc__keys_response__free_unpacked(resp, NULL);
-    return LEAVE(s, count);
+    return LEAVE(s, rc != 0 ? rc : count);
 }
 
 int64_t mc_store_remove_all(mc_store_t *s, int force)
@@ -1442,6 +1523,10 @@ int mc_store_setup(const mc_store_config_t *c, mc_store_t **out)
                                                                             : MC_DEFAULT_MASTER);
     s->global_segment_size = c->global_segment_size;
     s->local_buffer_size = c->local_buffer_size;
+    const char *dw = getenv("MC_STORE_DELETE_WAIT_MS");
+    char *end = NULL;
+    unsigned long long dwv = dw && *dw ? strtoull(dw, &end, 10) : MC_DELETE_WAIT_DEFAULT_MS;
+    s->delete_wait_ms = end && *end ? MC_DELETE_WAIT_DEFAULT_MS : dwv;
     const char *ck = getenv("MC_STORE_CHECKSUM");
     s->checksum = !c->disable_checksum &&
                   !(ck && (!strcmp(ck, "0") || !strcasecmp(ck, "false") || !strcasecmp(ck, "off")));

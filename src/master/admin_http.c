@@ -112,6 +112,14 @@ static void render_offload_metrics(FILE *f, const mc_master_stats_t *st)
            "Disk replicas dropped for disk capacity since start.", st->disk_evicted);
     metric(f, "master_offload_pending_deletions", "gauge",
            "Disk files waiting to be deleted by a client.", st->pending_deletions);
+    metric(f, "master_offload_recovering", "gauge",
+           "Offloading clients asked to report their files (after this master started, or after "
+           "they were unknown) that have not finished, plus 1 while the distributed root awaits "
+           "or runs its rescan.",
+           st->offload_recovering);
+    metric(f, "master_offload_recovered_files_total", "counter",
+           "Files registered again as disk replicas by restart rescans since start.",
+           st->recovered_files);
     metric(f, "master_fallback_reads_total", "counter",
            "Reads served from disk replicas, as the clients report.", st->fallback_reads);
     metric(f, "master_checksum_mismatches_total", "counter",

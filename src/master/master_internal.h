@@ -91,19 +91,49 @@ typedef struct mc_offload_task {
 typedef struct mc_object_offload {
     mc_offload_task_t *task;
     uint8_t ndisk;
+    uint8_t recovered; /* the value came from a rescanned file, not from a put of this master:
+                          a file of a higher version of the key replaces it */
     mc_disk_replica_t disk[MC_MAX_DISK_REPLICAS];
 } mc_object_offload_t;
 
-/* A file to delete, waiting for a heartbeat that takes it. */
+/* A link of a doubly-linked ring (a sentinel is a ring's head). */
+typedef struct mc_dlink {
+    struct mc_dlink *prev, *next;
+} mc_dlink_t;
+
+struct mc_delete_queue;
+
+/*
+ * A file that must go: its value was removed, replaced or lost, or an offload of a discarded
+ * value may have written it. The record lives from the discard until a client confirms the file
+ * is gone (it deleted it, or never wrote it), so that
+ *  - whoever removed or replaced the value can wait for that (an acknowledged remove or upsert
+ *    is then never undone by a crash: the old file cannot be rescanned back);
+ *  - a rescan reporting the file meanwhile is told it is obsolete (a tombstone);
+ *  - it outlives its holder's departure: a local file's deletion waits, parked by the holder's
+ *    storage id, for that storage to come back; a DFS one goes to any distributed client.
+ * Deletions of (key, version) are unique: versions are.
+ */
 typedef struct mc_disk_delete {
-    char *key; /* malloc'd */
-    uint64_t version;
-    uint64_t size;
+    mc_dlink_t qlink;              /* in its queue's waiting or handed ring, or the graveyard */
+    mc_dlink_t slink;              /* m->deletes_by_seq, oldest first */
+    struct mc_disk_delete *hnext;  /* m->del_hash chain (by key) */
+    struct mc_delete_queue *queue; /* NULL: confirmed, kept in m->graveyard */
+    struct mc_offloader *owner;    /* the client that must do it; NULL: parked, or (DFS) any */
+    uint64_t seq;                  /* creation order, for waiters */
+    uint64_t version, size, key_hash;
+    uint64_t handed_ms;                 /* when last handed out (handed ring) */
+    uint8_t type;                       /* MC_REPLICA_LOCAL_DISK or MC_REPLICA_DFS */
+    char storage_id[MC_OFFLOAD_ID_MAX]; /* local: the holder's storage (parking) */
+    size_t key_len;
+    char key[];
 } mc_disk_delete_t;
 
+/* Deletions for one client (or for any distributed client, or parked): not handed out yet, and
+ * handed out (in hand-out order; handed again when not confirmed within the task lease). */
 typedef struct mc_delete_queue {
-    mc_disk_delete_t *v; /* ring buffer */
-    size_t head, count, cap;
+    mc_dlink_t waiting, handed;
+    size_t nwaiting, nhanded;
 } mc_delete_queue_t;
 
 /* A client that registered its backend with an offload heartbeat. */
@@ -112,9 +142,22 @@ typedef struct mc_offloader {
     mc_offloader_info_t info;
     mc_offload_task_t queued, leased; /* ring sentinels */
     size_t n_queued, n_leased;
-    mc_delete_queue_t deletes; /* LOCAL_DISK files of this client to delete */
+    mc_delete_queue_t deletes; /* its LOCAL_DISK files, and files its cancelled writes may have
+                                  left, to delete */
     uint64_t last_heartbeat_ms;
+    int reporting; /* asked to report its files (resync or rescan), not done yet */
 } mc_offloader_t;
+
+/*
+ * Recovery of the distributed root after this master started: the files under a shared root are
+ * listed by one distributed offloader the master picks (the first healthy one to heartbeat),
+ * which reports them all; if it goes away before it is done, the next one is asked.
+ */
+typedef enum mc_dfs_recovery {
+    MC_DFS_RECOVERY_NEEDED = 0,
+    MC_DFS_RECOVERY_RUNNING,
+    MC_DFS_RECOVERY_DONE,
+} mc_dfs_recovery_t;
 
 /*
  * An extent no object owns any more while readers may still be copying from it (a fence): its
@@ -204,9 +247,19 @@ struct mc_master {
     /* offload (offload.c) */
     mc_offloader_t **offloaders;
     size_t n_offloaders, offloaders_cap;
-    mc_delete_queue_t dfs_deletes;          /* DFS files to delete, for any distributed client */
+    mc_delete_queue_t dfs_deletes; /* DFS files to delete, for any distributed client */
+    mc_delete_queue_t parked;      /* local files of clients that left, by storage id */
+    mc_dlink_t graveyard;          /* DFS deletions confirmed while the root's rescan runs */
+    mc_dlink_t deletes_by_seq;     /* every deletion record, by seq */
+    mc_disk_delete_t **del_hash;   /* by key; del_hash_cap buckets (a power of two) */
+    size_t del_hash_cap, del_count;
+    uint64_t del_seq;      /* the last seq handed out */
+    uint64_t del_seq_base; /* this master's first seq (seqs of a previous one are below) */
     char dfs_storage_id[MC_OFFLOAD_ID_MAX]; /* the storage the first distributed client named */
-    int seen_backend;                       /* first backend a client reported */
+    mc_dfs_recovery_t dfs_recovery;
+    mc_offloader_t *dfs_rescanner; /* RUNNING: the client listing the root */
+    uint64_t recovered_files;
+    int seen_backend; /* first backend a client reported */
     char seen_fs_type[16];
     uint64_t next_task_id, next_version;
     size_t tasks_outstanding; /* queued + leased, all clients */

@@ -247,7 +247,9 @@ int64_t mc_master_remove_by_regex(mc_master_t *m, const char *regex, int force);
  * (counted, logged). While a task exists its object is pinned: eviction never drops it.
  * Eviction drops memory replicas of objects that have a disk replica first; such objects stay
  * readable from disk. Removing or replacing a value queues deletions of its files: LOCAL_DISK to
- * the owner, DFS to any client with the distributed backend (delivered in heartbeats).
+ * the owner, DFS to any client with the distributed backend, a file an offload in flight may
+ * still publish to its writer (delivered in heartbeats, confirmed by the client afterwards:
+ * NotifyOffload, task id 0, code MC_ERR_FILE_NOT_FOUND).
  *
  * Files are named by (key, version); versions are unique per key, so a late write of an old
  * task can never overwrite or be mistaken for a newer value (its result is refused as stale).
@@ -265,6 +267,7 @@ typedef struct mc_offloader_info {
     int healthy;
     uint64_t capacity_bytes;
     uint64_t used_bytes;
+    int resync_done; /* the files the master asked for (resync, rescan) are all reported */
 } mc_offloader_info_t;
 
 /* A task handed to a client; `key` is valid only during the callback. */
@@ -287,6 +290,7 @@ typedef struct mc_disk_file_desc {
 
 typedef struct mc_offload_heartbeat_out {
     int resync;         /* 1: the master did not know this offloader; it must report its files */
+    int rescan;         /* 1: list the whole distributed root and report every file in it */
     uint64_t remaining; /* tasks queued or leased for this client after the call */
     uint64_t lease_ms;
 } mc_offload_heartbeat_out_t;
@@ -318,14 +322,23 @@ typedef struct mc_offload_result {
     const char *key;
     uint64_t version;
     uint64_t size;
-    int code; /* 0: the file is written and published */
+    int code;          /* 0: the file is written and published */
+    int has_checksum;  /* task_id 0: the CRC32C of the value, from the file's header */
+    uint32_t checksum; /* (the end-to-end checksum of a recovered object) */
 } mc_offload_result_t;
 
 /*
  * Results of a registered offloader. codes[i]: 0 (recorded), MC_ERR_TASK_NOT_FOUND (the task is
  * stale — the object was removed or replaced: delete the file), MC_ERR_OBJECT_ALREADY_EXISTS (a
- * rescanned file whose key is known with another value: delete the file), MC_ERR_INVALID_KEY.
- * Returns MC_ERR_CLIENT_NOT_FOUND when the client is not a registered offloader.
+ * rescanned file of an older value than the one the master knows: delete the file),
+ * MC_ERR_REPLICA_IS_NOT_READY (a rescanned file an offload in flight is writing: leave it),
+ * MC_ERR_INVALID_KEY. Returns MC_ERR_CLIENT_NOT_FOUND when the client is not a registered
+ * offloader.
+ *
+ * Recovery (task_id 0): a file of an unknown key becomes a readable object again; of several
+ * files of one key, the highest version wins whatever order they are reported in (versions grow
+ * with every value); a file of a key whose value the master holds otherwise is obsolete; the
+ * same file reported twice (several clients rescanning one root) is recorded once.
  */
 int mc_master_offload_notify(mc_master_t *m, const char *client_id,
                              const mc_offload_result_t *results, size_t n, int *codes);
@@ -336,6 +349,19 @@ int mc_master_offload_notify(mc_master_t *m, const char *client_id,
  */
 int mc_master_evict_disk_replicas(mc_master_t *m, const char *client_id,
                                   const mc_disk_file_desc_t *files, size_t n, int *codes);
+
+/*
+ * Waiting for file deletions (an acknowledged remove or upsert must not be undone by a crash: the
+ * files of the old value are gone before it is acknowledged). Every file deletion the master
+ * records gets a sequence number; mc_master_offload_deletion_seq() is the last one handed out.
+ * A caller reads it before and after a remove / upsert end and waits until
+ * mc_master_offload_deletions_pending() over that range (and its keys; n == 0: any key) is 0:
+ * a client has confirmed every such file gone. MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS: the range
+ * is not this master's (it restarted): whether those files are gone is unknown.
+ */
+uint64_t mc_master_offload_deletion_seq(mc_master_t *m);
+int mc_master_offload_deletions_pending(mc_master_t *m, const char *const *keys, size_t n,
+                                        uint64_t from, uint64_t to, uint64_t *pending);
 
 /*
  * How long a put of `size` bytes that just failed with -200 may retry because offloads are
@@ -394,7 +420,10 @@ typedef struct mc_master_stats {
     uint64_t disk_used_bytes;      /* reported by the clients */
     uint64_t disk_capacity_bytes;  /* reported by the clients */
     uint64_t disk_evicted;         /* disk replicas dropped for disk capacity since start */
-    uint64_t pending_deletions;    /* file deletions waiting for a heartbeat */
+    uint64_t pending_deletions;    /* file deletions not yet confirmed by a client */
+    uint64_t offload_recovering;   /* offloaders asked to report their files, not done yet,
+                                      plus 1 while the distributed root awaits its rescan */
+    uint64_t recovered_files;      /* files registered again by rescans since start */
     uint64_t fallback_reads;       /* reads served from disk, reported by clients */
     uint64_t checksum_mismatches;  /* replica reads that failed verification, as clients report */
     uint64_t regex_refused;        /* remove_by_regex calls refused: a pattern limit was hit */

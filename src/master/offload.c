@@ -21,6 +21,7 @@
 
 #include <assert.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,68 +54,244 @@ static void ring_unlink(mc_offload_task_t *t)
     t->next = t->prev = t;
 }
 
-/* ---- deletion queues ------------------------------------------------------------------------- */
+/* ---- deletions ------------------------------------------------------------------------------ */
 
-static void delq_push(mc_master_t *m, mc_delete_queue_t *q, const char *key, uint64_t version,
-                      uint64_t size)
+static void dlink_init(mc_dlink_t *head)
 {
-    if (q->count >= OFFLOAD_MAX_PENDING_DELETES) {
-        m->deletes_dropped++;
-        MC_WARN(
-            "offload: %zu file deletions already pending; the file of %.64s (version %016" PRIx64
-            ") is left behind",
-            q->count, key, version);
-        return;
-    }
-    if (q->count == q->cap) {
-        size_t cap = q->cap ? q->cap * 2 : 64;
-        mc_disk_delete_t *v = malloc(cap * sizeof(*v));
-        if (!v) {
-            m->deletes_dropped++;
-            return;
-        }
-        for (size_t i = 0; i < q->count; i++)
-            v[i] = q->v[(q->head + i) % q->cap];
-        free(q->v);
-        q->v = v;
-        q->cap = cap;
-        q->head = 0;
-    }
-    char *k = strdup(key);
-    if (!k) {
-        m->deletes_dropped++;
-        return;
-    }
-    mc_disk_delete_t *slot = &q->v[(q->head + q->count) % q->cap];
-    slot->key = k; /* owned by the queue until drained */
-    slot->version = version;
-    slot->size = size;
-    q->count++;
+    head->next = head->prev = head;
 }
 
-/* Hands out up to `max` deletions to cb (which copies them); returns how many went. */
-static size_t delq_drain(mc_delete_queue_t *q, size_t max, mc_disk_file_cb cb, void *arg)
+static void dlink_push_back(mc_dlink_t *head, mc_dlink_t *l)
+{
+    l->next = head;
+    l->prev = head->prev;
+    head->prev->next = l;
+    head->prev = l;
+}
+
+static void dlink_unlink(mc_dlink_t *l)
+{
+    l->prev->next = l->next;
+    l->next->prev = l->prev;
+    l->next = l->prev = l;
+}
+
+#define DEL_OF_QLINK(l) ((mc_disk_delete_t *)((char *)(l)-offsetof(mc_disk_delete_t, qlink)))
+#define DEL_OF_SLINK(l) ((mc_disk_delete_t *)((char *)(l)-offsetof(mc_disk_delete_t, slink)))
+
+static void delq_init(mc_delete_queue_t *q)
+{
+    dlink_init(&q->waiting);
+    dlink_init(&q->handed);
+    q->nwaiting = q->nhanded = 0;
+}
+
+static uint64_t key_hash(const char *key, size_t len)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ (unsigned char)key[i]) * 1099511628211ull;
+    return h;
+}
+
+/* Takes d off whatever ring it is on (its queue's, or the graveyard). */
+static void del_detach(mc_disk_delete_t *d)
+{
+    mc_delete_queue_t *q = d->queue;
+    if (q && d->handed_ms)
+        q->nhanded--;
+    else if (q)
+        q->nwaiting--;
+    dlink_unlink(&d->qlink);
+    d->queue = NULL;
+    d->handed_ms = 0;
+}
+
+/* Puts d at the end of q's waiting ring (not handed out). */
+static void del_enqueue(mc_delete_queue_t *q, mc_disk_delete_t *d)
+{
+    del_detach(d);
+    d->queue = q;
+    dlink_push_back(&q->waiting, &d->qlink);
+    q->nwaiting++;
+}
+
+static void del_hash_grow(mc_master_t *m)
+{
+    size_t cap = m->del_hash_cap ? m->del_hash_cap * 2 : 1024;
+    mc_disk_delete_t **b = calloc(cap, sizeof(*b));
+    if (!b)
+        return; /* chains just get longer */
+    for (size_t i = 0; i < m->del_hash_cap; i++) {
+        for (mc_disk_delete_t *d = m->del_hash[i], *next; d; d = next) {
+            next = d->hnext;
+            d->hnext = b[d->key_hash & (cap - 1)];
+            b[d->key_hash & (cap - 1)] = d;
+        }
+    }
+    free(m->del_hash);
+    m->del_hash = b;
+    m->del_hash_cap = cap;
+}
+
+/*
+ * Records that file (key, version) must be deleted, by `owner` (or, owner NULL and type DFS, by
+ * any distributed client), waiting on queue q. Returns the record, or NULL when the limit is
+ * reached or memory is short (the file is left behind: counted, logged; a waiter for it then
+ * times out, since nothing confirms it).
+ */
+static mc_disk_delete_t *del_create(mc_master_t *m, mc_delete_queue_t *q, mc_offloader_t *owner,
+                                    uint8_t type, const char *key, uint64_t version, uint64_t size)
+{
+    size_t len = strlen(key);
+    if (m->del_count >= OFFLOAD_MAX_PENDING_DELETES) {
+        m->deletes_dropped++;
+        MC_WARN("offload: %zu file deletions already pending; the file of %.64s (version "
+                "%016" PRIx64 ") is left behind",
+                m->del_count, key, version);
+        return NULL;
+    }
+    if (m->del_count >= m->del_hash_cap)
+        del_hash_grow(m);
+    mc_disk_delete_t *d = m->del_hash_cap ? calloc(1, sizeof(*d) + len + 1) : NULL;
+    if (!d) {
+        m->deletes_dropped++;
+        return NULL;
+    }
+    memcpy(d->key, key, len + 1);
+    d->key_len = len;
+    d->key_hash = key_hash(key, len);
+    d->version = version;
+    d->size = size;
+    d->type = type;
+    d->owner = owner;
+    d->seq = ++m->del_seq;
+    if (owner)
+        snprintf(d->storage_id, sizeof(d->storage_id), "%s", owner->info.storage_id);
+    dlink_init(&d->qlink);
+    dlink_push_back(&m->deletes_by_seq, &d->slink);
+    size_t b = d->key_hash & (m->del_hash_cap - 1);
+    d->hnext = m->del_hash[b];
+    m->del_hash[b] = d;
+    m->del_count++;
+    del_enqueue(q, d);
+    return d;
+}
+
+static void del_free(mc_master_t *m, mc_disk_delete_t *d)
+{
+    del_detach(d);
+    dlink_unlink(&d->slink);
+    mc_disk_delete_t **pp = &m->del_hash[d->key_hash & (m->del_hash_cap - 1)];
+    while (*pp != d)
+        pp = &(*pp)->hnext;
+    *pp = d->hnext;
+    m->del_count--;
+    free(d);
+}
+
+/* The record of file (key, version) of this type, or NULL. */
+static mc_disk_delete_t *del_find(const mc_master_t *m, const char *key, size_t len,
+                                  uint64_t version, uint8_t type)
+{
+    if (!m->del_hash_cap)
+        return NULL;
+    uint64_t h = key_hash(key, len);
+    for (mc_disk_delete_t *d = m->del_hash[h & (m->del_hash_cap - 1)]; d; d = d->hnext) {
+        if (d->key_hash == h && d->version == version && d->type == type && d->key_len == len &&
+            memcmp(d->key, key, len) == 0)
+            return d;
+    }
+    return NULL;
+}
+
+/*
+ * Hands out up to `max` deletions of q to cb (which copies them); they move to the handed ring
+ * until confirmed. Returns how many went.
+ */
+static size_t delq_hand_out(mc_delete_queue_t *q, size_t max, mc_disk_file_cb cb, void *arg,
+                            uint64_t now)
 {
     size_t n = 0;
-    while (q->count > 0 && n < max) {
-        mc_disk_delete_t *d = &q->v[q->head];
+    while (q->waiting.next != &q->waiting && n < max) {
+        mc_disk_delete_t *d = DEL_OF_QLINK(q->waiting.next);
         mc_disk_file_desc_t f = {d->key, d->version, d->size};
         if (cb && cb(arg, &f) != 0)
             break;
-        free(d->key);
-        q->head = (q->head + 1) % q->cap;
-        q->count--;
+        dlink_unlink(&d->qlink);
+        q->nwaiting--;
+        d->handed_ms = now ? now : 1;
+        dlink_push_back(&q->handed, &d->qlink);
+        q->nhanded++;
         n++;
     }
     return n;
 }
 
-static void delq_free(mc_delete_queue_t *q)
+/* Handed-out deletions not confirmed within timeout_ms go back to waiting (a lost reply). */
+static void delq_expire(mc_delete_queue_t *q, uint64_t now, uint64_t timeout_ms)
 {
-    for (size_t i = 0; i < q->count; i++)
-        free(q->v[(q->head + i) % q->cap].key);
-    free(q->v);
-    memset(q, 0, sizeof(*q));
+    while (q->handed.next != &q->handed) {
+        mc_disk_delete_t *d = DEL_OF_QLINK(q->handed.next);
+        if (now - d->handed_ms < timeout_ms)
+            break;
+        del_enqueue(q, d);
+    }
+}
+
+/*
+ * A client confirms file (key, version) is gone (deleted, or never written). Only the client the
+ * deletion is for may confirm a local one; any distributed client a DFS one no single client
+ * must do. While the distributed root's rescan runs a confirmed DFS deletion stays as a
+ * tombstone (the rescanner may have listed the file before it went). 0, or
+ * MC_ERR_REPLICA_NOT_FOUND when nothing of that file is pending for this client.
+ */
+static int del_confirm(mc_master_t *m, mc_offloader_t *off, const char *key, size_t len,
+                       uint64_t version)
+{
+    uint8_t type = off->info.backend == MC_OFFLOAD_BACKEND_DISTRIBUTED ? MC_REPLICA_DFS
+                                                                       : MC_REPLICA_LOCAL_DISK;
+    mc_disk_delete_t *d = del_find(m, key, len, version, type);
+    if (!d || !d->queue || (d->owner && d->owner != off) ||
+        (!d->owner && d->queue != &m->dfs_deletes))
+        return MC_ERR_REPLICA_NOT_FOUND;
+    if (type == MC_REPLICA_DFS && m->dfs_recovery == MC_DFS_RECOVERY_RUNNING) {
+        del_detach(d);
+        dlink_push_back(&m->graveyard, &d->qlink);
+        return 0;
+    }
+    del_free(m, d);
+    return 0;
+}
+
+static void graveyard_free(mc_master_t *m)
+{
+    while (m->graveyard.next != &m->graveyard)
+        del_free(m, DEL_OF_QLINK(m->graveyard.next));
+}
+
+/* Deletions not yet confirmed among seqs [from, to]: of `keys` (n > 0), or all (n == 0). */
+static uint64_t del_pending(const mc_master_t *m, const char *const *keys, size_t n, uint64_t from,
+                            uint64_t to)
+{
+    uint64_t pending = 0;
+    if (n == 0) {
+        for (const mc_dlink_t *l = m->deletes_by_seq.prev; l != &m->deletes_by_seq; l = l->prev) {
+            const mc_disk_delete_t *d = DEL_OF_SLINK(l);
+            if (d->seq < from)
+                break;
+            pending += d->seq <= to && d->queue != NULL;
+        }
+        return pending;
+    }
+    for (size_t i = 0; i < n && m->del_hash_cap; i++) {
+        size_t len = strlen(keys[i]);
+        uint64_t h = key_hash(keys[i], len);
+        for (const mc_disk_delete_t *d = m->del_hash[h & (m->del_hash_cap - 1)]; d; d = d->hnext)
+            pending += d->key_hash == h && d->key_len == len && !memcmp(d->key, keys[i], len) &&
+                       d->seq >= from && d->seq <= to && d->queue != NULL;
+    }
+    return pending;
 }
 
 /* ---- offloaders ------------------------------------------------------------------------------ */
@@ -144,6 +321,7 @@ static mc_offloader_t *offloader_add(mc_master_t *m, const char *client_id)
     snprintf(o->client_id, sizeof(o->client_id), "%s", client_id);
     ring_init(&o->queued);
     ring_init(&o->leased);
+    delq_init(&o->deletes);
     m->offloaders[m->n_offloaders++] = o;
     for (size_t k = 0; k < m->seg_cap; k++) {
         if (m->segs[k] && strcmp(m->segs[k]->info.client_id, client_id) == 0)
@@ -210,8 +388,27 @@ static void disk_remove_at(mc_object_t *o, unsigned i)
 /* Queues the deletion of o's disk replica i (its file outlives the replica). */
 static void disk_queue_delete(mc_master_t *m, const mc_object_t *o, const mc_disk_replica_t *d)
 {
-    mc_delete_queue_t *q = d->type == MC_REPLICA_DFS ? &m->dfs_deletes : &d->owner->deletes;
-    delq_push(m, q, mc_object_key(o), d->version, o->size);
+    if (d->type == MC_REPLICA_DFS)
+        del_create(m, &m->dfs_deletes, NULL, MC_REPLICA_DFS, mc_object_key(o), d->version, o->size);
+    else
+        del_create(m, &d->owner->deletes, d->owner, MC_REPLICA_LOCAL_DISK, mc_object_key(o),
+                   d->version, o->size);
+}
+
+/*
+ * Task t is dropped before its result came: if it was ever handed out, its writer may still
+ * publish the file (or has, and crashed before reporting). That file must go too — and only that
+ * writer can be sure no rename of it is still to come, so the deletion is its own (a DFS one
+ * included; it goes to any distributed client only if the writer leaves).
+ */
+static void task_forget_write(mc_master_t *m, const mc_offload_task_t *t)
+{
+    if (t->attempts == 0)
+        return;
+    uint8_t type = t->owner->info.backend == MC_OFFLOAD_BACKEND_DISTRIBUTED ? MC_REPLICA_DFS
+                                                                            : MC_REPLICA_LOCAL_DISK;
+    del_create(m, &t->owner->deletes, t->owner, type, mc_object_key(t->obj), t->version,
+               t->obj->size);
 }
 
 /* ---- tasks ----------------------------------------------------------------------------------- */
@@ -337,6 +534,7 @@ void mc_offload_discard_locked(mc_master_t *m, mc_object_t *o)
         return;
     if (st->task) {
         mc_offload_task_t *t = st->task;
+        task_forget_write(m, t);
         task_unlink(m, t);
         free(t);
         st->task = NULL;
@@ -349,8 +547,10 @@ void mc_offload_discard_locked(mc_master_t *m, mc_object_t *o)
 
 void mc_offload_source_lost_locked(mc_master_t *m, mc_object_t *o, uint32_t slot)
 {
-    if (mc_offload_pinned(o) && o->offload->task->src.seg == slot)
+    if (mc_offload_pinned(o) && o->offload->task->src.seg == slot) {
+        task_forget_write(m, o->offload->task);
         task_end(m, o->offload->task);
+    }
 }
 
 void mc_offload_object_moved_locked(mc_object_t *n)
@@ -407,11 +607,39 @@ static void offloader_remove(mc_master_t *m, mc_offloader_t *off)
         if (m->segs[k] && m->segs[k]->offloader == off)
             m->segs[k]->offloader = NULL;
     }
-    if (off->deletes.count)
-        MC_WARN("offload: client %s left with %zu file deletions undelivered", off->client_id,
-                off->deletes.count);
-    m->deletes_dropped += off->deletes.count;
-    delq_free(&off->deletes);
+    if (m->dfs_rescanner == off) {
+        m->dfs_rescanner = NULL;
+        m->dfs_recovery = MC_DFS_RECOVERY_NEEDED; /* the next distributed offloader rescans */
+    }
+    /* Its deletions outlive it: a local file's goes to the client that already has its storage
+     * back (it restarted), or waits for it, parked by storage id; a DFS file (of its cancelled
+     * writes) is left to any distributed client. */
+    mc_offloader_t *heir = NULL; /* a newer client of the same local storage (a restart) */
+    for (size_t i = 0; i < m->n_offloaders && off->info.storage_id[0]; i++) {
+        mc_offloader_t *o = m->offloaders[i];
+        if (o != off && o->info.backend == MC_OFFLOAD_BACKEND_LOCAL &&
+            !strcmp(o->info.storage_id, off->info.storage_id))
+            heir = o;
+    }
+    size_t parked = 0;
+    mc_dlink_t *dels[2] = {&off->deletes.waiting, &off->deletes.handed};
+    for (int r = 0; r < 2; r++) {
+        while (dels[r]->next != dels[r]) {
+            mc_disk_delete_t *d = DEL_OF_QLINK(dels[r]->next);
+            if (d->type == MC_REPLICA_DFS) {
+                d->owner = NULL;
+                del_enqueue(&m->dfs_deletes, d);
+            } else {
+                d->owner = heir;
+                parked += !heir;
+                del_enqueue(heir ? &heir->deletes : &m->parked, d);
+            }
+        }
+    }
+    if (parked)
+        MC_WARN("offload: client %s left with %zu of its files still to delete; they are deleted "
+                "when a client with its storage (%s) registers",
+                off->client_id, parked, off->info.storage_id[0] ? off->info.storage_id : "none");
     for (size_t i = 0; i < m->n_offloaders; i++) {
         if (m->offloaders[i] == off) {
             m->offloaders[i] = m->offloaders[--m->n_offloaders];
@@ -433,8 +661,10 @@ void mc_offload_client_gone_locked(mc_master_t *m, const char *client_id)
 
 void mc_offload_sweep_locked(mc_master_t *m, uint64_t now)
 {
+    delq_expire(&m->dfs_deletes, now, m->cfg.offload_task_timeout_ms);
     for (size_t i = 0; i < m->n_offloaders; i++) {
         mc_offloader_t *off = m->offloaders[i];
+        delq_expire(&off->deletes, now, m->cfg.offload_task_timeout_ms);
         for (mc_offload_task_t *t = off->leased.next, *next; t != &off->leased; t = next) {
             next = t->next;
             if (t->lease_until <= now)
@@ -534,6 +764,37 @@ static int backend_check(mc_master_t *m, const mc_offloader_info_t *in, const ch
     return 0;
 }
 
+/* A local holder's storage is back: the deletions of files in it that waited are its own now. */
+static void adopt_parked(mc_master_t *m, mc_offloader_t *off)
+{
+    size_t n = 0;
+    for (mc_dlink_t *l = m->parked.waiting.next, *next; l != &m->parked.waiting; l = next) {
+        next = l->next;
+        mc_disk_delete_t *d = DEL_OF_QLINK(l);
+        if (strcmp(d->storage_id, off->info.storage_id) != 0)
+            continue;
+        d->owner = off;
+        del_enqueue(&off->deletes, d);
+        n++;
+    }
+    if (n)
+        MC_INFO("offload: client %s has the storage %s back: %zu of its files to delete",
+                off->client_id, off->info.storage_id, n);
+}
+
+/* `off` reported every file it was asked for (its own, and the root's when it rescanned). */
+static void recovery_reported(mc_master_t *m, mc_offloader_t *off)
+{
+    off->reporting = 0;
+    if (m->dfs_recovery == MC_DFS_RECOVERY_RUNNING && m->dfs_rescanner == off) {
+        m->dfs_recovery = MC_DFS_RECOVERY_DONE;
+        m->dfs_rescanner = NULL;
+        graveyard_free(m); /* no listing is left that could bring those files back */
+        MC_INFO("offload: the distributed root is rescanned (%" PRIu64 " files recovered so far)",
+                m->recovered_files);
+    }
+}
+
 /* A newly registered offloader gets the objects already in its segments (eager offload). */
 static void queue_existing(mc_master_t *m, mc_offloader_t *off, uint64_t now)
 {
@@ -610,6 +871,20 @@ int mc_master_offload_heartbeat(mc_master_t *m, const char *client_id,
         }
     }
     if (rc == 0 && off) {
+        if (out->resync)
+            off->reporting = 1;
+        else if (info->resync_done)
+            recovery_reported(m, off);
+        if (info->backend == MC_OFFLOAD_BACKEND_DISTRIBUTED && info->offloading && info->healthy &&
+            (m->dfs_recovery == MC_DFS_RECOVERY_NEEDED ||
+             (m->dfs_recovery == MC_DFS_RECOVERY_RUNNING && m->dfs_rescanner == off))) {
+            if (m->dfs_recovery == MC_DFS_RECOVERY_NEEDED)
+                MC_INFO("offload: client %s lists the distributed root %s and reports its files",
+                        client_id, m->dfs_storage_id);
+            m->dfs_recovery = MC_DFS_RECOVERY_RUNNING;
+            m->dfs_rescanner = off;
+            out->rescan = 1;
+        }
         int was_taking = offloader_takes_tasks(off) || out->resync;
         if (off->info.healthy && !info->healthy && !out->resync)
             MC_WARN("offload: client %s reports its backend unhealthy; it takes no tasks",
@@ -618,6 +893,8 @@ int mc_master_offload_heartbeat(mc_master_t *m, const char *client_id,
             MC_INFO("offload: client %s reports its backend healthy again", client_id);
         off->info = *info;
         off->last_heartbeat_ms = now;
+        if (out->resync && info->backend == MC_OFFLOAD_BACKEND_LOCAL && info->storage_id[0])
+            adopt_parked(m, off);
         if (out->resync || (!was_taking && offloader_takes_tasks(off)))
             queue_existing(m, off, now);
         for (size_t i = 0; i < n_inflight; i++) {
@@ -651,9 +928,9 @@ int mc_master_offload_heartbeat(mc_master_t *m, const char *client_id,
             off->n_leased++;
         }
         if (info->offloading) {
-            size_t sent = delq_drain(&off->deletes, max_deletions, on_delete, arg);
+            size_t sent = delq_hand_out(&off->deletes, max_deletions, on_delete, arg, now);
             if (info->backend == MC_OFFLOAD_BACKEND_DISTRIBUTED && info->healthy)
-                delq_drain(&m->dfs_deletes, max_deletions - sent, on_delete, arg);
+                delq_hand_out(&m->dfs_deletes, max_deletions - sent, on_delete, arg, now);
         }
         out->remaining = off->n_queued + off->n_leased;
     }
@@ -663,37 +940,107 @@ int mc_master_offload_heartbeat(mc_master_t *m, const char *client_id,
 
 /* ---- results, recovery, disk eviction -------------------------------------------------------- */
 
-/* A rescanned file (task id 0): registered when its key is unknown. */
+/* The highest version among o's disk replicas. */
+static uint64_t disk_max_version(const mc_object_t *o)
+{
+    uint64_t v = 0;
+    for (unsigned i = 0; o->offload && i < o->offload->ndisk; i++)
+        v = o->offload->disk[i].version > v ? o->offload->disk[i].version : v;
+    return v;
+}
+
+/* Makes o (no readable value yet) the recovered value of file r. */
+static int recover_value(mc_master_t *m, mc_object_t *o, uint8_t type, mc_offloader_t *off,
+                         const mc_offload_result_t *r, uint64_t now)
+{
+    int rc = disk_add(o, type, r->version, off);
+    if (rc != 0)
+        return rc;
+    o->offload->recovered = 1;
+    o->size = r->size;
+    o->complete = 1;
+    o->complete_ms = now;
+    o->has_checksum = r->has_checksum;
+    o->checksum = r->checksum;
+    m->complete_count++;
+    return 0;
+}
+
+/* A recovered value gives way to a file of a higher version of its key: the older files go. */
+static int recover_newer(mc_master_t *m, mc_object_t *o, uint8_t type, mc_offloader_t *off,
+                         const mc_offload_result_t *r)
+{
+    mc_object_offload_t *st = o->offload;
+    while (st->ndisk > 0) {
+        disk_queue_delete(m, o, &st->disk[st->ndisk - 1]);
+        st->ndisk--;
+    }
+    st->disk[st->ndisk++] = (mc_disk_replica_t){
+        .version = r->version, .owner = type == MC_REPLICA_LOCAL_DISK ? off : NULL, .type = type};
+    o->size = r->size;
+    o->has_checksum = r->has_checksum;
+    o->checksum = r->checksum;
+    return 0;
+}
+
+/*
+ * A rescanned file (task id 0). Versions grow with every value of a key (and across master
+ * restarts), so the outcome does not depend on the order files are reported in:
+ *  - unknown key: the file is the key's value again;
+ *  - the file is one of the key's disk replicas already: recorded once (several clients may
+ *    rescan one shared root; a local holder restarted before its old incarnation expired takes
+ *    its files over);
+ *  - an offload in flight is writing exactly this file: left alone;
+ *  - the key's value is itself recovered and older: the file replaces it;
+ *  - otherwise (an older recovered file, or a value put through this master): obsolete.
+ */
 static int notify_recovered(mc_master_t *m, mc_offloader_t *off, const mc_offload_result_t *r,
                             size_t len, uint64_t now)
 {
     uint8_t type = off->info.backend == MC_OFFLOAD_BACKEND_DISTRIBUTED ? MC_REPLICA_DFS
                                                                        : MC_REPLICA_LOCAL_DISK;
-    mc_object_t *o = mc_index_find(&m->index, r->key, len);
-    if (o) {
-        if (o->complete && o->size == r->size && disk_find(o, r->version, off) >= 0)
-            return 0;
-        return MC_ERR_OBJECT_ALREADY_EXISTS;
-    }
-    if (r->size > MC_MAX_VALUE_SIZE)
+    if (r->size > MC_MAX_VALUE_SIZE || r->size == 0)
         return MC_ERR_INVALID_PARAMS;
-    o = mc_object_new(r->key, len, 1);
-    if (!o || mc_index_insert(&m->index, o) != 0) {
-        mc_object_free(o);
-        return MC_ERR_INTERNAL_ERROR;
+    if (del_find(m, r->key, len, r->version, type))
+        return MC_ERR_OBJECT_ALREADY_EXISTS; /* its value was discarded: the file goes */
+    int rc = 0;
+    mc_object_t *o = mc_index_find(&m->index, r->key, len);
+    if (!o) {
+        o = mc_object_new(r->key, len, 1);
+        if (!o || mc_index_insert(&m->index, o) != 0) {
+            mc_object_free(o);
+            return MC_ERR_INTERNAL_ERROR;
+        }
+        rc = recover_value(m, o, type, off, r, now);
+        if (rc != 0) {
+            mc_index_remove(&m->index, o);
+            mc_object_free(o);
+            return rc;
+        }
+    } else if (!o->complete) {
+        /* A put in progress on a key with no readable value: the file is its value until that
+         * put commits (and replaces it, deleting the file) or is revoked. */
+        rc = recover_value(m, o, type, off, r, now);
+    } else {
+        mc_object_offload_t *st = o->offload;
+        for (unsigned i = 0; st && i < st->ndisk; i++) {
+            mc_disk_replica_t *d = &st->disk[i];
+            if (d->version != r->version || d->type != type)
+                continue;
+            if (type == MC_REPLICA_LOCAL_DISK)
+                d->owner = off; /* the file is where its latest reporter is */
+            return 0;
+        }
+        if (st && st->task && st->task->version == r->version)
+            return MC_ERR_REPLICA_IS_NOT_READY;
+        if (!(st && st->recovered && o->nrep == 0 && !st->task) ||
+            r->version <= disk_max_version(o))
+            return MC_ERR_OBJECT_ALREADY_EXISTS;
+        rc = recover_newer(m, o, type, off, r);
     }
-    o->size = r->size;
-    o->complete = 1;
-    o->complete_ms = now;
-    m->complete_count++;
-    int rc = disk_add(o, type, r->version, off);
-    if (rc != 0) {
-        o->complete = 0;
-        m->complete_count--;
-        mc_index_remove(&m->index, o);
-        mc_object_free(o);
+    if (rc != 0)
         return rc;
-    }
+    m->recovered_files++;
     if (r->version > m->next_version)
         m->next_version = r->version; /* keep new versions above every file seen */
     return 0;
@@ -705,6 +1052,8 @@ static int notify_one(mc_master_t *m, mc_offloader_t *off, const mc_offload_resu
     size_t len = r->key ? strnlen(r->key, MC_MAX_KEY_LEN + 1) : 0;
     if (len == 0 || len > MC_MAX_KEY_LEN)
         return MC_ERR_INVALID_KEY;
+    if (r->task_id == 0 && r->code == MC_ERR_FILE_NOT_FOUND)
+        return del_confirm(m, off, r->key, len, r->version);
     if (r->task_id == 0)
         return r->code == 0 ? notify_recovered(m, off, r, len, now) : 0;
     mc_object_t *o = mc_index_find(&m->index, r->key, len);
@@ -798,8 +1147,38 @@ uint64_t mc_master_offload_ping(mc_master_t *m, const char *client_id, uint64_t 
     }
     mc_offloader_t *off = offloader_find(m, client_id);
     uint64_t queued = off && offloader_takes_tasks(off) ? off->n_queued : 0;
+    if (off && off->info.offloading) { /* deletions wait for it too: wake it */
+        queued += off->deletes.nwaiting;
+        if (off->info.backend == MC_OFFLOAD_BACKEND_DISTRIBUTED && off->info.healthy)
+            queued += m->dfs_deletes.nwaiting;
+    }
     pthread_mutex_unlock(&m->lock);
     return queued;
+}
+
+/* ---- waiting for deletions ------------------------------------------------------------------ */
+
+uint64_t mc_master_offload_deletion_seq(mc_master_t *m)
+{
+    pthread_mutex_lock(&m->lock);
+    uint64_t seq = m->del_seq;
+    pthread_mutex_unlock(&m->lock);
+    return seq;
+}
+
+int mc_master_offload_deletions_pending(mc_master_t *m, const char *const *keys, size_t n,
+                                        uint64_t from, uint64_t to, uint64_t *pending)
+{
+    if (!m || !pending || (n && !keys) || from > to)
+        return MC_ERR_INVALID_PARAMS;
+    pthread_mutex_lock(&m->lock);
+    int rc = 0;
+    if (from < m->del_seq_base || to > m->del_seq)
+        rc = MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS; /* another master's deletions: unknown */
+    else
+        *pending = del_pending(m, keys, n, from, to);
+    pthread_mutex_unlock(&m->lock);
+    return rc;
 }
 
 /* ---- descriptors, stats, lifetime ------------------------------------------------------------ */
@@ -837,9 +1216,19 @@ void mc_offload_stats_locked(mc_master_t *m, mc_master_stats_t *out)
         out->offload_leased += off->n_leased;
         out->disk_used_bytes += off->info.used_bytes;
         out->disk_capacity_bytes += off->info.capacity_bytes;
-        out->pending_deletions += off->deletes.count;
     }
-    out->pending_deletions += m->dfs_deletes.count;
+    out->pending_deletions = m->del_count;
+    for (const mc_dlink_t *l = m->graveyard.next; l != &m->graveyard; l = l->next)
+        out->pending_deletions--; /* confirmed, kept as tombstones */
+    size_t dfs_offloaders = 0;
+    for (size_t i = 0; i < m->n_offloaders; i++) {
+        out->offload_recovering += (uint64_t)m->offloaders[i]->reporting;
+        dfs_offloaders += m->offloaders[i]->info.backend == MC_OFFLOAD_BACKEND_DISTRIBUTED &&
+                          m->offloaders[i]->info.offloading;
+    }
+    out->offload_recovering += m->dfs_recovery == MC_DFS_RECOVERY_RUNNING ||
+                               (m->dfs_recovery == MC_DFS_RECOVERY_NEEDED && dfs_offloaders > 0);
+    out->recovered_files = m->recovered_files;
     out->offload_done = m->offload_done;
     out->offload_failed = m->offload_failed;
     out->offload_retried = m->offload_retried;
@@ -858,10 +1247,21 @@ void mc_offload_init(mc_master_t *m)
     /* Versions must stay unique across master restarts (files outlive the master): start from
      * the wall clock in nanoseconds. */
     m->next_version = m->view_version;
+    /* Deletion seqs likewise: a waiter holding seqs of a previous master is told they are
+     * unknown, never that they are done. */
+    m->del_seq = m->view_version;
+    m->del_seq_base = m->view_version + 1;
+    delq_init(&m->dfs_deletes);
+    delq_init(&m->parked);
+    dlink_init(&m->graveyard);
+    dlink_init(&m->deletes_by_seq);
 }
 
 void mc_offload_fini(mc_master_t *m)
 {
+    /* Deletion records first: they are linked into the offloaders' queues. */
+    while (m->deletes_by_seq.next != &m->deletes_by_seq)
+        del_free(m, DEL_OF_SLINK(m->deletes_by_seq.next));
     for (size_t i = 0; i < m->n_offloaders; i++) {
         mc_offloader_t *off = m->offloaders[i];
         mc_offload_task_t *rings[2] = {&off->queued, &off->leased};
@@ -873,13 +1273,13 @@ void mc_offload_fini(mc_master_t *m)
                 free(t);
             }
         }
-        delq_free(&off->deletes);
         free(off);
     }
     free(m->offloaders);
     m->offloaders = NULL;
     m->n_offloaders = 0;
-    delq_free(&m->dfs_deletes);
+    free(m->del_hash);
+    m->del_hash = NULL;
 }
 
 #ifndef NDEBUG

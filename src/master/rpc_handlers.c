@@ -452,6 +452,10 @@ static int handle_keys(rpc_conn_t *c, uint16_t opcode, uint64_t id, const uint8_
     rpc_keys_call_t k = {.master = mc_rpc_conn_master(c), .opcode = opcode, .req = req};
     Mc__KeysResponse init = MC__KEYS_RESPONSE__INIT;
     k.resp = init;
+    /* Calls that discard values: the caller waits for the deletion of their files. */
+    int discards = opcode == MC_RPC_REMOVE || opcode == MC_RPC_REMOVE_ALL ||
+                   opcode == MC_RPC_REMOVE_BY_REGEX || opcode == MC_RPC_UPSERT_END;
+    uint64_t del_seq = discards ? mc_master_offload_deletion_seq(k.master) : 0;
 
     if (req->n_keys > MC_RPC_MAX_BATCH) {
         k.resp.code = MC_ERR_INVALID_PARAMS;
@@ -474,6 +478,11 @@ static int handle_keys(rpc_conn_t *c, uint16_t opcode, uint64_t id, const uint8_
         }
     }
 
+    if (discards) {
+        uint64_t last = mc_master_offload_deletion_seq(k.master);
+        k.resp.deletions_from = last > del_seq ? del_seq + 1 : 0;
+        k.resp.deletions_to = last > del_seq ? last : 0;
+    }
     int rc = mc_rpc_conn_reply(c, opcode, id, &k.resp.base, rpc_keys_code(&k.resp) == 0);
     if (rc == MC_ERR_BUFFER_OVERFLOW) {
         MC_WARN("RPC: the reply to %s from %s would exceed %u bytes; refusing the batch of %zu",
@@ -549,6 +558,7 @@ static int rpc_offloader_info(const Mc__OffloadHeartbeatRequest *req, mc_offload
     info->healthy = req->healthy;
     info->capacity_bytes = req->capacity_bytes;
     info->used_bytes = req->used_bytes;
+    info->resync_done = req->resync_done;
     return 0;
 }
 
@@ -582,6 +592,7 @@ static int handle_offload_heartbeat(rpc_conn_t *c, uint16_t opcode, uint64_t id,
             req->n_inflight, fill.task_cap, fill.del_cap, rpc_heartbeat_task, rpc_heartbeat_delete,
             &fill, &out, msg, sizeof(msg));
         resp.resync = out.resync;
+        resp.rescan = out.rescan;
         resp.remaining = out.remaining;
         resp.lease_ms = out.lease_ms;
     }
@@ -630,7 +641,8 @@ static int handle_notify_offload(rpc_conn_t *c, uint16_t opcode, uint64_t id, co
                                       : 0;
     for (size_t i = 0; code == 0 && i < n; i++) {
         const Mc__OffloadResult *p = req->results[i];
-        r[i] = (mc_offload_result_t){p->task_id, p->key, p->version, p->size, p->code};
+        r[i] = (mc_offload_result_t){p->task_id, p->key,          p->version, p->size,
+                                     p->code,    p->has_checksum, p->checksum};
     }
     if (code == 0)
         code = mc_master_offload_notify(mc_rpc_conn_master(c), req->client_id, r, n, codes);
@@ -665,6 +677,23 @@ static int handle_evict_disk(rpc_conn_t *c, uint16_t opcode, uint64_t id, const 
     return rc;
 }
 
+static int handle_deletions_pending(rpc_conn_t *c, uint16_t opcode, uint64_t id,
+                                    const uint8_t *body, size_t len)
+{
+    Mc__DeletionsPendingRequest *req = mc__deletions_pending_request__unpack(NULL, len, body);
+    if (!req)
+        return MC_ERR_DESERIALIZE_FAIL;
+    Mc__DeletionsPendingResponse resp = MC__DELETIONS_PENDING_RESPONSE__INIT;
+    resp.code = req->n_keys > MC_RPC_MAX_BATCH
+                    ? MC_ERR_INVALID_PARAMS
+                    : mc_master_offload_deletions_pending(
+                          mc_rpc_conn_master(c), (const char *const *)req->keys, req->n_keys,
+                          req->from_seq, req->to_seq, &resp.pending);
+    int rc = mc_rpc_conn_reply(c, opcode, id, &resp.base, resp.code == 0);
+    mc__deletions_pending_request__free_unpacked(req, NULL);
+    return rc;
+}
+
 /* ---- method table ------------------------------------------------------------------------ */
 
 const mc_rpc_method_t mc_rpc_methods[MC_RPC_METHOD_COUNT] = {
@@ -688,6 +717,7 @@ const mc_rpc_method_t mc_rpc_methods[MC_RPC_METHOD_COUNT] = {
     {MC_RPC_OFFLOAD_HEARTBEAT, "OffloadObjectHeartbeat", handle_offload_heartbeat},
     {MC_RPC_NOTIFY_OFFLOAD_RESULT, "NotifyOffloadSuccess", handle_notify_offload},
     {MC_RPC_EVICT_DISK_REPLICA, "BatchEvictDiskReplica", handle_evict_disk},
+    {MC_RPC_OFFLOAD_DELETIONS_PENDING, "OffloadDeletionsPending", handle_deletions_pending},
 };
 
 int mc_rpc_method_index(uint16_t opcode)

@@ -22,9 +22,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #define PROBE_SIZE 4096
 /* Longest root_dir accepted: room is left for "/<hh>/<name>" under PATH_MAX. */
@@ -41,17 +41,47 @@ struct mc_fs_adapter {
 
 /* ---- temporary names ---------------------------------------------------------------------- */
 
-static uint64_t unique_base;
+/* This process's host identity (object_layout.h, mc_obj_temp_id_t), computed once. */
+static uint32_t host_id;
 static atomic_uint unique_counter;
 static pthread_once_t unique_once = PTHREAD_ONCE_INIT;
 
+/* Appends the first line of file `path` (or nothing) to the hash state. */
+static void hash_file_line(XXH32_state_t *st, const char *path)
+{
+    char buf[256] = "";
+    FILE *f = fopen(path, "r");
+    if (f) {
+        if (!fgets(buf, sizeof(buf), f))
+            buf[0] = '\0';
+        fclose(f);
+    }
+    XXH32_update(st, buf, strlen(buf) + 1);
+}
+
+/*
+ * The machine id, the boot id and the pid namespace: two processes with the same value can
+ * check each other's pid in /proc. A machine without /etc/machine-id uses its host name.
+ */
 static void unique_init(void)
 {
-    if (getrandom(&unique_base, sizeof(unique_base), 0) != (ssize_t)sizeof(unique_base)) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        unique_base = ((uint64_t)ts.tv_sec << 32) ^ (uint64_t)ts.tv_nsec ^ (uint64_t)getpid();
+    XXH32_state_t *st = XXH32_createState();
+    if (!st)
+        return;
+    XXH32_reset(st, 0x6d63u);
+    if (access("/etc/machine-id", R_OK) == 0) {
+        hash_file_line(st, "/etc/machine-id");
+    } else {
+        char host[256] = "";
+        gethostname(host, sizeof(host) - 1);
+        XXH32_update(st, host, strlen(host) + 1);
     }
+    hash_file_line(st, "/proc/sys/kernel/random/boot_id");
+    char ns[64] = "";
+    ssize_t n = readlink("/proc/self/ns/pid", ns, sizeof(ns) - 1);
+    XXH32_update(st, ns, n > 0 ? (size_t)n : 0);
+    host_id = XXH32_digest(st);
+    XXH32_freeState(st);
 }
 
 int mc_fs_errno_code(int err, int other)
@@ -85,7 +115,9 @@ int mc_fs_errno_code(int err, int other)
 void mc_fs_temp_name(char *out)
 {
     pthread_once(&unique_once, unique_init);
-    mc_obj_temp_name(unique_base, atomic_fetch_add(&unique_counter, 1), out);
+    mc_obj_temp_id_t id = {host_id, (uint32_t)getpid(), (uint32_t)time(NULL),
+                           atomic_fetch_add(&unique_counter, 1)};
+    mc_obj_temp_name(&id, out);
 }
 
 /* ---- configuration ------------------------------------------------------------------------ */
@@ -392,7 +424,7 @@ int mc_fs_remove(mc_fs_adapter_t *a, const char *key)
 typedef struct list_ctx {
     mc_fs_adapter_t *a;
     unsigned dir;
-    mc_fs_list_cb cb;
+    mc_fs_scan_cb cb;
     void *arg;
     unsigned char *hdr; /* MC_OBJ_HEADER_MAX bytes */
     char key[MC_FS_KEY_MAX + 1];
@@ -402,6 +434,8 @@ typedef struct list_ctx {
 static int list_entry(const char *name, void *arg)
 {
     list_ctx_t *c = arg;
+    if (!mc_obj_is_object_name(name))
+        return 0; /* a temporary */
     size_t key_len = 0;
     int named = mc_obj_unescape_name(name, c->key, sizeof(c->key), &key_len);
     if (named < 0) {
@@ -439,10 +473,30 @@ static int list_entry(const char *name, void *arg)
     }
     memcpy(c->key, h.key, h.key_len);
     c->key[h.key_len] = '\0';
-    return c->cb(c->key, h.value_size, c->arg);
+    mc_fs_object_info_t info = {c->key, h.value_size, h.value_crc};
+    return c->cb(&info, c->arg);
+}
+
+typedef struct list_adapt {
+    mc_fs_list_cb cb;
+    void *arg;
+} list_adapt_t;
+
+static int list_adapt(const mc_fs_object_info_t *obj, void *arg)
+{
+    list_adapt_t *l = arg;
+    return l->cb(obj->key, obj->value_size, l->arg);
 }
 
 int mc_fs_list(mc_fs_adapter_t *a, mc_fs_list_cb cb, void *arg)
+{
+    if (!cb)
+        return MC_ERR_INVALID_PARAMS;
+    list_adapt_t l = {cb, arg};
+    return mc_fs_scan(a, list_adapt, &l);
+}
+
+int mc_fs_scan(mc_fs_adapter_t *a, mc_fs_scan_cb cb, void *arg)
 {
     if (!a || !cb)
         return MC_ERR_INVALID_PARAMS;
@@ -464,6 +518,101 @@ int mc_fs_list(mc_fs_adapter_t *a, mc_fs_list_cb cb, void *arg)
     }
     free(c->hdr);
     free(c);
+    return rc;
+}
+
+/* ---- leftovers of dead writers -------------------------------------------------------------- */
+
+/* Seconds since the epoch when process `pid` (of this pid namespace) started; 0 when it is gone. */
+static uint64_t process_start_time(uint32_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof(path), "/proc/%u/stat", (unsigned)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    /* Field 22 (starttime, clock ticks since boot) counts from after the ")" closing field 2. */
+    const char *p = strrchr(buf, ')');
+    for (int field = 2; p && field < 22; field++)
+        p = strchr(p + 1, ' ');
+    unsigned long long ticks = p ? strtoull(p + 1, NULL, 10) : 0;
+    unsigned long long btime = 0;
+    f = fopen("/proc/stat", "r");
+    while (f && fgets(buf, sizeof(buf), f)) {
+        if (sscanf(buf, "btime %llu", &btime) == 1)
+            break;
+    }
+    if (f)
+        fclose(f);
+    long hz = sysconf(_SC_CLK_TCK);
+    return btime + ticks / (unsigned long long)(hz > 0 ? hz : 100);
+}
+
+/*
+ * 1 when the writer of a temporary (or probe object) is certainly gone. On this host (same
+ * machine, boot and pid namespace): its pid is not running, or runs a process that started after
+ * the temporary was made (the pid was reused). Elsewhere: the temporary is older than
+ * MC_FS_TEMP_FOREIGN_AGE_S by this host's clock (no write takes that long).
+ */
+static int temp_writer_gone(const mc_obj_temp_id_t *id, uint64_t now)
+{
+    pthread_once(&unique_once, unique_init);
+    if (id->host != host_id)
+        return now >= id->ctime && now - id->ctime > MC_FS_TEMP_FOREIGN_AGE_S;
+    if (id->pid == (uint32_t)getpid())
+        return 0; /* another thread of this process is writing it */
+    uint64_t started = process_start_time(id->pid);
+    return started == 0 || started > id->ctime;
+}
+
+typedef struct clean_ctx {
+    mc_fs_adapter_t *a;
+    unsigned dir;
+    uint64_t now;
+    uint64_t removed, kept;
+} clean_ctx_t;
+
+static int clean_entry(const char *name, void *arg)
+{
+    clean_ctx_t *c = arg;
+    mc_obj_temp_id_t id;
+    if (!mc_obj_parse_temp_name(name, c->dir == MC_OBJ_PROBE_DIR, &id))
+        return 0;
+    /* now is read after the listing started: a temporary made since is never judged "old". */
+    if (!temp_writer_gone(&id, c->now)) {
+        c->kept++;
+        return 0;
+    }
+    int rc = c->a->ops->remove(c->a->impl, c->dir, name);
+    if (rc == 0) {
+        c->removed++;
+        MC_VLOG(1, "fs adapter %s: removed %s/%02x/%s, left by a writer that is gone",
+                c->a->ops->name, c->a->root_dir, c->dir, name);
+    }
+    return 0; /* removed meanwhile, or not removable: the listing goes on */
+}
+
+int mc_fs_clean_temps(mc_fs_adapter_t *a, uint64_t *removed, uint64_t *kept)
+{
+    if (!a)
+        return MC_ERR_INVALID_PARAMS;
+    clean_ctx_t c = {a, 0, (uint64_t)time(NULL), 0, 0};
+    int rc = 0;
+    for (unsigned dir = 0; dir <= MC_OBJ_PROBE_DIR && rc == 0; dir++) {
+        c.dir = dir;
+        rc = a->ops->list_dir(a->impl, dir, clean_entry, &c);
+    }
+    if (c.removed)
+        MC_INFO("fs adapter %s: removed %" PRIu64 " temporary files under %s left by writers "
+                "that are gone (%" PRIu64 " of live writers kept)",
+                a->ops->name, c.removed, a->root_dir, c.kept);
+    if (removed)
+        *removed = c.removed;
+    if (kept)
+        *kept = c.kept;
     return rc;
 }
 

@@ -38,7 +38,8 @@ typedef struct mc_fs_ops {
     int (*read)(void *impl, unsigned dir, const char *name, const mc_obj_seg_t *segs, size_t nsegs,
                 uint64_t total, uint64_t *got);
     int (*remove)(void *impl, unsigned dir, const char *name);
-    /* cb(name) for every entry of directory `dir` that mc_obj_is_object_name() accepts. */
+    /* cb(name) for every entry of directory `dir` but "." and ".." and subdirectories the
+     * adapter can tell apart without a stat: objects and temporaries alike. */
     int (*list_dir)(void *impl, unsigned dir, mc_fs_name_cb cb, void *arg);
 } mc_fs_ops_t;
 
@@ -47,7 +48,8 @@ extern const mc_fs_ops_t mc_fs_posix_ops;
 extern const mc_fs_ops_t mc_fs_daos_ops;
 #endif
 
-/* A temporary file name unique across processes and hosts (".t" + 24 hex digits). out: 32 bytes. */
+/* A temporary file name unique across processes and hosts, naming its writer (object_layout.h,
+ * mc_obj_temp_id_t). out: at least 32 bytes. */
 void mc_fs_temp_name(char *out);
 
 /*

@@ -228,10 +228,40 @@ int mc_obj_is_object_name(const char *name)
     return name[0] != '\0' && name[0] != '.';
 }
 
-void mc_obj_temp_name(uint64_t unique_hi, uint32_t unique_lo, char *out)
+void mc_obj_temp_name(const mc_obj_temp_id_t *id, char *out)
 {
-    snprintf(out, 32, MC_OBJ_TEMP_PREFIX "%016llx%08x", (unsigned long long)unique_hi,
-             (unsigned)unique_lo);
+    snprintf(out, MC_OBJ_TEMP_NAME_LEN + 1, MC_OBJ_TEMP_PREFIX "%08x%06x%08x%07x",
+             (unsigned)id->host, (unsigned)(id->pid & 0xFFFFFFu), (unsigned)id->ctime,
+             (unsigned)(id->counter & 0xFFFFFFFu));
+}
+
+/* Parses `n` lowercase hex digits at s into *v; 0 when one is not a hex digit. */
+static int parse_hex(const char *s, int n, uint32_t *v)
+{
+    uint32_t x = 0;
+    for (int i = 0; i < n; i++) {
+        int d = hex_value(s[i], hex_lower);
+        if (d < 0)
+            return 0;
+        x = (x << 4) | (uint32_t)d;
+    }
+    *v = x;
+    return 1;
+}
+
+int mc_obj_parse_temp_name(const char *name, int probe, mc_obj_temp_id_t *id)
+{
+    const char *hex;
+    size_t plen = strlen(MC_OBJ_PROBE_PREFIX);
+    if (!strncmp(name, MC_OBJ_TEMP_PREFIX, 2) && strlen(name) == MC_OBJ_TEMP_NAME_LEN)
+        hex = name + 2;
+    else if (probe && !strncmp(name, MC_OBJ_PROBE_PREFIX, plen) &&
+             strlen(name) > plen + MC_OBJ_TEMP_ID_HEX && name[plen + MC_OBJ_TEMP_ID_HEX] == '-')
+        hex = name + plen;
+    else
+        return 0;
+    return parse_hex(hex, 8, &id->host) && parse_hex(hex + 8, 6, &id->pid) &&
+           parse_hex(hex + 14, 8, &id->ctime) && parse_hex(hex + 22, 7, &id->counter);
 }
 
 uint64_t mc_obj_xfer_count(uint64_t total, uint64_t xfer)

@@ -10,7 +10,8 @@
  *                key is longer than MC_FS_NAME_MAX_ESCAPED the name is
  *                "<first 160 escaped bytes>~<XXH3-128(key) as 32 hex digits>" (a '~' never
  *                appears in a plain escaped name) and the key is recovered from the header.
- *         Names starting with '.' are never objects: temporaries are ".t<24 hex>".
+ *         Names starting with '.' are never objects: temporaries are ".t<29 hex>" (their
+ *         writer's identity, mc_obj_temp_name).
  *
  * File:   header (header_len bytes, little-endian) then the value.
  *   off  size  field
@@ -125,8 +126,37 @@ int mc_obj_unescape_name(const char *name, char *key, size_t cap, size_t *key_le
 /* 1 when a directory entry `name` may be an object (not a temporary, not "." or ".."). */
 int mc_obj_is_object_name(const char *name);
 
-/* ".t" + 24 hex digits of (unique_hi, unique_lo) into out (at least 32 bytes). */
-void mc_obj_temp_name(uint64_t unique_hi, uint32_t unique_lo, char *out);
+/*
+ * A temporary file's writer, spelt in its name so that a restart can tell a dead writer's
+ * leftovers from a live writer's file in progress without a stat:
+ *   ".t" <host: 8 hex> <pid: 6 hex> <ctime: 8 hex> <counter: 7 hex>   (31 bytes)
+ * host   = a hash of the machine id, the boot id and the pid namespace of the writer: equal host
+ *          values mean the pid can be checked in /proc here;
+ * pid    = the writer's process id (< 2^22, Linux's pid_max ceiling);
+ * ctime  = wall-clock seconds (low 32 bits) when the temporary was created;
+ * counter= a per-process counter (low 28 bits), so names are unique within a second.
+ * Probe objects of the health check are named "probe-<the same 29 hex digits>-<n>".
+ */
+typedef struct mc_obj_temp_id {
+    uint32_t host;
+    uint32_t pid;
+    uint32_t ctime;
+    uint32_t counter;
+} mc_obj_temp_id_t;
+
+#define MC_OBJ_TEMP_NAME_LEN 31 /* bytes, without the NUL */
+#define MC_OBJ_TEMP_ID_HEX 29   /* the hex digits after ".t" */
+#define MC_OBJ_PROBE_PREFIX "probe-"
+
+/* The temporary name of `id` into out (at least MC_OBJ_TEMP_NAME_LEN + 1 bytes). */
+void mc_obj_temp_name(const mc_obj_temp_id_t *id, char *out);
+
+/*
+ * 1 when `name` is a temporary name of the form above (then *id is set), or a probe object name
+ * "probe-<29 hex>-..." when `probe` is nonzero; 0 otherwise (objects, other files, temporaries
+ * of another format, which are left alone).
+ */
+int mc_obj_parse_temp_name(const char *name, int probe, mc_obj_temp_id_t *id);
 
 /* Number of transfers for a stream of `total` bytes cut by `xfer` (0 = one transfer). */
 uint64_t mc_obj_xfer_count(uint64_t total, uint64_t xfer);

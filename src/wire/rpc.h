@@ -40,6 +40,9 @@ enum mc_rpc_opcode {
     MC_RPC_OFFLOAD_HEARTBEAT = 140,     /* OffloadHeartbeatRequest / OffloadHeartbeatResponse */
     MC_RPC_NOTIFY_OFFLOAD_RESULT = 141, /* NotifyOffloadRequest / CodesResponse */
     MC_RPC_EVICT_DISK_REPLICA = 142,    /* EvictDiskRequest / CodesResponse */
+    /* mooncake-c: DeletionsPendingRequest / DeletionsPendingResponse (a remove or upsert waits
+     * until the old value's files are confirmed gone before it is acknowledged) */
+    MC_RPC_OFFLOAD_DELETIONS_PENDING = 143,
     /* offload reads: client -> the client owning a local-disk replica (not the master) */
     MC_RPC_OFFLOAD_FETCH = 150,   /* FetchRequest / FetchResponse */
     MC_RPC_OFFLOAD_RELEASE = 151, /* ReleaseRequest / CodesResponse */

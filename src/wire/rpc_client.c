@@ -279,6 +279,8 @@ const char *mc_rpc_method_name(uint16_t opcode)
         return "NotifyOffloadSuccess";
     case MC_RPC_EVICT_DISK_REPLICA:
         return "BatchEvictDiskReplica";
+    case MC_RPC_OFFLOAD_DELETIONS_PENDING:
+        return "OffloadDeletionsPending";
     case MC_RPC_OFFLOAD_FETCH:
         return "OffloadFetch";
     case MC_RPC_OFFLOAD_RELEASE:

@@ -140,7 +140,7 @@ static int heartbeat(mc_master_t *m, const char *client, const mc_offloader_info
 
 static int notify(mc_master_t *m, const char *client, const mc_offload_task_desc_t *t, int code)
 {
-    mc_offload_result_t r = {t->task_id, t->key, t->version, t->size, code};
+    mc_offload_result_t r = {t->task_id, t->key, t->version, t->size, code, 0, 0};
     int c = -12345;
     int rc = mc_master_offload_notify(m, client, &r, 1, &c);
     return rc != 0 ? rc : c;
@@ -305,10 +305,95 @@ static void test_remove_queues_file_deletion_and_late_result_is_stale(void **sta
     /* The written file of "late" is refused (the client deletes it). */
     assert_int_equal(notify(m, "c1", &g.tasks[1 - idone], 0), MC_ERR_TASK_NOT_FOUND);
     assert_int_equal(heartbeat(m, "c1", &info, 8, &g2), 0);
-    assert_int_equal(g2.ndel, 1);
-    assert_string_equal(g2.dels[0].key, "done");
-    assert_int_equal(g2.dels[0].version, g.tasks[idone].version);
+    /* Both files go: the written one, and the one the cancelled task may still publish. */
+    assert_int_equal(g2.ndel, 2);
+    int jdone = strcmp(g2.dels[0].key, "done") == 0 ? 0 : 1;
+    assert_string_equal(g2.dels[jdone].key, "done");
+    assert_int_equal(g2.dels[jdone].version, g.tasks[idone].version);
+    assert_string_equal(g2.dels[1 - jdone].key, "late");
     assert_int_equal(stats(m).key_count, 0);
+    mc_master_tick(m);
+    mc_master_destroy(m);
+}
+
+/* A client confirms a deleted file with a task-id-0 result of code FILE_NOT_FOUND. */
+static int confirm_deleted(mc_master_t *m, const char *client, const char *key, uint64_t version)
+{
+    mc_offload_result_t r = {0, key, version, 0, MC_ERR_FILE_NOT_FOUND, 0, 0};
+    int c = -12345;
+    int rc = mc_master_offload_notify(m, client, &r, 1, &c);
+    return rc != 0 ? rc : c;
+}
+
+static void test_removal_is_pending_until_the_holder_confirms_its_file_gone(void **state)
+{
+    mc_master_config_t cfg = offload_config(0);
+    mc_master_t *m = new_master(&cfg);
+    mount(m, "c1", "s1", "h:1", 4 * MiB);
+    mc_offloader_info_t info = local_info("h:7000");
+    snprintf(info.storage_id, sizeof(info.storage_id), "disk-1");
+    got_t g, g2;
+    assert_int_equal(heartbeat(m, "c1", &info, 0, &g), 0);
+    assert_int_equal(put(m, "c1", "k", 100), 0);
+    assert_int_equal(put(m, "c1", "other", 100), 0);
+    assert_int_equal(heartbeat(m, "c1", &info, 8, &g), 0);
+    assert_int_equal(notify(m, "c1", &g.tasks[0], 0), 0);
+    assert_int_equal(notify(m, "c1", &g.tasks[1], 0), 0);
+    const char *k = "k", *other = "other";
+    uint64_t before = mc_master_offload_deletion_seq(m);
+    assert_int_equal(mc_master_remove(m, "k", 1), 0);
+    uint64_t after = mc_master_offload_deletion_seq(m), pending = 99;
+    assert_true(after > before);
+    assert_int_equal(mc_master_offload_deletions_pending(m, &k, 1, before + 1, after, &pending), 0);
+    assert_int_equal(pending, 1);
+    assert_int_equal(mc_master_offload_deletions_pending(m, &other, 1, before + 1, after, &pending),
+                     0);
+    assert_int_equal(pending, 0);
+    /* A rescan that still finds the file is told it is obsolete. */
+    int ik = strcmp(g.tasks[0].key, "k") == 0 ? 0 : 1;
+    mc_offload_result_t again = {0, "k", g.tasks[ik].version, 100, 0, 0, 0};
+    int c;
+    assert_int_equal(mc_master_offload_notify(m, "c1", &again, 1, &c), 0);
+    assert_int_equal(c, MC_ERR_OBJECT_ALREADY_EXISTS);
+    /* The holder leaves before it deleted it: the deletion waits for its storage. */
+    mc_master_offload_heartbeat(m, "c1", &info, 1, NULL, 0, 0, 0, NULL, NULL, NULL, &g2.out, NULL,
+                                0);
+    assert_int_equal(mc_master_offload_deletions_pending(m, NULL, 0, before + 1, after, &pending),
+                     0);
+    assert_int_equal(pending, 1);
+    mount(m, "c2", "s2", "h:2", 4 * MiB);
+    assert_int_equal(heartbeat(m, "c2", &info, 0, &g2), 0); /* same storage id */
+    assert_int_equal(g2.ndel, 1);
+    assert_string_equal(g2.dels[0].key, "k");
+    assert_int_equal(confirm_deleted(m, "c1", "k", g2.dels[0].version), MC_ERR_CLIENT_NOT_FOUND);
+    assert_int_equal(confirm_deleted(m, "c2", "k", g2.dels[0].version), 0);
+    assert_int_equal(mc_master_offload_deletions_pending(m, &k, 1, before + 1, after, &pending), 0);
+    assert_int_equal(pending, 0);
+    assert_int_equal(stats(m).pending_deletions, 0);
+    /* A holder restarts before its old registration is dropped: the old one's deletions go to
+     * the new one when it leaves. */
+    assert_int_equal(mc_master_unmount_segment(m, "c1", "s1"), 0); /* k2 goes to c2's segment */
+    assert_int_equal(put(m, "c2", "k2", 100), 0);
+    assert_int_equal(heartbeat(m, "c2", &info, 8, &g), 0);
+    assert_int_equal(g.ntasks, 1);
+    assert_int_equal(notify(m, "c2", &g.tasks[0], 0), 0);
+    mount(m, "c3", "s3", "h:3", 4 * MiB);
+    assert_int_equal(heartbeat(m, "c3", &info, 0, &g2), 0); /* same storage, c2 still there */
+    before = mc_master_offload_deletion_seq(m);
+    assert_int_equal(mc_master_remove(m, "k2", 1), 0);
+    after = mc_master_offload_deletion_seq(m);
+    mc_master_offload_heartbeat(m, "c2", &info, 1, NULL, 0, 0, 0, NULL, NULL, NULL, &g2.out, NULL,
+                                0);
+    assert_int_equal(heartbeat(m, "c3", &info, 0, &g2), 0);
+    assert_int_equal(g2.ndel, 1);
+    assert_string_equal(g2.dels[0].key, "k2");
+    assert_int_equal(confirm_deleted(m, "c3", "k2", g2.dels[0].version), 0);
+    assert_int_equal(mc_master_offload_deletions_pending(m, NULL, 0, before + 1, after, &pending),
+                     0);
+    assert_int_equal(pending, 0);
+    /* Seqs of another master instance are unknown here, never "done". */
+    assert_int_equal(mc_master_offload_deletions_pending(m, NULL, 0, 1, 2, &pending),
+                     MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS);
     mc_master_tick(m);
     mc_master_destroy(m);
 }
@@ -445,6 +530,83 @@ static void test_rescanned_files_are_registered_only_for_unknown_keys(void **sta
     mc_master_destroy(m);
 }
 
+static void test_rescanned_files_keep_the_highest_version_in_any_order(void **state)
+{
+    mc_master_config_t cfg = offload_config(0);
+    mc_master_t *m = new_master(&cfg);
+    mount(m, "c1", "s1", "h:1", 4 * MiB);
+    mc_offloader_info_t info = local_info("h:7000");
+    got_t g;
+    assert_int_equal(heartbeat(m, "c1", &info, 0, &g), 0);
+    mc_offload_result_t r[5] = {
+        {0, "k", 90, 10, 0, 1, 0x1111}, /* k: newest second */
+        {0, "k", 80, 20, 0, 1, 0x2222}, /* older than what is known: obsolete */
+        {0, "k", 95, 30, 0, 1, 0x3333}, /* newer: replaces 90 */
+        {0, "j", 80, 40, 0, 0, 0},      /* j: oldest first */
+        {0, "j", 90, 50, 0, 0, 0},
+    };
+    int codes[5];
+    assert_int_equal(mc_master_offload_notify(m, "c1", r, 5, codes), 0);
+    assert_int_equal(codes[0], 0);
+    assert_int_equal(codes[1], MC_ERR_OBJECT_ALREADY_EXISTS);
+    assert_int_equal(codes[2], 0);
+    assert_int_equal(codes[3], 0);
+    assert_int_equal(codes[4], 0);
+    mc_replica_desc_t d[16];
+    size_t n;
+    uint64_t size, ttl;
+    assert_int_equal(mc_master_get_replica_list(m, "k", d, 16, &n, &size, &ttl), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(d[0].address, 95);
+    assert_int_equal(size, 30);
+    assert_true(d[0].has_checksum);
+    assert_int_equal(d[0].checksum, 0x3333);
+    assert_int_equal(mc_master_get_replica_list(m, "j", d, 16, &n, &size, &ttl), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(d[0].address, 90);
+    assert_int_equal(size, 50);
+    /* The files that lost are deleted by their holder. */
+    assert_int_equal(heartbeat(m, "c1", &info, 0, &g), 0);
+    assert_int_equal(g.ndel, 2);
+    /* A value put through this master is newer than any file: a rescanned one is obsolete. */
+    assert_int_equal(put(m, "c1", "fresh", 10), 0);
+    mc_offload_result_t late = {0, "fresh", 1ull << 62, 10, 0, 0, 0};
+    int c;
+    assert_int_equal(mc_master_offload_notify(m, "c1", &late, 1, &c), 0);
+    assert_int_equal(c, MC_ERR_OBJECT_ALREADY_EXISTS);
+    mc_master_tick(m);
+    mc_master_destroy(m);
+}
+
+static void test_one_distributed_client_rescans_the_root_after_a_master_start(void **state)
+{
+    mc_master_config_t cfg = offload_config(0);
+    mc_master_t *m = new_master(&cfg);
+    mount(m, "a", "sa", "h:1", 4 * MiB);
+    mount(m, "b", "sb", "h:2", 4 * MiB);
+    mc_offloader_info_t ia = dfs_info("posix", "cluster-1");
+    mc_offloader_info_t ib = dfs_info("posix", "cluster-1");
+    got_t g;
+    assert_int_equal(heartbeat(m, "a", &ia, 0, &g), 0);
+    assert_int_equal(g.out.resync, 1);
+    assert_int_equal(g.out.rescan, 1); /* a lists the root */
+    assert_int_equal(heartbeat(m, "b", &ib, 0, &g), 0);
+    assert_int_equal(g.out.resync, 1);
+    assert_int_equal(g.out.rescan, 0); /* b does not */
+    assert_int_equal(stats(m).offload_recovering, 3);
+    /* a goes away before it is done: b is asked next. */
+    assert_int_equal(mc_master_unmount_segment(m, "a", "sa"), 0);
+    mc_master_offload_heartbeat(m, "a", &ia, 1, NULL, 0, 0, 0, NULL, NULL, NULL, &g.out, NULL, 0);
+    assert_int_equal(heartbeat(m, "b", &ib, 0, &g), 0);
+    assert_int_equal(g.out.rescan, 1);
+    ib.resync_done = 1;
+    assert_int_equal(heartbeat(m, "b", &ib, 0, &g), 0);
+    assert_int_equal(g.out.rescan, 0);
+    assert_int_equal(stats(m).offload_recovering, 0);
+    mc_master_tick(m);
+    mc_master_destroy(m);
+}
+
 static void test_offload_on_evict_queues_instead_of_dropping(void **state)
 {
     mc_master_config_t cfg = offload_config(1);
@@ -516,10 +678,13 @@ int main(void)
         cmocka_unit_test(test_pending_offload_pins_and_disk_backed_objects_are_evicted_first),
         cmocka_unit_test(test_expired_leases_are_retried_then_failed_and_counted),
         cmocka_unit_test(test_remove_queues_file_deletion_and_late_result_is_stale),
+        cmocka_unit_test(test_removal_is_pending_until_the_holder_confirms_its_file_gone),
         cmocka_unit_test(test_upsert_replaces_the_disk_replica_and_offloads_the_new_value),
         cmocka_unit_test(test_dfs_replicas_survive_their_writer_and_deletions_go_to_any_dfs_client),
         cmocka_unit_test(test_declared_backend_refuses_a_contradicting_client),
         cmocka_unit_test(test_rescanned_files_are_registered_only_for_unknown_keys),
+        cmocka_unit_test(test_rescanned_files_keep_the_highest_version_in_any_order),
+        cmocka_unit_test(test_one_distributed_client_rescans_the_root_after_a_master_start),
         cmocka_unit_test(test_offload_on_evict_queues_instead_of_dropping),
         cmocka_unit_test(test_client_expiry_drops_its_local_disk_replicas),
     };

@@ -285,9 +285,30 @@ static void test_iovs_refuse_what_does_not_fit(void **state)
 static void test_temp_names_are_hidden(void **state)
 {
     char t[32];
-    mc_obj_temp_name(0x0123456789abcdefull, 42, t);
-    assert_string_equal(t, ".t0123456789abcdef0000002a");
+    mc_obj_temp_id_t id = {0x01234567u, 0x3fffffu, 0x89abcdefu, 42}, back;
+    mc_obj_temp_name(&id, t);
+    assert_string_equal(t, ".t012345673fffff89abcdef000002a");
+    assert_int_equal(strlen(t), MC_OBJ_TEMP_NAME_LEN);
     assert_false(mc_obj_is_object_name(t));
+    assert_int_equal(mc_obj_parse_temp_name(t, 0, &back), 1);
+    assert_int_equal(back.host, id.host);
+    assert_int_equal(back.pid, id.pid);
+    assert_int_equal(back.ctime, id.ctime);
+    assert_int_equal(back.counter, 42);
+}
+
+static void test_temp_and_probe_names_carry_their_writer(void **state)
+{
+    mc_obj_temp_id_t id;
+    /* a probe object: "probe-<29 hex>-<n>" */
+    assert_int_equal(mc_obj_parse_temp_name("probe-012345673fffff89abcdef000002a-7", 1, &id), 1);
+    assert_int_equal(id.pid, 0x3fffff);
+    assert_int_equal(mc_obj_parse_temp_name("probe-012345673fffff89abcdef000002a-7", 0, &id), 0);
+    /* the old 24-digit temporaries, objects and other hidden files are not ours to judge */
+    assert_int_equal(mc_obj_parse_temp_name(".t0123456789abcdef0000002a", 0, &id), 0);
+    assert_int_equal(mc_obj_parse_temp_name("0000000000000001%2Fkey", 1, &id), 0);
+    assert_int_equal(mc_obj_parse_temp_name(".t012345673fffff89abcdef00000ZZ", 0, &id), 0);
+    assert_int_equal(mc_obj_parse_temp_name(".probe", 1, &id), 0);
 }
 
 int main(void)
@@ -309,6 +330,7 @@ int main(void)
         cmocka_unit_test(test_iovs_cover_the_stream_exactly),
         cmocka_unit_test(test_iovs_refuse_what_does_not_fit),
         cmocka_unit_test(test_temp_names_are_hidden),
+        cmocka_unit_test(test_temp_and_probe_names_carry_their_writer),
     };
     return cmocka_run_group_tests_name("object_layout", tests, NULL, NULL);
 }

@@ -44,6 +44,7 @@
 
 #include "mooncake/errors.h"
 
+#include "failpoint.h"
 #include "log.h"
 
 #include <daos.h>
@@ -624,6 +625,7 @@ static int daos_write(void *impl, unsigned dir, const char *name, const mc_obj_s
     const char *call = r.call, *shown = tmp;
     rc = r.err;
     if (rc == 0) {
+        mc_failpoint("fs.write.before_publish"); /* the file is written, not yet named */
         rc = publish(a, dir, tmp, name);
         call = "dfs_move";
         shown = name;
@@ -700,7 +702,7 @@ static int daos_list_dir(void *impl, unsigned dir, mc_fs_name_cb cb, void *arg)
             break;
         }
         for (uint32_t i = 0; i < nr && rc == 0; i++)
-            if (mc_obj_is_object_name(ents[i].d_name))
+            if (strcmp(ents[i].d_name, ".") != 0 && strcmp(ents[i].d_name, "..") != 0)
                 rc = cb(ents[i].d_name, arg);
     }
     free(ents);
