@@ -616,6 +616,9 @@ static void master_config_from(const master_opts_t *o, mc_master_config_t *c)
                          : !strcmp(backend, "distributed") ? MC_OFFLOAD_BACKEND_DISTRIBUTED
                                                            : MC_OFFLOAD_BACKEND_NONE;
     snprintf(c->distributed_fs_type, sizeof(c->distributed_fs_type), "%s", o->distributed_fs_type);
+    if (c->offload_backend == MC_OFFLOAD_BACKEND_DISTRIBUTED)
+        snprintf(c->distributed_root_dir, sizeof(c->distributed_root_dir), "%s",
+                 o->distributed_root_dir);
 }
 
 static const char *tf(int b)

@@ -482,6 +482,7 @@ static void fill_info(mc_offload_worker_t *w, Mc__OffloadHeartbeatRequest *req, 
     req->backend = mc_offload_backend_kind(w->backend);
     req->fs_type = (char *)mc_offload_backend_fs_type(w->backend);
     req->storage_id = (char *)mc_offload_backend_storage_id(w->backend);
+    req->root_dir = (char *)mc_offload_backend_root(w->backend);
     req->endpoint = w->endpoint;
     req->offloading = offloading;
     req->healthy = healthy;
@@ -960,6 +961,7 @@ int mc_offload_check_registration(mc_rpc_client_t *rpc, const char *client_id,
     req.backend = mc_offload_backend_kind(backend);
     req.fs_type = (char *)mc_offload_backend_fs_type(backend);
     req.storage_id = (char *)mc_offload_backend_storage_id(backend);
+    req.root_dir = (char *)mc_offload_backend_root(backend);
     req.healthy = 1;
     Mc__OffloadHeartbeatResponse *resp = NULL;
     int rc = mc_master_call_offload_heartbeat(rpc, &req, &resp);

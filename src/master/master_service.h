@@ -51,8 +51,11 @@ typedef struct mc_master_config {
     int offload_on_evict;                  /* 0 */
     /* The cluster's declared offload backend (mooncake_master --offload-backend ...):
      * MC_OFFLOAD_BACKEND_NONE takes what the clients report. */
-    int offload_backend;              /* mc_offload_backend_t */
-    char distributed_fs_type[16];     /* with DISTRIBUTED: "posix" | "daos" */
+    int offload_backend;          /* mc_offload_backend_t */
+    char distributed_fs_type[16]; /* with DISTRIBUTED: "posix" | "daos" */
+    /* --distributed-root-dir: when set, the cluster's storage; a distributed client given
+     * another root is refused, the message naming both paths. "" = the first client's. */
+    char distributed_root_dir[4096];
     uint64_t offload_task_timeout_ms; /* 60000: a leased task not renewed is re-queued */
     uint32_t offload_max_attempts;    /* 3: leases of one task before it is failed */
     uint64_t offload_put_wait_ms;     /* 10000: a put short of memory while offloads are
@@ -256,12 +259,14 @@ int64_t mc_master_remove_by_regex(mc_master_t *m, const char *regex, int force);
  */
 
 #define MC_OFFLOAD_ID_MAX 64
+#define MC_OFFLOAD_ROOT_MAX 4096
 
 /* What a client's heartbeat says about its backend. */
 typedef struct mc_offloader_info {
     int backend;                        /* LOCAL or DISTRIBUTED */
     char fs_type[16];                   /* distributed: "posix" | "daos" */
     char storage_id[MC_OFFLOAD_ID_MAX]; /* distributed: cluster id of the marker at the root */
+    char root_dir[MC_OFFLOAD_ROOT_MAX]; /* distributed: the root the client was given */
     char endpoint[272];                 /* local: "host:port" serving reads of its files */
     int offloading;                     /* 1: takes tasks; 0: a reader, only checked */
     int healthy;

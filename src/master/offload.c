@@ -709,6 +709,17 @@ static size_t dfs_replica_count(const mc_master_t *m, size_t *distributed_offloa
     return n;
 }
 
+/* 1 when two directory paths are the same text but for trailing slashes. */
+static int same_dir(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    while (la > 1 && a[la - 1] == '/')
+        la--;
+    while (lb > 1 && b[lb - 1] == '/')
+        lb--;
+    return la == lb && memcmp(a, b, la) == 0;
+}
+
 /* Checks a client's backend against the cluster's; 0 or MC_ERR_INVALID_PARAMS with msg. */
 static int backend_check(mc_master_t *m, const mc_offloader_info_t *in, const char *client_id,
                          char *msg, size_t msglen)
@@ -738,6 +749,16 @@ static int backend_check(mc_master_t *m, const mc_offloader_info_t *in, const ch
     }
     if (!in->storage_id[0]) {
         snprintf(msg, msglen, "the distributed backend reported no storage id");
+        return MC_ERR_INVALID_PARAMS;
+    }
+    /* The master's --distributed-root-dir defines the cluster's storage: a client pointed
+     * elsewhere would register another storage, and every other client would be refused. */
+    if (m->cfg.distributed_root_dir[0] && in->root_dir[0] &&
+        !same_dir(m->cfg.distributed_root_dir, in->root_dir)) {
+        snprintf(msg, msglen,
+                 "this client's MOONCAKE_DISTRIBUTED_ROOT_DIR is %s but the master's "
+                 "--distributed-root-dir is %s: give every client the master's root",
+                 in->root_dir, m->cfg.distributed_root_dir);
         return MC_ERR_INVALID_PARAMS;
     }
     if (m->dfs_storage_id[0] && strcmp(m->dfs_storage_id, in->storage_id) != 0) {

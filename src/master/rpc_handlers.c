@@ -548,11 +548,13 @@ static int rpc_offloader_info(const Mc__OffloadHeartbeatRequest *req, mc_offload
     memset(info, 0, sizeof(*info));
     if (strlen(req->fs_type) >= sizeof(info->fs_type) ||
         strlen(req->storage_id) >= sizeof(info->storage_id) ||
+        strlen(req->root_dir) >= sizeof(info->root_dir) ||
         strlen(req->endpoint) >= sizeof(info->endpoint))
         return MC_ERR_INVALID_PARAMS;
     info->backend = req->backend;
     strcpy(info->fs_type, req->fs_type);
     strcpy(info->storage_id, req->storage_id);
+    strcpy(info->root_dir, req->root_dir);
     strcpy(info->endpoint, req->endpoint);
     info->offloading = req->offloading;
     info->healthy = req->healthy;

@@ -138,6 +138,71 @@ static void test_client_wait_is_bounded(void **state)
     unlink(log);
 }
 
+/* ---- the cluster's distributed root ------------------------------------------------------- */
+
+/* Starts a distributed-offload holder with MOONCAKE_DISTRIBUTED_ROOT_DIR=root; 0 when ready. */
+static int start_dfs_holder(mc_proc_t *p, const mc_master_t *m, const char *root, const char *log)
+{
+    char master[96], port_flag[32], root_env[600];
+    snprintf(master, sizeof(master), "--master_server_address=%s", m->addr);
+    snprintf(port_flag, sizeof(port_flag), "--port=%d", mc_test_free_port());
+    snprintf(root_env, sizeof(root_env), "MOONCAKE_DISTRIBUTED_ROOT_DIR=%s", root);
+    const char *env[] = {"MOONCAKE_OFFLOAD_STORAGE_BACKEND_DESCRIPTOR=distributed",
+                         "MOONCAKE_DISTRIBUTED_FS_TYPE=posix", root_env, NULL};
+    char *argv[] = {CLIENT_BIN,
+                    master,
+                    "--metadata_server=P2PHANDSHAKE",
+                    "--host=127.0.0.1",
+                    port_flag,
+                    "--global_segment_size=16MB",
+                    NULL};
+    mc_env_apply(env, 1);
+    int rc = mc_proc_start_logged(p, argv, log, ", local buffer ", 30000);
+    mc_env_apply(env, 0);
+    return rc;
+}
+
+/*
+ * The guide's multi-host example: the master is given --distributed-root-dir A, a client another
+ * root B. A's clients must not be locked out by B registering first: B is refused, its log naming
+ * both paths; a client on A (written with a trailing slash) is served.
+ */
+static void test_client_root_must_match_the_masters(void **state)
+{
+    (void)state;
+    char a[128], b[128], cmd[320], flag[160], log[128];
+    snprintf(a, sizeof(a), "/tmp/mc_startup_%d_rootA", (int)getpid());
+    snprintf(b, sizeof(b), "/tmp/mc_startup_%d_rootB", (int)getpid());
+    snprintf(cmd, sizeof(cmd), "mkdir -p %s %s", a, b);
+    assert_int_equal(sh("%s", cmd), 0);
+    snprintf(flag, sizeof(flag), "--distributed-root-dir=%s", a);
+    const char *extra[] = {"--offload-backend=distributed", "--distributed-fs-type=posix", flag,
+                           NULL};
+    mc_master_t m;
+    assert_int_equal(mc_master_start(&m, 1, extra), 0);
+
+    mc_proc_t wrong;
+    log_path(log, sizeof(log), "rootB");
+    assert_int_equal(start_dfs_holder(&wrong, &m, b, log), -1); /* exits: refused */
+    char both[512];
+    snprintf(both, sizeof(both),
+             "MOONCAKE_DISTRIBUTED_ROOT_DIR is %s but the master's "
+             "--distributed-root-dir is %s",
+             b, a);
+    assert_int_equal(count_lines(log, both), 1);
+    unlink(log);
+
+    mc_proc_t right;
+    char a_slash[160];
+    snprintf(a_slash, sizeof(a_slash), "%s/", a);
+    log_path(log, sizeof(log), "rootA");
+    assert_int_equal(start_dfs_holder(&right, &m, a_slash, log), 0);
+    assert_true(mc_clean_exit(mc_proc_stop(&right, SIGTERM, 10000)));
+    unlink(log);
+    assert_true(mc_clean_exit(mc_master_stop(&m, SIGTERM)));
+    assert_int_equal(sh("rm -rf %s %s", a, b), 0);
+}
+
 /* ---- published addresses ------------------------------------------------------------------ */
 
 static void net_destroy(void)
@@ -179,7 +244,7 @@ static int client_warnings(const char *master_addr, const char *host, const char
                     host_flag,  port_flag, "--global_segment_size=16MB",
                     NULL};
     mc_proc_t client;
-    assert_int_equal(mc_proc_start_logged(&client, argv, log, "ready: segment", 30000), 0);
+    assert_int_equal(mc_proc_start_logged(&client, argv, log, ", local buffer ", 30000), 0);
     int n = count_lines(log, needle);
     assert_true(mc_clean_exit(mc_proc_stop(&client, SIGTERM, 10000)));
     unlink(log);
@@ -234,6 +299,7 @@ int main(void)
         cmocka_unit_test_teardown(test_client_waits_for_master, teardown),
         cmocka_unit_test_teardown(test_client_wait_is_bounded, teardown),
         cmocka_unit_test_teardown(test_unreachable_publication_warns, teardown),
+        cmocka_unit_test_teardown(test_client_root_must_match_the_masters, teardown),
     };
     int failed = cmocka_run_group_tests_name("start-up", tests, NULL, NULL);
     mc_cluster_kill_all();
