@@ -95,7 +95,7 @@ void mc_http_metadata_server_get_stats(mc_http_metadata_server_t *server,
 /* Options of mc_http_metadata_server_start_opts; zero-initialise. */
 typedef struct mc_http_metadata_server_options {
     /* The cluster secret, from the first set: cluster_secret, cluster_secret_file, then the
-     * environment (MOONCAKE_CLUSTER_SECRET, MOONCAKE_CLUSTER_SECRET_FILE); none = writes open,
+     * environment (MOONCAKE_CLUSTER_SECRET_FILE, MOONCAKE_CLUSTER_SECRET); none = writes open,
      * as upstream. mc_http_metadata_server_start() takes it from the environment. */
     const char *cluster_secret;
     const char *cluster_secret_file;

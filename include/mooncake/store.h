@@ -62,7 +62,7 @@ typedef struct mc_store_config {
      * without a checksum are read unverified. */
     int disable_checksum;
     /* The cluster secret (docs/security.md), from the first set: cluster_secret,
-     * cluster_secret_file, env MOONCAKE_CLUSTER_SECRET, env MOONCAKE_CLUSTER_SECRET_FILE. With
+     * cluster_secret_file, env MOONCAKE_CLUSTER_SECRET_FILE, env MOONCAKE_CLUSTER_SECRET. With
      * one, this client proves it to the master, to peers' Transfer Engines and offload servers,
      * and its own servers accept only peers that prove it; a master or peer that refuses this
      * client, or has no secret, fails the call with MC_ERR_ILLEGAL_CLIENT (-601). None:

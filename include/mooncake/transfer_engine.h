@@ -109,7 +109,7 @@ typedef struct mc_transfer_engine_config {
     /* Initiator threads moving tcp/rdma slices (each owns one UCX worker under rdma); 0 = 4. */
     int worker_threads;
     /* The cluster secret (docs/security.md), from the first set: cluster_secret,
-     * cluster_secret_file, env MOONCAKE_CLUSTER_SECRET, env MOONCAKE_CLUSTER_SECRET_FILE. With
+     * cluster_secret_file, env MOONCAKE_CLUSTER_SECRET_FILE, env MOONCAKE_CLUSTER_SECRET. With
      * one, every tcp connection and shm hand-over to this engine must prove it before any
      * request, this engine proves it to its peers and refuses peers that cannot, its writes to
      * the HTTP metadata service are signed, and its descriptor there carries no rdma address or

@@ -71,10 +71,11 @@ struct rpc_conn {
     size_t start;
     size_t len;
     size_t cap;
-    int paused;  /* reading stopped: too many reply bytes queued */
-    int closing; /* uv_close called; the conn is freed by its close callback */
-    int refused; /* refused by the cluster-secret check: the answer drains, then close */
-    int authed;  /* proved the cluster secret (servers with one) */
+    int paused;         /* reading stopped: too many reply bytes queued */
+    int closing;        /* uv_close called; the conn is freed by its close callback */
+    int refused;        /* refused by the cluster-secret check: the answer drains, then close */
+    int authed;         /* proved the cluster secret (servers with one) */
+    uint64_t opened_ms; /* accepted at; a connection has MC_AUTH_TIMEOUT_MS to authenticate */
     mc_auth_state_t auth;
     uv_shutdown_t shutdown;
     /* limits (see the file comment) */
@@ -503,6 +504,7 @@ static void rpc_conn_open(rpc_worker_t *w, int fd)
         return;
     }
     c->worker = w;
+    c->opened_ms = mc_now_ms();
     rpc_format_peer(fd, c->peer);
     uv_tcp_init(&w->loop, &c->tcp);
     c->tcp.data = c;
@@ -537,6 +539,16 @@ static void rpc_sweep_conn(rpc_conn_t *c, uint64_t now)
     mc_rpc_server_t *s = c->worker->server;
     if (c->closing)
         return;
+    /* With a secret, a connection that has not proved it in MC_AUTH_TIMEOUT_MS is closed: silent
+     * connections must not hold the connection cap for the idle timeout. */
+    if (s->auth && !c->authed && !c->refused && now - c->opened_ms >= MC_AUTH_TIMEOUT_MS) {
+        atomic_fetch_add(&s->auth_refused, 1);
+        if (mc_log_ratelimit(&s->last_stall_log_ms, RPC_REJECT_LOG_INTERVAL_MS))
+            MC_WARN("RPC: closing connection from %s: no cluster-secret handshake within %d ms",
+                    c->peer, MC_AUTH_TIMEOUT_MS);
+        rpc_conn_close(c);
+        return;
+    }
     if (c->last_progress_ms == 0 || c->mem_wait) {
         c->last_progress_ms = now; /* new, or waiting on us: its clock starts (again) now */
         if (c->mem_wait && !c->paused && !c->refused) {

@@ -35,6 +35,13 @@ int mc_auth_create(const void *secret, size_t len, mc_auth_t **out)
     *out = NULL;
     if (!secret || len == 0 || len > MC_AUTH_SECRET_MAX)
         return MC_ERR_INVALID_PARAMS;
+    /* Anyone who reaches a port can get one MAC over the secret and guess it offline, so only a
+     * random secret protects anything. */
+    if (len < MC_AUTH_SECRET_MIN_SAFE)
+        MC_WARN("the cluster secret is only %zu bytes: anyone who can reach a port can guess a "
+                "short or chosen secret offline; use at least %d random bytes (e.g. head -c 32 "
+                "/dev/urandom | base64)",
+                len, MC_AUTH_SECRET_MIN_SAFE);
     mc_auth_t *a = malloc(sizeof(*a) + len);
     if (!a)
         return MC_ERR_INTERNAL_ERROR;
@@ -61,7 +68,13 @@ static int read_secret_file(const char *path, mc_auth_t **out)
     }
     uint8_t buf[MC_AUTH_SECRET_MAX + 2];
     size_t n = fread(buf, 1, sizeof(buf), f);
+    int err = ferror(f) ? errno : 0;
     fclose(f);
+    if (err) {
+        MC_ERROR("cluster secret file %s: %s", path, strerror(err));
+        OPENSSL_cleanse(buf, sizeof(buf));
+        return MC_ERR_INVALID_PARAMS;
+    }
     if (n > 0 && buf[n - 1] == '\n')
         n--;
     if (n > 0 && buf[n - 1] == '\r')
@@ -91,6 +104,8 @@ int mc_auth_resolve(const char *secret, const char *secret_file, mc_auth_t **out
     }
     if (secret_file && *secret_file)
         return read_secret_file(secret_file, out);
+    if (env_file && *env_file)
+        return read_secret_file(env_file, out);
     if (env && *env) {
         if (strlen(env) > MC_AUTH_SECRET_MAX) {
             MC_ERROR("%s longer than %d bytes", MC_AUTH_ENV_SECRET, MC_AUTH_SECRET_MAX);
@@ -98,8 +113,6 @@ int mc_auth_resolve(const char *secret, const char *secret_file, mc_auth_t **out
         }
         return mc_auth_create(env, strlen(env), out);
     }
-    if (env_file && *env_file)
-        return read_secret_file(env_file, out);
     return 0;
 }
 

@@ -54,6 +54,8 @@ enum mc_auth_opcode {
 #define MC_AUTH_MAC_LEN 32
 #define MC_AUTH_MAX_BODY 512
 #define MC_AUTH_SECRET_MAX 4096
+/* Shorter secrets are accepted with a warning: they can be guessed offline (docs/security.md). */
+#define MC_AUTH_SECRET_MIN_SAFE 16
 /* How long a server waits for a new connection's handshake, and a client for the answers. */
 #define MC_AUTH_TIMEOUT_MS 5000
 
@@ -64,8 +66,8 @@ typedef struct mc_auth mc_auth_t;
 
 /*
  * The process's secret, from the first that is set: `secret` (non-empty), `secret_file` (its
- * contents, one trailing newline stripped), env MOONCAKE_CLUSTER_SECRET, env
- * MOONCAKE_CLUSTER_SECRET_FILE. *out = NULL (and 0 returned) when none is set: no
+ * contents, one trailing newline stripped), env MOONCAKE_CLUSTER_SECRET_FILE, env
+ * MOONCAKE_CLUSTER_SECRET. *out = NULL (and 0 returned) when none is set: no
  * authentication. MC_ERR_INVALID_PARAMS (with a log line) for an unreadable or empty file or a
  * secret longer than MC_AUTH_SECRET_MAX. Free with mc_auth_destroy (wipes the copy).
  */

@@ -31,6 +31,7 @@
 #include "transfer_internal.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdio.h>
@@ -345,6 +346,40 @@ static void test_raw_transfer_refused(void **state)
     mc_store_free(s);
 }
 
+/* A connection that never runs the handshake is closed after MC_AUTH_TIMEOUT_MS (5 s), not left
+ * to hold the connection cap until the idle timeout (600 s). */
+static void test_silent_connection_closed(void **state)
+{
+    fixture_t *f = *state;
+    int fd = raw_connect("127.0.0.1", f->master.rpc_port);
+    struct timeval tv = {.tv_sec = 20};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    char c;
+    errno = 0;
+    ssize_t n = recv(fd, &c, 1, 0);
+    /* closed by the master (EOF or reset), not our 20 s receive timeout */
+    assert_true(n == 0 || (n < 0 && errno == ECONNRESET));
+    close(fd);
+}
+
+/* Both environment variables set: the file wins, as documented. */
+static void test_secret_file_env_wins_over_text_env(void **state)
+{
+    fixture_t *f = *state;
+    setenv(MC_AUTH_ENV_SECRET_FILE, secret_file, 1);
+    setenv(MC_AUTH_ENV_SECRET, "not-the-secret", 1);
+    mc_store_config_t cfg = {.local_hostname = "127.0.0.1",
+                             .metadata_server = "P2PHANDSHAKE",
+                             .local_buffer_size = 16u << 20,
+                             .master_server_addr = f->master.addr};
+    mc_store_t *s = NULL;
+    int rc = mc_store_setup(&cfg, &s);
+    unsetenv(MC_AUTH_ENV_SECRET_FILE);
+    unsetenv(MC_AUTH_ENV_SECRET);
+    assert_int_equal(rc, 0);
+    mc_store_free(s);
+}
+
 /* A client with a secret refuses a master that has none (all or nothing). */
 static void test_secret_client_refuses_open_master(void **state)
 {
@@ -554,6 +589,8 @@ int main(void)
         cmocka_unit_test(test_wrong_or_missing_secret_refused),
         cmocka_unit_test(test_raw_master_rpc_refused),
         cmocka_unit_test(test_raw_transfer_refused),
+        cmocka_unit_test(test_silent_connection_closed),
+        cmocka_unit_test(test_secret_file_env_wins_over_text_env),
     };
     const struct CMUnitTest others[] = {
         cmocka_unit_test(test_secret_client_refuses_open_master),
