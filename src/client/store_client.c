@@ -1450,8 +1450,10 @@ static int setup_checked(mc_store_t *s, const mc_store_config_t *c)
     /* Offload roles: checked and opened before anyone learns of this client. */
     char host[MC_HOST_MAX];
     int port;
-    if (mc_net_split_endpoint(c->local_hostname, 0, host, &port) != 0)
-        snprintf(host, sizeof(host), "0.0.0.0");
+    if (mc_net_split_endpoint(c->local_hostname, 0, host, &port) != 0) {
+        MC_ERROR("local_hostname \"%s\" is not host or host:port", c->local_hostname);
+        return MC_ERR_INVALID_PARAMS; /* never a silent bind to every interface */
+    }
     mc_offload_setup_t os = {.client_id = s->client_id,
                              .te = s->te,
                              .host = host,

@@ -63,7 +63,7 @@ int mc_net_split_endpoint(const char *endpoint, int default_port, char host[MC_H
     return 0;
 }
 
-static int is_wildcard(const char *host)
+int mc_net_is_wildcard(const char *host)
 {
     return !host || !*host || !strcmp(host, "0.0.0.0") || !strcmp(host, "::") || !strcmp(host, "*");
 }
@@ -88,7 +88,7 @@ void mc_net_primary_address(char out[MC_HOST_MAX])
 
 void mc_net_advertised_host(const char *host, char out[MC_HOST_MAX])
 {
-    if (is_wildcard(host))
+    if (mc_net_is_wildcard(host))
         mc_net_primary_address(out);
     else
         snprintf(out, MC_HOST_MAX, "%s", host);
@@ -103,7 +103,7 @@ static int resolve(const char *host, int port, int passive, struct addrinfo **re
     hints.ai_socktype = SOCK_STREAM;
     hints.ai_flags = passive ? AI_PASSIVE : 0;
     snprintf(portstr, sizeof(portstr), "%d", port);
-    return getaddrinfo(is_wildcard(host) && passive ? NULL : host, portstr, &hints, res);
+    return getaddrinfo(mc_net_is_wildcard(host) && passive ? NULL : host, portstr, &hints, res);
 }
 
 int mc_net_listen_tcp(const char *host, int port, int backlog, int *bound_port)
@@ -117,7 +117,7 @@ int mc_net_listen_tcp(const char *host, int port, int backlog, int *bound_port)
     int fd = -1;
     for (struct addrinfo *a = res; a; a = a->ai_next) {
         /* Prefer IPv4 for a wildcard: peers are told an IPv4 address. */
-        if (is_wildcard(host) && a->ai_family != AF_INET)
+        if (mc_net_is_wildcard(host) && a->ai_family != AF_INET)
             continue;
         fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
         if (fd < 0)

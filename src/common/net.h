@@ -21,6 +21,8 @@
  * Splits "host:port", "host" (port = default_port) or "[v6]:port". Returns MC_ERR_INVALID_PARAMS
  * for an empty host, a port outside 0..65535 or trailing garbage.
  */
+/* 1 when host means every interface: NULL, "", "0.0.0.0", "::" or "*". */
+int mc_net_is_wildcard(const char *host);
 int mc_net_split_endpoint(const char *endpoint, int default_port, char host[MC_HOST_MAX],
                           int *port);
 

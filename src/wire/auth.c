@@ -447,8 +447,7 @@ void mc_auth_warn_open_listener(const mc_auth_t *a, const char *what, const char
     static atomic_int warned;
     if (a)
         return;
-    int wildcard = !host || !*host || !strcmp(host, "0.0.0.0") || !strcmp(host, "::") ||
-                   !strcmp(host, "[::]") || !strcmp(host, "*");
+    int wildcard = mc_net_is_wildcard(host) || !strcmp(host, "[::]");
     if (!wildcard || atomic_exchange(&warned, 1))
         return;
     MC_WARN("%s listens on all interfaces (port %d) with no cluster secret: any host that can "
