@@ -11,7 +11,6 @@ Needs torch (python3-torch); the whole module is skipped on an interpreter witho
 """
 import ctypes
 import json
-import math
 import os
 import struct
 import sys
@@ -485,6 +484,12 @@ class TensorParallelTest(unittest.TestCase):
                                                                  [len(obj)], 0, 4, 1), [0])
             self.assertEqual(STORE.put_tensor_with_tp_from(key("tpfrom"), buf.ptr, len(obj),
                                                            0, 3, 1), INVALID_PARAMS)
+            # an unreadable pointer is an error, not a crash (the buffer is read to split it)
+            self.assertEqual(STORE.put_tensor_with_tp_from(key("tpfrom"), 16, len(obj), 0, 2, 1),
+                             INVALID_PARAMS)
+            self.assertEqual(STORE.put_tensor_with_parallelism_from(
+                key("tpfrom"), 16, len(obj), mcs.TensorParallelism([tp_axis(0, 2, 1)])),
+                INVALID_PARAMS)
             got = STORE.get_tensor_with_tp_into(k, buf.ptr + 4096, 4096, 0, 2)
             self.assertTrue(torch.equal(got, t[:, :2]))
             self.assertEqual(got.data_ptr(), buf.ptr + 4096 + 304)
