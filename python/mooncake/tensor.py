@@ -596,6 +596,10 @@ class TensorStoreMixin:
 
     __slots__ = ()
 
+    def _mc_ready(self):
+        """True once setup() succeeded (get_hostname is "" before; no RPC)."""
+        return bool(self.get_hostname())
+
     # -- internal writers --
 
     def _mc_write(self, key, header, t, config, upsert):
@@ -934,10 +938,11 @@ class TensorStoreMixin:
     def batch_get_tensor_into(self, keys, buffer_ptrs, sizes):
         """batch_get_tensor_into(keys, buffer_ptrs, sizes) -> list
 
-        get_tensor_into per key in one batch read: a tensor view or None per key. Lists of
-        different lengths (invalid arguments): a list of -600 ints, as upstream. Matches
-        upstream `batch_get_tensor_into`."""
-        if _bad_list(keys, buffer_ptrs, sizes):
+        get_tensor_into per key in one batch read: a tensor view or None per key. Invalid
+        arguments (lists of different lengths, a null pointer, store not set up) give a list of
+        -600 ints instead, as upstream. Matches upstream `batch_get_tensor_into`."""
+        if (_bad_list(keys, buffer_ptrs, sizes) or not self._mc_ready()
+                or any(p == 0 for p in buffer_ptrs)):
             return [INVALID_PARAMS] * _n(keys)
         codes = self.batch_get_into(keys, buffer_ptrs, sizes)
         return [None if n < 0 else _tensor_at(p, n) for n, p in zip(codes, buffer_ptrs)]
@@ -1056,15 +1061,13 @@ class TensorStoreMixin:
             return None
         if tp_size <= 1:
             return key
-        if not 0 <= tp_rank < tp_size:
-            return None
         return "%s_tp_%d" % (key, tp_rank)
 
     def get_tensor_with_tp(self, key, tp_rank=0, tp_size=1, split_dim=0):
         """get_tensor_with_tp(key, tp_rank=0, tp_size=1, split_dim=0) -> torch.Tensor | None
 
         get_tensor of `<key>_tp_<tp_rank>` (of `key` when tp_size <= 1); split_dim is not
-        used. None also for tp_rank outside [0, tp_size). Matches upstream."""
+        used. Matches upstream."""
         k = self._mc_tp_key(key, tp_rank, tp_size)
         return None if k is None else self._mc_get(k)
 
@@ -1091,12 +1094,13 @@ class TensorStoreMixin:
         """batch_get_tensor_with_tp_into(base_keys, buffer_ptrs, sizes, tp_rank=0, tp_size=1)
         -> list
 
-        batch_get_tensor_into of the TP shard keys. Matches upstream (no split_dim)."""
-        if _bad_list(base_keys, buffer_ptrs, sizes):
+        batch_get_tensor_into of the TP shard keys (so invalid lists give -600 ints); store not
+        set up: a list of None. Matches upstream (no split_dim)."""
+        if not self._mc_ready():
             return [None] * _n(base_keys)
         keys = [self._mc_tp_key(k, tp_rank, tp_size) for k in base_keys]
         if None in keys:
-            return [None] * len(keys)
+            return [INVALID_PARAMS] * len(keys)
         return self.batch_get_tensor_into(keys, buffer_ptrs, sizes)
 
     # ---- public: unified parallelism ------------------------------------------------------
@@ -1235,7 +1239,9 @@ class TensorStoreMixin:
 
         Writes the tensor stored under `key` to a safetensors file (one entry named `key`;
         file_name defaults to the key). Returns 0, -1100 when the key holds no valid tensor,
-        -600 when the file cannot be written. Matches upstream."""
+        -600 when the store is not set up or the file cannot be written. Matches upstream."""
+        if not self._mc_ready():
+            return INVALID_PARAMS
         t = self._mc_get(key)
         if t is None:
             return FILE_NOT_FOUND
@@ -1253,7 +1259,7 @@ class TensorStoreMixin:
         Reads entry `key` of the safetensors file `file_name` (its first entry when `key` is
         None or not in the file), put_tensor-s it under `key` (default: file_name) and returns
         it. None when the file is missing or malformed or the put fails. Matches upstream."""
-        if file_name is None:
+        if file_name is None or not self._mc_ready():
             return None
         try:
             got = _read_safetensors(file_name, key)

@@ -396,6 +396,15 @@ class IntoFromTest(unittest.TestCase):
         self.assertEqual(got[2].data_ptr(), ptrs[2] + 304)
         self.assertEqual(STORE.batch_get_tensor_into(ks, ptrs[:2], [4096] * 3),
                          [INVALID_PARAMS] * 3)
+        self.assertEqual(STORE.batch_get_tensor_into(ks, [0] + ptrs[1:], [4096] * 3),
+                         [INVALID_PARAMS] * 3)
+        self.assertEqual(STORE.batch_get_tensor_with_tp_into(ks, ptrs[:1], [4096] * 3, 0, 2),
+                         [INVALID_PARAMS] * 3)
+        s = mcs.MooncakeDistributedStore()
+        self.assertEqual(s.batch_get_tensor_into(ks, ptrs, [4096] * 3), [INVALID_PARAMS] * 3)
+        self.assertEqual(s.batch_get_tensor_with_tp_into(ks, ptrs, [4096] * 3, 0, 2),
+                         [None] * 3)
+        self.assertEqual(s.save_tensor_to_safetensor(ks[0], "/nonexistent/x"), INVALID_PARAMS)
 
     def test_put_tensor_from_validates_then_stores_zero_copy(self):
         t = torch.randn(3, 7, dtype=torch.float64)
@@ -446,7 +455,7 @@ class TensorParallelTest(unittest.TestCase):
                                                        axes=[(1, 0, r, 4, 1, 0, 3)]))
             self.assertEqual(stored[304:], raw(shard))
             self.assertTrue(torch.equal(STORE.get_tensor_with_tp(k, r, 4), shard))
-        self.assertIsNone(STORE.get_tensor_with_tp(k, 4, 4))
+        self.assertIsNone(STORE.get_tensor_with_tp(k, 4, 4))  # reads <key>_tp_4 (absent)
         got = STORE.batch_get_tensor_with_tp([k, key("none")], tp_rank=1, tp_size=4)
         self.assertTrue(torch.equal(got[0], t[:, 3:6]))
         self.assertIsNone(got[1])
