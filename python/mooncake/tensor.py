@@ -445,6 +445,18 @@ def _parallel_key(base, axes):
     return base + "".join("__" + _axis_suffix(a) for a in axes)
 
 
+def _axes_match(meta, axes):
+    """True when a header's axes are exactly the canonical `axes` (upstream
+    parallelism_matches_metadata: kind, rank, size, split_dim, expert_id, stage_id)."""
+    stored = tuple((a[0], a[2], a[3], None if a[4] == -1 else a[4],
+                    a[5] if a[0] == AXIS_EP else None, a[5] if a[0] == AXIS_PP else None)
+                   for a in meta.axes)
+    if stored != tuple(tuple(a) for a in axes):
+        _log.info("stored axes %s do not match the requested %s", stored, axes)
+        return False
+    return True
+
+
 def _writer_key(base, rank, size, sd):
     return "%s__writer_%dof%d_sd%d" % (base, rank, size, sd)
 
@@ -734,114 +746,165 @@ class TensorStoreMixin:
             return None
         return _tensor_at(buffer_ptr, n)
 
-    def _mc_full(self, key, axes):
-        """The whole tensor reassembled from the shards of layout `axes` (the TP axis varied over
-        all its ranks), or None."""
-        tpi = _tp_index(axes)
-        if tpi is None:
-            return self._mc_get(_parallel_key(key, axes))
-        _k, _r, size, sd, _e, _s = axes[tpi]
-        keys = []
-        for r in range(size):
-            ax = list(axes)
-            ax[tpi] = (AXIS_TP, r, size, sd, _e, _s)
-            keys.append(_parallel_key(key, ax))
-        return self._mc_cat(keys, sd)
-
-    def _mc_cat(self, keys, sd, want_shape=None):
-        handles = self.batch_get_buffer(keys)
-        parts, gshape = [], None
-        for k, h in zip(keys, handles):
-            if h is None:
-                _log.info("shard %r is missing", k)
-                return None
-            meta = _parse_header(memoryview(h)[:HEADER_SIZE], len(h))
-            if meta is None:
-                return None
-            t = _tensor_of(meta, h)
-            if t is None or not 0 <= sd < t.dim():
-                return None
-            if gshape is None:
-                gshape = tuple(meta.global_shape)
-            parts.append(t)
-        full = torch.cat(parts, sd) if parts else None
-        want = want_shape if want_shape is not None else gshape
-        if full is None or tuple(full.shape) != tuple(want):
-            _log.warning("reassembled shape does not match the stored global shape")
-            return None
-        return full
-
-    def _mc_get_parallel(self, key, target):
-        if torch is None:
-            return None
+    def _mc_target(self, target):
+        """(mode, canonical axes) of a ReadTarget, or None (logged) when it is invalid."""
         mode = getattr(target, "mode", "as_stored") if target is not None else "as_stored"
         par = getattr(target, "parallelism", None) if target is not None else None
         axes = _canon_axes(par)
         if axes is None or mode not in ("as_stored", "shard", "full"):
             _log.error("invalid read target %r", target)
             return None
-        if mode == "full":
-            if axes:
-                return self._mc_full(key, axes)
-            m = _parse_manifest(self.get_buffer(key + "__writer_manifest"))
-            if m is None:
-                return self._mc_get(key)
-            code, gshape, sd, count = m
-            return self._mc_cat([_writer_key(key, r, count, sd) for r in range(count)], sd, gshape)
-        if not axes:
-            if mode == "shard":
-                _log.error("read mode 'shard' needs a parallelism")
-                return None
-            return self._mc_get(key)
-        t = self._mc_get(_parallel_key(key, axes))
-        if t is not None or mode != "shard":
-            return t
-        tpi = _tp_index(axes)
-        if tpi is None:
+        if mode == "as_stored" and axes:
+            _log.error("read mode 'as_stored' takes no parallelism")
             return None
+        if mode == "shard" and not axes:
+            _log.error("read mode 'shard' needs a parallelism")
+            return None
+        if mode == "full" and axes and _tp_index(axes) is None:
+            _log.error("read mode 'full' with a parallelism needs a TP axis")
+            return None
+        return mode, axes
+
+    def _mc_get_checked(self, key, axes):
+        """get_tensor of `key` if the object's axes are exactly `axes` (else None)."""
+        h = self.get_buffer(key)
+        if h is None:
+            return None
+        meta = _parse_header(memoryview(h)[:HEADER_SIZE], len(h))
+        if meta is None or not _axes_match(meta, axes):
+            return None
+        return _tensor_of(meta, h)
+
+    def _mc_cat(self, keys, axes_list, sd, want_shape=None):
+        """The shards under `keys` (each with axes axes_list[i]) concatenated along `sd`, checked
+        against the global shape (want_shape, else the shards' own), or None."""
+        handles = self.batch_get_buffer(keys)
+        parts, gshape = [], None
+        for k, h, axes in zip(keys, handles, axes_list):
+            if h is None:
+                _log.info("shard %r is missing", k)
+                return None
+            meta = _parse_header(memoryview(h)[:HEADER_SIZE], len(h))
+            if meta is None or not _axes_match(meta, axes):
+                return None
+            if gshape is None:
+                gshape = tuple(meta.global_shape)
+            elif tuple(meta.global_shape) != gshape:
+                _log.warning("shard %r has another global shape", k)
+                return None
+            t = _tensor_of(meta, h)
+            if t is None or not 0 <= sd < t.dim():
+                return None
+            parts.append(t)
+        want = want_shape if want_shape is not None else gshape
+        full = torch.cat(parts, sd) if parts else None
+        if full is None or tuple(full.shape) != tuple(want):
+            _log.warning("reassembled shape does not match the stored global shape")
+            return None
+        return full
+
+    def _mc_full(self, key, axes, count=None):
+        """The whole tensor reassembled from every TP rank of layout `axes` (TP size `count`, by
+        default the one in `axes`), or None."""
+        tpi = _tp_index(axes)
+        _k, _r, size, sd, eid, sid = axes[tpi]
+        size = size if count is None else count
+        keys, axes_list = [], []
+        for r in range(size):
+            ax = list(axes)
+            ax[tpi] = (AXIS_TP, r, size, sd, eid, sid)
+            keys.append(_parallel_key(key, ax))
+            axes_list.append(ax)
+        return self._mc_cat(keys, axes_list, sd)
+
+    def _mc_full_writers(self, key):
+        """The whole tensor reassembled from the writer partitions `<key>__writer_manifest`
+        names; None without a valid manifest or when a partition is missing."""
+        m = _parse_manifest(self.get_buffer(key + "__writer_manifest"))
+        if m is None:
+            return None
+        _code, gshape, sd, count = m
+        return self._mc_cat([_writer_key(key, r, count, sd) for r in range(count)],
+                             [[(AXIS_TP, r, count, sd, None, None)] for r in range(count)], sd,
+                             gshape)
+
+    def _mc_shard_rebuilt(self, key, axes):
+        """A TP shard that is not stored as such, cut from the stored layout (the parallelism
+        manifest's shard count, else the writer partitions), or None."""
+        tpi = _tp_index(axes)
         _k, rank, size, sd, _e, _s = axes[tpi]
-        if len(axes) == 1:
-            t = self._mc_get(_writer_key(key, rank, size, sd))
-            if t is not None:
-                return t
-        # Cut the shard from the stored layout (other shard count or writer partitions).
         full = None
         m = _parse_manifest(self.get_buffer(key + "__parallelism_manifest"))
-        if m is not None and m[2] == sd:
-            ax = list(axes)
-            ax[tpi] = (AXIS_TP, 0, m[3], sd, _e, _s)
-            full = self._mc_full(key, ax)
-        if full is None:
-            m = _parse_manifest(self.get_buffer(key + "__writer_manifest"))
-            if m is not None:
-                code, gshape, wsd, count = m
-                full = self._mc_cat([_writer_key(key, r, count, wsd) for r in range(count)], wsd,
-                                    gshape)
+        if m is not None and m[2] == sd and m[3] != size:
+            full = self._mc_full(key, axes, m[3])
+        if full is None and len(axes) == 1:
+            full = self._mc_full_writers(key)
         if full is None or not _uniform(full, sd, size):
             return None
         return _shard_of(full, sd, rank, size)
 
-    def _mc_get_parallel_into(self, key, buffer_ptr, size, target):
-        mode = getattr(target, "mode", "as_stored") if target is not None else "as_stored"
-        axes = _canon_axes(getattr(target, "parallelism", None) if target is not None else None)
-        if axes is None or mode not in ("as_stored", "shard", "full"):
+    def _mc_get_parallel(self, key, target):
+        if torch is None:
             return None
-        if mode != "full":
-            t = self._mc_get_into(_parallel_key(key, axes) if axes else key, buffer_ptr, size)
-            if t is not None or mode != "shard":
+        got = self._mc_target(target)
+        if got is None:
+            return None
+        mode, axes = got
+        if mode == "as_stored":
+            return self._mc_get(key)
+        if mode == "full":
+            if axes:
+                return self._mc_full(key, axes)
+            if self.is_exist(key + "__writer_manifest") == 1:
+                return self._mc_full_writers(key)
+            return self._mc_get(key)
+        # shard: the exact shard object, a writer partition of the same split, or a cut
+        t = self._mc_get_checked(_parallel_key(key, axes), axes)
+        if t is None and len(axes) == 1 and axes[0][0] == AXIS_TP:
+            _k, rank, size, sd, _e, _s = axes[0]
+            t = self._mc_get_checked(_writer_key(key, rank, size, sd), axes)
+        if t is None and _tp_index(axes) is not None:
+            t = self._mc_shard_rebuilt(key, axes)
+        if t is None and len(axes) == 1 and axes[0][0] == AXIS_TP:
+            t = self._mc_get(_parallel_key(key, axes))  # upstream's last resort: the legacy key
+        return t
+
+    def _mc_get_into_checked(self, key, buffer_ptr, size, axes):
+        t = self._mc_get_into(key, buffer_ptr, size)
+        if t is None:
+            return None
+        meta = _parse_header(ctypes.string_at(buffer_ptr, HEADER_SIZE),
+                             HEADER_SIZE + t.numel() * t.element_size())
+        return t if meta is not None and _axes_match(meta, axes) else None
+
+    def _mc_get_parallel_into(self, key, buffer_ptr, size, target):
+        got = self._mc_target(target)
+        if got is None or torch is None:
+            return None
+        mode, axes = got
+        if mode == "as_stored":
+            return self._mc_get_into(key, buffer_ptr, size)
+        if mode == "shard":
+            t = self._mc_get_into_checked(_parallel_key(key, axes), buffer_ptr, size, axes)
+            if t is None and len(axes) == 1 and axes[0][0] == AXIS_TP:
+                _k, rank, n, sd, _e, _s = axes[0]
+                t = self._mc_get_into_checked(_writer_key(key, rank, n, sd), buffer_ptr, size,
+                                              axes)
+            if t is not None:
                 return t
+        elif not axes and self.is_exist(key + "__writer_manifest") != 1:
+            return self._mc_get_into(key, buffer_ptr, size)
         full = self._mc_get_parallel(key, target)
         if full is None:
             return None
         t = full.contiguous()
-        hdr = _full_header(t)
         total = HEADER_SIZE + t.numel() * t.element_size()
         # Proves [buffer_ptr, buffer_ptr + size) is registered memory before writing into it.
         if (_int(size) is None or size < total
                 or self.get_into(key + "__mc_probe__", buffer_ptr, size) == INVALID_PARAMS):
             _log.error("buffer of %r bytes cannot hold %d bytes or is not registered", size, total)
             return None
-        ctypes.memmove(buffer_ptr, hdr, HEADER_SIZE)
+        ctypes.memmove(buffer_ptr, _full_header(t), HEADER_SIZE)
         if total > HEADER_SIZE:
             ctypes.memmove(buffer_ptr + HEADER_SIZE, t.data_ptr(), total - HEADER_SIZE)
         return _tensor_at(buffer_ptr, total)
@@ -1196,13 +1259,16 @@ class TensorStoreMixin:
     def get_tensor_with_parallelism(self, key, target=None):
         """get_tensor_with_parallelism(key, target=None) -> torch.Tensor | None
 
-        target None / mode "as_stored": the object under `key` (or under the key of
-        target.parallelism). "shard": the shard key of target.parallelism; a single TP axis
-        also tries the writer-partition key, and a TP shard that was not stored as such is cut
-        from the stored layout (parallelism or writer manifest). "full": without parallelism,
-        reassembles the writer partitions named by `<key>__writer_manifest` (else reads `key`);
-        with parallelism, concatenates every TP rank of that layout and checks the global
-        shape. None on any miss or mismatch. Matches upstream."""
+        target None / mode "as_stored" (no parallelism): get_tensor(key). "shard" (needs a
+        parallelism): the object under the shard key whose header axes are exactly the requested
+        ones; a single TP axis also tries the writer partition of the same split; a TP shard
+        that was not stored as such is cut from the stored layout (`<key>__parallelism_manifest`
+        shard count, else the writer partitions); a single TP axis finally reads the legacy key
+        as upstream does. "full" without parallelism: the writer partitions that
+        `<key>__writer_manifest` names, concatenated (no manifest: get_tensor(key)); with a
+        parallelism (needs a TP axis): every TP rank of that layout concatenated, the global
+        shape checked. None on any miss, mismatch or invalid target (as_stored with a
+        parallelism, full without TP axis, an unknown mode). Matches upstream."""
         return self._mc_get_parallel(key, target)
 
     def batch_get_tensor_with_parallelism(self, keys, targets=None):

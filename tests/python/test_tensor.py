@@ -565,6 +565,15 @@ class ParallelismTest(unittest.TestCase):
         cut = STORE.get_tensor_with_parallelism(
             k, mcs.ReadTarget("shard", mcs.TensorParallelism([tp_axis(3, 4, 1)])))
         self.assertTrue(torch.equal(cut, t[:, 3:4]))
+        # <key>_tp_1 holds a TP-2 shard: its header does not match a TP-4 rank-1 request
+        cut = STORE.get_tensor_with_parallelism(
+            k, mcs.ReadTarget("shard", mcs.TensorParallelism([tp_axis(1, 4, 1)])))
+        self.assertTrue(torch.equal(cut, t[:, 1:2]))
+        # as_stored takes no parallelism; full needs a TP axis
+        self.assertIsNone(STORE.get_tensor_with_parallelism(
+            k, mcs.ReadTarget("as_stored", mcs.TensorParallelism([tp_axis(1, 2, 1)]))))
+        self.assertIsNone(STORE.get_tensor_with_parallelism(
+            k, mcs.ReadTarget("full", mcs.TensorParallelism([mcs.ParallelAxis("dp", 0, 1)]))))
         # as_stored: the plain key (absent here)
         self.assertIsNone(STORE.get_tensor_with_parallelism(k))
 
