@@ -577,6 +577,21 @@ class ParallelismTest(unittest.TestCase):
         # as_stored: the plain key (absent here)
         self.assertIsNone(STORE.get_tensor_with_parallelism(k))
 
+    def test_full_read_checks_the_global_shape(self):
+        k = key("gshape")
+        row = torch.ones(1, 2, dtype=torch.float32)
+        for r in range(2):  # shards claiming a global shape of [4, 2] but holding 1 row each
+            hdr = spec_header(0, [4, 2], [1, 2], 8, layout=1, axes=[(1, 0, r, 2, 0, 0, 1)])
+            self.assertEqual(STORE.put(f"{k}_tp_{r}", hdr + raw(row)), 0)
+        target = mcs.ReadTarget("full", mcs.TensorParallelism([tp_axis(0, 2, 0)]))
+        self.assertIsNone(STORE.get_tensor_with_parallelism(k, target))
+        k2 = key("gshape")  # the consistent variant is read
+        for r in range(2):
+            hdr = spec_header(0, [2, 2], [1, 2], 8, layout=1, axes=[(1, 0, r, 2, 0, 0, 1)])
+            self.assertEqual(STORE.put(f"{k2}_tp_{r}", hdr + raw(row * r)), 0)
+        self.assertTrue(torch.equal(STORE.get_tensor_with_parallelism(k2, target),
+                                    torch.tensor([[0.0, 0.0], [1.0, 1.0]])))
+
     def test_writer_partitions_and_full_read_without_parallelism(self):
         class W:
             def __init__(self, rank, size, split_dim):
