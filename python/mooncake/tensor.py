@@ -48,6 +48,9 @@ TENSOR_VERSION = 1
 HEADER_SIZE = 304
 MAX_DIMS = 8
 MAX_AXES = 4
+# Ours, not upstream's: the most shards one call writes or reassembles (a TP size, a writer
+# partition count, a manifest's shard count), so a request's cost is bounded.
+MAX_SHARDS = 4096
 LAYOUT_FULL = 0
 LAYOUT_SHARD = 1
 # magic, version, header_size, dtype, ndim, layout_kind, reserved_flags, data_offset, data_bytes,
@@ -472,7 +475,7 @@ def _writer_spec(w):
 
 def _uniform(t, sd, count):
     """True when dim `sd` of `t` splits into `count` equal shards."""
-    if not 0 <= sd < t.dim() or count <= 0 or t.shape[sd] % count:
+    if not 0 <= sd < t.dim() or not 0 < count <= MAX_SHARDS or t.shape[sd] % count:
         _log.error("cannot split dim %d of shape %s into %d equal shards", sd, tuple(t.shape),
                    count)
         return False
@@ -809,6 +812,9 @@ class TensorStoreMixin:
         tpi = _tp_index(axes)
         _k, _r, size, sd, eid, sid = axes[tpi]
         size = size if count is None else count
+        if size > MAX_SHARDS:
+            _log.error("%d shards: at most %d are reassembled", size, MAX_SHARDS)
+            return None
         keys, axes_list = [], []
         for r in range(size):
             ax = list(axes)
@@ -824,6 +830,9 @@ class TensorStoreMixin:
         if m is None:
             return None
         _code, gshape, sd, count = m
+        if count > MAX_SHARDS:
+            _log.error("%d writer partitions: at most %d are reassembled", count, MAX_SHARDS)
+            return None
         return self._mc_cat([_writer_key(key, r, count, sd) for r in range(count)],
                              [[(AXIS_TP, r, count, sd, None, None)] for r in range(count)], sd,
                              gshape)

@@ -466,6 +466,11 @@ class TensorParallelTest(unittest.TestCase):
         self.assertEqual(STORE.put_tensor_with_tp(k, t, 0, 4, 0), INVALID_PARAMS)
         self.assertEqual(STORE.put_tensor_with_tp(k, t, 0, 2, 2), INVALID_PARAMS)
         self.assertEqual(STORE.put_tensor_with_tp(k, torch.tensor(1.0), 0, 2, 0), INVALID_PARAMS)
+        # a request's cost is bounded: at most 4096 shards (an empty dim divides by anything)
+        self.assertEqual(STORE.put_tensor_with_tp(k, torch.zeros(0, 2), 0, 4097, 0),
+                         INVALID_PARAMS)
+        self.assertIsNone(STORE.get_tensor_with_parallelism(
+            k, mcs.ReadTarget("full", mcs.TensorParallelism([tp_axis(0, 10**9, 0)]))))
         self.assertEqual(STORE.is_exist(f"{k}_tp_0"), 0)
         # tp_size 1: a plain object under the key itself
         self.assertEqual(STORE.put_tensor_with_tp(k, t, 0, 1, 0), 0)
