@@ -537,7 +537,10 @@ def _write_safetensors(path, name, t):
 
 def _read_safetensors(path, want):
     """(name, tensor) of entry `want` of a safetensors file, or of its first entry (lowest data
-    offset) when `want` is None or absent; None (logged) on a malformed file."""
+    offset, the order of safetensors' own tensor_names) when `want` is None or absent; None
+    (logged) on a malformed file. Every entry is validated as safetensors does: a known dtype,
+    data_offsets [begin, end] with end - begin = numel x element size, the entries in offset order
+    covering the data exactly (from 0, no holes, up to the end of the file)."""
     with open(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size
         raw = f.read(8)
@@ -554,34 +557,47 @@ def _read_safetensors(path, want):
             _log.error("%s: bad JSON header: %s", path, e)
             return None
         if not isinstance(head, dict):
+            _log.error("%s: the header is not a JSON object", path)
             return None
-        entries = {k: v for k, v in head.items() if k != "__metadata__" and isinstance(v, dict)}
-        if not entries:
-            _log.error("%s: no tensors in file", path)
-            return None
-        if want not in entries:
-            want = min(entries, key=lambda k: (entries[k].get("data_offsets") or [0])[0])
-        e = entries[want]
         names = [d[2] for d in _DTYPES]
-        code = names.index(e.get("dtype")) if e.get("dtype") in names else -1
-        shape, offs = e.get("shape"), e.get("data_offsets")
-        data_len = size - 8 - n
-        if (code < 0 or not isinstance(shape, list) or not isinstance(offs, list)
-                or len(offs) != 2 or any(_int(x) is None or x < 0 for x in shape + offs)
-                or len(shape) > MAX_DIMS or not offs[0] <= offs[1] <= data_len
-                or offs[1] - offs[0] != math.prod(shape) * _ELEM_SIZE[code]):
-            _log.error("%s: entry %r is malformed: %r", path, want, e)
+        entries = []
+        for name, e in head.items():
+            if name == "__metadata__":
+                continue
+            ok = isinstance(e, dict) and e.get("dtype") in names
+            shape, offs = (e.get("shape"), e.get("data_offsets")) if ok else (None, None)
+            ok = (ok and isinstance(shape, list) and isinstance(offs, list) and len(offs) == 2
+                  and all(_int(x) is not None and x >= 0 for x in shape + offs))
+            if not ok or offs[1] - offs[0] != math.prod(shape) * _ELEM_SIZE[
+                    names.index(e["dtype"])]:
+                _log.error("%s: entry %r is malformed: %r", path, name, e)
+                return None
+            entries.append((offs[0], offs[1], name, names.index(e["dtype"]), tuple(shape)))
+        entries.sort()
+        end = 0
+        for begin, stop, name, _c, _s in entries:
+            if begin != end:
+                _log.error("%s: entry %r does not start where the previous one ends", path, name)
+                return None
+            end = stop
+        if not entries or end != size - 8 - n:
+            _log.error("%s: the entries do not cover the %d data bytes", path, size - 8 - n)
+            return None
+        pick = [x for x in entries if x[2] == want] or entries[:1]
+        begin, stop, name, code, shape = pick[0]
+        if len(shape) > MAX_DIMS:
+            _log.error("%s: entry %r has %d dims, at most %d", path, name, len(shape), MAX_DIMS)
             return None
         dt = _torch_dtype(code)
         if dt is None:
             return None
-        f.seek(8 + n + offs[0])
-        buf = bytearray(offs[1] - offs[0])
+        f.seek(8 + n + begin)
+        buf = bytearray(stop - begin)
         if f.readinto(buf) != len(buf):
             return None
         if not buf:
-            return want, torch.empty(tuple(shape), dtype=dt)
-        return want, torch.frombuffer(buf, dtype=torch.uint8).view(dt).reshape(tuple(shape))
+            return name, torch.empty(shape, dtype=dt)
+        return name, torch.frombuffer(buf, dtype=torch.uint8).view(dt).reshape(shape)
 
 
 # ---- the methods ------------------------------------------------------------------------------

@@ -751,6 +751,8 @@ class SafetensorsTest(unittest.TestCase):
                 "a": {"dtype": "I64", "shape": [2, 3], "data_offsets": [8, 56]},
                 "b": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}
         hj = json.dumps(head).encode()
+        hole = json.dumps({"a": {"dtype": "I64", "shape": [2, 3], "data_offsets": [16, 64]},
+                           "b": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}).encode()
         with tempfile.TemporaryDirectory() as d:
             path = os.path.join(d, "w.safetensors")
             with open(path, "wb") as f:
@@ -768,7 +770,9 @@ class SafetensorsTest(unittest.TestCase):
             # malformed files
             for content in (b"", struct.pack("<Q", 1 << 40) + b"{}",
                             struct.pack("<Q", 2) + b"{]",
-                            struct.pack("<Q", len(hj)) + hj + blob[:-1]):
+                            struct.pack("<Q", len(hj)) + hj + blob[:-1],
+                            struct.pack("<Q", len(hj)) + hj + blob + b"\0",
+                            struct.pack("<Q", len(hole)) + hole + blob + bytes(8)):
                 with open(path, "wb") as f:
                     f.write(content)
                 self.assertIsNone(STORE.load_tensor_from_safetensor("a", path))
