@@ -383,8 +383,8 @@ def _int(v):
 
 def _canon_axes(parallelism):
     """The validated axes of a TensorParallelism in canonical order (DP, TP, EP, PP) as tuples
-    (kind, rank, size, split_dim|None, expert_id|None, stage_id|None); [] for None or no axes;
-    None (logged) when a rule is broken."""
+    (kind, rank, size, split_dim|None, expert_id|None, stage_id|None); [] for None; None
+    (logged) when a rule is broken (a parallelism without axes is one, as upstream)."""
     if parallelism is None:
         return []
     axes = getattr(parallelism, "axes", None)
@@ -392,8 +392,8 @@ def _canon_axes(parallelism):
         _log.error("parallelism has no axes list")
         return None
     axes = list(axes)
-    if len(axes) > MAX_AXES:
-        _log.error("parallelism has %d axes, at most %d", len(axes), MAX_AXES)
+    if not 0 < len(axes) <= MAX_AXES:
+        _log.error("parallelism has %d axes, 1 to %d are allowed", len(axes), MAX_AXES)
         return None
     out = []
     for a in axes:
@@ -706,7 +706,7 @@ class TensorStoreMixin:
         axes = _canon_axes(parallelism)
         if axes is None:
             return INVALID_PARAMS
-        if not axes:
+        if not axes:  # no parallelism: a plain tensor object
             return self._mc_write(key, _full_header(t), t, config, upsert)
         tpi = _tp_index(axes)
         if tpi is None:  # DP/EP/PP only: the tensor is stored as given, tagged with its axes

@@ -646,6 +646,7 @@ class ParallelismTest(unittest.TestCase):
              A("pp", 0, 1, stage_id=0), A("dp", 0, 1)],  # 5 axes
             [A("tp", 0, 3, 0), A("dp", 0, 2)],  # non-divisible
         ]
+        bad.append([])  # a parallelism must have axes
         for axes in bad:
             self.assertEqual(STORE.put_tensor_with_parallelism(
                 k, t, mcs.TensorParallelism(axes)), INVALID_PARAMS, axes)
@@ -662,6 +663,8 @@ class ParallelismTest(unittest.TestCase):
                          [INVALID_PARAMS] * 2)
         self.assertIsNone(STORE.get_tensor_with_parallelism(k, mcs.ReadTarget("bogus")))
         self.assertIsNone(STORE.get_tensor_with_parallelism(k, mcs.ReadTarget("shard")))
+        self.assertIsNone(STORE.get_tensor_with_parallelism(
+            k, mcs.ReadTarget("full", mcs.TensorParallelism([]))))
         self.assertEqual(STORE.is_exist(k), 0)
 
     def test_ep_pp_keys_and_batch_upsert_from_into(self):
