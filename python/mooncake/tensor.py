@@ -1064,19 +1064,32 @@ class TensorStoreMixin:
         `upsert_tensor_from`."""
         return self._mc_put_from(key, buffer_ptr, size, None, True)
 
+    def _mc_batch_from(self, keys, buffer_ptrs, sizes, upsert):
+        if _bad_list(keys, buffer_ptrs, sizes) or not self._mc_ready():
+            return [INVALID_PARAMS] * _n(keys)
+        for p, n in zip(buffer_ptrs, sizes):
+            if _int(p) is None or _int(n) is None or n < HEADER_SIZE:
+                return [INVALID_PARAMS] * len(keys)
+            head = _read_memory(p, HEADER_SIZE)
+            if head is None or _parse_header(head, n) is None:
+                return [INVALID_PARAMS] * len(keys)
+        fn = self.batch_upsert_from if upsert else self.batch_put_from
+        return fn(keys, buffer_ptrs, sizes)
+
     def batch_put_tensor_from(self, keys, buffer_ptrs, sizes):
         """batch_put_tensor_from(keys, buffer_ptrs, sizes) -> list[int]
 
-        put_tensor_from per key. Matches upstream `batch_put_tensor_from`."""
-        return self._mc_batch(lambda k, p, s: self._mc_put_from(k, p, s, None, False), keys,
-                              buffer_ptrs, sizes)
+        Validates every buffer as put_tensor_from does, then one zero-copy batch put. One
+        invalid buffer (or lists of different lengths, store not set up) fails the whole batch
+        with -600 per key, as upstream; [] for []. Matches upstream `batch_put_tensor_from`."""
+        return self._mc_batch_from(keys, buffer_ptrs, sizes, False)
 
     def batch_upsert_tensor_from(self, keys, buffer_ptrs, sizes):
         """batch_upsert_tensor_from(keys, buffer_ptrs, sizes) -> list[int]
 
-        upsert_tensor_from per key. Matches upstream `batch_upsert_tensor_from`."""
-        return self._mc_batch(lambda k, p, s: self._mc_put_from(k, p, s, None, True), keys,
-                              buffer_ptrs, sizes)
+        As batch_put_tensor_from, replacing existing objects. Matches upstream
+        `batch_upsert_tensor_from`."""
+        return self._mc_batch_from(keys, buffer_ptrs, sizes, True)
 
     # ---- public: tensor parallel (legacy TP) -----------------------------------------------
 

@@ -431,10 +431,15 @@ class IntoFromTest(unittest.TestCase):
         self.assertEqual(STORE.upsert_tensor_from(k, self.buf.ptr + 8192, len(obj2)), 0)
         self.assertTrue(bit_equal(STORE.get_tensor(k), t2))
         ks = [key("bfrom"), key("bfrom")]
+        # one invalid buffer fails the whole batch (upstream), nothing is written
         self.assertEqual(STORE.batch_put_tensor_from(ks, [self.buf.ptr, self.buf.ptr + 8],
                                                      [len(obj), len(obj)]),
-                         [0, INVALID_PARAMS])
+                         [INVALID_PARAMS] * 2)
+        self.assertEqual(STORE.is_exist(ks[0]), 0)
+        self.assertEqual(STORE.batch_put_tensor_from(ks, [self.buf.ptr, self.buf.ptr + 8192],
+                                                     [len(obj), len(obj2)]), [0, 0])
         self.assertTrue(bit_equal(STORE.get_tensor(ks[0]), t))
+        self.assertTrue(bit_equal(STORE.get_tensor(ks[1]), t2))
         self.assertEqual(STORE.batch_upsert_tensor_from(ks[:1], [self.buf.ptr + 8192],
                                                         [len(obj2)]), [0])
         self.assertTrue(bit_equal(STORE.get_tensor(ks[0]), t2))
