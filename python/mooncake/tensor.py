@@ -18,8 +18,8 @@ Thread-safety: every method only calls the store's thread-safe methods and build
 so one store may be shared by threads as for the plain methods. The blocking calls are the
 store's own, which release the GIL.
 
-Torch is imported lazily-tolerantly: without torch the module still imports, and every tensor
-method returns -600 / None (the log says why). Torch 1.13 (Debian bookworm) has no uint16,
+Torch is optional at import: without torch the module still imports, and every tensor method
+returns -600 / None (the log says why). Torch 1.13 (Debian bookworm) has no uint16,
 uint32, uint64 and float8 dtypes: tensors of those kinds cannot exist there, and stored objects
 with those dtype codes (5, 7, 9, 13, 14) read as None with a log line.
 """
@@ -228,7 +228,7 @@ def _parse_header(header, total):
     return m
 
 
-def _tensor_from_buffer(buf, total, alias_ok=True):
+def _tensor_from_buffer(buf, total):
     """The tensor an object held in buffer-protocol object `buf` (`total` bytes) encodes, sharing
     `buf`'s memory (the tensor keeps `buf` alive), or None."""
     if torch is None:
@@ -278,7 +278,7 @@ if _vm_readv is not None:
 def _read_memory(ptr, size):
     """A bytearray copy of `size` bytes at address `ptr`, or None when the range is not
     readable (checked by the kernel, process_vm_readv: a bad pointer is an error, not a crash)."""
-    if not isinstance(ptr, int) or not isinstance(size, int) or ptr <= 0 or size < 0:
+    if _int(ptr) is None or _int(size) is None or ptr <= 0 or size < 0 or ptr + size >= 1 << 64:
         return None
     out = bytearray(size)
     if size == 0:
@@ -294,13 +294,21 @@ def _read_memory(ptr, size):
 
 
 def _serialized_at(ptr, size):
-    """(meta, tensor copy) of a serialized tensor `[header][data]` at `ptr`, or None."""
-    raw = _read_memory(ptr, size)
-    if raw is None:
-        _log.error("buffer %#x of %d bytes is not readable", ptr if isinstance(ptr, int) else 0,
-                   size if isinstance(size, int) else -1)
+    """(meta, tensor copy) of a serialized tensor `[header][data]` of `size` bytes at `ptr`, or
+    None. The header is validated and the last byte probed before the copy is allocated."""
+    if _int(ptr) is None or _int(size) is None or size < HEADER_SIZE:
         return None
-    meta = _parse_header(raw, size)
+    head = _read_memory(ptr, HEADER_SIZE)
+    if head is None or _read_memory(ptr + size - 1, 1) is None:
+        _log.error("buffer %#x of %d bytes is not readable", ptr, size)
+        return None
+    if _parse_header(head, size) is None:
+        return None
+    try:
+        raw = _read_memory(ptr, size)
+    except MemoryError:
+        raw = None
+    meta = _parse_header(raw, size) if raw is not None else None
     if meta is None:
         return None
     t = _tensor_of(meta, raw)

@@ -506,6 +506,8 @@ class TensorParallelTest(unittest.TestCase):
             # an unreadable pointer is an error, not a crash (the buffer is read to split it)
             self.assertEqual(STORE.put_tensor_with_tp_from(key("tpfrom"), 16, len(obj), 0, 2, 1),
                              INVALID_PARAMS)
+            self.assertEqual(STORE.put_tensor_with_tp_from(key("tpfrom"), buf.ptr, 10**12, 0, 2,
+                                                           1), INVALID_PARAMS)
             self.assertEqual(STORE.put_tensor_with_parallelism_from(
                 key("tpfrom"), 16, len(obj), mcs.TensorParallelism([tp_axis(0, 2, 1)])),
                 INVALID_PARAMS)
