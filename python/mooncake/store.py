@@ -46,8 +46,6 @@ class MooncakeDistributedStore(TensorStoreMixin, _CStore):
         "mooncake.tensor and docs/tensor-format.md.")
 
 
-MooncakeDistributedStore.__module__ = "mooncake.store"
-
 __all__ = [
     "BufferHandle",
     "BufferLease",
