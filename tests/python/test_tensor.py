@@ -1,4 +1,4 @@
-"""test_tensor.py — the tensor API of mooncake.store.MooncakeDistributedStore against a real cluster.
+"""test_tensor.py — the tensor API of mooncake.store.MooncakeDistributedStore, real cluster.
 
 setUpModule starts a mooncake_master and a mooncake_client (test_store.Cluster) from the build
 tree (MC_BUILD_DIR) on free loopback ports; the tests drive a MooncakeDistributedStore in this
