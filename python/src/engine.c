@@ -125,11 +125,11 @@ static int pick_port(const char *host, int lo, int hi, unsigned *seed)
 }
 
 /*
- * Creates the engine. GIL released. metadata: "P2PHANDSHAKE" or a full connection string.
- * Returns 0 or -1 (with a line saying why).
+ * Creates the engine into *out. GIL released. metadata: "P2PHANDSHAKE" or a full connection
+ * string. Returns 0 or -1 (with a line saying why).
  */
 static int do_initialize(McEngineObject *self, const char *local_hostname, const char *metadata,
-                         const char *protocol, const char *device_name)
+                         const char *protocol, const char *device_name, mc_transfer_engine_t **out)
 {
     const char *proto;
     if (!strcmp(protocol, "tcp") || !*protocol) {
@@ -202,11 +202,7 @@ static int do_initialize(McEngineObject *self, const char *local_hostname, const
         mc_transfer_engine_t *te = NULL;
         rc = mc_te_create(&tc, &te);
         if (rc == 0) {
-            self->te = te;
-            char h[MC_HOST_MAX];
-            int p;
-            self->rpc_port =
-                mc_net_split_endpoint(mc_te_local_segment_name(te), 0, h, &p) == 0 ? p : -1;
+            *out = te;
             return 0;
         }
         if (!random_port || rc != MC_ERR_INTERNAL_ERROR)
@@ -242,10 +238,18 @@ static PyObject *run_initialize(McEngineObject *self, PyObject *host_o, PyObject
     }
     self->initializing = 1;
     int ret;
+    mc_transfer_engine_t *te = NULL;
     Py_BEGIN_ALLOW_THREADS
-    ret = do_initialize(self, host, meta, proto, dev);
+    ret = do_initialize(self, host, meta, proto, dev, &te);
     Py_END_ALLOW_THREADS
     self->initializing = 0;
+    if (ret == 0) { /* published with the GIL held: threads that see te see it complete */
+        char h[MC_HOST_MAX];
+        int p;
+        self->rpc_port =
+            mc_net_split_endpoint(mc_te_local_segment_name(te), 0, h, &p) == 0 ? p : -1;
+        self->te = te;
+    }
     PyMem_Free(conn);
     return PyLong_FromLong(ret);
 }
