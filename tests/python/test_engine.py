@@ -43,8 +43,9 @@ except Exception:
     pass
 import mooncake.engine as me
 proto, size, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+metadata, local_hostname = sys.argv[4], sys.argv[5]
 te = me.TransferEngine()
-rc = te.initialize("127.0.0.1", "P2PHANDSHAKE", proto, "")
+rc = te.initialize(local_hostname, metadata, proto, "")
 if rc != 0:
     print(json.dumps({"error": rc}), flush=True)
     sys.exit(1)
@@ -55,7 +56,9 @@ assert managed != 0 and te.register_memory(plain, size) == 0
 rng = random.Random(seed)
 for addr in (managed, plain):
     assert te.write_bytes_to_buffer(addr, rng.randbytes(size), size) == 0
-print(json.dumps({"segment": f"127.0.0.1:{te.get_rpc_port()}", "port": te.get_rpc_port(),
+# the segment name as the engine serves it: "<mooncake.engine.InnerTransferEngine NAME>"
+name = repr(te.get_engine()).rstrip(">").split()[-1]
+print(json.dumps({"segment": name, "port": te.get_rpc_port(),
                   "managed": managed, "plain": plain}), flush=True)
 for line in sys.stdin:
     cmd = json.loads(line)
@@ -72,6 +75,12 @@ for line in sys.stdin:
 """
 
 
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def sha(b):
     return hashlib.sha256(b).hexdigest()
 
@@ -79,13 +88,15 @@ def sha(b):
 class Peer:
     """A process with an initialized TransferEngine and two filled regions."""
 
-    def __init__(self, proto="tcp", env=None, seed=None):
+    def __init__(self, proto="tcp", env=None, seed=None, metadata="P2PHANDSHAKE",
+                 local_hostname="127.0.0.1"):
         self.seed = random.randrange(1 << 30) if seed is None else seed
         e = dict(os.environ)
         e.update(env or {})
         self.log = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", PEER_SRC, proto, str(REGION), str(self.seed)],
+            [sys.executable, "-c", PEER_SRC, proto, str(REGION), str(self.seed), metadata,
+             local_hostname],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, env=e, text=True)
         line = self.proc.stdout.readline()
         if not line:
@@ -161,10 +172,10 @@ class PeersCase(unittest.TestCase):
     PROTO = "tcp"
     ENV = {"MC_DISABLE_SHM": "1"}
 
-    def spawn(self, env=None, proto=None):
+    def spawn(self, env=None, proto=None, **kw):
         e = dict(self.ENV)
         e.update(env or {})
-        p = Peer(proto or self.PROTO, e)
+        p = Peer(proto or self.PROTO, e, **kw)
         self.addCleanup(p.close)
         return p
 
@@ -180,6 +191,9 @@ class TransfersMixin:
 
     def test_all_forms_both_ways(self):
         a, b = self.spawn(), self.spawn()
+        for p in (a, b):  # upstream's P2PHANDSHAKE naming: "<host>:<rpc port in 15000..17000>"
+            self.assertEqual(p.segment, f"127.0.0.1:{p.port}")
+            self.assertTrue(15000 <= p.port <= 17000, p.port)
         for x, y in ((a, b), (b, a)):
             # single sync write (crosses a slice boundary) and read
             n = (5 << 20) + 3
@@ -294,6 +308,65 @@ class ErrorPaths(PeersCase):
         self.assertEqual(a.call("send_probe", b.segment), -1)
         self.assertLess(time.monotonic() - t0, 4 * 5 + 5)
         a.check(self)
+
+    def test_stalled_peer_fails_after_mc_transfer_timeout(self):
+        env = {"MC_TRANSFER_TIMEOUT": "5"}
+        a, b = self.spawn(env), self.spawn(env)
+        self.assertEqual(a.call("transfer_sync_write", b.segment, a.plain, b.plain, 4096), 0)
+        self.write(a, b, a.plain, b.plain, 4096)
+        b.proc.send_signal(signal.SIGSTOP)
+        try:
+            t0 = time.monotonic()
+            self.assertEqual(a.call("transfer_sync_write", b.segment, a.plain, b.plain + 8192,
+                                    4 << 20), -1)
+            took = time.monotonic() - t0
+        finally:
+            b.proc.send_signal(signal.SIGCONT)
+        # bounded by MC_TRANSFER_TIMEOUT=5 s (not the default 30 s)
+        self.assertGreater(took, 3.0)
+        self.assertLess(took, 15.0)
+        a.check(self)
+
+    def test_http_metadata_segment_names(self):
+        from urllib.parse import quote
+        from urllib.request import urlopen
+        http_port, rpc_port, master_port = free_port(), free_port(), free_port()
+        master = os.path.join(BUILD, "tools", "mooncake_master")
+        log = tempfile.TemporaryFile()
+        proc = subprocess.Popen(
+            [master, f"--rpc_port={master_port}", "--rpc_address=127.0.0.1",
+             f"--metrics_port={free_port()}", "--metrics_host=127.0.0.1",
+             "--enable_http_metadata_server",
+             "--http_metadata_server_host=127.0.0.1",
+             f"--http_metadata_server_port={http_port}"],
+            stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+        self.addCleanup(log.close)
+        self.addCleanup(proc.wait)
+        self.addCleanup(proc.terminate)
+        url = f"http://127.0.0.1:{http_port}/metadata"
+        deadline = time.monotonic() + 20
+        while True:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", http_port)) == 0:
+                    break
+            self.assertIsNone(proc.poll(), "master exited")
+            self.assertLess(time.monotonic(), deadline, "metadata server did not start")
+            time.sleep(0.05)
+        a = self.spawn(metadata=url, local_hostname=f"127.0.0.1:{rpc_port}")
+        b = self.spawn(metadata=url, local_hostname="127.0.0.1")
+        self.assertEqual(a.segment, f"127.0.0.1:{rpc_port}")  # local_hostname verbatim
+        self.assertEqual(a.port, rpc_port)
+        self.assertEqual(b.segment, f"127.0.0.1:{b.port}")  # no port given: one in the range
+        self.assertTrue(15000 <= b.port <= 17000, b.port)
+        for p in (a, b):  # published at the metadata service under the segment name
+            with urlopen(f"{url}?key={quote('mooncake/ram/' + p.segment, safe='')}") as r:
+                self.assertEqual(r.status, 200)
+        self.assertEqual(b.call("transfer_sync_write", a.segment, b.managed, a.plain, 65536), 0)
+        self.write(b, a, b.managed, a.plain, 65536)
+        self.assertEqual(a.call("transfer_sync_read", b.segment, a.managed, b.plain, 65536), 0)
+        a.put(a.managed, b.bytes_at(b.plain, 65536))
+        a.check(self)
+        b.check(self)
 
     def test_list_mismatch_and_unknown_ids(self):
         a, b = self.spawn(), self.spawn()
@@ -482,6 +555,38 @@ class InProcess(unittest.TestCase):
         self.assertEqual(te.transfer_submit_write(seg, src, src + 2048, 16), 0)
         self.assertEqual(te.get_batch_transfer_status(ids), 0)
         self.assertGreater(te.transfer_submit_write(seg, src, src + 2048, 16), 0)
+
+    def test_threads_share_one_engine(self):
+        import threading
+        dst_te = me.TransferEngine()
+        self.assertEqual(dst_te.initialize("127.0.0.1", "P2PHANDSHAKE", "tcp", ""), 0)
+        seg = f"127.0.0.1:{dst_te.get_rpc_port()}"
+        chunk, nthreads = 256 << 10, 8
+        dst = dst_te.allocate_managed_buffer(chunk * nthreads)
+        src = self.te.allocate_managed_buffer(chunk * nthreads)
+        data = os.urandom(chunk * nthreads)
+        self.assertEqual(self.te.write_bytes_to_buffer(src, data, len(data)), 0)
+        results = []
+
+        def worker(i):
+            rcs = []
+            for k in range(10):
+                off = i * chunk
+                if k % 2:
+                    rcs.append(self.te.transfer_sync_write(seg, src + off, dst + off, chunk))
+                else:
+                    bid = self.te.batch_transfer_async_write(seg, [src + off], [dst + off],
+                                                             [chunk])
+                    rcs.append(self.te.get_batch_transfer_status([bid]) if bid else -99)
+            results.append(rcs)
+
+        threads = [threading.Thread(target=worker, args=(i,)) for i in range(nthreads)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual(results, [[0] * 10] * nthreads)
+        self.assertEqual(dst_te.read_bytes_from_buffer(dst, len(data)), data)
 
     def test_notify_and_topology(self):
         te = self.te
