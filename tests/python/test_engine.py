@@ -12,6 +12,7 @@ MooncakeDistributedStore against a real mooncake_master (setup(..., engine=...))
 
 Runs under pytest and unittest; the module is found on PYTHONPATH, else in <MC_BUILD_DIR>/python.
 """
+import gc
 import hashlib
 import json
 import os
@@ -646,10 +647,26 @@ class StoreSharesEngine(unittest.TestCase):
         self.assertEqual(te.write_bytes_to_buffer(buf, b"q" * 100, 100), 0)
         self.assertEqual(te.transfer_sync_write(seg, buf, buf + 4096, 100), 0)
         self.assertEqual(te.read_bytes_from_buffer(buf + 4096, 100), b"q" * 100)
-        del te  # the store keeps the engine alive
-        for k, v in values.items():
-            self.assertEqual(sha(store.get(k)), sha(v), k)
+        # close leaves the engine working (the store only frees what it registered), and
+        # another store can set up on it again
         self.assertEqual(store.close(), 0)
+        self.assertEqual(te.transfer_sync_write(seg, buf + 4096, buf + 8192, 100), 0)
+        self.assertEqual(te.read_bytes_from_buffer(buf + 8192, 100), b"q" * 100)
+        store2 = mcs.MooncakeDistributedStore()
+        self.assertEqual(store2.setup("127.0.0.1", "P2PHANDSHAKE", 32 << 20, 32 << 20, "tcp",
+                                      "", self.cluster.master_addr, te.get_engine()), 0)
+        del te  # the store keeps the engine alive
+        gc.collect()
+        # (objects in the first store's segment left with it at close: fresh ones)
+        values = {f"engine-shared-2-{i}": os.urandom(random.randrange(1, 3 << 20))
+                  for i in range(24)}
+        for k, v in values.items():
+            self.assertEqual(store2.put(k, v), 0)
+        for k, v in values.items():
+            self.assertEqual(sha(store2.get(k)), sha(v), k)
+        self.assertEqual(store2.close(), 0)
+        del store, store2
+        gc.collect()
 
 
 if __name__ == "__main__":
