@@ -13,7 +13,11 @@
 #include "net.h"
 #include "transfer_internal.h" /* mc_metadata_lookup: a peer's descriptor (probe, first buffer) */
 
+#include <arpa/inet.h>
 #include <dirent.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +26,6 @@
 
 #define RPC_PORT_MIN_DEFAULT 15000 /* upstream MC_MIN_RPC_PORT */
 #define RPC_PORT_MAX_DEFAULT 17000 /* upstream MC_MAX_RPC_PORT */
-#define PORT_ATTEMPTS 32
 
 /* ---- small helpers ---------------------------------------------------------------------- */
 
@@ -106,22 +109,51 @@ static void engine_dealloc(PyObject *obj)
 
 /* ---- initialize ------------------------------------------------------------------------- */
 
-/* A port in [lo, hi] nobody listens on at host right now (bind probe), or -1. */
+/* 1 when a TCP socket can bind host:port now (nobody listens there), 0 when not, -1 when host
+ * does not resolve. Quiet: the range scan below expects busy ports. */
+static int port_is_free(const struct addrinfo *ai, int port)
+{
+    struct sockaddr_storage sa;
+    memcpy(&sa, ai->ai_addr, ai->ai_addrlen);
+    if (sa.ss_family == AF_INET6)
+        ((struct sockaddr_in6 *)&sa)->sin6_port = htons((uint16_t)port);
+    else
+        ((struct sockaddr_in *)&sa)->sin_port = htons((uint16_t)port);
+    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return 0;
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)); /* as the engine binds */
+    int ok = bind(fd, (struct sockaddr *)&sa, ai->ai_addrlen) == 0;
+    close(fd);
+    return ok;
+}
+
+/* A port in [lo, hi] free at host right now: every port of the range is tried once, from a
+ * random start. The port, or -1 (none free, or host does not resolve). */
 static int pick_port(const char *host, int lo, int hi, unsigned *seed)
 {
-    int span = hi - lo + 1;
-    for (int i = 0; i < PORT_ATTEMPTS; i++) {
-        int port = lo + (int)(rand_r(seed) % (unsigned)span);
-        int bound;
-        int fd = mc_net_listen_tcp(host, port, 1, &bound);
-        if (fd >= 0) {
-            close(fd);
-            return port;
-        }
-        if (fd == MC_ERR_INVALID_PARAMS)
-            return -1;
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+    struct addrinfo *ai = NULL;
+    if (getaddrinfo(mc_net_is_wildcard(host) ? NULL : host, "0", &hints, &ai) != 0 || !ai) {
+        MC_ERROR("initialize: local_hostname host \"%s\" does not resolve", host);
+        return -1;
     }
-    return -1;
+    int span = hi - lo + 1, found = -1;
+    int start = (int)(rand_r(seed) % (unsigned)span);
+    for (int i = 0; i < span && found < 0; i++) {
+        int port = lo + (start + i) % span;
+        if (port_is_free(ai, port))
+            found = port;
+    }
+    freeaddrinfo(ai);
+    if (found < 0)
+        MC_ERROR("initialize: no free port for the Transfer Engine at %s in %d..%d "
+                 "(MC_MIN_RPC_PORT/MC_MAX_RPC_PORT)",
+                 host, lo, hi);
+    return found;
 }
 
 /*
@@ -179,12 +211,8 @@ static int do_initialize(McEngineObject *self, const char *local_hostname, const
     for (int attempt = 0; attempt < 4; attempt++) {
         if (random_port) {
             port = pick_port(host, lo, hi, &seed);
-            if (port < 0) {
-                MC_ERROR("initialize: no free port for the Transfer Engine at %s in %d..%d "
-                         "(MC_MIN_RPC_PORT/MC_MAX_RPC_PORT)",
-                         host, lo, hi);
+            if (port < 0)
                 return -1;
-            }
         }
         char endpoint[MC_HOST_MAX + 16];
         if (strchr(host, ':'))
