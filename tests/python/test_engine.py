@@ -76,6 +76,16 @@ for line in sys.stdin:
 """
 
 
+def die_with_parent():
+    """In a child before exec: SIGTERM when the test process dies, even by a crash."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -340,7 +350,7 @@ class ErrorPaths(PeersCase):
              "--enable_http_metadata_server",
              "--http_metadata_server_host=127.0.0.1",
              f"--http_metadata_server_port={http_port}"],
-            stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+            stdout=log, stderr=log, stdin=subprocess.DEVNULL, preexec_fn=die_with_parent)
         self.addCleanup(log.close)
         self.addCleanup(proc.wait)
         self.addCleanup(proc.terminate)
