@@ -27,6 +27,7 @@
 #include <stdint.h>
 
 #include "mooncake/errors.h"
+#include "mooncake/transfer_engine.h" /* mc_transfer_engine_t (config.transfer_engine) */
 
 #ifdef __cplusplus
 extern "C" {
@@ -74,6 +75,14 @@ typedef struct mc_store_config {
      * client retries. 0 = env MC_MASTER_WAIT_TIMEOUT (seconds) or 30 s; negative = fail at once
      * with MC_ERR_RPC_FAIL. */
     int64_t master_wait_timeout_ms;
+    /* An engine to move this store's bytes through instead of creating one (upstream's
+     * setup(..., engine=...), e.g. SGLang sharing its KV-transfer engine with HiCache); NULL =
+     * create one from local_hostname, metadata_server, protocol, device_name and the secret
+     * (those are then ignored for the engine). Borrowed: the caller keeps it alive until
+     * mc_store_close()/mc_store_free() returns; the store registers its segment memory in it
+     * and frees/unregisters what it registered at close, but never destroys it. Its cluster
+     * secret is the engine's own. */
+    mc_transfer_engine_t *transfer_engine;
 } mc_store_config_t;
 
 typedef enum mc_soft_pin_action {

@@ -8,14 +8,17 @@
  * concurrent setup or close from another thread is refused or is a no-op rather than racing.
  * Handles are freed only in tp_dealloc (see McStoreObject in mcpy.h for why).
  *
- * Options C does not implement: `engine` (sharing a Python TransferEngine) and a tenant other
- * than "default" make setup return NOT_SUPPORTED (-1012), because silently ignoring them would
- * put objects somewhere the caller did not ask for; enable_client_http_server only logs a
+ * `engine` (TransferEngine.get_engine() of mooncake.engine): the store moves its bytes through
+ * that engine (mc_store_config_t.transfer_engine); the object keeps a reference to it so the
+ * engine outlives the store's use of it. A tenant other than "default" makes setup return
+ * NOT_SUPPORTED (-1012), because silently ignoring it would put objects somewhere the caller
+ * did not ask for; enable_client_http_server only logs a
  * warning. enable_ssd_offload / ssd_offload_path map to the store's offload configuration
  * (mc_store_config_t.enable_offload / offload_path), as mooncake_client --enable_offload does.
  */
 #include "mcpy.h"
 
+#include "engine.h"
 #include "log.h"
 #include "parse.h"
 
@@ -81,6 +84,7 @@ static void store_dealloc(PyObject *obj)
     PyMem_Free(self->retired);
     PyMem_Free(self->regs);
     Py_XDECREF(self->hostname);
+    Py_XDECREF(self->engine);
     Py_TYPE(obj)->tp_free(obj);
 }
 
@@ -126,10 +130,20 @@ static PyObject *run_setup(McStoreObject *self, const setup_args_t *a)
         MC_ERROR("setup: another thread is setting up or closing this store");
         return PyLong_FromLong(MC_ERR_INVALID_PARAMS);
     }
+    mc_transfer_engine_t *shared = NULL;
     if (a->engine && a->engine != Py_None) {
-        MC_ERROR("setup: sharing a TransferEngine object (engine=...) is not supported by "
-                 "mooncake-c; pass engine=None");
-        return PyLong_FromLong(MC_ERR_NOT_SUPPORTED);
+        PyObject *owner;
+        if (!mcpy_inner_engine(a->engine, &shared, &owner)) {
+            PyErr_Format(PyExc_TypeError,
+                         "engine must be an InnerTransferEngine (TransferEngine.get_engine()) "
+                         "or None, not %.100s",
+                         Py_TYPE(a->engine)->tp_name);
+            return NULL;
+        }
+        if (!shared) {
+            MC_ERROR("setup: engine: its TransferEngine is not initialized");
+            return PyLong_FromLong(MC_ERR_INVALID_PARAMS);
+        }
     }
     if (strcmp(a->tenant_id, "default") != 0) {
         MC_ERROR("setup: tenant_id \"%s\": only the \"default\" tenant is supported", a->tenant_id);
@@ -156,7 +170,8 @@ static PyObject *run_setup(McStoreObject *self, const setup_args_t *a)
                               * backend's directory */
                              .enable_offload = a->enable_ssd_offload,
                              .offload_path = a->ssd_offload_path,
-                             .cluster_secret = a->cluster_secret};
+                             .cluster_secret = a->cluster_secret,
+                             .transfer_engine = shared};
     mcpy_store_state_t before = self->state;
     self->state = MCPY_STORE_SETTING_UP;
     mc_store_t *handle = NULL;
@@ -179,6 +194,7 @@ static PyObject *run_setup(McStoreObject *self, const setup_args_t *a)
         return NULL;
     }
     Py_XSETREF(self->hostname, name);
+    Py_XSETREF(self->engine, shared ? Py_NewRef(a->engine) : NULL); /* engine outlives handle */
     self->store = handle;
     self->reg_count = 0;
     self->state = MCPY_STORE_READY;
@@ -431,7 +447,10 @@ static PyMethodDef lifecycle_methods[] = {
      "local_buffer_size (int, bytes): 0 makes a pure server that cannot put or get.\n"
      "protocol (str): \"tcp\" (or \"rdma\" when built). rdma_devices (str): comma list or \"\".\n"
      "master_server_addr (str): \"host:port\" of mooncake_master.\n"
-     "engine must be None and tenant_id \"default\" (else NOT_SUPPORTED, -1012);\n"
+     "engine: None, or TransferEngine.get_engine() of an initialized mooncake.engine\n"
+     "  TransferEngine: the store moves its bytes through it (and registers its segment there)\n"
+     "  instead of creating its own; the store keeps it alive. Another type: TypeError.\n"
+     "tenant_id must be \"default\" (else NOT_SUPPORTED, -1012);\n"
      "enable_ssd_offload / enable_client_http_server are accepted and ignored with a warning.\n"
      "cluster_secret (str, not in upstream): the secret every connection of the cluster must\n"
      "  prove (docs/security.md); None = MOONCAKE_CLUSTER_SECRET_FILE or MOONCAKE_CLUSTER_SECRET\n"

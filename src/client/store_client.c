@@ -67,6 +67,7 @@ struct mc_store {
     uint64_t global_segment_size;
     uint64_t local_buffer_size;
     mc_transfer_engine_t *te;
+    int te_borrowed; /* 1: te is config.transfer_engine, the caller's: never destroyed here */
     mc_rpc_client_t *rpc;
     mc_auth_t *auth; /* the cluster secret, NULL = none (wire/auth.h) */
     mc_offload_t *offload;
@@ -1435,9 +1436,14 @@ static int setup_checked(mc_store_t *s, const mc_store_config_t *c)
                                       .device_names = c->device_name,
                                       .cluster_secret = c->cluster_secret,
                                       .cluster_secret_file = c->cluster_secret_file};
-    rc = mc_te_create(&tc, &s->te);
-    if (rc != 0)
-        return rc;
+    if (c->transfer_engine) { /* shared with the caller (upstream's engine=) */
+        s->te = c->transfer_engine;
+        s->te_borrowed = 1;
+    } else {
+        rc = mc_te_create(&tc, &s->te);
+        if (rc != 0)
+            return rc;
+    }
     warn_unreachable_publication(s);
     long page = sysconf(_SC_PAGESIZE);
     if (s->global_segment_size > 0) {
@@ -1595,8 +1601,18 @@ int mc_store_close(mc_store_t *s)
         if (rc != 0 && rc != MC_ERR_SEGMENT_NOT_FOUND)
             MC_WARN("unmounting segment %s at close: %s", s->segment_id, mc_error_name(rc));
     }
-    if (s->te)
+    if (s->te && s->te_borrowed) { /* the caller's engine: undo only what this store did */
+        pthread_rwlock_wrlock(&s->buffers_lock);
+        for (size_t i = 0; i < s->buffer_count; i++)
+            mc_te_unregister_memory(s->te, (void *)(uintptr_t)s->buffers[i].addr);
+        s->buffer_count = 0;
+        pthread_rwlock_unlock(&s->buffers_lock);
+        if (s->segment)
+            mc_te_free_segment_memory(s->te, s->segment);
+        mc_te_set_epoch(s->te, 0); /* the unmounted segment's epoch no longer applies */
+    } else if (s->te) {
         mc_te_destroy(s->te); /* frees the segment memory and unregisters user buffers */
+    }
     s->te = NULL;
     mc_offload_free(s->offload);
     s->offload = NULL;

@@ -413,8 +413,8 @@ class LifecycleTest(unittest.TestCase):
             s.setup("127.0.0.1", "P2PHANDSHAKE", 0, 0, "tcp", "")  # the first seven are required
         self.assertEqual(s.setup("127.0.0.1", "P2PHANDSHAKE", -1, 0, "tcp", "", m),
                          INVALID_PARAMS)
-        self.assertEqual(s.setup("127.0.0.1", "P2PHANDSHAKE", 0, 0, "tcp", "", m, engine=object()),
-                         NOT_SUPPORTED)
+        with self.assertRaises(TypeError):  # upstream: engine must be an InnerTransferEngine
+            s.setup("127.0.0.1", "P2PHANDSHAKE", 0, 0, "tcp", "", m, engine=object())
         self.assertEqual(s.setup("127.0.0.1", "P2PHANDSHAKE", 0, 0, "tcp", "", m, tenant_id="t"),
                          NOT_SUPPORTED)
         os.environ["MC_MASTER_WAIT_TIMEOUT"] = "0.3"  # an unreachable master: retried 0.3 s
