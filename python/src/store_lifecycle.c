@@ -17,9 +17,17 @@
 #include "mcpy.h"
 
 #include "log.h"
+#include "net.h"
 #include "parse.h"
 
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
 
 #define MCPY_DEFAULT_MASTER "127.0.0.1:50051"
 #define MCPY_DEFAULT_SIZE (16ull << 20) /* bytes: dict form's default segment and buffer size */
@@ -115,6 +123,89 @@ static int str_arg(PyObject *obj, const char *what, const char **out)
     return 0;
 }
 
+/* ---- port selection (matches upstream RealClient::setup_internal) ---------------------------- */
+
+#define MCPY_MIN_PORT_DEFAULT 12300
+#define MCPY_MAX_PORT_DEFAULT 14300
+#define MCPY_SETUP_RETRIES_DEFAULT 20
+
+/* An integer environment variable in [lo, hi], else `fallback` (a bad value is logged). */
+static long env_long(const char *name, long fallback, long lo, long hi)
+{
+    const char *v = getenv(name);
+    if (!v || !*v)
+        return fallback;
+    char *end = NULL;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (errno || *end || x < lo || x > hi) {
+        MC_WARN("setup: %s=\"%s\" is not an integer in %ld..%ld; using %ld", name, v, lo, hi,
+                fallback);
+        return fallback;
+    }
+    return x;
+}
+
+/* 1 when nothing listens on `port` of any local address right now (the probe upstream's
+ * AutoPortBinder makes: bind INADDR_ANY:port). */
+static int port_is_free(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return 0;
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    sa.sin_addr.s_addr = htonl(INADDR_ANY);
+    int ok = bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+    close(fd);
+    return ok;
+}
+
+/*
+ * setup() for a local_hostname without a port, as upstream: up to MC_STORE_CLIENT_SETUP_RETRIES
+ * (20) attempts, each on a random port of [MC_STORE_CLIENT_MIN_PORT, MC_STORE_CLIENT_MAX_PORT]
+ * (12300..14300; an invalid range falls back to the defaults); a busy port, or a setup that
+ * fails to bind it (MC_ERR_INTERNAL_ERROR), moves on to another port. Any other failure (master
+ * unreachable, refused secret, bad arguments) is returned at once: another port cannot fix it.
+ * All attempts used up: MC_ERR_INTERNAL_ERROR (-1), as upstream. Called without the GIL.
+ */
+static int setup_on_free_port(const mc_store_config_t *base, const char *host, mc_store_t **out)
+{
+    long lo = env_long("MC_STORE_CLIENT_MIN_PORT", MCPY_MIN_PORT_DEFAULT, 1, 65535);
+    long hi = env_long("MC_STORE_CLIENT_MAX_PORT", MCPY_MAX_PORT_DEFAULT, 1, 65535);
+    long retries = env_long("MC_STORE_CLIENT_SETUP_RETRIES", MCPY_SETUP_RETRIES_DEFAULT, 1, 1000);
+    if (lo > hi) {
+        MC_WARN("setup: MC_STORE_CLIENT_MIN_PORT %ld > MC_STORE_CLIENT_MAX_PORT %ld; using %d..%d",
+                lo, hi, MCPY_MIN_PORT_DEFAULT, MCPY_MAX_PORT_DEFAULT);
+        lo = MCPY_MIN_PORT_DEFAULT;
+        hi = MCPY_MAX_PORT_DEFAULT;
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    unsigned seed = (unsigned)ts.tv_nsec ^ ((unsigned)getpid() << 16) ^ (unsigned)(uintptr_t)out;
+    int bracket = strchr(host, ':') != NULL; /* IPv6 literal */
+    for (long attempt = 1; attempt <= retries; attempt++) {
+        int port = (int)(lo + (long)(rand_r(&seed) % (unsigned)(hi - lo + 1)));
+        if (!port_is_free(port)) {
+            MC_WARN("setup: port %d is busy, retry %ld/%ld", port, attempt, retries);
+            continue;
+        }
+        char endpoint[MC_ENDPOINT_MAX];
+        snprintf(endpoint, sizeof(endpoint), bracket ? "[%s]:%d" : "%s:%d", host, port);
+        mc_store_config_t cfg = *base;
+        cfg.local_hostname = endpoint;
+        int rc = mc_store_setup(&cfg, out);
+        if (rc == 0)
+            return 0;
+        if (rc != MC_ERR_INTERNAL_ERROR)
+            return rc;
+        MC_WARN("setup: could not serve on port %d, retry %ld/%ld", port, attempt, retries);
+    }
+    MC_ERROR("setup: no free port in %ld..%ld after %ld attempts (MC_STORE_CLIENT_MIN_PORT, "
+             "MC_STORE_CLIENT_MAX_PORT, MC_STORE_CLIENT_SETUP_RETRIES)",
+             lo, hi, retries);
+    return MC_ERR_INTERNAL_ERROR;
+}
+
 /* Runs the C setup for a validated argument set; returns the int setup() returns. */
 static PyObject *run_setup(McStoreObject *self, const setup_args_t *a)
 {
@@ -157,12 +248,21 @@ static PyObject *run_setup(McStoreObject *self, const setup_args_t *a)
                              .enable_offload = a->enable_ssd_offload,
                              .offload_path = a->ssd_offload_path,
                              .cluster_secret = a->cluster_secret};
+    char host[MC_HOST_MAX];
+    int port = -1;
+    if (mc_net_split_endpoint(a->local_hostname, -1, host, &port) != 0) {
+        MC_ERROR("setup: local_hostname \"%s\" is not host or host:port", a->local_hostname);
+        return PyLong_FromLong(MC_ERR_INVALID_PARAMS);
+    }
     mcpy_store_state_t before = self->state;
     self->state = MCPY_STORE_SETTING_UP;
     mc_store_t *handle = NULL;
     int rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = mc_store_setup(&cfg, &handle);
+    if (port >= 0)
+        rc = mc_store_setup(&cfg, &handle);
+    else
+        rc = setup_on_free_port(&cfg, host, &handle);
     Py_END_ALLOW_THREADS
     if (rc != 0) {
         self->state = before;
@@ -272,7 +372,8 @@ static const char *dict_text(PyObject *value, PyObject *keep, const char *key)
     return p;
 }
 
-/* Fills one field of `a` from config[key] = text; -1 with ValueError naming key and value. */
+/* Fills one field of `a` from config[key] = text; 0, or MC_ERR_INVALID_PARAMS (logged, naming
+ * key and value) for a value that does not parse. */
 static int dict_field(setup_args_t *a, const char *key, const char *text)
 {
     char err[256] = "";
@@ -314,8 +415,9 @@ static int dict_field(setup_args_t *a, const char *key, const char *text)
         rc = mc_parse_int64(text, 1, 65535, &a->client_http_port, err, sizeof(err));
     }
     if (rc != 0) {
-        PyErr_Format(PyExc_ValueError, "setup(config): %s: %s", key, err);
-        return -1;
+        /* matches upstream RealClient::setup_internal(ConfigDict): logged, INVALID_PARAMS */
+        MC_ERROR("setup(config): %s: %s", key, err);
+        return MC_ERR_INVALID_PARAMS;
     }
     return 0;
 }
@@ -341,22 +443,28 @@ static PyObject *setup_dict(McStoreObject *self, PyObject *config)
         while (dict_keys[i] && strcmp(dict_keys[i], k) != 0)
             i++;
         if (!dict_keys[i]) {
-            PyErr_Format(PyExc_ValueError,
-                         "setup(config): unknown key '%s'; accepted keys: local_hostname, "
-                         "metadata_server, global_segment_size, local_buffer_size, protocol, "
-                         "rdma_devices, master_server_addr, ipc_socket_path, enable_ssd_offload, "
-                         "ssd_offload_path, tenant_id, enable_client_http_server, "
-                         "client_http_port, cluster_secret",
-                         k);
-            goto out;
+            /* upstream ignores keys it does not know; we say so */
+            MC_WARN("setup(config): unknown key '%s' ignored; accepted keys: local_hostname, "
+                    "metadata_server, global_segment_size, local_buffer_size, protocol, "
+                    "rdma_devices, master_server_addr, ipc_socket_path, enable_ssd_offload, "
+                    "ssd_offload_path, tenant_id, enable_client_http_server, "
+                    "client_http_port, cluster_secret",
+                    k);
+            continue;
         }
         const char *text = dict_text(value, keep, k);
-        if (!text || dict_field(&a, k, text) != 0)
+        if (!text)
             goto out;
+        int frc = dict_field(&a, k, text);
+        if (frc != 0) {
+            result = PyLong_FromLong(frc);
+            goto out;
+        }
     }
-    if (!a.local_hostname || !a.metadata_server) {
-        PyErr_Format(PyExc_ValueError, "setup(config): '%s' is required",
-                     a.local_hostname ? "metadata_server" : "local_hostname");
+    if (!a.local_hostname || !a.local_hostname[0] || !a.metadata_server || !a.metadata_server[0]) {
+        MC_ERROR("setup(config): missing required config: %s",
+                 a.local_hostname && a.local_hostname[0] ? "metadata_server" : "local_hostname");
+        result = PyLong_FromLong(MC_ERR_INVALID_PARAMS);
         goto out;
     }
     result = run_setup(self, &a);
