@@ -27,6 +27,34 @@ NOT_SUPPORTED = -1012
 PORT_ENV = ("MC_STORE_CLIENT_MIN_PORT", "MC_STORE_CLIENT_MAX_PORT",
             "MC_STORE_CLIENT_SETUP_RETRIES")
 
+UPSTREAM_METHODS = (  # upstream store_py.cpp at 3b5a594: MooncakeDistributedStore's 98 methods
+    "_get_pyclient_capsule alloc_from_mem_pool allocate_and_mount_segment batch_get_buffer "
+    "batch_get_into batch_get_into_multi_buffer_ranges batch_get_into_multi_buffers "
+    "batch_get_replica_desc batch_get_session_end batch_get_session_start batch_get_tensor "
+    "batch_get_tensor_into batch_get_tensor_into_cuda batch_get_tensor_with_parallelism "
+    "batch_get_tensor_with_parallelism_into batch_get_tensor_with_tp "
+    "batch_get_tensor_with_tp_into batch_is_exist batch_pub_tensor batch_pub_tensor_with_tp "
+    "batch_put_from batch_put_from_multi_buffer_ranges batch_put_from_multi_buffers "
+    "batch_put_session_end batch_put_session_revoke batch_put_session_start batch_put_tensor "
+    "batch_put_tensor_from batch_put_tensor_with_parallelism "
+    "batch_put_tensor_with_parallelism_from batch_put_tensor_with_tp "
+    "batch_put_tensor_with_tp_from batch_remove batch_replica_clear batch_upsert_from "
+    "batch_upsert_pub_tensor batch_upsert_tensor batch_upsert_tensor_from "
+    "batch_upsert_tensor_with_parallelism batch_upsert_tensor_with_parallelism_from close "
+    "create_copy_task create_move_task get get_batch get_buffer get_hostname get_into "
+    "get_into_ranges get_offload_rpc_read_count get_replica_desc get_size get_tensor "
+    "get_tensor_into get_tensor_into_cuda get_tensor_with_parallelism "
+    "get_tensor_with_parallelism_into get_tensor_with_tp get_tensor_with_tp_into health_check "
+    "init_all is_exist load_tensor_from_safetensor mount_segment pub_tensor pub_tensor_with_tp "
+    "put put_batch put_from put_from_with_metadata put_parts put_tensor put_tensor_from "
+    "put_tensor_with_parallelism put_tensor_with_parallelism_from put_tensor_with_tp "
+    "put_tensor_with_tp_from query_task register_buffer remove remove_all remove_by_regex "
+    "save_tensor_to_safetensor setup setup_dummy unmount_and_free_segment "
+    "unmount_local_disk_segment unmount_segment unregister_buffer upsert upsert_batch "
+    "upsert_from upsert_parts upsert_pub_tensor upsert_tensor upsert_tensor_from "
+    "upsert_tensor_with_parallelism upsert_tensor_with_parallelism_from "
+).split()
+
 CLUSTER = None
 
 
@@ -301,6 +329,32 @@ class BufferPoolRulesTest(unittest.TestCase):
             self.assertEqual(self.store.put_from(key, lease.ptr, 5), 0)
             self.assertEqual(self.store.get(key), b"bytes")
         pool.close()
+
+
+class ReadmeTableTest(unittest.TestCase):
+    """python/README.md has a row for each of upstream's methods, and each row that does not say
+    "absent" or "in progress" names methods this build has, documented."""
+
+    def test_every_upstream_method_has_a_row(self):
+        readme = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+            os.path.abspath(__file__)))), "python", "README.md")
+        with open(readme) as f:
+            text = f.read()
+        table = text[text.index("## Upstream's `MooncakeDistributedStore`"):
+                     text.index("## The module's other names")]
+        rows = {}
+        for line in table.splitlines():
+            if line.startswith("| `"):
+                first, verdict = line[2:].split(" | ", 1)
+                for name in first.split("`")[1::2]:
+                    rows[name.split("(")[0]] = verdict
+        self.assertEqual(len(UPSTREAM_METHODS), 98)
+        missing = [m for m in UPSTREAM_METHODS if m not in rows]
+        self.assertEqual(missing, [])
+        for name, verdict in rows.items():
+            if verdict.startswith(("same", "differs")):
+                doc = getattr(mcs.MooncakeDistributedStore, name).__doc__ or ""
+                self.assertIn("->", doc, name)
 
 
 class OffloadReadCountTest(test_store_offload.SsdOffloadTest):
