@@ -10,9 +10,15 @@
  *
  * Options C does not implement: `engine` (sharing a Python TransferEngine) and a tenant other
  * than "default" make setup return NOT_SUPPORTED (-1012), because silently ignoring them would
- * put objects somewhere the caller did not ask for; enable_client_http_server only logs a
- * warning. enable_ssd_offload / ssd_offload_path map to the store's offload configuration
- * (mc_store_config_t.enable_offload / offload_path), as mooncake_client --enable_offload does.
+ * put objects somewhere the caller did not ask for (upstream scopes every key by its tenant;
+ * this build has one key space); enable_client_http_server only logs a warning.
+ *
+ * As upstream (RealClient::setup_internal): setup(config: dict) answers INVALID_PARAMS (-600,
+ * logged) for a value that does not parse or a missing local_hostname / metadata_server, and
+ * ignores unknown keys (with a warning); a local_hostname without a port gets one of
+ * [MC_STORE_CLIENT_MIN_PORT, MC_STORE_CLIENT_MAX_PORT] (setup_on_free_port). enable_ssd_offload /
+ * ssd_offload_path map to the store's offload configuration (mc_store_config_t.enable_offload /
+ * offload_path), as mooncake_client --enable_offload does.
  */
 #include "mcpy.h"
 
@@ -533,8 +539,11 @@ static PyMethodDef lifecycle_methods[] = {
      "      client_http_port=9300, cluster_secret=None) -> int\n"
      "setup(config: dict) -> int\n\n"
      "Connects to mooncake_master, starts serving this client's segment and mounts it.\n\n"
-     "local_hostname (str): \"host\" or \"host:port\" this client serves its segment on (no port:\n"
-     "  any free port). metadata_server (str): \"P2PHANDSHAKE\" or \"http://host:port/metadata\".\n"
+     "local_hostname (str): \"host\" or \"host:port\" this client serves its segment on. No\n"
+     "  port: as upstream, a random free port of [MC_STORE_CLIENT_MIN_PORT,\n"
+     "  MC_STORE_CLIENT_MAX_PORT] (12300..14300), up to MC_STORE_CLIENT_SETUP_RETRIES (20)\n"
+     "  attempts, then -1; get_hostname() reports \"host:PORT\".\n"
+     "metadata_server (str): \"P2PHANDSHAKE\" or \"http://host:port/metadata\".\n"
      "global_segment_size (int, bytes): memory contributed to the pool, 0 = none.\n"
      "local_buffer_size (int, bytes): 0 makes a pure server that cannot put or get.\n"
      "protocol (str): \"tcp\" (or \"rdma\" when built). rdma_devices (str): comma list or \"\".\n"
@@ -549,10 +558,12 @@ static PyMethodDef lifecycle_methods[] = {
      "127.0.0.1:50051, protocol default tcp, plus ipc_socket_path); values are converted with\n"
      "str(); local_hostname and metadata_server are required; sizes may be ints or sizes such\n"
      "as \"16MB\" / \"16 MB\" / \"1.5 GiB\" (default 16 MiB each) and must be 0 or 1 KiB..1 TiB.\n"
-     "A missing required key, an unknown key or an unparsable value raises ValueError.\n\n"
+     "As upstream, a missing required key or an unparsable value returns -600 (logged) and an\n"
+     "unknown key is ignored (with a warning); a non-str key raises TypeError.\n\n"
      "Returns 0, or a negative code: -600 invalid arguments (negative size, already set up;\n"
      "the log says which), -900 master unreachable, -300 master of another version,\n"
-     "-1012 unsupported option. Raises TypeError for arguments of the wrong type."},
+     "-1012 unsupported option, -1 no free port (local_hostname without a port). Raises\n"
+     "TypeError for arguments of the wrong type."},
     {"close", store_close, METH_NOARGS,
      "close() -> int\n\n"
      "Unmounts the segment (objects stored in it are gone), stops the client's threads and\n"
