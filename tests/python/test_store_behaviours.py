@@ -11,12 +11,15 @@ put_from_with_metadata; get_offload_rpc_read_count.
 """
 import ctypes
 import os
+import platform
 import socket
+import threading
 import unittest
 
 from test_store import Cluster, free_port
 
 import mooncake.store as mcs
+from mooncake import _upstream_names as names
 import test_store_offload
 
 MiB = 1 << 20
@@ -355,6 +358,56 @@ class ReadmeTableTest(unittest.TestCase):
             if verdict.startswith(("same", "differs")):
                 doc = getattr(mcs.MooncakeDistributedStore, name).__doc__ or ""
                 self.assertIn("->", doc, name)
+
+
+def mempolicy():
+    """(mode, nodemask word 0) of the calling thread (get_mempolicy(2), x86_64)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    mode = ctypes.c_int(-1)
+    mask = (ctypes.c_ulong * 16)()
+    if libc.syscall(ctypes.c_long(239), ctypes.byref(mode), mask, ctypes.c_ulong(16 * 64),
+                    None, ctypes.c_ulong(0)) != 0:
+        raise OSError(ctypes.get_errno(), "get_mempolicy")
+    return mode.value, mask[0]
+
+
+class UpstreamNamesTest(unittest.TestCase):
+    """The names mooncake.store re-exports from mooncake._upstream_names."""
+
+    def test_task_enums_have_upstream_values(self):
+        self.assertEqual([(m.name, m.value) for m in names.TaskType],
+                         [("REPLICA_COPY", 0), ("REPLICA_MOVE", 1)])
+        self.assertEqual([(m.name, m.value) for m in names.TaskStatus],
+                         [("PENDING", 0), ("PROCESSING", 1), ("FAILED", 2), ("SUCCESS", 3)])
+
+    @unittest.skipUnless(platform.machine() == "x86_64" and
+                         os.path.exists("/sys/devices/system/node/node0/cpulist"),
+                         "needs x86_64 Linux with NUMA node 0")
+    def test_bind_to_numa_node(self):
+        with open("/sys/devices/system/node/node0/cpulist") as f:
+            cpus = names._cpulist(f.read())
+        seen = {}
+
+        def bind(node):
+            seen["before"] = mempolicy()
+            names.bind_to_numa_node(node)
+            seen["after"] = mempolicy()
+            seen["cpus"] = os.sched_getaffinity(0)
+
+        t = threading.Thread(target=bind, args=(0,))
+        t.start()
+        t.join()
+        self.assertEqual(seen["before"][0], 0)  # MPOL_DEFAULT
+        self.assertEqual(seen["after"], (1, 1))  # MPOL_PREFERRED, node 0
+        self.assertEqual(seen["cpus"], cpus)
+        self.assertEqual(mempolicy()[0], 0)  # only the calling thread changed
+        with self.assertLogs("mooncake.store", "WARNING"):
+            t = threading.Thread(target=bind, args=(4095,))
+            t.start()
+            t.join()
+        self.assertEqual(seen["after"], seen["before"])  # nothing applied
+        with self.assertRaises(TypeError):
+            names.bind_to_numa_node("0")
 
 
 class OffloadReadCountTest(test_store_offload.SsdOffloadTest):
