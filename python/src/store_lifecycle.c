@@ -8,10 +8,11 @@
  * concurrent setup or close from another thread is refused or is a no-op rather than racing.
  * Handles are freed only in tp_dealloc (see McStoreObject in mcpy.h for why).
  *
- * Options C does not implement: `engine` (sharing a Python TransferEngine) and a tenant other
- * than "default" make setup return NOT_SUPPORTED (-1012), because silently ignoring them would
- * put objects somewhere the caller did not ask for (upstream scopes every key by its tenant;
- * this build has one key space); enable_client_http_server only logs a warning.
+ * Options C does not implement: `engine` (sharing a Python TransferEngine) makes setup return
+ * NOT_SUPPORTED (-1012), because silently ignoring it would put objects somewhere the caller did
+ * not ask for; enable_client_http_server only logs a warning. A tenant_id other than "default"
+ * is accepted with a warning line and has no effect, as upstream against a master without
+ * multi-tenancy (ours has none): every key is in the default tenant.
  *
  * As upstream (RealClient::setup_internal): setup(config: dict) answers INVALID_PARAMS (-600,
  * logged) for a value that does not parse or a missing local_hostname / metadata_server, and
@@ -228,10 +229,13 @@ static PyObject *run_setup(McStoreObject *self, const setup_args_t *a)
                  "mooncake-c; pass engine=None");
         return PyLong_FromLong(MC_ERR_NOT_SUPPORTED);
     }
-    if (strcmp(a->tenant_id, "default") != 0) {
-        MC_ERROR("setup: tenant_id \"%s\": only the \"default\" tenant is supported", a->tenant_id);
-        return PyLong_FromLong(MC_ERR_NOT_SUPPORTED);
-    }
+    if (strcmp(a->tenant_id, "default") != 0)
+        /* matches upstream with a master without --enable_multi_tenants: the master resolves
+         * every request to the default tenant (rpc_service.cpp); our master has no tenants */
+        MC_WARN("setup: tenant_id \"%s\": this cluster has no multi-tenancy; this client's keys "
+                "are in the default tenant, shared with every client (as upstream with a master "
+                "without --enable_multi_tenants)",
+                a->tenant_id);
     if (a->client_http_port < 1 || a->client_http_port > 65535) {
         MC_ERROR("setup: client_http_port %lld is not in 1..65535", (long long)a->client_http_port);
         return PyLong_FromLong(MC_ERR_INVALID_PARAMS);
@@ -548,7 +552,8 @@ static PyMethodDef lifecycle_methods[] = {
      "local_buffer_size (int, bytes): 0 makes a pure server that cannot put or get.\n"
      "protocol (str): \"tcp\" (or \"rdma\" when built). rdma_devices (str): comma list or \"\".\n"
      "master_server_addr (str): \"host:port\" of mooncake_master.\n"
-     "engine must be None and tenant_id \"default\" (else NOT_SUPPORTED, -1012);\n"
+     "engine must be None (else NOT_SUPPORTED, -1012). tenant_id: any; as upstream with a\n"
+     "  master without multi-tenancy, keys are in the default tenant (a warning line says so).\n"
      "enable_ssd_offload / enable_client_http_server are accepted and ignored with a warning.\n"
      "cluster_secret (str, not in upstream): the secret every connection of the cluster must\n"
      "  prove (docs/security.md); None = MOONCAKE_CLUSTER_SECRET_FILE or MOONCAKE_CLUSTER_SECRET\n"

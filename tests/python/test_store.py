@@ -413,8 +413,7 @@ class LifecycleTest(unittest.TestCase):
                          INVALID_PARAMS)
         self.assertEqual(s.setup("127.0.0.1", "P2PHANDSHAKE", 0, 0, "tcp", "", m, engine=object()),
                          NOT_SUPPORTED)
-        self.assertEqual(s.setup("127.0.0.1", "P2PHANDSHAKE", 0, 0, "tcp", "", m, tenant_id="t"),
-                         NOT_SUPPORTED)
+        # tenant_id other than "default": accepted as upstream (test_store_behaviours.py)
         os.environ["MC_MASTER_WAIT_TIMEOUT"] = "0.3"  # an unreachable master: retried 0.3 s
         try:
             self.assertEqual(s.setup("127.0.0.1", "P2PHANDSHAKE", 0, 0, "tcp", "",

@@ -169,15 +169,19 @@ class SetupTest(unittest.TestCase):
         finally:
             s.close()
 
-    def test_tenant_id(self):
-        # "default" (upstream's default) works; another tenant is refused: this build has no
-        # per-tenant key namespaces (upstream scopes every key by tenant).
-        s = new_store(tenant_id="default")
-        s.close()
-        s = mcs.MooncakeDistributedStore()
-        self.assertEqual(s.setup("127.0.0.1", "P2PHANDSHAKE", 16 * MiB, 16 * MiB, "tcp", "",
-                                 CLUSTER.master_addr, tenant_id="team-a"), NOT_SUPPORTED)
-        self.assertEqual(s.setup(self.base(tenant_id="team-a")), NOT_SUPPORTED)
+    def test_tenant_id_is_accepted_and_keys_stay_in_the_default_tenant(self):
+        # upstream against a master without --enable_multi_tenants (ours has no tenants): the
+        # master resolves every request to the default tenant (rpc_service.cpp), so a client
+        # with another tenant_id sets up and shares its keys with everyone.
+        a = new_store(tenant_id="team-a")
+        self.addCleanup(a.close)
+        b = mcs.MooncakeDistributedStore()
+        self.assertEqual(b.setup(self.base(tenant_id="team-b")), 0)
+        self.addCleanup(b.close)
+        key = f"behaviours/tenant/{os.getpid()}"
+        self.assertEqual(a.put(key, b"shared"), 0)
+        self.assertEqual(b.get(key), b"shared")
+        self.assertEqual(new_store().get(key), b"shared")
 
 
 class ReadWriteTest(unittest.TestCase):
