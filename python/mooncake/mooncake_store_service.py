@@ -31,8 +31,9 @@ MOONCAKE_CLUSTER_SECRET_FILE / MOONCAKE_CLUSTER_SECRET) every /api request must 
 ({"nonce": "<64 hex>"}, single use, valid 30 s) and the MAC is
 HMAC-SHA-256(secret, "mc-auth-v1 rest" | method | path | nonce | SHA-256(body)) (auth_header()
 below computes it); anything else gets 401 and nothing happens. Costs are bounded: at most
---max-connections (64) connections are served at once (more are closed), a connection idle for
-30 s is closed, outstanding nonces are capped (oldest dropped).
+--max-connections (16) connections are served at once (more are closed), so bodies held in
+memory are at most 16 x 100 MB; a connection idle for 30 s is closed; outstanding nonces are
+capped (oldest dropped).
 """
 import argparse
 import collections
@@ -325,7 +326,7 @@ class MooncakeStoreService:
             if stop_event is None:
                 time.sleep(min(1.0, remaining))
 
-    def start_http_service(self, port=8080, host="0.0.0.0", max_connections=64):
+    def start_http_service(self, port=8080, host="0.0.0.0", max_connections=16):
         """Listens on host:port (OSError when it cannot) and serves on a thread; returns the
         port bound."""
         self.httpd = _Server((host, port), _Handler, self, max_connections)
@@ -423,7 +424,7 @@ def parse_arguments(argv=None):
                    help="address the HTTP API binds (default 0.0.0.0, as upstream)")
     p.add_argument("--max-wait-time", type=float, default=60,
                    help="Maximum total wait time in seconds (default: 60)")
-    p.add_argument("--max-connections", type=int, default=64,
+    p.add_argument("--max-connections", type=int, default=16,
                    help="connections served at once (more are closed)")
     p.add_argument("--cluster-secret-file", type=str, default=None,
                    help="cluster secret every request must prove (docs/security.md)")
@@ -441,6 +442,9 @@ def main(argv=None):
             cli_config[key] = value
         else:
             logging.warning("Ignoring invalid CLI config: %s", item)
+    if args.max_connections < 1:
+        logging.error("--max-connections must be at least 1")
+        return 1
     try:
         service = MooncakeStoreService(args.config, cli_config, args.cluster_secret_file)
     except (OSError, ValueError) as e:

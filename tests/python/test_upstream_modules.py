@@ -378,7 +378,8 @@ class StoreServiceTest(unittest.TestCase):
         env = {k: v for k, v in PYTHON_ENV.items() if not k.startswith("MOONCAKE_CLUSTER")}
         # upstream's default host: every interface; no secret -> one warning line
         cls.child = Child("mooncake.mooncake_store_service",
-                          ["--config", cls.config, "--port", "0", "--host", "0.0.0.0"],
+                          ["--config", cls.config, "--port", "0", "--host", "0.0.0.0",
+                           "--max-connections", "3"],
                           "REST API started on", env=env)
         cls.base = f"http://127.0.0.1:{cls.child.port}"
 
@@ -448,6 +449,31 @@ class StoreServiceTest(unittest.TestCase):
         conn.endheaders()  # no Content-Length
         self.assertEqual(conn.getresponse().status, 411)
         conn.close()
+
+    def test_connections_beyond_the_limit_are_closed(self):
+        idle = [socket.create_connection(("127.0.0.1", self.child.port), timeout=10)
+                for _ in range(3)]
+        try:
+            # the three idle connections hold every slot (their handlers wait for a request)
+            deadline = time.monotonic() + 10
+            refused = False
+            while not refused and time.monotonic() < deadline:
+                with socket.create_connection(("127.0.0.1", self.child.port), timeout=10) as s:
+                    s.sendall(b"GET /api/exist/x HTTP/1.1\r\nHost: x\r\n\r\n")
+                    refused = s.recv(100) == b""
+            self.assertTrue(refused, "a fourth connection was served")
+        finally:
+            for s in idle:
+                s.close()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:  # the slots come back once the handlers see EOF
+            try:
+                if request("GET", self.base + "/api/exist/x")[0] == 200:
+                    break
+            except (ConnectionError, urllib.error.URLError):
+                pass
+            time.sleep(0.05)
+        self.assertEqual(request("GET", self.base + "/api/exist/x")[0], 200)
 
     def test_wildcard_warning_printed_once(self):
         self.assertEqual(self.child.stderr().count("listens on all interfaces"), 1)
