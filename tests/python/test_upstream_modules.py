@@ -9,7 +9,6 @@
   mooncake.async_store           MooncakeDistributedStoreAsync
 """
 import asyncio
-import hashlib
 import http.client as httpclient
 import json
 import os
@@ -128,7 +127,8 @@ class MetadataServerTest(unittest.TestCase):
         self.assertTrue(thread.is_alive())
         self.assertNotEqual(self.server.port, 0)
         self.assertEqual(self.server.poll(), hms.KVPoll.Success)
-        self.assertEqual(request("GET", f"http://127.0.0.1:{self.server.port}/health"), (200, b"OK"))
+        self.assertEqual(request("GET", f"http://127.0.0.1:{self.server.port}/health"),
+                         (200, b"OK"))
         port = self.server.port
         self.server.close()
         self.assertEqual(self.server.poll(), hms.KVPoll.Failed)
