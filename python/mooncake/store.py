@@ -27,6 +27,8 @@ from mooncake.buffer_pool import (  # noqa: F401
     BufferPoolExhaustedError,
     RegisteredBufferPool,
 )
+from mooncake._upstream_names import *  # noqa: F401,F403  (TaskType, TaskStatus, bind_to_numa_node)
+from mooncake._upstream_names import __all__ as _upstream_all
 from mooncake.tensor import (  # noqa: F401
     ParallelAxis,
     ReadTarget,
@@ -65,4 +67,4 @@ __all__ = [
     "ReplicateConfig",
     "SoftPinAction",
     "TensorParallelism",
-]
+] + list(_upstream_all)
