@@ -10,9 +10,10 @@
  *
  * Options C does not implement: `engine` (sharing a Python TransferEngine) and a tenant other
  * than "default" make setup return NOT_SUPPORTED (-1012), because silently ignoring them would
- * put objects somewhere the caller did not ask for; enable_client_http_server only logs a
- * warning. enable_ssd_offload / ssd_offload_path map to the store's offload configuration
- * (mc_store_config_t.enable_offload / offload_path), as mooncake_client --enable_offload does.
+ * put objects somewhere the caller did not ask for. enable_client_http_server / client_http_port
+ * start the client HTTP server (src/client/client_http.h) as upstream. enable_ssd_offload /
+ * ssd_offload_path map to the store's offload configuration (mc_store_config_t.enable_offload /
+ * offload_path), as mooncake_client --enable_offload does.
  */
 #include "mcpy.h"
 
@@ -139,9 +140,6 @@ static PyObject *run_setup(McStoreObject *self, const setup_args_t *a)
         MC_ERROR("setup: client_http_port %lld is not in 1..65535", (long long)a->client_http_port);
         return PyLong_FromLong(MC_ERR_INVALID_PARAMS);
     }
-    if (a->enable_client_http_server)
-        MC_WARN("setup: enable_client_http_server: the client HTTP server is not part of this "
-                "build; not started");
 
     mc_store_config_t cfg = {.local_hostname = a->local_hostname,
                              .metadata_server = a->metadata_server,
@@ -156,7 +154,10 @@ static PyObject *run_setup(McStoreObject *self, const setup_args_t *a)
                               * backend's directory */
                              .enable_offload = a->enable_ssd_offload,
                              .offload_path = a->ssd_offload_path,
-                             .cluster_secret = a->cluster_secret};
+                             .cluster_secret = a->cluster_secret,
+                             /* upstream's client HTTP server, on local_hostname's host */
+                             .enable_http_server = a->enable_client_http_server,
+                             .http_port = (int)a->client_http_port};
     mcpy_store_state_t before = self->state;
     self->state = MCPY_STORE_SETTING_UP;
     mc_store_t *handle = NULL;
@@ -311,7 +312,8 @@ static int dict_field(setup_args_t *a, const char *key, const char *text)
     } else if (!strcmp(key, "enable_client_http_server")) {
         rc = mc_parse_bool(text, &a->enable_client_http_server, err, sizeof(err));
     } else if (!strcmp(key, "client_http_port")) {
-        rc = mc_parse_int64(text, 1, 65535, &a->client_http_port, err, sizeof(err));
+        /* a number outside 1..65535 is setup's -600 (run_setup), as upstream */
+        rc = mc_parse_int64(text, INT64_MIN, INT64_MAX, &a->client_http_port, err, sizeof(err));
     }
     if (rc != 0) {
         PyErr_Format(PyExc_ValueError, "setup(config): %s: %s", key, err);
@@ -432,7 +434,9 @@ static PyMethodDef lifecycle_methods[] = {
      "protocol (str): \"tcp\" (or \"rdma\" when built). rdma_devices (str): comma list or \"\".\n"
      "master_server_addr (str): \"host:port\" of mooncake_master.\n"
      "engine must be None and tenant_id \"default\" (else NOT_SUPPORTED, -1012);\n"
-     "enable_ssd_offload / enable_client_http_server are accepted and ignored with a warning.\n"
+     "enable_client_http_server starts the client HTTP server (GET /health, /metrics,\n"
+     "  /metrics/summary) on local_hostname's host, port client_http_port (1..65535, else\n"
+     "  setup returns -600; a port that cannot be bound only warns), as upstream.\n"
      "cluster_secret (str, not in upstream): the secret every connection of the cluster must\n"
      "  prove (docs/security.md); None = MOONCAKE_CLUSTER_SECRET_FILE or MOONCAKE_CLUSTER_SECRET\n"
      "  from the environment, or no secret (upstream's behaviour). A master or peer that refuses\n"
