@@ -365,6 +365,19 @@ class ClientHttpSetup(unittest.TestCase):
         finally:
             c.stop()
 
+    def test_mooncake_client_refuses_a_bad_port(self):
+        for port in (0, 70000):
+            with self.subTest(port=port):
+                p = subprocess.run(
+                    [os.path.join(BUILD, "tools", "mooncake_client"), "--enable_http_server",
+                     f"--http_port={port}", "--global_segment_size=16MB", "--host=127.0.0.1",
+                     f"--port={free_port()}", "--metadata_server=P2PHANDSHAKE",
+                     f"--master_server_address={CLUSTER.addr}"],
+                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                    timeout=30)
+                self.assertEqual(p.returncode, 1)
+                self.assertIn(b"(-600)", p.stderr)
+
     def test_health_503_when_the_master_stops_or_dies(self):
         c = Cluster()
         port = free_port()
