@@ -8,6 +8,10 @@
  * The offload RPCs (heartbeat, results, disk-replica eviction) are batches too; the tasks and
  * deletions a heartbeat hands out are copied into the reply while the master's lock is held.
  *
+ * Every handled request is also counted for upstream's metric families (mc_master_count_op and
+ * friends, master_service.h): per operation, single or batch form, and per key for PutStart
+ * (value sizes, allocation failures) and GetReplicaList (cache hits).
+ *
  * RemoveAll and RemoveByRegex are served only to a live client (MC_ERR_ILLEGAL_CLIENT otherwise)
  * and leave one audit line each (peer, client id, objects removed or why refused).
  *
