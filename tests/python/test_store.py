@@ -390,7 +390,7 @@ class LifecycleTest(unittest.TestCase):
         bad = [{"no_such_key": 1}, {"global_segment_size": "50%"},
                {"global_segment_size": "16 parsecs"}, {"local_buffer_size": "100"},
                {"local_buffer_size": "2 TiB"}, {"local_buffer_size": -1},
-               {"enable_ssd_offload": "maybe"}, {"client_http_port": 70000}]
+               {"enable_ssd_offload": "maybe"}, {"client_http_port": "nine"}]
         s = mcs.MooncakeDistributedStore()
         for extra in bad:
             with self.assertRaises(ValueError, msg=repr(extra)) as cm:
@@ -398,6 +398,8 @@ class LifecycleTest(unittest.TestCase):
             self.assertIn(next(iter(extra)), str(cm.exception))
         with self.assertRaisesRegex(ValueError, "metadata_server"):
             s.setup({"local_hostname": "127.0.0.1"})
+        # a number outside 1..65535 is upstream's -600 (tests/python/test_client_http.py)
+        self.assertEqual(s.setup(dict(base, client_http_port=70000)), INVALID_PARAMS)
         with self.assertRaises(TypeError):
             s.setup({1: "x"})
         self.assertEqual(s.health_check(), 1)
