@@ -388,8 +388,9 @@ class ImplementedFlags(unittest.TestCase):
             os.kill(c.proc.pid, signal.SIGSTOP)
             t0 = time.monotonic()
             m.wait_value("master_active_clients", lambda v: v == 0, timeout=10)
-            # the TTL is 2 s and the monitor sweeps every second
-            self.assertLess(time.monotonic() - t0, 4.5)
+            # the TTL is 2 s and the monitor sweeps every second (slack for a loaded machine;
+            # a TTL taken 10x too long fails here)
+            self.assertLess(time.monotonic() - t0, 6.0)
             self.assertEqual(m.value("master_total_capacity_bytes"), 0)
         finally:
             if c:
