@@ -83,6 +83,16 @@ typedef struct mc_store_config {
      * and frees/unregisters what it registered at close, but never destroys it. Its cluster
      * secret is the engine's own. */
     mc_transfer_engine_t *transfer_engine;
+    /* The client HTTP server (matches upstream's real client: mooncake_client
+     * --enable_http_server --http_port, Python enable_client_http_server / client_http_port):
+     * GET /health, /metrics, /metrics/summary (src/client/client_http.h) on
+     * http_host:http_port. http_port must be 1..65535 when enabled (else setup fails with
+     * MC_ERR_INVALID_PARAMS, as upstream); a port that cannot be bound only logs a warning and
+     * setup goes on (upstream). http_host NULL or "" = the host of local_hostname (a wildcard
+     * there prints the open-listener warning of docs/security.md). */
+    int enable_http_server;
+    int http_port;
+    const char *http_host;
 } mc_store_config_t;
 
 typedef enum mc_soft_pin_action {

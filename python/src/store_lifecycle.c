@@ -10,10 +10,10 @@
  *
  * `engine` (TransferEngine.get_engine() of mooncake.engine): the store moves its bytes through
  * that engine (mc_store_config_t.transfer_engine); the object keeps a reference to it so the
- * engine outlives the store's use of it. enable_client_http_server only logs a warning. A
- * tenant_id other than "default" is accepted with a warning line and has no effect, as
- * upstream against a master without multi-tenancy (ours has none): every key is in the
- * default tenant.
+ * engine outlives the store's use of it. enable_client_http_server / client_http_port start
+ * the client HTTP server (src/client/client_http.h) as upstream. A tenant_id other than "default"
+ * is accepted with a warning line and has no effect, as upstream against a master without
+ * multi-tenancy (ours has none): every key is in the default tenant.
  *
  * As upstream (RealClient::setup_internal): setup(config: dict) answers INVALID_PARAMS (-600,
  * logged) for a value that does not parse or a missing local_hostname / metadata_server, and
@@ -253,9 +253,6 @@ static PyObject *run_setup(McStoreObject *self, const setup_args_t *a)
         MC_ERROR("setup: client_http_port %lld is not in 1..65535", (long long)a->client_http_port);
         return PyLong_FromLong(MC_ERR_INVALID_PARAMS);
     }
-    if (a->enable_client_http_server)
-        MC_WARN("setup: enable_client_http_server: the client HTTP server is not part of this "
-                "build; not started");
 
     mc_store_config_t cfg = {.local_hostname = a->local_hostname,
                              .metadata_server = a->metadata_server,
@@ -271,7 +268,10 @@ static PyObject *run_setup(McStoreObject *self, const setup_args_t *a)
                              .enable_offload = a->enable_ssd_offload,
                              .offload_path = a->ssd_offload_path,
                              .cluster_secret = a->cluster_secret,
-                             .transfer_engine = shared};
+                             .transfer_engine = shared,
+                             /* upstream's client HTTP server, on local_hostname's host */
+                             .enable_http_server = a->enable_client_http_server,
+                             .http_port = (int)a->client_http_port};
     char host[MC_HOST_MAX];
     int port = -1;
     if (mc_net_split_endpoint(a->local_hostname, -1, host, &port) != 0) {
@@ -437,7 +437,8 @@ static int dict_field(setup_args_t *a, const char *key, const char *text)
     } else if (!strcmp(key, "enable_client_http_server")) {
         rc = mc_parse_bool(text, &a->enable_client_http_server, err, sizeof(err));
     } else if (!strcmp(key, "client_http_port")) {
-        rc = mc_parse_int64(text, 1, 65535, &a->client_http_port, err, sizeof(err));
+        /* a number outside 1..65535 is setup's -600 (run_setup), as upstream */
+        rc = mc_parse_int64(text, INT64_MIN, INT64_MAX, &a->client_http_port, err, sizeof(err));
     }
     if (rc != 0) {
         /* matches upstream RealClient::setup_internal(ConfigDict): logged, INVALID_PARAMS */
@@ -572,7 +573,9 @@ static PyMethodDef lifecycle_methods[] = {
      "  instead of creating its own; the store keeps it alive. Another type: TypeError.\n"
      "tenant_id: any; as upstream with a\n"
      "  master without multi-tenancy, keys are in the default tenant (a warning line says so).\n"
-     "enable_ssd_offload / enable_client_http_server are accepted and ignored with a warning.\n"
+     "enable_client_http_server starts the client HTTP server (GET /health, /metrics,\n"
+     "  /metrics/summary) on local_hostname's host, port client_http_port (1..65535, else\n"
+     "  setup returns -600; a port that cannot be bound only warns), as upstream.\n"
      "cluster_secret (str, not in upstream): the secret every connection of the cluster must\n"
      "  prove (docs/security.md); None = MOONCAKE_CLUSTER_SECRET_FILE or MOONCAKE_CLUSTER_SECRET\n"
      "  from the environment, or no secret (upstream's behaviour). A master or peer that refuses\n"

@@ -391,11 +391,13 @@ class LifecycleTest(unittest.TestCase):
         bad = [{"global_segment_size": "50%"},
                {"global_segment_size": "16 parsecs"}, {"local_buffer_size": "100"},
                {"local_buffer_size": "2 TiB"}, {"local_buffer_size": -1},
-               {"enable_ssd_offload": "maybe"}, {"client_http_port": 70000}]
+               {"enable_ssd_offload": "maybe"}, {"client_http_port": "nine"}]
         s = mcs.MooncakeDistributedStore()
         for extra in bad:
             self.assertEqual(s.setup(dict(base, **extra)), INVALID_PARAMS, msg=repr(extra))
         self.assertEqual(s.setup({"local_hostname": "127.0.0.1"}), INVALID_PARAMS)
+        # a number outside 1..65535 is upstream's -600 (tests/python/test_client_http.py)
+        self.assertEqual(s.setup(dict(base, client_http_port=70000)), INVALID_PARAMS)
         with self.assertRaises(TypeError):
             s.setup({1: "x"})
         self.assertEqual(s.health_check(), 1)
