@@ -301,28 +301,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
         reply_fixed(&r, MHD_HTTP_METHOD_NOT_ALLOWED, CONTENT_TEXT, "only GET is served");
     else
         route(h, url, &r);
-    if (!r.body)
-        return MHD_NO; /* out of memory: libmicrohttpd closes the connection */
-    struct MHD_Response *resp =
-        MHD_create_response_from_buffer(r.len, r.body, MHD_RESPMEM_MUST_FREE);
-    if (!resp) {
-        free(r.body);
-        return MHD_NO;
-    }
-    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, r.type);
-    enum MHD_Result ret = MHD_queue_response(conn, r.status, resp);
-    MHD_destroy_response(resp);
-    return ret;
-}
-
-static void mhd_log(void *cls, const char *fmt, va_list ap)
-{
-    char buf[512];
-    vsnprintf(buf, sizeof(buf), fmt, ap);
-    size_t n = strlen(buf);
-    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
-        buf[--n] = '\0';
-    MC_WARN("client HTTP: libmicrohttpd: %s", buf);
+    return mc_http_reply_owned(conn, r.status, r.type, r.body, r.len);
 }
 
 int mc_client_http_start(const mc_client_http_config_t *c, mc_client_http_t **out)
@@ -345,11 +324,12 @@ int mc_client_http_start(const mc_client_http_config_t *c, mc_client_http_t **ou
     unsigned int flags =
         MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC | MHD_USE_ERROR_LOG;
     h->daemon = MHD_start_daemon(
-        flags, 0, mc_http_guard_accept, &h->guard, handle, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log,
-        NULL, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd, MHD_OPTION_CONNECTION_TIMEOUT,
-        CLIENT_HTTP_TIMEOUT_S, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CLIENT_HTTP_MEMORY_LIMIT,
-        MHD_OPTION_CONNECTION_LIMIT, MC_HTTP_GUARD_HARD_LIMIT(MC_CLIENT_HTTP_MAX_CONNECTIONS),
-        MHD_OPTION_NOTIFY_CONNECTION, mc_http_guard_notify, &h->guard, MHD_OPTION_END);
+        flags, 0, mc_http_guard_accept, &h->guard, handle, h, MHD_OPTION_EXTERNAL_LOGGER,
+        mc_http_mhd_log, (void *)"client HTTP", MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
+        MHD_OPTION_CONNECTION_TIMEOUT, CLIENT_HTTP_TIMEOUT_S, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+        (size_t)CLIENT_HTTP_MEMORY_LIMIT, MHD_OPTION_CONNECTION_LIMIT,
+        MC_HTTP_GUARD_HARD_LIMIT(MC_CLIENT_HTTP_MAX_CONNECTIONS), MHD_OPTION_NOTIFY_CONNECTION,
+        mc_http_guard_notify, &h->guard, MHD_OPTION_END);
     if (!h->daemon) {
         MC_ERROR("client HTTP: cannot start serving on %s:%d", c->host ? c->host : "", h->port);
         close(fd);

@@ -914,29 +914,7 @@ static enum MHD_Result admin_handle(void *cls, struct MHD_Connection *conn, cons
         reply_error_json(&r, MHD_HTTP_METHOD_NOT_ALLOWED, "only GET is served", NULL);
     else
         route(a, conn, url, &r);
-
-    if (!r.body)
-        return MHD_NO; /* out of memory: libmicrohttpd closes the connection */
-    struct MHD_Response *resp =
-        MHD_create_response_from_buffer(r.len, r.body, MHD_RESPMEM_MUST_FREE);
-    if (!resp) {
-        free(r.body);
-        return MHD_NO;
-    }
-    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, r.content_type);
-    enum MHD_Result ret = MHD_queue_response(conn, r.status, resp);
-    MHD_destroy_response(resp);
-    return ret;
-}
-
-static void admin_mhd_log(void *cls, const char *fmt, va_list ap)
-{
-    char buf[512];
-    vsnprintf(buf, sizeof(buf), fmt, ap);
-    size_t n = strlen(buf);
-    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
-        buf[--n] = '\0';
-    MC_WARN("admin HTTP: libmicrohttpd: %s", buf);
+    return mc_http_reply_owned(conn, r.status, r.content_type, r.body, r.len);
 }
 
 int mc_admin_http_start(const mc_admin_http_config_t *config, mc_admin_http_t **out)
@@ -967,7 +945,7 @@ int mc_admin_http_start(const mc_admin_http_config_t *config, mc_admin_http_t **
         MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC | MHD_USE_ERROR_LOG;
     a->daemon = MHD_start_daemon(
         flags, 0, mc_http_guard_accept, &a->guard, admin_handle, a, MHD_OPTION_EXTERNAL_LOGGER,
-        admin_mhd_log, NULL, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
+        mc_http_mhd_log, (void *)"admin HTTP", MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
         MHD_OPTION_CONNECTION_TIMEOUT, ADMIN_CONNECTION_TIMEOUT_S,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)ADMIN_CONNECTION_MEMORY_LIMIT,
         MHD_OPTION_CONNECTION_LIMIT, MC_HTTP_GUARD_HARD_LIMIT(MC_ADMIN_MAX_CONNECTIONS),
