@@ -37,3 +37,22 @@ def find(name):
         f"{name}: program not found; looked in {', '.join(tried)} and on PATH. Install "
         f"mooncake-c (cmake --install <build>) or set MOONCAKE_BIN_DIR to the directory that "
         f"holds {name}.")
+
+
+def run(name, argv=None, exec_=True):
+    """Runs the installed program `name` with argv (default: sys.argv[1:]), as upstream's console
+    scripts do: exec_=True replaces this process with it (os.execv: same PID, so callers can
+    signal it; does not return), False runs it as a child and returns its exit status
+    (subprocess.call). Returns 127 with one line on stderr when the program is not installed."""
+    import subprocess
+    import sys
+
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        path = find(name)
+    except FileNotFoundError as e:
+        print(e, file=sys.stderr)
+        return 127
+    if exec_:
+        os.execv(path, [path] + argv)
+    return subprocess.call([path] + argv)
