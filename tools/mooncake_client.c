@@ -15,6 +15,10 @@
  * (docs/offload.md), and serves reads of its local-disk files to other clients. An invalid
  * variable or an unusable directory stops it at start with one line on stderr.
  *
+ * Dummy clients (upstream's setup_dummy) on this host are served on the abstract unix socket
+ * "@mooncake_client_<port>.sock" (src/client/real_client_service.h): this user or root, and the
+ * cluster secret when one is set.
+ *
  * SIGINT/SIGTERM drain the offload queue (MOONCAKE_OFFLOAD_CLOSE_DRAIN_SECONDS), unmount the
  * segment and exit 0.
  */
@@ -24,6 +28,7 @@
 #include "net.h"
 #include "offload.h"
 #include "parse.h"
+#include "real_client_service.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -146,6 +151,16 @@ int main(int argc, char **argv)
                 mc_error_name(rc), rc);
         return 1;
     }
+    mc_real_client_service_t *dummies = NULL;
+    rc = mc_real_client_service_start(store, (int)port, secret, secret_file, &dummies);
+    if (rc != 0) {
+        fprintf(stderr,
+                "mooncake_client: cannot serve dummy clients on @" MC_DUMMY_SOCKET_FMT
+                ": %s (%d); see the log above\n",
+                (int)port, mc_error_name(rc), rc);
+        mc_store_free(store);
+        return 1;
+    }
     char seg[64];
     mc_format_size(segment_size, seg, sizeof(seg));
     MC_INFO("mooncake_client ready: segment %s (%s), master %s, protocol %s",
@@ -156,6 +171,7 @@ int main(int argc, char **argv)
     int sig = 0;
     sigwait(&set, &sig);
     MC_INFO("mooncake_client: signal %d, unmounting and exiting", sig);
+    mc_real_client_service_stop(dummies);
     mc_store_free(store);
     return 0;
 }
