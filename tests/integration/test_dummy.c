@@ -93,6 +93,23 @@ static int shm_mappings(pid_t pid)
     return n;
 }
 
+/* Start address of the first mapping in /proc/<pid>/maps whose line contains `what`, or 0. */
+static uint64_t mapping_of(pid_t pid, const char *what)
+{
+    char path[64], line[512];
+    snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+    FILE *f = fopen(path, "r");
+    unsigned long long start = 0;
+    while (f && fgets(line, sizeof(line), f)) {
+        if (strstr(line, what) && sscanf(line, "%llx-", &start) == 1)
+            break;
+        start = 0;
+    }
+    if (f)
+        fclose(f);
+    return start;
+}
+
 /* ---- bytes through dummies ------------------------------------------------------------- */
 
 static void test_put_get_batch_byte_exact_across_two_dummies(void **state)
@@ -310,7 +327,7 @@ static void test_hand_crafted_ranges_outside_regions_are_refused(void **state)
     map.n_ranges = 1;
     assert_int_equal(raw_call(fd, MC_DUMMY_MAP, &map, loose), MC_ERR_INVALID_PARAMS);
     /* a sealed one of 64 KiB is; claiming more than the file holds is not */
-    int mfd = memfd_create("mooncake_shm", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    int mfd = memfd_create("attacker_shm", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     assert_int_equal(ftruncate(mfd, 65536), 0);
     assert_int_equal(fcntl(mfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW), 0);
     mr.size = 1 << 20;
@@ -326,6 +343,15 @@ static void test_hand_crafted_ranges_outside_regions_are_refused(void **state)
                      MC_ERR_INVALID_PARAMS);
     assert_int_equal(raw_range_call(fd, MC_DUMMY_WRITE, "guard/evil", 5, 1ull << 40, 4096),
                      MC_ERR_INVALID_PARAMS);
+    /* an offset that reaches from the attacker's region into another dummy's memory (the victim
+     * d's local buffer, registered with the real client's store too) */
+    uint64_t mine = mapping_of(holder.proc.pid, "memfd:attacker_shm");
+    uint64_t victim = mapping_of(holder.proc.pid, "memfd:mooncake_shm");
+    assert_true(mine != 0 && victim != 0);
+    assert_int_equal(raw_range_call(fd, MC_DUMMY_READ, "guard/ref", 5, victim - mine, 4096),
+                     MC_ERR_INVALID_PARAMS);
+    assert_int_equal(raw_range_call(fd, MC_DUMMY_WRITE, "guard/stolen", 5, victim - mine, 4096),
+                     MC_ERR_INVALID_PARAMS);
     /* inside the region works, and lands in the dummy's own memory */
     assert_int_equal(raw_range_call(fd, MC_DUMMY_READ, "guard/ref", 5, 65536 - 4096, 4096), 4096);
     uint8_t *view = mmap(NULL, 65536, PROT_READ, MAP_SHARED, mfd, 0);
@@ -338,6 +364,7 @@ static void test_hand_crafted_ranges_outside_regions_are_refused(void **state)
     /* the real client is intact: nothing written, the reference unchanged */
     uint8_t back[4096];
     assert_int_equal(mc_store_exist(d, "guard/evil"), 0);
+    assert_int_equal(mc_store_exist(d, "guard/stolen"), 0);
     assert_int_equal(mc_store_get(d, "guard/ref", back, sizeof(back)), 4096);
     assert_memory_equal(back, ref, sizeof(ref));
     assert_int_equal(mc_store_remove(d, "guard/ref", 1), 0);
@@ -353,6 +380,7 @@ static void test_another_uid_is_refused(void **state)
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (setresgid(65534, 65534, 65534) != 0 || setresuid(65534, 65534, 65534) != 0)
             _exit(3);
         mc_store_t *d = new_dummy_with(NULL, MiB);
@@ -485,6 +513,7 @@ static void test_killed_dummy_memory_is_unmapped_by_the_real_client(void **state
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlives a failed test */
         close(pipefd[0]);
         mc_store_t *d = new_dummy_with(NULL, 4 * MiB);
         void *buf;
