@@ -278,7 +278,7 @@ static int exchange_locked(mc_dummy_t *d, uint16_t op, const Mc__DummyRequest *r
     uint64_t id = ++d->next_request, deadline = mc_now_ms() + timeout_ms;
     int rc = mc_dummy_send_frame(d->fd, op, id, body, len, pass_fd, deadline);
     free(body);
-    mc_frame_header_t h;
+    mc_frame_header_t h = {0};
     uint8_t *rbody = NULL;
     if (rc == 0)
         rc = mc_dummy_recv_frame(d->fd, MC_RPC_MAX_BODY, &h, &rbody, NULL, deadline);
