@@ -539,6 +539,58 @@ static void test_killed_dummy_memory_is_unmapped_by_the_real_client(void **state
     assert_int_equal(shm_mappings(holder.proc.pid), before);
 }
 
+/* A dummy killed while its calls run (a 32 MiB get_into its registered buffer, again and again):
+ * the real client finishes the call in flight, then drops the dummy's memory, and keeps serving. */
+static void test_dummy_killed_mid_transfer_leaves_the_real_client_serving(void **state)
+{
+    mc_store_t *d = new_dummy();
+    void *src;
+    assert_int_equal(mc_store_alloc_shared(d, 32 * MiB, &src), 0);
+    assert_int_equal(mc_store_register_buffer(d, src, 32 * MiB), 0);
+    fill(src, 32 * MiB, 5);
+    assert_int_equal(mc_store_put_from(d, "midkill/obj", src, 32 * MiB, NULL), 0);
+    int before = shm_mappings(holder.proc.pid);
+    int pipefd[2];
+    assert_int_equal(pipe(pipefd), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        close(pipefd[0]);
+        mc_store_t *c = new_dummy_with(NULL, MiB);
+        void *buf;
+        if (!c || mc_store_alloc_shared(c, 32 * MiB, &buf) != 0 ||
+            mc_store_register_buffer(c, buf, 32 * MiB) != 0)
+            _exit(2);
+        for (int i = 0;; i++) {
+            if (mc_store_get_into(c, "midkill/obj", buf, 32 * MiB) != (int64_t)(32 * MiB))
+                _exit(3);
+            if (i == 2 && write(pipefd[1], "y", 1) != 1)
+                _exit(4);
+        }
+    }
+    close(pipefd[1]);
+    char c = 0;
+    assert_int_equal(read(pipefd[0], &c, 1), 1); /* it is in its fourth read now */
+    close(pipefd[0]);
+    kill(pid, SIGKILL);
+    int st;
+    waitpid(pid, &st, 0);
+    assert_true(WIFSIGNALED(st)); /* killed, not exited on a failed read */
+    uint64_t t0 = mc_now_ms();
+    while (shm_mappings(holder.proc.pid) != before && mc_now_ms() - t0 < 5000)
+        usleep(20 * 1000);
+    assert_int_equal(shm_mappings(holder.proc.pid), before);
+    /* the real client still serves, bytes intact */
+    void *dst;
+    assert_int_equal(mc_store_alloc_shared(d, 32 * MiB, &dst), 0);
+    assert_int_equal(mc_store_register_buffer(d, dst, 32 * MiB), 0);
+    assert_int_equal(mc_store_get_into(d, "midkill/obj", dst, 32 * MiB), (int64_t)(32 * MiB));
+    assert_memory_equal(src, dst, 32 * MiB);
+    assert_int_equal(mc_store_remove(d, "midkill/obj", 1), 0);
+    mc_store_free(d);
+}
+
 static void test_closed_dummy_answers_invalid_params(void **state)
 {
     mc_store_t *d = new_dummy();
@@ -581,6 +633,7 @@ int main(void)
         cmocka_unit_test(test_another_uid_is_refused),
         cmocka_unit_test(test_cluster_secret_is_required_when_set),
         cmocka_unit_test(test_killed_dummy_memory_is_unmapped_by_the_real_client),
+        cmocka_unit_test(test_dummy_killed_mid_transfer_leaves_the_real_client_serving),
         cmocka_unit_test(test_real_client_stopped_fails_within_the_call_timeout),
         cmocka_unit_test(test_real_client_killed_then_restarted),
         cmocka_unit_test(test_closed_dummy_answers_invalid_params),
