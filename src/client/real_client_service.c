@@ -223,9 +223,14 @@ static dummy_region_t *find_region(dummy_conn_t *c, uint32_t id)
     return NULL;
 }
 
+/* The target of an empty range: the store reads and writes no byte of it. */
+static uint8_t empty_range_target;
+
 /* The real address of a dummy range, or NULL when it is not inside one of the dummy's regions. */
 static uint8_t *translate(dummy_conn_t *c, const Mc__DummyRange *r)
 {
+    if (r && r->size == 0)
+        return &empty_range_target; /* a 0-byte value: no memory involved, as the store's check */
     dummy_region_t *g = r ? find_region(c, r->region) : NULL;
     if (!g || r->offset > g->size || r->size > g->size - r->offset)
         return NULL;
@@ -608,7 +613,7 @@ out:;
 
 static void admit(mc_real_client_service_t *svc, int fd)
 {
-    struct ucred cred;
+    struct ucred cred = {0};
     socklen_t clen = sizeof(cred);
     if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) != 0 ||
         (cred.uid != getuid() && cred.uid != 0)) {

@@ -244,6 +244,13 @@ static void test_local_buffer_exhaustion_is_no_available_handle(void **state)
     d = new_dummy_with(NULL, 0);
     assert_non_null(d);
     assert_int_equal(mc_store_put(d, "lb/none", big, 10, NULL), MC_ERR_INVALID_PARAMS);
+    /* no local buffer: the zero-copy calls still work, an empty value too */
+    void *zc;
+    assert_int_equal(mc_store_alloc_shared(d, 4096, &zc), 0);
+    assert_int_equal(mc_store_register_buffer(d, zc, 4096), 0);
+    assert_int_equal(mc_store_put_from(d, "lb/empty", zc, 0, NULL), 0);
+    assert_int_equal(mc_store_get_into(d, "lb/empty", zc, 4096), 0);
+    assert_int_equal(mc_store_remove(d, "lb/empty", 1), 0);
     mc_store_free(d);
     free(big);
 }
