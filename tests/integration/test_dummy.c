@@ -598,6 +598,36 @@ static void test_dummy_killed_mid_transfer_leaves_the_real_client_serving(void *
     mc_store_free(d);
 }
 
+/* A dummy that goes silent (no ping) is dropped after MC_DUMMY_TTL_MS, its memory unmapped. */
+static void test_silent_dummy_is_dropped_after_the_ttl(void **state)
+{
+    int before = shm_mappings(holder.proc.pid);
+    int fd = raw_connect(holder_port);
+    int mfd = memfd_create("mooncake_shm", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    assert_int_equal(ftruncate(mfd, 65536), 0);
+    assert_int_equal(fcntl(mfd, F_ADD_SEALS, F_SEAL_SHRINK), 0);
+    Mc__DummyRequest map = MC__DUMMY_REQUEST__INIT;
+    Mc__DummyRange mr = MC__DUMMY_RANGE__INIT, *mrp = &mr;
+    mr.region = 1;
+    mr.size = 65536;
+    map.ranges = &mrp;
+    map.n_ranges = 1;
+    assert_int_equal(raw_call(fd, MC_DUMMY_MAP, &map, mfd), 0);
+    uint64_t t0 = mc_now_ms();
+    assert_int_equal(shm_mappings(holder.proc.pid), before + 1);
+    char byte;
+    mc_net_set_timeouts(fd, MC_DUMMY_TTL_MS + 10000); /* a broken TTL fails, never hangs */
+    ssize_t n = recv(fd, &byte, 1, 0); /* blocks until the real client closes it */
+    uint64_t took = mc_now_ms() - t0;
+    assert_int_equal(n, 0);
+    assert_true(took >= MC_DUMMY_TTL_MS - 500 && took < MC_DUMMY_TTL_MS + 3000);
+    while (shm_mappings(holder.proc.pid) != before && mc_now_ms() - t0 < MC_DUMMY_TTL_MS + 5000)
+        usleep(20 * 1000);
+    assert_int_equal(shm_mappings(holder.proc.pid), before);
+    close(fd);
+    close(mfd);
+}
+
 static void test_closed_dummy_answers_invalid_params(void **state)
 {
     mc_store_t *d = new_dummy();
@@ -641,6 +671,7 @@ int main(void)
         cmocka_unit_test(test_cluster_secret_is_required_when_set),
         cmocka_unit_test(test_killed_dummy_memory_is_unmapped_by_the_real_client),
         cmocka_unit_test(test_dummy_killed_mid_transfer_leaves_the_real_client_serving),
+        cmocka_unit_test(test_silent_dummy_is_dropped_after_the_ttl),
         cmocka_unit_test(test_real_client_stopped_fails_within_the_call_timeout),
         cmocka_unit_test(test_real_client_killed_then_restarted),
         cmocka_unit_test(test_closed_dummy_answers_invalid_params),
