@@ -37,14 +37,10 @@
 #include <unistd.h>
 
 /* Upstream flags this program accepts for compatibility but does not implement. */
-static const char *const ignored_flags[] = {"threads",
-                                            "tenant_id",
-                                            "start_offload_rpc_server",
-                                            "enable_http_server",
-                                            "http_port",
-                                            "use_mmap_arena_allocator",
-                                            "mmap_arena_pool_size",
-                                            NULL};
+static const char *const ignored_flags[] = {
+    "tenant_id", "start_offload_rpc_server", "enable_http_server",
+    "http_port", "use_mmap_arena_allocator", "mmap_arena_pool_size",
+    NULL};
 
 int main(int argc, char **argv)
 {
@@ -56,6 +52,7 @@ int main(int argc, char **argv)
     char *secret = "", *secret_file = "";
     int64_t master_wait = -1; /* -1: MC_MASTER_WAIT_TIMEOUT or 30 s */
     int64_t verbosity = 0;
+    int64_t threads = 1;
     mc_flag_t flags[] = {
         {"master_server_address", MC_FLAG_STRING, &master, "mooncake_master address host:port"},
         {"metadata_server", MC_FLAG_STRING, &metadata, "P2PHANDSHAKE or http://host:port/metadata"},
@@ -86,6 +83,10 @@ int main(int argc, char **argv)
         {"cluster_secret", MC_FLAG_STRING, &secret,
          "the cluster secret itself (visible in ps: prefer --cluster_secret_file); default "
          "$MOONCAKE_CLUSTER_SECRET"},
+        {"threads", MC_FLAG_INT, &threads,
+         "threads serving each dummy client (setup_dummy) on this host: that many of its calls "
+         "run at once",
+         1, MC_DUMMY_MAX_LANES},
         {"logtostderr", MC_FLAG_BOOL, &logtostderr, "log to stderr (always on)"},
         {"v", MC_FLAG_INT, &verbosity, "verbose log level", 0, 10},
     };
@@ -152,7 +153,8 @@ int main(int argc, char **argv)
         return 1;
     }
     mc_real_client_service_t *dummies = NULL;
-    rc = mc_real_client_service_start(store, (int)port, secret, secret_file, &dummies);
+    rc =
+        mc_real_client_service_start(store, (int)port, (int)threads, secret, secret_file, &dummies);
     if (rc != 0) {
         fprintf(stderr,
                 "mooncake_client: cannot serve dummy clients on @" MC_DUMMY_SOCKET_FMT

@@ -7,11 +7,14 @@
  * at connect and at registration, and names bytes as (region, offset, size) from then on. The
  * copying calls stage values in slices of the local buffer (a first-fit list of used slices).
  *
- * Connection: one unix socket, one call at a time (conn_lock). A call that fails on the socket
- * or times out closes it; from then on calls return MC_ERR_RPC_FAIL at once, and the ping thread
- * reconnects every MC_DUMMY_RECONNECT_MS, re-sending every region (the real client dropped them
- * with the old connection). While connected it pings every MC_DUMMY_PING_MS, skipping a round
- * when a call is using the connection.
+ * Connection: as many unix sockets ("lanes") as the real client serves a dummy with (its
+ * --threads, told in the HELLO answer; at most MC_DUMMY_MAX_LANES), one call at a time on each:
+ * a call takes a free lane, or waits for one. Every lane maps every region (the real client
+ * serves each lane with its own thread and its own mappings). A call that fails on a socket or
+ * times out closes that lane and marks the dummy disconnected; from then on calls return
+ * MC_ERR_RPC_FAIL at once, and the ping thread reconnects every lane every
+ * MC_DUMMY_RECONNECT_MS, re-sending every region (the real client dropped them with the old
+ * connections). While connected it pings every idle lane every MC_DUMMY_PING_MS.
  */
 #include "dummy_client.h"
 
@@ -159,6 +162,12 @@ typedef struct region {
     int fd; /* ours (a duplicate for registered allocations) */
 } region_t;
 
+typedef struct lane {
+    pthread_mutex_t lock;
+    int fd; /* -1 while disconnected */
+    uint64_t next_request;
+} lane_t;
+
 typedef struct slice {
     size_t off, len;
 } slice_t;
@@ -175,10 +184,13 @@ struct mc_dummy {
     pthread_rwlock_t op_lock;
     atomic_int closed;
 
-    pthread_mutex_t conn_lock; /* the connection: one exchange at a time */
-    int fd;                    /* -1 while disconnected */
+    /* Lanes: connections to the real client, one exchange at a time each (its lock). Every
+     * lane maps every region. Reconnecting, registering and closing take every lane lock, in
+     * index order. */
+    lane_t lanes[MC_DUMMY_MAX_LANES];
+    atomic_int nlanes; /* in use: what the real client allows (its --threads), >= 1 */
+    atomic_uint next_lane;
     atomic_int connected;
-    uint64_t next_request;
 
     pthread_mutex_t regions_lock;
     region_t *regions; /* [0] is the local buffer when it exists */
@@ -257,12 +269,13 @@ static void slice_free(mc_dummy_t *d, size_t off, size_t len)
 
 /* ---- connection ----------------------------------------------------------------------------- */
 
-/* One request/reply on the connection; conn_lock held. Transport failures close it. */
-static int exchange_locked(mc_dummy_t *d, uint16_t op, const Mc__DummyRequest *req, int pass_fd,
-                           uint64_t timeout_ms, Mc__DummyReply **rep)
+/* One request/reply on a lane; its lock held. Transport failures close the lane and mark the
+ * dummy disconnected (the ping thread then reconnects every lane). */
+static int exchange_locked(mc_dummy_t *d, lane_t *l, uint16_t op, const Mc__DummyRequest *req,
+                           int pass_fd, uint64_t timeout_ms, Mc__DummyReply **rep)
 {
     *rep = NULL;
-    if (d->fd < 0)
+    if (l->fd < 0)
         return MC_ERR_RPC_FAIL;
     size_t len = mc__dummy_request__get_packed_size(req);
     if (len > MC_FRAME_DEFAULT_MAX_BODY) {
@@ -275,13 +288,13 @@ static int exchange_locked(mc_dummy_t *d, uint16_t op, const Mc__DummyRequest *r
     if (!body)
         return MC_ERR_INTERNAL_ERROR;
     mc__dummy_request__pack(req, body);
-    uint64_t id = ++d->next_request, deadline = mc_now_ms() + timeout_ms;
-    int rc = mc_dummy_send_frame(d->fd, op, id, body, len, pass_fd, deadline);
+    uint64_t id = ++l->next_request, deadline = mc_now_ms() + timeout_ms;
+    int rc = mc_dummy_send_frame(l->fd, op, id, body, len, pass_fd, deadline);
     free(body);
     mc_frame_header_t h = {0};
     uint8_t *rbody = NULL;
     if (rc == 0)
-        rc = mc_dummy_recv_frame(d->fd, MC_RPC_MAX_BODY, &h, &rbody, NULL, deadline);
+        rc = mc_dummy_recv_frame(l->fd, MC_RPC_MAX_BODY, &h, &rbody, NULL, deadline);
     if (rc == 0 && h.opcode == MC_AUTH_OP_RESULT)
         rc = mc_auth_refused(d->sock_name, rbody, h.body_len);
     else if (rc == 0 && (h.request_id != id || h.opcode != (op | MC_RPC_REPLY)))
@@ -295,41 +308,66 @@ static int exchange_locked(mc_dummy_t *d, uint16_t op, const Mc__DummyRequest *r
             MC_WARN("dummy: real client at @%s %s: %s; calls fail (-900) until it is back",
                     d->sock_name, rc == MC_ERR_RPC_TIMEOUT ? "did not answer in time" : "is gone",
                     mc_error_name(rc));
-        close(d->fd);
-        d->fd = -1;
+        close(l->fd);
+        l->fd = -1;
         if (rc != MC_ERR_ILLEGAL_CLIENT)
             rc = MC_ERR_RPC_FAIL;
     }
     return rc;
 }
 
-/* A call with no result but its code; conn_lock held. */
-static int simple_locked(mc_dummy_t *d, uint16_t op, const Mc__DummyRequest *req, int pass_fd)
+/* A call with no result but its code; the lane's lock held. *count (if given) gets reply.count. */
+static int simple_locked(mc_dummy_t *d, lane_t *l, uint16_t op, const Mc__DummyRequest *req,
+                         int pass_fd, uint64_t *count)
 {
     Mc__DummyReply *rep;
-    int rc = exchange_locked(d, op, req, pass_fd, d->call_timeout_ms, &rep);
+    int rc = exchange_locked(d, l, op, req, pass_fd, d->call_timeout_ms, &rep);
     if (rc != 0)
         return rc;
     rc = (int)rep->code;
+    if (count)
+        *count = rep->count;
     mc__dummy_reply__free_unpacked(rep, NULL);
     return rc;
 }
 
-static int map_locked(mc_dummy_t *d, const region_t *r)
+static int region_call_locked(mc_dummy_t *d, lane_t *l, uint16_t op, const region_t *r)
 {
     Mc__DummyRequest req = MC__DUMMY_REQUEST__INIT;
     Mc__DummyRange range = MC__DUMMY_RANGE__INIT;
     Mc__DummyRange *rp = &range;
     range.region = r->id;
-    range.size = r->size;
+    range.size = op == MC_DUMMY_MAP ? r->size : 0;
     req.ranges = &rp;
     req.n_ranges = 1;
     req.flag = r->id == 0 && r->addr == (uintptr_t)d->lb;
-    return simple_locked(d, MC_DUMMY_MAP, &req, r->fd);
+    return simple_locked(d, l, op, &req, op == MC_DUMMY_MAP ? r->fd : -1, NULL);
 }
 
-/* Connects, authenticates, says hello and hands over every region; conn_lock held. */
-static int connect_locked(mc_dummy_t *d)
+static void lock_lanes(mc_dummy_t *d)
+{
+    for (int i = 0; i < MC_DUMMY_MAX_LANES; i++)
+        pthread_mutex_lock(&d->lanes[i].lock);
+}
+
+static void unlock_lanes(mc_dummy_t *d)
+{
+    for (int i = MC_DUMMY_MAX_LANES; i-- > 0;)
+        pthread_mutex_unlock(&d->lanes[i].lock);
+}
+
+static void close_lanes_locked(mc_dummy_t *d)
+{
+    for (int i = 0; i < MC_DUMMY_MAX_LANES; i++) {
+        if (d->lanes[i].fd >= 0)
+            close(d->lanes[i].fd);
+        d->lanes[i].fd = -1;
+    }
+}
+
+/* Connects one lane, authenticates, says hello and hands over every region; its lock held.
+ * *allowed receives the lanes the real client serves a dummy with (its --threads). */
+static int connect_lane_locked(mc_dummy_t *d, lane_t *l, uint64_t *allowed)
 {
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
@@ -344,20 +382,32 @@ static int connect_locked(mc_dummy_t *d)
         close(fd);
         return rc;
     }
-    d->fd = fd;
+    l->fd = fd;
     Mc__DummyRequest hello = MC__DUMMY_REQUEST__INIT;
     hello.client_id = d->client_id;
-    rc = simple_locked(d, MC_DUMMY_HELLO, &hello, -1);
+    rc = simple_locked(d, l, MC_DUMMY_HELLO, &hello, -1, allowed);
     pthread_mutex_lock(&d->regions_lock);
     for (size_t i = 0; i < d->nregions && rc == 0; i++)
-        rc = map_locked(d, &d->regions[i]);
+        rc = region_call_locked(d, l, MC_DUMMY_MAP, &d->regions[i]);
     pthread_mutex_unlock(&d->regions_lock);
+    return rc;
+}
+
+/* (Re)connects every lane: as many as the real client serves (HELLO's answer, its --threads),
+ * at most MC_DUMMY_MAX_LANES; every lane lock held. */
+static int connect_locked(mc_dummy_t *d)
+{
+    close_lanes_locked(d);
+    uint64_t allowed = 1;
+    int rc = connect_lane_locked(d, &d->lanes[0], &allowed);
+    int n = allowed < 1 ? 1 : allowed > MC_DUMMY_MAX_LANES ? MC_DUMMY_MAX_LANES : (int)allowed;
+    for (int i = 1; i < n && rc == 0; i++)
+        rc = connect_lane_locked(d, &d->lanes[i], NULL);
     if (rc != 0) {
-        if (d->fd >= 0)
-            close(d->fd);
-        d->fd = -1;
+        close_lanes_locked(d);
         return rc;
     }
+    atomic_store(&d->nlanes, n);
     atomic_store(&d->connected, 1);
     return 0;
 }
@@ -381,19 +431,22 @@ static void *ping_main(void *arg)
             break;
         pthread_mutex_unlock(&d->ping_lock);
         if (atomic_load(&d->connected)) {
-            if (pthread_mutex_trylock(&d->conn_lock) == 0) { /* busy: a call is the ping */
+            for (int i = 0; i < atomic_load(&d->nlanes); i++) {
+                lane_t *l = &d->lanes[i];
+                if (pthread_mutex_trylock(&l->lock) != 0)
+                    continue; /* busy: the call on it is the ping */
                 Mc__DummyRequest req = MC__DUMMY_REQUEST__INIT;
                 Mc__DummyReply *rep;
-                if (exchange_locked(d, MC_DUMMY_PING, &req, -1, MC_DUMMY_PING_TIMEOUT_MS, &rep) ==
-                    0)
+                if (exchange_locked(d, l, MC_DUMMY_PING, &req, -1, MC_DUMMY_PING_TIMEOUT_MS,
+                                    &rep) == 0)
                     mc__dummy_reply__free_unpacked(rep, NULL);
-                pthread_mutex_unlock(&d->conn_lock);
+                pthread_mutex_unlock(&l->lock);
             }
         } else {
-            pthread_mutex_lock(&d->conn_lock);
+            lock_lanes(d);
             if (!atomic_load(&d->connected) && connect_locked(d) == 0)
                 MC_INFO("dummy: reconnected to the real client at @%s", d->sock_name);
-            pthread_mutex_unlock(&d->conn_lock);
+            unlock_lanes(d);
         }
         pthread_mutex_lock(&d->ping_lock);
     }
@@ -420,15 +473,25 @@ static void leave(mc_dummy_t *d)
     pthread_rwlock_unlock(&d->op_lock);
 }
 
-/* One forwarded call: *rep on success (free it), MC_ERR_RPC_FAIL while disconnected. */
+/* One forwarded call on a free lane (else waits for one): *rep on success (free it),
+ * MC_ERR_RPC_FAIL while disconnected. */
 static int call(mc_dummy_t *d, uint16_t op, const Mc__DummyRequest *req, Mc__DummyReply **rep)
 {
     *rep = NULL;
     if (!atomic_load(&d->connected))
         return MC_ERR_RPC_FAIL;
-    pthread_mutex_lock(&d->conn_lock);
-    int rc = exchange_locked(d, op, req, -1, d->call_timeout_ms, rep);
-    pthread_mutex_unlock(&d->conn_lock);
+    int n = atomic_load(&d->nlanes);
+    int start = (int)(atomic_fetch_add(&d->next_lane, 1) % (unsigned)n);
+    lane_t *l = NULL;
+    for (int k = 0; k < n && !l; k++)
+        if (pthread_mutex_trylock(&d->lanes[(start + k) % n].lock) == 0)
+            l = &d->lanes[(start + k) % n];
+    if (!l) {
+        l = &d->lanes[start];
+        pthread_mutex_lock(&l->lock);
+    }
+    int rc = exchange_locked(d, l, op, req, -1, d->call_timeout_ms, rep);
+    pthread_mutex_unlock(&l->lock);
     return rc;
 }
 
@@ -871,7 +934,7 @@ int mc_dummy_register_buffer(mc_dummy_t *d, void *buf, size_t size)
         leave(d);
         return MC_ERR_INVALID_PARAMS;
     }
-    pthread_mutex_lock(&d->conn_lock);
+    lock_lanes(d);
     pthread_mutex_lock(&d->regions_lock);
     for (size_t i = 0; i < d->nregions; i++)
         if (d->regions[i].addr == (uintptr_t)buf && !(d->regions[i].id == 0 && d->lb))
@@ -890,16 +953,21 @@ int mc_dummy_register_buffer(mc_dummy_t *d, void *buf, size_t size)
     }
     region_t r = {d->next_region++, (uintptr_t)buf, size, fd};
     pthread_mutex_unlock(&d->regions_lock);
-    if (rc == 0)
-        rc = atomic_load(&d->connected) ? map_locked(d, &r) : MC_ERR_RPC_FAIL;
+    if (rc == 0 && !atomic_load(&d->connected))
+        rc = MC_ERR_RPC_FAIL;
+    int n = atomic_load(&d->nlanes), mapped = 0;
+    for (; rc == 0 && mapped < n; mapped++)
+        rc = region_call_locked(d, &d->lanes[mapped], MC_DUMMY_MAP, &r);
     if (rc == 0) {
         pthread_mutex_lock(&d->regions_lock);
         d->regions[d->nregions++] = r;
         pthread_mutex_unlock(&d->regions_lock);
     } else {
+        for (int i = 0; i + 1 < mapped; i++) /* refused on one lane: undo the others */
+            (void)region_call_locked(d, &d->lanes[i], MC_DUMMY_UNMAP, &r);
         close(fd);
     }
-    pthread_mutex_unlock(&d->conn_lock);
+    unlock_lanes(d);
     leave(d);
     return rc;
 }
@@ -909,7 +977,7 @@ int mc_dummy_unregister_buffer(mc_dummy_t *d, void *buf)
     int rc = enter(d);
     if (rc != 0)
         return rc;
-    pthread_mutex_lock(&d->conn_lock);
+    lock_lanes(d);
     pthread_mutex_lock(&d->regions_lock);
     region_t r = {0, 0, 0, -1};
     rc = MC_ERR_INVALID_PARAMS;
@@ -922,19 +990,12 @@ int mc_dummy_unregister_buffer(mc_dummy_t *d, void *buf)
         }
     }
     pthread_mutex_unlock(&d->regions_lock);
-    if (rc == 0 && atomic_load(&d->connected)) {
-        Mc__DummyRequest req = MC__DUMMY_REQUEST__INIT;
-        Mc__DummyRange range = MC__DUMMY_RANGE__INIT;
-        Mc__DummyRange *rp = &range;
-        range.region = r.id;
-        req.ranges = &rp;
-        req.n_ranges = 1;
-        /* disconnected or failing: the real client has dropped (or will drop) it anyway */
-        (void)simple_locked(d, MC_DUMMY_UNMAP, &req, -1);
-    }
+    /* a lane disconnected or failing: the real client has dropped (or will drop) it anyway */
+    for (int i = 0; rc == 0 && atomic_load(&d->connected) && i < atomic_load(&d->nlanes); i++)
+        (void)region_call_locked(d, &d->lanes[i], MC_DUMMY_UNMAP, &r);
     if (r.fd >= 0)
         close(r.fd);
-    pthread_mutex_unlock(&d->conn_lock);
+    unlock_lanes(d);
     leave(d);
     return rc;
 }
@@ -968,10 +1029,13 @@ int mc_dummy_setup(const mc_store_dummy_config_t *c, mc_dummy_t **out)
     mc_dummy_t *d = calloc(1, sizeof(*d));
     if (!d)
         return MC_ERR_INTERNAL_ERROR;
-    d->fd = -1;
     d->next_region = 1;
+    atomic_store(&d->nlanes, 1);
+    for (int i = 0; i < MC_DUMMY_MAX_LANES; i++) {
+        d->lanes[i].fd = -1;
+        pthread_mutex_init(&d->lanes[i].lock, NULL);
+    }
     pthread_rwlock_init(&d->op_lock, NULL);
-    pthread_mutex_init(&d->conn_lock, NULL);
     pthread_mutex_init(&d->regions_lock, NULL);
     pthread_mutex_init(&d->slice_lock, NULL);
     pthread_mutex_init(&d->ping_lock, NULL);
@@ -1005,9 +1069,9 @@ int mc_dummy_setup(const mc_store_dummy_config_t *c, mc_dummy_t **out)
         }
     }
     if (rc == 0) {
-        pthread_mutex_lock(&d->conn_lock);
+        lock_lanes(d);
         rc = connect_locked(d);
-        pthread_mutex_unlock(&d->conn_lock);
+        unlock_lanes(d);
         if (rc != 0)
             MC_ERROR("setup_dummy: no real client answers on @%s (start mooncake_client --port=%d "
                      "on this host): %s",
@@ -1040,12 +1104,10 @@ int mc_dummy_close(mc_dummy_t *d)
         pthread_join(d->ping_thread, NULL);
         d->ping_started = 0;
     }
-    pthread_mutex_lock(&d->conn_lock);
-    if (d->fd >= 0)
-        close(d->fd); /* the real client drops our regions at once */
-    d->fd = -1;
+    lock_lanes(d);
+    close_lanes_locked(d); /* the real client drops our regions at once */
     atomic_store(&d->connected, 0);
-    pthread_mutex_unlock(&d->conn_lock);
+    unlock_lanes(d);
     pthread_mutex_lock(&d->regions_lock);
     for (size_t i = 0; i < d->nregions; i++)
         close(d->regions[i].fd);
@@ -1067,7 +1129,8 @@ void mc_dummy_free(mc_dummy_t *d)
         return;
     mc_dummy_close(d);
     pthread_rwlock_destroy(&d->op_lock);
-    pthread_mutex_destroy(&d->conn_lock);
+    for (int i = 0; i < MC_DUMMY_MAX_LANES; i++)
+        pthread_mutex_destroy(&d->lanes[i].lock);
     pthread_mutex_destroy(&d->regions_lock);
     pthread_mutex_destroy(&d->slice_lock);
     pthread_mutex_destroy(&d->ping_lock);

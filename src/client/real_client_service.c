@@ -193,6 +193,7 @@ typedef struct dummy_conn {
 
 struct mc_real_client_service {
     mc_store_t *store;
+    int threads; /* connections one dummy may open */
     mc_auth_t *auth;
     int listen_fd;
     pthread_t accept_thread;
@@ -470,6 +471,7 @@ static int64_t dispatch(dummy_conn_t *c, uint16_t op, const Mc__DummyRequest *re
         return MC_ERR_INVALID_PARAMS;
     switch (op) {
     case MC_DUMMY_HELLO:
+        rep->count = (uint64_t)c->svc->threads;
         snprintf(c->name + strlen(c->name), sizeof(c->name) - strlen(c->name), " %.40s",
                  req->client_id ? req->client_id : "");
         return 0;
@@ -680,10 +682,10 @@ static void *accept_main(void *arg)
     }
 }
 
-int mc_real_client_service_start(mc_store_t *store, int port, const char *secret,
+int mc_real_client_service_start(mc_store_t *store, int port, int threads, const char *secret,
                                  const char *secret_file, mc_real_client_service_t **out)
 {
-    if (!store || !out || port < 1 || port > 65535)
+    if (!store || !out || port < 1 || port > 65535 || threads < 1 || threads > MC_DUMMY_MAX_LANES)
         return MC_ERR_INVALID_PARAMS;
     *out = NULL;
     mc_real_client_service_t *svc = calloc(1, sizeof(*svc));
@@ -695,6 +697,7 @@ int mc_real_client_service_start(mc_store_t *store, int port, const char *secret
         return rc;
     }
     svc->store = store;
+    svc->threads = threads;
     pthread_mutex_init(&svc->lock, NULL);
     pthread_cond_init(&svc->idle, NULL);
     struct sockaddr_un addr = {.sun_family = AF_UNIX};
@@ -720,8 +723,10 @@ int mc_real_client_service_start(mc_store_t *store, int port, const char *secret
         return rc;
     }
     mc_store_allow_zero_copy_io(store);
-    MC_INFO("dummy service: serving dummy clients on @" MC_DUMMY_SOCKET_FMT " (uid %d or root%s)",
-            port, (int)getuid(), svc->auth ? ", cluster secret required" : "");
+    MC_INFO("dummy service: serving dummy clients on @" MC_DUMMY_SOCKET_FMT
+            " (uid %d or root%s), %d thread%s per dummy",
+            port, (int)getuid(), svc->auth ? ", cluster secret required" : "", threads,
+            threads == 1 ? "" : "s");
     *out = svc;
     return 0;
 }

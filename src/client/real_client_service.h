@@ -13,14 +13,16 @@
  * (wire/auth.h) only after the challenge-response, service name "dummy"; same host by
  * construction (abstract unix sockets are per network namespace).
  *
- * Server model: one blocking thread per connected dummy (a dummy's calls are serialised on its
- * one connection), plus the accept thread. Limits (docs/limits.md): MC_DUMMY_MAX_CONNECTIONS
- * dummies at once (more are closed at accept), MC_DUMMY_MAX_REGIONS regions and
- * MC_DUMMY_MAX_MAPPED_BYTES bytes mapped per dummy, request bodies up to MC_FRAME_DEFAULT_MAX_BODY,
- * MC_DUMMY_MAX_BATCH keys per call. A dummy silent for MC_DUMMY_TTL_MS (it pings every second) is
- * dropped; so is one whose socket closes: its regions are unregistered and unmapped after its
- * last call returned, so no transfer of that dummy is in flight when its memory goes (and the
- * memory is the dummy's memfd, never reused by anyone else while mapped here).
+ * Server model: one blocking thread per connection, plus the accept thread. A dummy opens
+ * --threads connections ("lanes"; the HELLO answer says how many), so that many of its calls run
+ * at once; each lane is its own session here (its own mappings of the dummy's memfds). Limits
+ * (docs/limits.md): MC_DUMMY_MAX_CONNECTIONS dummies at once (more are closed at accept),
+ * MC_DUMMY_MAX_REGIONS regions and MC_DUMMY_MAX_MAPPED_BYTES bytes mapped per dummy, request bodies
+ * up to MC_FRAME_DEFAULT_MAX_BODY, MC_DUMMY_MAX_BATCH keys per call. A dummy silent for
+ * MC_DUMMY_TTL_MS (it pings every second) is dropped; so is one whose socket closes: its regions
+ * are unregistered and unmapped after its last call returned, so no transfer of that dummy is in
+ * flight when its memory goes (and the memory is the dummy's memfd, never reused by anyone else
+ * while mapped here).
  *
  * Thread-safety: start/stop from one thread; stats from any.
  */
@@ -51,7 +53,8 @@ enum mc_dummy_opcode {
 };
 
 #define MC_DUMMY_SOCKET_FMT "mooncake_client_%d.sock" /* abstract: a leading NUL byte */
-#define MC_DUMMY_MAX_CONNECTIONS 64
+#define MC_DUMMY_MAX_CONNECTIONS 256 /* connections (a dummy opens --threads of them) */
+#define MC_DUMMY_MAX_LANES 16        /* connections one dummy opens at most (--threads cap) */
 #define MC_DUMMY_MAX_REGIONS 1024
 #define MC_DUMMY_MAX_MAPPED_BYTES (4ull << 40) /* 4 TiB of address space per dummy */
 #define MC_DUMMY_MAX_BATCH 65536
@@ -73,12 +76,14 @@ typedef struct mc_real_client_service_stats {
 
 /*
  * Starts serving dummies for `store` (borrowed; must outlive the service) on
- * "@mooncake_client_<port>.sock". `secret`/`secret_file`: as mc_store_config_t (env fallbacks
+ * "@mooncake_client_<port>.sock". `threads` (mooncake_client --threads, 1..MC_DUMMY_MAX_LANES):
+ * how many connections, each served by its own thread, one dummy may open, so that many of its
+ * calls run at once. `secret`/`secret_file`: as mc_store_config_t (env fallbacks
  * included); with a secret every dummy must prove it. Returns 0, MC_ERR_INVALID_PARAMS (bad port,
  * unreadable secret file), MC_ERR_INTERNAL_ERROR (the socket name is taken: another
  * mooncake_client with this --port runs here; the log says so).
  */
-int mc_real_client_service_start(mc_store_t *store, int port, const char *secret,
+int mc_real_client_service_start(mc_store_t *store, int port, int threads, const char *secret,
                                  const char *secret_file, mc_real_client_service_t **out);
 /* Closes the socket and every dummy connection, waits for their threads, unmaps everything.
  * NULL is a no-op. */

@@ -21,6 +21,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -108,6 +109,17 @@ static uint64_t mapping_of(pid_t pid, const char *what)
     if (f)
         fclose(f);
     return start;
+}
+
+/* shm_mappings once it equals `want` (the real client drops a closed dummy's memory a moment
+ * after the close), waiting up to 5 s; the last count. */
+static int wait_mappings(pid_t pid, int want)
+{
+    uint64_t t0 = mc_now_ms();
+    int n;
+    while ((n = shm_mappings(pid)) != want && mc_now_ms() - t0 < 5000)
+        usleep(20 * 1000);
+    return n;
 }
 
 /* ---- bytes through dummies ------------------------------------------------------------- */
@@ -514,7 +526,8 @@ static void test_real_client_stopped_fails_within_the_call_timeout(void **state)
 
 static void test_killed_dummy_memory_is_unmapped_by_the_real_client(void **state)
 {
-    int before = shm_mappings(holder.proc.pid);
+    int before = wait_mappings(holder.proc.pid, 0); /* no dummy alive */
+    assert_int_equal(before, 0);
     int pipefd[2];
     assert_int_equal(pipe(pipefd), 0);
     pid_t pid = fork();
@@ -556,7 +569,8 @@ static void test_dummy_killed_mid_transfer_leaves_the_real_client_serving(void *
     assert_int_equal(mc_store_register_buffer(d, src, 32 * MiB), 0);
     fill(src, 32 * MiB, 5);
     assert_int_equal(mc_store_put_from(d, "midkill/obj", src, 32 * MiB, NULL), 0);
-    int before = shm_mappings(holder.proc.pid);
+    int before = wait_mappings(holder.proc.pid, 2); /* d: local buffer + src */
+    assert_int_equal(before, 2);
     int pipefd[2];
     assert_int_equal(pipe(pipefd), 0);
     pid_t pid = fork();
@@ -601,7 +615,8 @@ static void test_dummy_killed_mid_transfer_leaves_the_real_client_serving(void *
 /* A dummy that goes silent (no ping) is dropped after MC_DUMMY_TTL_MS, its memory unmapped. */
 static void test_silent_dummy_is_dropped_after_the_ttl(void **state)
 {
-    int before = shm_mappings(holder.proc.pid);
+    int before = wait_mappings(holder.proc.pid, 0); /* no dummy alive */
+    assert_int_equal(before, 0);
     int fd = raw_connect(holder_port);
     int mfd = memfd_create("mooncake_shm", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     assert_int_equal(ftruncate(mfd, 65536), 0);
@@ -617,7 +632,7 @@ static void test_silent_dummy_is_dropped_after_the_ttl(void **state)
     assert_int_equal(shm_mappings(holder.proc.pid), before + 1);
     char byte;
     mc_net_set_timeouts(fd, MC_DUMMY_TTL_MS + 10000); /* a broken TTL fails, never hangs */
-    ssize_t n = recv(fd, &byte, 1, 0); /* blocks until the real client closes it */
+    ssize_t n = recv(fd, &byte, 1, 0);                /* blocks until the real client closes it */
     uint64_t took = mc_now_ms() - t0;
     assert_int_equal(n, 0);
     assert_true(took >= MC_DUMMY_TTL_MS - 500 && took < MC_DUMMY_TTL_MS + 3000);
@@ -626,6 +641,74 @@ static void test_silent_dummy_is_dropped_after_the_ttl(void **state)
     assert_int_equal(shm_mappings(holder.proc.pid), before);
     close(fd);
     close(mfd);
+}
+
+typedef struct worker {
+    mc_store_t *d;
+    int id;
+    int failures;
+} worker_t;
+
+static void *worker_main(void *arg)
+{
+    worker_t *w = arg;
+    size_t len = 256 * 1024;
+    uint8_t *src = malloc(len), *dst = malloc(len);
+    char key[64];
+    for (int i = 0; i < 20; i++) {
+        snprintf(key, sizeof(key), "threads/%d/%d", w->id, i);
+        fill(src, len, (uint64_t)(w->id * 100 + i));
+        int rc = mc_store_put(w->d, key, src, len, NULL);
+        memset(dst, 0, len);
+        int64_t got = mc_store_get(w->d, key, dst, len);
+        if (rc != 0 || got != (int64_t)len)
+            fprintf(stderr, "worker %d key %s: put %d get %lld\n", w->id, key, rc, (long long)got);
+        w->failures += rc != 0;
+        w->failures += got != (int64_t)len;
+        w->failures += memcmp(src, dst, len) != 0;
+    }
+    free(src);
+    free(dst);
+    return NULL;
+}
+
+/* mooncake_client --threads=4: a dummy opens 4 connections (each maps its memory: 4 mappings of
+ * every memfd) and 4 of its threads' calls run at once, bytes exact. */
+static void test_threads_flag_gives_a_dummy_that_many_connections(void **state)
+{
+    mc_holder_t h;
+    int port = mc_test_free_port(), saved = holder_port;
+    const char *const extra[] = {"--threads=4", NULL};
+    assert_int_equal(start_holder_on(&h, port, extra), 0);
+    holder_port = port;
+    int before = shm_mappings(h.proc.pid);
+    mc_store_t *d = new_dummy();
+    assert_int_equal(shm_mappings(h.proc.pid), before + 4);
+    void *buf;
+    assert_int_equal(mc_store_alloc_shared(d, MiB, &buf), 0);
+    assert_int_equal(mc_store_register_buffer(d, buf, MiB), 0);
+    assert_int_equal(shm_mappings(h.proc.pid), before + 8);
+    pthread_t t[4];
+    worker_t w[4];
+    for (int i = 0; i < 4; i++) {
+        w[i] = (worker_t){d, i, 0};
+        assert_int_equal(pthread_create(&t[i], NULL, worker_main, &w[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(t[i], NULL);
+        assert_int_equal(w[i].failures, 0);
+    }
+    assert_int_equal(mc_store_unregister_buffer(d, buf), 0);
+    assert_int_equal(shm_mappings(h.proc.pid), before + 4);
+    assert_int_equal(mc_store_remove_by_regex(d, "^threads/", 1), 80);
+    mc_store_free(d);
+    uint64_t t0 = mc_now_ms();
+    while (shm_mappings(h.proc.pid) != before && mc_now_ms() - t0 < 5000)
+        usleep(20 * 1000);
+    assert_int_equal(shm_mappings(h.proc.pid), before);
+    holder_port = saved;
+    mc_cluster_untrack(h.proc.pid);
+    assert_true(mc_clean_exit(mc_proc_stop(&h.proc, SIGTERM, 10000)));
 }
 
 static void test_closed_dummy_answers_invalid_params(void **state)
@@ -672,6 +755,7 @@ int main(void)
         cmocka_unit_test(test_killed_dummy_memory_is_unmapped_by_the_real_client),
         cmocka_unit_test(test_dummy_killed_mid_transfer_leaves_the_real_client_serving),
         cmocka_unit_test(test_silent_dummy_is_dropped_after_the_ttl),
+        cmocka_unit_test(test_threads_flag_gives_a_dummy_that_many_connections),
         cmocka_unit_test(test_real_client_stopped_fails_within_the_call_timeout),
         cmocka_unit_test(test_real_client_killed_then_restarted),
         cmocka_unit_test(test_closed_dummy_answers_invalid_params),
