@@ -14,7 +14,7 @@ PKGS=(
   libprotobuf-c-dev protobuf-c-compiler libxxhash-dev libisal-dev liburing-dev libpcre2-dev
   libucx-dev ucx-utils
   libcmocka-dev
-  python3-dev python3-pytest python3-numpy
+  python3-dev python3-pytest python3-numpy python3-torch
   mpich libmpich-dev openmpi-bin libopenmpi-dev
   fio procps curl iproute2 util-linux
   clang-format cppcheck

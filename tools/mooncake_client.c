@@ -18,6 +18,8 @@
  * Dummy clients (upstream's setup_dummy) on this host are served on the abstract unix socket
  * "@mooncake_client_<port>.sock" (src/client/real_client_service.h): this user or root, and the
  * cluster secret when one is set.
+ * --enable_http_server (--http_port=9300) serves GET /health, /metrics and /metrics/summary on
+ * the --host address (src/client/client_http.h); a port that cannot be bound only warns.
  *
  * SIGINT/SIGTERM drain the offload queue (MOONCAKE_OFFLOAD_CLOSE_DRAIN_SECONDS), unmount the
  * segment and exit 0.
@@ -31,16 +33,18 @@
 #include "real_client_service.h"
 
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 /* Upstream flags this program accepts for compatibility but does not implement. */
-static const char *const ignored_flags[] = {
-    "tenant_id", "start_offload_rpc_server", "enable_http_server",
-    "http_port", "use_mmap_arena_allocator", "mmap_arena_pool_size",
-    NULL};
+static const char *const ignored_flags[] = {"tenant_id",
+                                            "start_offload_rpc_server",
+                                            "use_mmap_arena_allocator",
+                                            "mmap_arena_pool_size",
+                                            NULL};
 
 int main(int argc, char **argv)
 {
@@ -53,6 +57,8 @@ int main(int argc, char **argv)
     int64_t master_wait = -1; /* -1: MC_MASTER_WAIT_TIMEOUT or 30 s */
     int64_t verbosity = 0;
     int64_t threads = 1;
+    int enable_http_server = 0; /* upstream's client HTTP server (src/client/client_http.h) */
+    int64_t http_port = 9300;
     mc_flag_t flags[] = {
         {"master_server_address", MC_FLAG_STRING, &master, "mooncake_master address host:port"},
         {"metadata_server", MC_FLAG_STRING, &metadata, "P2PHANDSHAKE or http://host:port/metadata"},
@@ -87,6 +93,11 @@ int main(int argc, char **argv)
          "threads serving each dummy client (setup_dummy) on this host: that many of its calls "
          "run at once",
          1, MC_DUMMY_MAX_LANES},
+        {"enable_http_server", MC_FLAG_BOOL, &enable_http_server,
+         "serve GET /health, /metrics, /metrics/summary on --host:--http_port (as upstream)"},
+        {"http_port", MC_FLAG_INT, &http_port,
+         "port of the client HTTP server, 1..65535 (others fail start-up with -600)", INT32_MIN,
+         INT32_MAX},
         {"logtostderr", MC_FLAG_BOOL, &logtostderr, "log to stderr (always on)"},
         {"v", MC_FLAG_INT, &verbosity, "verbose log level", 0, 10},
     };
@@ -142,6 +153,9 @@ int main(int argc, char **argv)
                              .enable_offload = enable_offload,
                              .cluster_secret = secret,
                              .cluster_secret_file = secret_file,
+                             .enable_http_server = enable_http_server,
+                             .http_port = (int)http_port,
+                             .http_host = h,
                              .master_wait_timeout_ms = master_wait < 0    ? 0
                                                        : master_wait == 0 ? -1
                                                                           : master_wait * 1000};

@@ -11,8 +11,10 @@
  * the file's name for --client_ttl), the offload environment variables (for the three offload
  * backend flags only), the built-in default. Without --offload-backend (and without
  * $MOONCAKE_OFFLOAD_STORAGE_BACKEND_DESCRIPTOR) the master declares no backend: it takes what the
- * offloading clients report (docs/offload.md). Flags of upstream's master that we do not implement
- * are accepted with one WARNING each (on the command line or in the file).
+ * offloading clients report (docs/offload.md). Every other flag of upstream's master is either
+ * refused (exit 2 with one line saying why and what to do) unless given at its default, because
+ * ignoring it would change what the user gets (--enable_ha, --root_fs_dir, ...), or accepted with
+ * one WARNING saying why it has no effect here; docs/master-flags.md lists every flag.
  *
  * Limits on what clients and peers may make the master hold (docs/limits.md): --max_connections,
  * --rpc_conn_timeout_seconds (idle), --rpc_frame_timeout_seconds (stalled mid-frame),
@@ -22,8 +24,9 @@
  * Once every server is listening it logs one line, `Master service started on port N, ...`,
  * listing every effective setting with the ports actually bound (so port 0 is usable by tests).
  * SIGINT/SIGTERM (taken through a signalfd, no handler) stop the servers and exit 0.
- * Exit 1 with one line on stderr for a bad flag, value or config file; exit 1 when a port cannot
- * be bound (the log line names the address and port).
+ * Exit 1 with one line on stderr for a bad flag, value or config file, exit 2 for a refused
+ * flag (same on the command line and in the file); exit 1 when a port cannot be bound (the log line
+ * names the address and port).
  */
 #include "admin_http.h"
 #include "auth.h"
@@ -35,9 +38,12 @@
 #include "parse.h"
 #include "rpc_server.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <ifaddrs.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -62,12 +68,163 @@
 #define ENV_DFS_TYPE "MOONCAKE_DISTRIBUTED_FS_TYPE"
 #define ENV_DFS_ROOT "MOONCAKE_DISTRIBUTED_ROOT_DIR"
 
+/* ---- upstream flags we do not implement ---------------------------------------------------- */
+
+/*
+ * Every other flag of upstream's mooncake_master (../shared/reference/mooncake-interfaces-2.md
+ * §6), typed as upstream types it so `--enable_ha` alone parses as a boolean. A REFUSED flag
+ * given at any value but its default stops the start-up with exit 2 and one line naming the
+ * flag, why and what to do: ignoring it would change what the user gets. A NO-OP flag is
+ * accepted with one WARNING saying why it changes nothing here. docs/master-flags.md lists both.
+ */
+typedef enum compat_kind { COMPAT_NOOP, COMPAT_REFUSED } compat_kind_t;
+
+typedef struct compat_flag {
+    const char *name;
+    mc_flag_type_t type; /* MC_FLAG_BOOL, MC_FLAG_INT, MC_FLAG_DOUBLE or MC_FLAG_STRING */
+    const char *def;     /* upstream's default, as text */
+    compat_kind_t kind;
+    const char *why; /* refused: why and what to do; no-op: why nothing changes */
+} compat_flag_t;
+
+#define WHY_NOF "there is no NVMe-oF tier here (no NoF segment can be mounted)"
+#define WHY_PROMO "only used with --promotion_on_hit, which is refused"
+#define WHY_DYN "only used with --dynamic_replication_mode observe|enforce, which are refused"
+#define WHY_KV "only used with --enable_kv_events, which is refused"
+#define WHY_HA "only used with --enable_ha, which is refused (HA on etcd comes with issue 15)"
+#define WHY_OPLOG "only used with --enable_oplog, which is refused"
+#define WHY_DISK "only used with --root_fs_dir (legacy DISK tier), which is refused"
+#define WHY_TENANT "only used with --enable_multi_tenants, which is refused"
+#define WHY_SNAP "only used with --enable_snapshot/--enable_snapshot_restore, which are refused"
+#define WHY_TASKS                                                                                  \
+    "bounds upstream's copy/move task table; this master has no copy/move tasks (those RPCs are "  \
+    "not served)"
+#define WHY_CXL "only used with --enable_cxl, which is refused"
+#define WHY_K8S "names the k8s leader for --enable_ha, which is refused"
+
+/* clang-format off */
+static const compat_flag_t compat_flags[] = {
+    {"enable_ha", MC_FLAG_BOOL, "false", COMPAT_REFUSED,
+     "master high availability (leader election) is not implemented: HA on etcd is coming with "
+     "issue 15; run one master without --enable_ha"},
+    {"enable_oplog", MC_FLAG_BOOL, "false", COMPAT_REFUSED,
+     "metadata replication to standbys (OpLog) needs HA, which is not implemented (issue 15); "
+     "drop the flag"},
+    {"enable_snapshot", MC_FLAG_BOOL, "false", COMPAT_REFUSED,
+     "metadata snapshots are not implemented: a restarted master starts empty (clients remount "
+     "their segments); drop the flag"},
+    {"enable_snapshot_restore", MC_FLAG_BOOL, "false", COMPAT_REFUSED,
+     "metadata snapshots are not implemented, so there is nothing to restore; drop the flag"},
+    {"root_fs_dir", MC_FLAG_STRING, "", COMPAT_REFUSED,
+     "the legacy shared-filesystem DISK tier is not implemented; use --enable_offload with "
+     "--offload-backend=distributed --distributed-root-dir=DIR (docs/offload.md)"},
+    {"enable_cxl", MC_FLAG_BOOL, "false", COMPAT_REFUSED,
+     "CXL memory segments are not implemented; drop the flag"},
+    {"enable_kv_events", MC_FLAG_BOOL, "false", COMPAT_REFUSED,
+     "KV-cache event publishing (ZMQ) is not implemented; drop the flag"},
+    {"enable_multi_tenants", MC_FLAG_BOOL, "false", COMPAT_REFUSED,
+     "per-tenant namespaces and quotas are not implemented (every client shares one namespace); "
+     "drop the flag"},
+    {"promotion_on_hit", MC_FLAG_BOOL, "false", COMPAT_REFUSED,
+     "promotion of disk-only objects back to memory on read is not implemented (reads of "
+     "disk-only objects are served from disk); drop the flag"},
+    {"offload_force_evict", MC_FLAG_BOOL, "false", COMPAT_REFUSED,
+     "there is no per-cycle offload cap to force eviction past; drop the flag"},
+    {"dynamic_replication_mode", MC_FLAG_STRING, "off", COMPAT_REFUSED,
+     "dynamic replication of hot keys is not implemented; use --dynamic_replication_mode=off or "
+     "ask for replicas per put (ReplicateConfig.replica_num)"},
+    {"memory_allocator", MC_FLAG_STRING, "offset", COMPAT_REFUSED,
+     "only the offset allocator is implemented; use --memory_allocator=offset"},
+    {"allocation_strategy", MC_FLAG_STRING, "random", COMPAT_REFUSED,
+     "only the random strategy is implemented (preferred segments first, then a random start); "
+     "use --allocation_strategy=random"},
+    {"enable_metadata_cleanup_on_timeout", MC_FLAG_BOOL, "false", COMPAT_REFUSED,
+     "deleting an expired client's transfer-engine metadata is not implemented; drop the flag"},
+    {"flagfile", MC_FLAG_STRING, "", COMPAT_REFUSED,
+     "gflags flag files are not read; put the settings in --config_path (JSON or YAML)"},
+    {"enable_metric_reporting", MC_FLAG_BOOL, "true", COMPAT_NOOP,
+     "no periodic summary in the log; GET /metrics/summary on --metrics_port has it"},
+    {"nof_eviction_ratio", MC_FLAG_DOUBLE, "0.05", COMPAT_NOOP, WHY_NOF},
+    {"nof_eviction_high_watermark_ratio", MC_FLAG_DOUBLE, "0.90", COMPAT_NOOP, WHY_NOF},
+    {"nof_heartbeat_interval_sec", MC_FLAG_INT, "10", COMPAT_NOOP, WHY_NOF},
+    {"nof_heartbeat_probe_timeout_ms", MC_FLAG_INT, "1000", COMPAT_NOOP, WHY_NOF},
+    {"nof_heartbeat_failures_threshold", MC_FLAG_INT, "3", COMPAT_NOOP, WHY_NOF},
+    {"offload_cap_ratio", MC_FLAG_DOUBLE, "0.5", COMPAT_NOOP,
+     "there is no per-cycle offload cap: --offloading_queue_limit bounds each client's queue"},
+    {"promotion_admission_threshold", MC_FLAG_INT, "2", COMPAT_NOOP, WHY_PROMO},
+    {"promotion_queue_limit", MC_FLAG_INT, "50000", COMPAT_NOOP, WHY_PROMO},
+    {"promotion_max_per_heartbeat", MC_FLAG_INT, "1", COMPAT_NOOP, WHY_PROMO},
+    {"dynamic_replication_heat_window_seconds", MC_FLAG_INT, "10", COMPAT_NOOP, WHY_DYN},
+    {"dynamic_replication_admission_qps_threshold", MC_FLAG_DOUBLE, "0.8", COMPAT_NOOP, WHY_DYN},
+    {"dynamic_replication_max_memory_replicas", MC_FLAG_INT, "2", COMPAT_NOOP, WHY_DYN},
+    {"kv_events_bind_endpoint", MC_FLAG_STRING, "", COMPAT_NOOP, WHY_KV},
+    {"kv_events_model_name", MC_FLAG_STRING, "", COMPAT_NOOP, "deprecated upstream and ignored there"},
+    {"kv_events_backend_id", MC_FLAG_STRING, "", COMPAT_NOOP, WHY_KV},
+    {"kv_events_tenant_id", MC_FLAG_STRING, "default", COMPAT_NOOP,
+     "deprecated upstream and ignored there"},
+    {"kv_events_additional_salt", MC_FLAG_STRING, "", COMPAT_NOOP,
+     "deprecated upstream and ignored there"},
+    {"kv_events_lora_name", MC_FLAG_STRING, "", COMPAT_NOOP, "deprecated upstream and ignored there"},
+    {"kv_events_block_size", MC_FLAG_INT, "0", COMPAT_NOOP, "deprecated upstream and ignored there"},
+    {"kv_events_dp_rank", MC_FLAG_INT, "0", COMPAT_NOOP, "deprecated upstream and ignored there"},
+    {"kv_events_emit_legacy_compat", MC_FLAG_BOOL, "true", COMPAT_NOOP, WHY_KV},
+    {"kv_events_emit_object_key", MC_FLAG_BOOL, "true", COMPAT_NOOP, WHY_KV},
+    {"kv_events_queue_capacity", MC_FLAG_INT, "65536", COMPAT_NOOP, WHY_KV},
+    {"ha_backend_type", MC_FLAG_STRING, "etcd", COMPAT_NOOP, WHY_HA},
+    {"ha_backend_connstring", MC_FLAG_STRING, "", COMPAT_NOOP, WHY_HA},
+    {"etcd_endpoints", MC_FLAG_STRING, "", COMPAT_NOOP, WHY_HA},
+    {"pod_name", MC_FLAG_STRING, "", COMPAT_NOOP, WHY_K8S},
+    {"pod_namespace", MC_FLAG_STRING, "", COMPAT_NOOP, WHY_K8S},
+    {"cluster_id", MC_FLAG_STRING, "mooncake_cluster", COMPAT_NOOP,
+     "it names upstream's HA keys and legacy DISK subdirectory, neither of which exists here"},
+    {"oplog_poll_interval_ms", MC_FLAG_INT, "1000", COMPAT_NOOP, WHY_OPLOG},
+    {"oplog_batch_max_entries", MC_FLAG_INT, "1024", COMPAT_NOOP, WHY_OPLOG},
+    {"batch_oplog_retry_timeout_sec", MC_FLAG_INT, "180", COMPAT_NOOP, WHY_OPLOG},
+    {"global_file_segment_size", MC_FLAG_INT, "9223372036854775807", COMPAT_NOOP, WHY_DISK},
+    {"enable_disk_eviction", MC_FLAG_BOOL, "true", COMPAT_NOOP, WHY_DISK},
+    {"quota_bytes", MC_FLAG_INT, "0", COMPAT_NOOP, WHY_DISK},
+    {"tenant_quota_connector_type", MC_FLAG_STRING, "file", COMPAT_NOOP, WHY_TENANT},
+    {"tenant_quota_connector_uri", MC_FLAG_STRING, "", COMPAT_NOOP, WHY_TENANT},
+    {"snapshot_backup_dir", MC_FLAG_STRING, "", COMPAT_NOOP, WHY_SNAP},
+    {"snapshot_interval_seconds", MC_FLAG_INT, "600", COMPAT_NOOP, WHY_SNAP},
+    {"snapshot_child_timeout_seconds", MC_FLAG_INT, "300", COMPAT_NOOP, WHY_SNAP},
+    {"snapshot_retention_count", MC_FLAG_INT, "2", COMPAT_NOOP, WHY_SNAP},
+    {"snapshot_object_store_type", MC_FLAG_STRING, "", COMPAT_NOOP, WHY_SNAP},
+    {"snapshot_payload_store_type", MC_FLAG_STRING, "", COMPAT_NOOP, WHY_SNAP},
+    {"snapshot_payload_backend_type", MC_FLAG_STRING, "", COMPAT_NOOP, WHY_SNAP},
+    {"snapshot_catalog_store_type", MC_FLAG_STRING, "", COMPAT_NOOP, WHY_SNAP},
+    {"snapshot_catalog_backend_type", MC_FLAG_STRING, "", COMPAT_NOOP, WHY_SNAP},
+    {"snapshot_catalog_store_connstring", MC_FLAG_STRING, "", COMPAT_NOOP, WHY_SNAP},
+    {"snapshot_catalog_backend_connstring", MC_FLAG_STRING, "", COMPAT_NOOP, WHY_SNAP},
+    {"max_total_finished_tasks", MC_FLAG_INT, "10000", COMPAT_NOOP, WHY_TASKS},
+    {"max_total_pending_tasks", MC_FLAG_INT, "10000", COMPAT_NOOP, WHY_TASKS},
+    {"max_total_processing_tasks", MC_FLAG_INT, "10000", COMPAT_NOOP, WHY_TASKS},
+    {"pending_task_timeout_sec", MC_FLAG_INT, "300", COMPAT_NOOP, WHY_TASKS},
+    {"processing_task_timeout_sec", MC_FLAG_INT, "300", COMPAT_NOOP, WHY_TASKS},
+    {"max_retry_attempts", MC_FLAG_INT, "10", COMPAT_NOOP, WHY_TASKS},
+    {"cxl_path", MC_FLAG_STRING, "/dev/dax0.0", COMPAT_NOOP, WHY_CXL},
+    {"cxl_size", MC_FLAG_INT, "8589934592", COMPAT_NOOP, WHY_CXL},
+};
+/* clang-format on */
+
+#define COMPAT_COUNT (sizeof(compat_flags) / sizeof(compat_flags[0]))
+
 /* ---- options ----------------------------------------------------------------------------- */
+
+/* A compatibility flag's value, as its type stores it. */
+typedef union compat_value {
+    int b;
+    int64_t i;
+    double d;
+    char *s;
+} compat_value_t;
 
 typedef struct master_opts {
     int64_t rpc_port;
     int64_t port;
     char *rpc_address;
+    char *rpc_interface; /* "" = none; else its IPv4 address replaces rpc_address */
+    int rpc_enable_tcp_no_delay;
     int64_t rpc_thread_num;
     int64_t max_threads;
     int64_t metrics_port;
@@ -107,10 +264,44 @@ typedef struct master_opts {
     char *log_dir;
     int logtostderr;
     int64_t v;
+    compat_value_t compat[COMPAT_COUNT]; /* compat_flags[i] */
+    int refused;                         /* validate() failed on a refused flag: exit 2 */
 } master_opts_t;
 
 static char empty_string[] = "";
 static char any_address[] = "0.0.0.0";
+
+/* f's upstream default into *v (the texts in compat_flags always parse). */
+static void compat_parse_default(const compat_flag_t *f, compat_value_t *v)
+{
+    char msg[128];
+    memset(v, 0, sizeof(*v));
+    if (f->type == MC_FLAG_BOOL)
+        (void)mc_parse_bool(f->def, &v->b, msg, sizeof(msg));
+    else if (f->type == MC_FLAG_INT)
+        (void)mc_parse_int64(f->def, INT64_MIN, INT64_MAX, &v->i, msg, sizeof(msg));
+    else if (f->type == MC_FLAG_DOUBLE)
+        (void)mc_parse_double(f->def, -1e300, 1e300, &v->d, msg, sizeof(msg));
+    else
+        v->s = (char *)f->def; /* never written through: the parser replaces the pointer */
+}
+
+/* Whether *v differs from f's upstream default. */
+static int compat_changed(const compat_flag_t *f, const compat_value_t *v)
+{
+    compat_value_t d;
+    compat_parse_default(f, &d);
+    switch (f->type) {
+    case MC_FLAG_BOOL:
+        return v->b != d.b;
+    case MC_FLAG_INT:
+        return v->i != d.i;
+    case MC_FLAG_DOUBLE:
+        return v->d != d.d;
+    default:
+        return strcmp(v->s, d.s) != 0;
+    }
+}
 
 static void opts_default(master_opts_t *o)
 {
@@ -150,6 +341,10 @@ static void opts_default(master_opts_t *o)
     o->cluster_secret_file = empty_string;
     o->config_path = empty_string;
     o->log_dir = empty_string;
+    o->rpc_interface = empty_string;
+    o->rpc_enable_tcp_no_delay = 1;
+    for (size_t i = 0; i < COMPAT_COUNT; i++)
+        compat_parse_default(&compat_flags[i], &o->compat[i]);
 }
 
 /* clang-format off */
@@ -164,6 +359,10 @@ static size_t flags_table(master_opts_t *o, mc_flag_t *out, size_t cap)
         FLAG_INT("rpc_port", rpc_port, 0, PORT_MAX, "RPC port; 0 = use --port"),
         FLAG_INT("port", port, 0, PORT_MAX, "deprecated alias of --rpc_port"),
         FLAG("rpc_address", MC_FLAG_STRING, rpc_address, "address the RPC server binds"),
+        FLAG("rpc_interface", MC_FLAG_STRING, rpc_interface,
+             "NIC whose IPv4 address replaces --rpc_address (an unknown NIC is an error)"),
+        FLAG("rpc_enable_tcp_no_delay", MC_FLAG_BOOL, rpc_enable_tcp_no_delay,
+             "TCP_NODELAY on RPC sockets (always on: false is accepted with a warning)"),
         FLAG_INT("rpc_thread_num", rpc_thread_num, 0, MC_RPC_MAX_THREADS,
                  "RPC event-loop threads; 0 = min(--max_threads, hardware threads)"),
         FLAG_INT("max_threads", max_threads, 1, THREADS_MAX, "upper bound of --rpc_thread_num=0"),
@@ -244,41 +443,34 @@ static size_t flags_table(master_opts_t *o, mc_flag_t *out, size_t cap)
     if (n > cap)
         n = cap;
     memcpy(out, t, n * sizeof(t[0]));
+    static char help[COMPAT_COUNT][512];
+    for (size_t i = 0; i < COMPAT_COUNT && n < cap; i++) {
+        const compat_flag_t *c = &compat_flags[i];
+        if (c->kind == COMPAT_REFUSED)
+            snprintf(help[i], sizeof(help[i]), "upstream's; refused unless %s: %s",
+                     c->def[0] ? c->def : "empty", c->why);
+        else
+            snprintf(help[i], sizeof(help[i]), "upstream's; accepted, no effect: %s", c->why);
+        void *value = c->type == MC_FLAG_BOOL     ? (void *)&o->compat[i].b
+                      : c->type == MC_FLAG_INT    ? (void *)&o->compat[i].i
+                      : c->type == MC_FLAG_DOUBLE ? (void *)&o->compat[i].d
+                                                  : (void *)&o->compat[i].s;
+        mc_flag_t f = {c->name, c->type, value, help[i], 0, 0, 0};
+        out[n++] = f;
+    }
     return n;
 }
 
-#define FLAGS_MAX 64
+#define FLAGS_MAX 160
 
-/* Upstream mooncake_master flags that we accept and ignore (one WARNING each). */
-/* clang-format off */
+/* glog flags of upstream's master that only shape its logging: accepted with one WARNING each. The
+ * flags of upstream's master itself are in compat_flags. */
 static const char *const ignored_flags[] = {
-    "rpc_interface", "rpc_enable_tcp_no_delay",
-    "enable_metric_reporting", "memory_allocator", "allocation_strategy",
-    "enable_metadata_cleanup_on_timeout",
-    "nof_eviction_ratio", "nof_eviction_high_watermark_ratio", "nof_heartbeat_interval_sec",
-    "nof_heartbeat_probe_timeout_ms", "nof_heartbeat_failures_threshold",
-    "offload_force_evict", "offload_cap_ratio",
-    "promotion_on_hit", "promotion_admission_threshold", "promotion_queue_limit",
-    "promotion_max_per_heartbeat",
-    "root_fs_dir", "global_file_segment_size", "cluster_id", "enable_disk_eviction", "quota_bytes",
-    "dynamic_replication_mode", "dynamic_replication_heat_window_seconds",
-    "dynamic_replication_admission_qps_threshold", "dynamic_replication_max_memory_replicas",
-    "enable_multi_tenants", "tenant_quota_connector_type", "tenant_quota_connector_uri",
-    "enable_kv_events", "kv_events_bind_endpoint", "kv_events_backend_id",
-    "kv_events_queue_capacity", "kv_events_emit_legacy_compat", "kv_events_emit_object_key",
-    "enable_ha", "ha_backend_type", "ha_backend_connstring", "etcd_endpoints", "enable_oplog",
-    "oplog_poll_interval_ms", "oplog_batch_max_entries", "batch_oplog_retry_timeout_sec",
-    "enable_snapshot", "enable_snapshot_restore", "snapshot_interval_seconds",
-    "snapshot_child_timeout_seconds", "snapshot_retention_count", "snapshot_backup_dir",
-    "snapshot_object_store_type", "snapshot_catalog_store_type",
-    "max_total_finished_tasks", "max_total_pending_tasks", "max_total_processing_tasks",
-    "pending_task_timeout_sec", "processing_task_timeout_sec", "max_retry_attempts",
-    "enable_cxl", "cxl_path", "cxl_size",
-    "pod_name", "pod_namespace",
-    "flagfile", "alsologtostderr", "stderrthreshold", "minloglevel",
+    "alsologtostderr",
+    "stderrthreshold",
+    "minloglevel",
     NULL,
 };
-/* clang-format on */
 
 __attribute__((format(printf, 3, 4))) static int fail(char *err, size_t errlen, const char *fmt,
                                                       ...)
@@ -288,6 +480,23 @@ __attribute__((format(printf, 3, 4))) static int fail(char *err, size_t errlen, 
     vsnprintf(err, errlen, fmt, ap);
     va_end(ap);
     return MC_ERR_INVALID_PARAMS;
+}
+
+/* A refused flag: the message, and exit 2 (main). */
+static int refuse(master_opts_t *o, char *err, size_t errlen, const compat_flag_t *c,
+                  const compat_value_t *v)
+{
+    char value[64];
+    if (c->type == MC_FLAG_BOOL)
+        snprintf(value, sizeof(value), "%s", v->b ? "true" : "false");
+    else if (c->type == MC_FLAG_STRING)
+        snprintf(value, sizeof(value), "%s", v->s);
+    else if (c->type == MC_FLAG_INT)
+        snprintf(value, sizeof(value), "%" PRId64, v->i);
+    else
+        snprintf(value, sizeof(value), "%g", v->d);
+    o->refused = 1;
+    return fail(err, errlen, "--%s=%s is not supported: %s", c->name, value, c->why);
 }
 
 /* ---- config file ------------------------------------------------------------------------- */
@@ -374,8 +583,13 @@ static int file_apply(file_ctx_t *c, const char *key, const char *text)
     const char *name = strcmp(key, FILE_KEY_CLIENT_TTL) == 0 ? "client_ttl" : key;
     mc_flag_t *f =
         strcmp(name, "config_path") == 0 ? NULL : mc_flags_find(c->flags, c->nflags, name);
-    if (f)
-        return f->is_set ? 0 : flag_set_text(c, f, key, text);
+    if (f) {
+        if (f->is_set)
+            return 0;
+        int rc = flag_set_text(c, f, key, text);
+        f->is_set = rc == 0; /* given: a no-op flag's warning, the --port notice */
+        return rc;
+    }
     for (size_t i = 0; ignored_flags[i]; i++) {
         if (strcmp(ignored_flags[i], key) == 0) {
             MC_WARN("%s: key \"%s\" is accepted for compatibility and ignored", c->path, key);
@@ -529,6 +743,99 @@ static const char *backend_canonical(const char *name)
     if (!strcmp(name, "distributed") || !strcmp(name, "distributed_storage_backend"))
         return "distributed";
     return NULL;
+}
+
+static compat_value_t *compat_value(master_opts_t *o, const char *name)
+{
+    for (size_t i = 0; i < COMPAT_COUNT; i++) {
+        if (strcmp(compat_flags[i].name, name) == 0)
+            return &o->compat[i];
+    }
+    return NULL; /* not reached: every caller names an entry of compat_flags */
+}
+
+static int one_of(const char *value, const char *const *allowed)
+{
+    for (size_t i = 0; allowed[i]; i++) {
+        if (strcmp(value, allowed[i]) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+/*
+ * The upstream flags of compat_flags: values upstream rejects are bad values (exit 1, as its
+ * validators abort), a refused flag away from its default is refused (exit 2), a given no-op flag
+ * gets one WARNING. `flags` tells which were given (command line or config file).
+ */
+static int check_compat(master_opts_t *o, mc_flag_t *flags, size_t n, char *err, size_t errlen)
+{
+    static const char *const ratios[] = {"nof_eviction_ratio", "offload_cap_ratio", NULL};
+    static const char *const modes[] = {"off", "observe", "enforce", NULL};
+    static const char *const allocators[] = {"offset", "cachelib", NULL};
+    static const char *const strategies[] = {
+        "random", "free_ratio_first", "cxl", "ssd_free_ratio_first", "local_first", NULL};
+    for (size_t i = 0; ratios[i]; i++) {
+        double r = compat_value(o, ratios[i])->d;
+        if (!(r >= 0 && r <= 1))
+            return fail(err, errlen, "--%s=%g is outside [0, 1]", ratios[i], r);
+    }
+    const char *mode = compat_value(o, "dynamic_replication_mode")->s;
+    if (!one_of(mode, modes))
+        return fail(err, errlen, "--dynamic_replication_mode=%s: expected off, observe or enforce",
+                    mode);
+    const char *alloc = compat_value(o, "memory_allocator")->s;
+    if (!one_of(alloc, allocators))
+        return fail(err, errlen, "--memory_allocator=%s: expected offset or cachelib", alloc);
+    const char *strategy = compat_value(o, "allocation_strategy")->s;
+    if (!one_of(strategy, strategies))
+        return fail(err, errlen,
+                    "--allocation_strategy=%s: expected random, free_ratio_first, cxl, "
+                    "ssd_free_ratio_first or local_first",
+                    strategy);
+    for (size_t i = 0; i < COMPAT_COUNT; i++) {
+        const compat_flag_t *c = &compat_flags[i];
+        if (c->kind == COMPAT_REFUSED && compat_changed(c, &o->compat[i]))
+            return refuse(o, err, errlen, c, &o->compat[i]);
+    }
+    for (size_t i = 0; i < COMPAT_COUNT; i++) {
+        const compat_flag_t *c = &compat_flags[i];
+        mc_flag_t *f = mc_flags_find(flags, n, c->name);
+        if (c->kind == COMPAT_NOOP && f && f->is_set)
+            MC_WARN("flag --%s is accepted for compatibility and has no effect: %s", c->name,
+                    c->why);
+    }
+    if (!o->rpc_enable_tcp_no_delay)
+        MC_WARN("flag --rpc_enable_tcp_no_delay=false has no effect: RPC sockets always set "
+                "TCP_NODELAY (latency only; replies are the same)");
+    return 0;
+}
+
+/* --rpc_interface: the NIC's first IPv4 address replaces --rpc_address (as upstream). */
+static int resolve_rpc_interface(master_opts_t *o, string_pool_t *pool, char *err, size_t errlen)
+{
+    if (!o->rpc_interface[0])
+        return 0;
+    struct ifaddrs *ifs = NULL;
+    if (getifaddrs(&ifs) != 0)
+        return fail(err, errlen, "--rpc_interface=%s: cannot list interfaces: %s", o->rpc_interface,
+                    strerror(errno));
+    char addr[INET_ADDRSTRLEN] = "";
+    for (struct ifaddrs *i = ifs; i && !addr[0]; i = i->ifa_next) {
+        if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET &&
+            strcmp(i->ifa_name, o->rpc_interface) == 0)
+            inet_ntop(AF_INET, &((struct sockaddr_in *)(void *)i->ifa_addr)->sin_addr, addr,
+                      sizeof(addr));
+    }
+    freeifaddrs(ifs);
+    if (!addr[0])
+        return fail(err, errlen, "--rpc_interface=%s: no such interface with an IPv4 address",
+                    o->rpc_interface);
+    char *copy = pool_strdup(pool, addr);
+    if (!copy)
+        return fail(err, errlen, "out of memory");
+    o->rpc_address = copy;
+    return 0;
 }
 
 static int validate(master_opts_t *o, char *err, size_t errlen)
@@ -690,7 +997,10 @@ static int configure(int argc, char **argv, master_opts_t *o, string_pool_t *poo
     }
     if (mc_flags_find(flags, n, "port")->is_set)
         MC_WARN("--port is deprecated; use --rpc_port");
-    return validate(o, err, errlen);
+    rc = check_compat(o, flags, n, err, errlen);
+    if (rc == 0)
+        rc = resolve_rpc_interface(o, pool, err, errlen);
+    return rc != 0 ? rc : validate(o, err, errlen);
 }
 
 static int setup_logging(const master_opts_t *o, char *err, size_t errlen)
@@ -818,7 +1128,7 @@ int main(int argc, char **argv)
         if (rc == MC_FLAGS_EXIT_OK)
             return 0;
         fprintf(stderr, PROGRAM ": %s\n", err);
-        return 1;
+        return o.refused ? 2 : 1;
     }
 
     /*

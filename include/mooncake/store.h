@@ -27,6 +27,7 @@
 #include <stdint.h>
 
 #include "mooncake/errors.h"
+#include "mooncake/transfer_engine.h" /* mc_transfer_engine_t (config.transfer_engine) */
 
 #ifdef __cplusplus
 extern "C" {
@@ -74,6 +75,24 @@ typedef struct mc_store_config {
      * client retries. 0 = env MC_MASTER_WAIT_TIMEOUT (seconds) or 30 s; negative = fail at once
      * with MC_ERR_RPC_FAIL. */
     int64_t master_wait_timeout_ms;
+    /* An engine to move this store's bytes through instead of creating one (upstream's
+     * setup(..., engine=...), e.g. SGLang sharing its KV-transfer engine with HiCache); NULL =
+     * create one from local_hostname, metadata_server, protocol, device_name and the secret
+     * (those are then ignored for the engine). Borrowed: the caller keeps it alive until
+     * mc_store_close()/mc_store_free() returns; the store registers its segment memory in it
+     * and frees/unregisters what it registered at close, but never destroys it. Its cluster
+     * secret is the engine's own. */
+    mc_transfer_engine_t *transfer_engine;
+    /* The client HTTP server (matches upstream's real client: mooncake_client
+     * --enable_http_server --http_port, Python enable_client_http_server / client_http_port):
+     * GET /health, /metrics, /metrics/summary (src/client/client_http.h) on
+     * http_host:http_port. http_port must be 1..65535 when enabled (else setup fails with
+     * MC_ERR_INVALID_PARAMS, as upstream); a port that cannot be bound only logs a warning and
+     * setup goes on (upstream). http_host NULL or "" = the host of local_hostname (a wildcard
+     * there prints the open-listener warning of docs/security.md). */
+    int enable_http_server;
+    int http_port;
+    const char *http_host;
 } mc_store_config_t;
 
 typedef enum mc_soft_pin_action {

@@ -18,14 +18,25 @@ to make room for a larger one. Otherwise ``acquire`` waits for a release (``bloc
 ``timeout`` seconds) or raises BufferPoolExhaustedError (``block=False``, as store_kv_bench.py
 expects).
 
-Memory safety: region memory is owned by a ``mooncake.store.BufferHandle``; every lease's
-memoryview keeps it alive, so a lease used after ``close()`` touches valid (but unregistered)
-memory rather than freed memory. Leases are not released by garbage collection: release them.
+Upstream's rules (mooncake-integration/store/buffer_pool.cpp), all RuntimeError: the store must
+be set up; min_size_class and alignment positive, alignment a power of two >= 8; a size above
+max_bytes is refused; ``close()`` with live leases and ``release()`` while a memoryview from
+``.buffer`` is alive are refused; a released lease's ``.ptr`` / ``.buffer`` raise. Sizes are
+size_t (negative or non-int: TypeError); size 0 gives an empty lease; sizes above
+max_size_class are served.
+
+Memory safety: region memory is owned by a ``mooncake.store.BufferHandle``; every memoryview a
+lease hands out keeps it alive. Leases are not released by garbage collection: release them.
+Differs from upstream: leases come from regions the pool maps and registers itself (upstream
+sub-allocates the store's local buffer); max_bytes 0 means no limit (upstream: twice the local
+buffer).
 
 Thread-safe: one lock guards the free lists; ``acquire`` may block while other threads release.
 """
+import ctypes
 import threading
 import time
+import weakref
 
 from mooncake import _store
 
@@ -40,16 +51,25 @@ def _round_up(value, unit):
     return (value + unit - 1) // unit * unit
 
 
+def _check_size_t(value, name):
+    """An int >= 0 (upstream's size_t arguments): TypeError otherwise, as pybind11 raises."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise TypeError(f"BufferPool: {name} must be an int >= 0, got {value!r}")
+
+
 class BufferPoolExhaustedError(RuntimeError):
     """acquire() could not find room (block=False, timeout, or a size that can never fit)."""
 
 
 class BufferLease:
     """A range of registered memory: ``.ptr`` (int address), ``.size`` (bytes asked for),
-    ``.buffer`` (writable memoryview of exactly ``size`` bytes). ``release()`` returns it to the
-    pool (idempotent; also on leaving a ``with`` block)."""
+    ``.buffer`` (a new writable memoryview of exactly ``size`` bytes per access, as upstream).
+    ``release()`` returns it to the pool; idempotent; also on leaving a ``with`` block. As
+    upstream: release() raises RuntimeError while a memoryview from ``.buffer`` (or a slice of
+    one) is alive, and ``.ptr`` / ``.buffer`` raise RuntimeError once released."""
 
-    __slots__ = ("ptr", "size", "buffer", "_pool", "_region", "_offset", "_reserved", "_released")
+    __slots__ = ("size", "_ptr", "_pool", "_region", "_offset", "_reserved", "_released",
+                 "_views", "__weakref__")
 
     def __init__(self, pool, region, offset, size, reserved):
         self._pool = pool
@@ -57,12 +77,33 @@ class BufferLease:
         self._offset = offset
         self._reserved = reserved
         self._released = False
-        self.ptr = region.ptr + offset
+        self._ptr = region.ptr + offset
+        self._views = []  # weak references to the exporters behind .buffer views
         self.size = size
-        self.buffer = memoryview(region.handle)[offset:offset + size]
+
+    @property
+    def ptr(self):
+        if self._released:
+            raise RuntimeError("buffer lease is closed")
+        return self._ptr
+
+    @property
+    def buffer(self):
+        """A writable memoryview (format "B") of the lease's bytes. Keeps the region's memory
+        alive while it (or any slice of it) lives."""
+        if self._released:
+            raise RuntimeError("buffer lease is closed")
+        exporter = (ctypes.c_ubyte * self.size).from_buffer(self._region.handle, self._offset)
+        self._views = [v for v in self._views if v() is not None]
+        self._views.append(weakref.ref(exporter))
+        return memoryview(exporter).cast("B")
+
+    def _exported(self):
+        return any(v() is not None for v in self._views)
 
     def release(self):
-        """Gives the range back to the pool. Idempotent; a no-op after the pool is closed."""
+        """Gives the range back to the pool. Idempotent. RuntimeError while views from .buffer
+        are alive (release them first: ``del view`` or ``view.release()``)."""
         self._pool._release(self)
 
     @property
@@ -81,7 +122,7 @@ class BufferLease:
 
     def __repr__(self):
         state = "released" if self._released else "live"
-        return f"<BufferLease ptr={self.ptr:#x} size={self.size} {state}>"
+        return f"<BufferLease ptr={self._ptr:#x} size={self.size} {state}>"
 
 
 class _Region:
@@ -144,15 +185,20 @@ class BufferPool:
                  max_regions=None, prewarm_size=None, prewarm_count=0):
         for name, value in (("max_bytes", max_bytes), ("min_size_class", min_size_class),
                             ("alignment", alignment), ("prewarm_count", prewarm_count)):
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise ValueError(f"BufferPool: {name} must be an int >= 0, got {value!r}")
-        if alignment == 0:
-            raise ValueError("BufferPool: alignment must be > 0")
-        if max_regions is not None and (not isinstance(max_regions, int) or max_regions < 1):
-            raise ValueError(f"BufferPool: max_regions must be None or >= 1, got {max_regions!r}")
-        if max_size_class is not None and (not isinstance(max_size_class, int)
-                                           or max_size_class < 1):
-            raise ValueError("BufferPool: max_size_class must be None or an int >= 1")
+            _check_size_t(value, name)
+        if max_size_class is not None:
+            _check_size_t(max_size_class, "max_size_class")
+        if max_regions is not None:
+            _check_size_t(max_regions, "max_regions")
+        # as upstream (RuntimeError, checked in this order)
+        if store is None or not store.get_hostname():
+            raise RuntimeError("MooncakeDistributedStore is not initialized")
+        if min_size_class == 0 or alignment == 0:
+            raise RuntimeError("min_size_class and alignment must be positive")
+        if alignment < 8 or alignment & (alignment - 1):
+            raise RuntimeError("alignment must be a power of two and at least sizeof(void*)")
+        if max_regions == 0:
+            raise RuntimeError("max_regions must be positive")
         self._store = store
         self._max_bytes = max_bytes
         self._min_size_class = min_size_class
@@ -164,6 +210,7 @@ class BufferPool:
         self._regions = []
         self._registered = 0  # bytes in regions
         self._leased = 0  # bytes reserved by live leases
+        self._live = 0  # live leases
         self._closed = False
         self._cond = threading.Condition()
         if prewarm_count:
@@ -173,29 +220,27 @@ class BufferPool:
     # ---- public ---------------------------------------------------------------------------
 
     def acquire(self, size, block=None, timeout=None):
-        """A lease of `size` bytes (int > 0).
+        """A lease of `size` bytes (int >= 0; 0 gives an empty lease, as upstream).
 
         block: wait for releases when the pool is full (default: block_on_exhaustion).
         timeout: seconds to wait at most (default: default_timeout; None = forever).
-        Raises ValueError for a size the pool can never hold (> max_bytes or max_size_class),
-        BufferPoolExhaustedError when full and not blocking, on timeout, or when nothing is
-        leased and the size still does not fit; RuntimeError when closed or when registering
-        a new region with the store fails.
+        As upstream: TypeError for a size that is not a non-negative int; RuntimeError for a
+        size above max_bytes ("requested buffer size exceeds pool capacity"), a negative
+        timeout, a closed pool, or a failed registration of a new region;
+        BufferPoolExhaustedError (a RuntimeError) when full and not blocking, on timeout, or
+        when nothing is leased and the size still does not fit. A size above max_size_class
+        is served (upstream counts it as an oversize allocation).
         """
-        if not isinstance(size, int) or isinstance(size, bool):
-            raise TypeError(f"size must be an int, not {type(size).__name__}")
-        if size <= 0:
-            raise ValueError(f"size must be > 0, got {size}")
+        _check_size_t(size, "size")
         if self._max_bytes and size > self._max_bytes:
-            raise ValueError(f"lease of {size} bytes is larger than max_bytes {self._max_bytes}")
-        if self._max_size_class is not None and size > self._max_size_class:
-            raise ValueError(
-                f"lease of {size} bytes is larger than max_size_class {self._max_size_class}")
+            raise RuntimeError("requested buffer size exceeds pool capacity")
         block = self._block if block is None else bool(block)
         timeout = self._default_timeout if timeout is None else timeout
-        reserve = _round_up(max(size, self._min_size_class), _GRANULE)
+        if timeout is not None and timeout < 0:
+            raise RuntimeError("timeout must be non-negative")
+        reserve = _round_up(max(size, self._min_size_class, 1), _GRANULE)
         if self._max_bytes and reserve > self._max_bytes:
-            reserve = size
+            reserve = max(size, 1)
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
             while True:
@@ -224,11 +269,13 @@ class BufferPool:
                 lease.release()
 
     def close(self):
-        """Unregisters every region. Idempotent. Live leases stay readable and writable but are
-        no longer registered, so the store's zero-copy calls refuse them (-600)."""
+        """Unregisters every region. Idempotent. RuntimeError while leases are live (as
+        upstream; the pool stays open): release them first."""
         with self._cond:
             if self._closed:
                 return
+            if self._live:
+                raise RuntimeError("cannot close buffer pool with active leases")
             self._closed = True
             regions, self._regions = self._regions, []
             self._registered = 0
@@ -276,6 +323,7 @@ class BufferPool:
 
     def _lease(self, region, offset, size, reserve):
         self._leased += reserve
+        self._live += 1
         return BufferLease(self, region, offset, size, reserve)
 
     def _region_size(self, reserve):
@@ -318,9 +366,10 @@ class BufferPool:
         with self._cond:
             if lease._released:
                 return
+            if lease._exported():
+                raise RuntimeError("cannot release buffer while exported views exist")
             lease._released = True
-            if self._closed:
-                return
+            self._live -= 1
             lease._region.give(lease._offset, lease._reserved)
             self._leased -= lease._reserved
             self._cond.notify_all()

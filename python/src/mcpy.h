@@ -175,6 +175,7 @@ typedef struct McStoreObject {
     mc_store_t **retired;
     size_t retired_count;
     PyObject *hostname; /* str, this client's segment name; NULL until set up */
+    PyObject *engine;   /* the InnerTransferEngine given to setup(engine=...), or NULL */
     mcpy_range_t *regs;
     size_t reg_count, reg_capacity;
     size_t get_hint; /* bytes: size of the last object get() read, a first-guess capacity */

@@ -8,18 +8,35 @@
  * concurrent setup or close from another thread is refused or is a no-op rather than racing.
  * Handles are freed only in tp_dealloc (see McStoreObject in mcpy.h for why).
  *
- * Options C does not implement: `engine` (sharing a Python TransferEngine) and a tenant other
- * than "default" make setup return NOT_SUPPORTED (-1012), because silently ignoring them would
- * put objects somewhere the caller did not ask for; enable_client_http_server only logs a
- * warning. enable_ssd_offload / ssd_offload_path map to the store's offload configuration
- * (mc_store_config_t.enable_offload / offload_path), as mooncake_client --enable_offload does.
+ * `engine` (TransferEngine.get_engine() of mooncake.engine): the store moves its bytes through
+ * that engine (mc_store_config_t.transfer_engine); the object keeps a reference to it so the
+ * engine outlives the store's use of it. enable_client_http_server / client_http_port start
+ * the client HTTP server (src/client/client_http.h) as upstream. A tenant_id other than "default"
+ * is accepted with a warning line and has no effect, as upstream against a master without
+ * multi-tenancy (ours has none): every key is in the default tenant.
+ *
+ * As upstream (RealClient::setup_internal): setup(config: dict) answers INVALID_PARAMS (-600,
+ * logged) for a value that does not parse or a missing local_hostname / metadata_server, and
+ * ignores unknown keys (with a warning); a local_hostname without a port gets one of
+ * [MC_STORE_CLIENT_MIN_PORT, MC_STORE_CLIENT_MAX_PORT] (setup_on_free_port). enable_ssd_offload /
+ * ssd_offload_path map to the store's offload configuration (mc_store_config_t.enable_offload /
+ * offload_path), as mooncake_client --enable_offload does.
  */
 #include "mcpy.h"
 
+#include "engine.h"
 #include "log.h"
+#include "net.h"
 #include "parse.h"
 
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
 
 #define MCPY_DEFAULT_MASTER "127.0.0.1:50051"
 #define MCPY_DEFAULT_SIZE (16ull << 20) /* bytes: dict form's default segment and buffer size */
@@ -81,6 +98,7 @@ static void store_dealloc(PyObject *obj)
     PyMem_Free(self->retired);
     PyMem_Free(self->regs);
     Py_XDECREF(self->hostname);
+    Py_XDECREF(self->engine);
     Py_TYPE(obj)->tp_free(obj);
 }
 
@@ -115,6 +133,89 @@ static int str_arg(PyObject *obj, const char *what, const char **out)
     return 0;
 }
 
+/* ---- port selection (matches upstream RealClient::setup_internal) ---------------------------- */
+
+#define MCPY_MIN_PORT_DEFAULT 12300
+#define MCPY_MAX_PORT_DEFAULT 14300
+#define MCPY_SETUP_RETRIES_DEFAULT 20
+
+/* An integer environment variable in [lo, hi], else `fallback` (a bad value is logged). */
+static long env_long(const char *name, long fallback, long lo, long hi)
+{
+    const char *v = getenv(name);
+    if (!v || !*v)
+        return fallback;
+    char *end = NULL;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (errno || *end || x < lo || x > hi) {
+        MC_WARN("setup: %s=\"%s\" is not an integer in %ld..%ld; using %ld", name, v, lo, hi,
+                fallback);
+        return fallback;
+    }
+    return x;
+}
+
+/* 1 when nothing listens on `port` of any local address right now (the probe upstream's
+ * AutoPortBinder makes: bind INADDR_ANY:port). */
+static int port_is_free(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return 0;
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    sa.sin_addr.s_addr = htonl(INADDR_ANY);
+    int ok = bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+    close(fd);
+    return ok;
+}
+
+/*
+ * setup() for a local_hostname without a port, as upstream: up to MC_STORE_CLIENT_SETUP_RETRIES
+ * (20) attempts, each on a random port of [MC_STORE_CLIENT_MIN_PORT, MC_STORE_CLIENT_MAX_PORT]
+ * (12300..14300; an invalid range falls back to the defaults); a busy port, or a setup that
+ * fails to bind it (MC_ERR_INTERNAL_ERROR), moves on to another port. Any other failure (master
+ * unreachable, refused secret, bad arguments) is returned at once: another port cannot fix it.
+ * All attempts used up: MC_ERR_INTERNAL_ERROR (-1), as upstream. Called without the GIL.
+ */
+static int setup_on_free_port(const mc_store_config_t *base, const char *host, mc_store_t **out)
+{
+    long lo = env_long("MC_STORE_CLIENT_MIN_PORT", MCPY_MIN_PORT_DEFAULT, 1, 65535);
+    long hi = env_long("MC_STORE_CLIENT_MAX_PORT", MCPY_MAX_PORT_DEFAULT, 1, 65535);
+    long retries = env_long("MC_STORE_CLIENT_SETUP_RETRIES", MCPY_SETUP_RETRIES_DEFAULT, 1, 1000);
+    if (lo > hi) {
+        MC_WARN("setup: MC_STORE_CLIENT_MIN_PORT %ld > MC_STORE_CLIENT_MAX_PORT %ld; using %d..%d",
+                lo, hi, MCPY_MIN_PORT_DEFAULT, MCPY_MAX_PORT_DEFAULT);
+        lo = MCPY_MIN_PORT_DEFAULT;
+        hi = MCPY_MAX_PORT_DEFAULT;
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    unsigned seed = (unsigned)ts.tv_nsec ^ ((unsigned)getpid() << 16) ^ (unsigned)(uintptr_t)out;
+    int bracket = strchr(host, ':') != NULL; /* IPv6 literal */
+    for (long attempt = 1; attempt <= retries; attempt++) {
+        int port = (int)(lo + (long)(rand_r(&seed) % (unsigned)(hi - lo + 1)));
+        if (!port_is_free(port)) {
+            MC_WARN("setup: port %d is busy, retry %ld/%ld", port, attempt, retries);
+            continue;
+        }
+        char endpoint[MC_ENDPOINT_MAX];
+        snprintf(endpoint, sizeof(endpoint), bracket ? "[%s]:%d" : "%s:%d", host, port);
+        mc_store_config_t cfg = *base;
+        cfg.local_hostname = endpoint;
+        int rc = mc_store_setup(&cfg, out);
+        if (rc == 0)
+            return 0;
+        if (rc != MC_ERR_INTERNAL_ERROR)
+            return rc;
+        MC_WARN("setup: could not serve on port %d, retry %ld/%ld", port, attempt, retries);
+    }
+    MC_ERROR("setup: no free port in %ld..%ld after %ld attempts (MC_STORE_CLIENT_MIN_PORT, "
+             "MC_STORE_CLIENT_MAX_PORT, MC_STORE_CLIENT_SETUP_RETRIES)",
+             lo, hi, retries);
+    return MC_ERR_INTERNAL_ERROR;
+}
+
 /* Runs the C setup for a validated argument set; returns the int setup() returns. */
 static PyObject *run_setup(McStoreObject *self, const setup_args_t *a)
 {
@@ -126,22 +227,32 @@ static PyObject *run_setup(McStoreObject *self, const setup_args_t *a)
         MC_ERROR("setup: another thread is setting up or closing this store");
         return PyLong_FromLong(MC_ERR_INVALID_PARAMS);
     }
+    mc_transfer_engine_t *shared = NULL;
     if (a->engine && a->engine != Py_None) {
-        MC_ERROR("setup: sharing a TransferEngine object (engine=...) is not supported by "
-                 "mooncake-c; pass engine=None");
-        return PyLong_FromLong(MC_ERR_NOT_SUPPORTED);
+        PyObject *owner;
+        if (!mcpy_inner_engine(a->engine, &shared, &owner)) {
+            PyErr_Format(PyExc_TypeError,
+                         "engine must be an InnerTransferEngine (TransferEngine.get_engine()) "
+                         "or None, not %.100s",
+                         Py_TYPE(a->engine)->tp_name);
+            return NULL;
+        }
+        if (!shared) {
+            MC_ERROR("setup: engine: its TransferEngine is not initialized");
+            return PyLong_FromLong(MC_ERR_INVALID_PARAMS);
+        }
     }
-    if (strcmp(a->tenant_id, "default") != 0) {
-        MC_ERROR("setup: tenant_id \"%s\": only the \"default\" tenant is supported", a->tenant_id);
-        return PyLong_FromLong(MC_ERR_NOT_SUPPORTED);
-    }
+    if (strcmp(a->tenant_id, "default") != 0)
+        /* matches upstream with a master without --enable_multi_tenants: the master resolves
+         * every request to the default tenant (rpc_service.cpp); our master has no tenants */
+        MC_WARN("setup: tenant_id \"%s\": this cluster has no multi-tenancy; this client's keys "
+                "are in the default tenant, shared with every client (as upstream with a master "
+                "without --enable_multi_tenants)",
+                a->tenant_id);
     if (a->client_http_port < 1 || a->client_http_port > 65535) {
         MC_ERROR("setup: client_http_port %lld is not in 1..65535", (long long)a->client_http_port);
         return PyLong_FromLong(MC_ERR_INVALID_PARAMS);
     }
-    if (a->enable_client_http_server)
-        MC_WARN("setup: enable_client_http_server: the client HTTP server is not part of this "
-                "build; not started");
 
     mc_store_config_t cfg = {.local_hostname = a->local_hostname,
                              .metadata_server = a->metadata_server,
@@ -156,13 +267,26 @@ static PyObject *run_setup(McStoreObject *self, const setup_args_t *a)
                               * backend's directory */
                              .enable_offload = a->enable_ssd_offload,
                              .offload_path = a->ssd_offload_path,
-                             .cluster_secret = a->cluster_secret};
+                             .cluster_secret = a->cluster_secret,
+                             .transfer_engine = shared,
+                             /* upstream's client HTTP server, on local_hostname's host */
+                             .enable_http_server = a->enable_client_http_server,
+                             .http_port = (int)a->client_http_port};
+    char host[MC_HOST_MAX];
+    int port = -1;
+    if (mc_net_split_endpoint(a->local_hostname, -1, host, &port) != 0) {
+        MC_ERROR("setup: local_hostname \"%s\" is not host or host:port", a->local_hostname);
+        return PyLong_FromLong(MC_ERR_INVALID_PARAMS);
+    }
     mcpy_store_state_t before = self->state;
     self->state = MCPY_STORE_SETTING_UP;
     mc_store_t *handle = NULL;
     int rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = mc_store_setup(&cfg, &handle);
+    if (port >= 0)
+        rc = mc_store_setup(&cfg, &handle);
+    else
+        rc = setup_on_free_port(&cfg, host, &handle);
     Py_END_ALLOW_THREADS
     if (rc != 0) {
         self->state = before;
@@ -179,6 +303,7 @@ static PyObject *run_setup(McStoreObject *self, const setup_args_t *a)
         return NULL;
     }
     Py_XSETREF(self->hostname, name);
+    Py_XSETREF(self->engine, shared ? Py_NewRef(a->engine) : NULL); /* engine outlives handle */
     self->store = handle;
     self->reg_count = 0;
     self->state = MCPY_STORE_READY;
@@ -272,7 +397,8 @@ static const char *dict_text(PyObject *value, PyObject *keep, const char *key)
     return p;
 }
 
-/* Fills one field of `a` from config[key] = text; -1 with ValueError naming key and value. */
+/* Fills one field of `a` from config[key] = text; 0, or MC_ERR_INVALID_PARAMS (logged, naming
+ * key and value) for a value that does not parse. */
 static int dict_field(setup_args_t *a, const char *key, const char *text)
 {
     char err[256] = "";
@@ -311,11 +437,13 @@ static int dict_field(setup_args_t *a, const char *key, const char *text)
     } else if (!strcmp(key, "enable_client_http_server")) {
         rc = mc_parse_bool(text, &a->enable_client_http_server, err, sizeof(err));
     } else if (!strcmp(key, "client_http_port")) {
-        rc = mc_parse_int64(text, 1, 65535, &a->client_http_port, err, sizeof(err));
+        /* a number outside 1..65535 is setup's -600 (run_setup), as upstream */
+        rc = mc_parse_int64(text, INT64_MIN, INT64_MAX, &a->client_http_port, err, sizeof(err));
     }
     if (rc != 0) {
-        PyErr_Format(PyExc_ValueError, "setup(config): %s: %s", key, err);
-        return -1;
+        /* matches upstream RealClient::setup_internal(ConfigDict): logged, INVALID_PARAMS */
+        MC_ERROR("setup(config): %s: %s", key, err);
+        return MC_ERR_INVALID_PARAMS;
     }
     return 0;
 }
@@ -341,22 +469,28 @@ static PyObject *setup_dict(McStoreObject *self, PyObject *config)
         while (dict_keys[i] && strcmp(dict_keys[i], k) != 0)
             i++;
         if (!dict_keys[i]) {
-            PyErr_Format(PyExc_ValueError,
-                         "setup(config): unknown key '%s'; accepted keys: local_hostname, "
-                         "metadata_server, global_segment_size, local_buffer_size, protocol, "
-                         "rdma_devices, master_server_addr, ipc_socket_path, enable_ssd_offload, "
-                         "ssd_offload_path, tenant_id, enable_client_http_server, "
-                         "client_http_port, cluster_secret",
-                         k);
-            goto out;
+            /* upstream ignores keys it does not know; we say so */
+            MC_WARN("setup(config): unknown key '%s' ignored; accepted keys: local_hostname, "
+                    "metadata_server, global_segment_size, local_buffer_size, protocol, "
+                    "rdma_devices, master_server_addr, ipc_socket_path, enable_ssd_offload, "
+                    "ssd_offload_path, tenant_id, enable_client_http_server, "
+                    "client_http_port, cluster_secret",
+                    k);
+            continue;
         }
         const char *text = dict_text(value, keep, k);
-        if (!text || dict_field(&a, k, text) != 0)
+        if (!text)
             goto out;
+        int frc = dict_field(&a, k, text);
+        if (frc != 0) {
+            result = PyLong_FromLong(frc);
+            goto out;
+        }
     }
-    if (!a.local_hostname || !a.metadata_server) {
-        PyErr_Format(PyExc_ValueError, "setup(config): '%s' is required",
-                     a.local_hostname ? "metadata_server" : "local_hostname");
+    if (!a.local_hostname || !a.local_hostname[0] || !a.metadata_server || !a.metadata_server[0]) {
+        MC_ERROR("setup(config): missing required config: %s",
+                 a.local_hostname && a.local_hostname[0] ? "metadata_server" : "local_hostname");
+        result = PyLong_FromLong(MC_ERR_INVALID_PARAMS);
         goto out;
     }
     result = run_setup(self, &a);
@@ -425,14 +559,23 @@ static PyMethodDef lifecycle_methods[] = {
      "      client_http_port=9300, cluster_secret=None) -> int\n"
      "setup(config: dict) -> int\n\n"
      "Connects to mooncake_master, starts serving this client's segment and mounts it.\n\n"
-     "local_hostname (str): \"host\" or \"host:port\" this client serves its segment on (no port:\n"
-     "  any free port). metadata_server (str): \"P2PHANDSHAKE\" or \"http://host:port/metadata\".\n"
+     "local_hostname (str): \"host\" or \"host:port\" this client serves its segment on. No\n"
+     "  port: as upstream, a random free port of [MC_STORE_CLIENT_MIN_PORT,\n"
+     "  MC_STORE_CLIENT_MAX_PORT] (12300..14300), up to MC_STORE_CLIENT_SETUP_RETRIES (20)\n"
+     "  attempts, then -1; get_hostname() reports \"host:PORT\".\n"
+     "metadata_server (str): \"P2PHANDSHAKE\" or \"http://host:port/metadata\".\n"
      "global_segment_size (int, bytes): memory contributed to the pool, 0 = none.\n"
      "local_buffer_size (int, bytes): 0 makes a pure server that cannot put or get.\n"
      "protocol (str): \"tcp\" (or \"rdma\" when built). rdma_devices (str): comma list or \"\".\n"
      "master_server_addr (str): \"host:port\" of mooncake_master.\n"
-     "engine must be None and tenant_id \"default\" (else NOT_SUPPORTED, -1012);\n"
-     "enable_ssd_offload / enable_client_http_server are accepted and ignored with a warning.\n"
+     "engine: None, or TransferEngine.get_engine() of an initialized mooncake.engine\n"
+     "  TransferEngine: the store moves its bytes through it (and registers its segment there)\n"
+     "  instead of creating its own; the store keeps it alive. Another type: TypeError.\n"
+     "tenant_id: any; as upstream with a\n"
+     "  master without multi-tenancy, keys are in the default tenant (a warning line says so).\n"
+     "enable_client_http_server starts the client HTTP server (GET /health, /metrics,\n"
+     "  /metrics/summary) on local_hostname's host, port client_http_port (1..65535, else\n"
+     "  setup returns -600; a port that cannot be bound only warns), as upstream.\n"
      "cluster_secret (str, not in upstream): the secret every connection of the cluster must\n"
      "  prove (docs/security.md); None = MOONCAKE_CLUSTER_SECRET_FILE or MOONCAKE_CLUSTER_SECRET\n"
      "  from the environment, or no secret (upstream's behaviour). A master or peer that refuses\n"
@@ -441,10 +584,12 @@ static PyMethodDef lifecycle_methods[] = {
      "127.0.0.1:50051, protocol default tcp, plus ipc_socket_path); values are converted with\n"
      "str(); local_hostname and metadata_server are required; sizes may be ints or sizes such\n"
      "as \"16MB\" / \"16 MB\" / \"1.5 GiB\" (default 16 MiB each) and must be 0 or 1 KiB..1 TiB.\n"
-     "A missing required key, an unknown key or an unparsable value raises ValueError.\n\n"
+     "As upstream, a missing required key or an unparsable value returns -600 (logged) and an\n"
+     "unknown key is ignored (with a warning); a non-str key raises TypeError.\n\n"
      "Returns 0, or a negative code: -600 invalid arguments (negative size, already set up;\n"
      "the log says which), -900 master unreachable, -300 master of another version,\n"
-     "-1012 unsupported option. Raises TypeError for arguments of the wrong type."},
+     "-1012 unsupported option, -1 no free port (local_hostname without a port). Raises\n"
+     "TypeError for arguments of the wrong type."},
     {"close", store_close, METH_NOARGS,
      "close() -> int\n\n"
      "Unmounts the segment (objects stored in it are gone), stops the client's threads and\n"

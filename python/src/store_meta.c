@@ -364,7 +364,26 @@ out:
     "1 when the object exists, 0 when not, or a negative code (-400 invalid key, -600 not set\n"   \
     "up, -900 master unreachable). An existing object gets a read lease, as upstream.\n"
 
+/* get_offload_rpc_read_count() -> int: reads this client served from disk replicas. */
+static PyObject *store_get_offload_rpc_read_count(PyObject *obj, PyObject *unused)
+{
+    mc_store_t *s = mcpy_store((McStoreObject *)obj);
+    mc_store_offload_stats_t st;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = mc_store_get_offload_stats(s, &st);
+    Py_END_ALLOW_THREADS
+    /* upstream answers 0 for a client that cannot read offloaded objects */
+    return PyLong_FromUnsignedLongLong(rc == 0 ? st.fallback_reads : 0);
+}
+
 PyMethodDef mcpy_store_meta_methods[] = {
+    {"get_offload_rpc_read_count", store_get_offload_rpc_read_count, METH_NOARGS,
+     "get_offload_rpc_read_count() -> int\n\n"
+     "How many reads this client has served from disk replicas (its own offloaded files, a\n"
+     "peer's through the peer's offload server, or the distributed backend) since setup; 0\n"
+     "when not set up. Upstream counts the offload-RPC reads of its real client (attempts, not\n"
+     "successes); here only reads that returned the object count."},
     {"is_exist", MCPY_KW(store_is_exist), METH_VARARGS | METH_KEYWORDS, "is_exist" EXIST_DOC},
     {"isExist", MCPY_KW(store_isExist), METH_VARARGS | METH_KEYWORDS,
      "isExist" EXIST_DOC "Alias of is_exist (store_kv_bench.py calls this name)."},

@@ -13,6 +13,8 @@
  */
 #include "mcpy.h"
 
+#include "log.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -451,6 +453,9 @@ static PyObject *store_batch_get_into_multi_buffers(PyObject *obj, PyObject *arg
         size_t i = idx[j];
         if (parts[i].n != 1 && results[i] > 0)
             scatter(&parts[i], bufs[i], (size_t)results[i]);
+        /* matches upstream: buffers smaller than the object are INVALID_PARAMS */
+        if (results[i] == MC_ERR_BUFFER_OVERFLOW)
+            results[i] = MC_ERR_INVALID_PARAMS;
     }
     Py_END_ALLOW_THREADS
     list = mcpy_list_from_int64(results, n);
@@ -496,7 +501,7 @@ static PyObject *range_items(PyObject *item, int *scalar)
 
 /*
  * Parses the ranges of one (buffer, key) entry from the three offset/size items, appending to
- * *ranges. Returns 0, or -1 with an exception (TypeError / ValueError for mismatched shapes).
+ * *ranges. Returns 0, or -1 with an exception (TypeError for an item of the wrong type).
  */
 static int parse_entry(McStoreObject *self, uint64_t base, PyObject *dst_item, PyObject *src_item,
                        PyObject *size_item, range_t **ranges, size_t *count, size_t *capacity,
@@ -510,11 +515,9 @@ static int parse_entry(McStoreObject *self, uint64_t base, PyObject *dst_item, P
     if (!z)
         goto out;
     Py_ssize_t k = PySequence_Fast_GET_SIZE(d);
-    if (PySequence_Fast_GET_SIZE(s) != k || PySequence_Fast_GET_SIZE(z) != k) {
-        PyErr_SetString(PyExc_ValueError,
-                        "get_into_ranges: dst offsets, src offsets and sizes differ in length");
-        goto out;
-    }
+    /* dst offsets, src offsets and sizes of different lengths: every range of the entry
+     * (counted by its dst offsets) is INVALID_PARAMS, as upstream (no exception) */
+    int ragged = PySequence_Fast_GET_SIZE(s) != k || PySequence_Fast_GET_SIZE(z) != k;
     if (*count + (size_t)k > *capacity) {
         size_t cap = (*capacity ? *capacity * 2 : 16) + (size_t)k;
         range_t *grown = PyMem_Realloc(*ranges, cap * sizeof(range_t));
@@ -530,6 +533,10 @@ static int parse_entry(McStoreObject *self, uint64_t base, PyObject *dst_item, P
     entry->scalar = sd && ss && sz;
     for (Py_ssize_t j = 0; j < k; j++) {
         range_t *r = &(*ranges)[*count + (size_t)j];
+        if (ragged) {
+            *r = (range_t){.result = MC_ERR_INVALID_PARAMS};
+            continue;
+        }
         uint64_t dst_off = 0;
         int a = mcpy_unsigned(PySequence_Fast_GET_ITEM(d, j), UINT64_MAX, &dst_off, "dst offset");
         int b = PyErr_Occurred() ? 0
@@ -553,6 +560,94 @@ out:
     Py_XDECREF(s);
     Py_XDECREF(z);
     return rc;
+}
+
+/* Appends an entry of k ranges that all answer INVALID_PARAMS; -1 with MemoryError. */
+static int error_entry(Py_ssize_t k, range_t **ranges, size_t *count, size_t *capacity,
+                       range_entry_t *entry)
+{
+    if (*count + (size_t)k > *capacity) {
+        size_t cap = (*capacity ? *capacity * 2 : 16) + (size_t)k;
+        range_t *grown = PyMem_Realloc(*ranges, cap * sizeof(range_t));
+        if (!grown) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        *ranges = grown;
+        *capacity = cap;
+    }
+    entry->first = *count;
+    entry->count = (size_t)k;
+    entry->scalar = 0;
+    for (Py_ssize_t j = 0; j < k; j++)
+        (*ranges)[*count + (size_t)j] = (range_t){.result = MC_ERR_INVALID_PARAMS};
+    *count += (size_t)k;
+    return 0;
+}
+
+/* Number of ranges upstream answers for all_dst_offsets[i][j] when the shapes do not match: its
+ * length when it exists and is a list (1 for a plain int or when it is missing). */
+static Py_ssize_t error_fragments(PyObject *all_dst, Py_ssize_t i, Py_ssize_t j)
+{
+    if (i >= PySequence_Fast_GET_SIZE(all_dst))
+        return 1;
+    PyObject *row = PySequence_Fast_GET_ITEM(all_dst, i);
+    if (!PyList_Check(row) && !PyTuple_Check(row))
+        return 1;
+    if (j >= PySequence_Size(row))
+        return 1;
+    PyObject *cell = PySequence_GetItem(row, j);
+    if (!cell) {
+        PyErr_Clear();
+        return 1;
+    }
+    Py_ssize_t n = PyList_Check(cell) || PyTuple_Check(cell) ? PySequence_Size(cell) : 1;
+    Py_DECREF(cell);
+    return n < 0 ? 1 : n;
+}
+
+/* A list of n INVALID_PARAMS codes; NULL with an exception. */
+static PyObject *error_codes(Py_ssize_t n)
+{
+    PyObject *codes = PyList_New(n);
+    for (Py_ssize_t k = 0; codes && k < n; k++) {
+        PyObject *v = PyLong_FromLong(MC_ERR_INVALID_PARAMS);
+        if (!v)
+            Py_CLEAR(codes);
+        else
+            PyList_SET_ITEM(codes, k, v);
+    }
+    return codes;
+}
+
+/*
+ * The answer of get_into_ranges when the five top-level lists differ in length, shaped as
+ * upstream's (build_ranged_read_results_like): one row per buffer, per key of all_keys[i] (one
+ * when missing), per dst offset (one when missing), every code INVALID_PARAMS.
+ */
+static PyObject *ranges_shape_error(Py_ssize_t nbuf, PyObject *all_keys, PyObject *all_dst)
+{
+    PyObject *result = PyList_New(nbuf);
+    for (Py_ssize_t i = 0; result && i < nbuf; i++) {
+        Py_ssize_t nkeys = 1;
+        if (i < PySequence_Fast_GET_SIZE(all_keys)) {
+            PyObject *row = PySequence_Fast_GET_ITEM(all_keys, i);
+            nkeys = PyList_Check(row) || PyTuple_Check(row) ? PySequence_Size(row) : 1;
+        }
+        PyObject *per_key = PyList_New(nkeys < 0 ? 0 : nkeys);
+        for (Py_ssize_t j = 0; per_key && j < nkeys; j++) {
+            PyObject *codes = error_codes(error_fragments(all_dst, i, j));
+            if (!codes)
+                Py_CLEAR(per_key);
+            else
+                PyList_SET_ITEM(per_key, j, codes);
+        }
+        if (!per_key)
+            Py_CLEAR(result);
+        else
+            PyList_SET_ITEM(result, i, per_key);
+    }
+    return result;
 }
 
 /* Copies the ranges of one fetched object. Call with the GIL released. */
@@ -612,8 +707,10 @@ static PyObject *store_get_into_ranges(PyObject *obj, PyObject *args, PyObject *
     Py_ssize_t nbuf = PySequence_Fast_GET_SIZE(f[0]);
     for (int i = 1; i < 5; i++) {
         if (PySequence_Fast_GET_SIZE(f[i]) != nbuf) {
-            PyErr_Format(PyExc_ValueError, "get_into_ranges: %s has %zd items, buffer_ptrs %zd",
-                         names[i], PySequence_Fast_GET_SIZE(f[i]), nbuf);
+            /* as upstream: logged, every range INVALID_PARAMS (no exception) */
+            MC_ERROR("get_into_ranges: %s has %zd items, buffer_ptrs %zd", names[i],
+                     PySequence_Fast_GET_SIZE(f[i]), nbuf);
+            result = ranges_shape_error(nbuf, f[1], f[2]);
             goto out;
         }
     }
@@ -636,13 +733,12 @@ static PyObject *store_get_into_ranges(PyObject *obj, PyObject *args, PyObject *
         }
         Py_ssize_t nkeys = PySequence_Fast_GET_SIZE(inner[0]);
         keys_per_buffer[i] = nkeys;
+        int buffer_ragged = 0; /* as upstream: this buffer's ranges all INVALID_PARAMS */
         for (int t = 1; t < 4; t++) {
             if (PySequence_Fast_GET_SIZE(inner[t]) != nkeys) {
-                PyErr_Format(PyExc_ValueError,
-                             "get_into_ranges: %s[%zd] has %zd items, "
-                             "all_keys[%zd] %zd",
-                             names[t + 1], i, PySequence_Fast_GET_SIZE(inner[t]), i, nkeys);
-                goto out;
+                MC_ERROR("get_into_ranges: %s[%zd] has %zd items, all_keys[%zd] %zd", names[t + 1],
+                         i, PySequence_Fast_GET_SIZE(inner[t]), i, nkeys);
+                buffer_ragged = 1;
             }
         }
         for (Py_ssize_t j = 0; j < nkeys; j++) {
@@ -664,6 +760,12 @@ static PyObject *store_get_into_ranges(PyObject *obj, PyObject *args, PyObject *
             if (PyList_Append(key_objs, key) != 0)
                 goto out;
             range_entry_t *e = &entries[nentries++];
+            if (buffer_ragged) {
+                if (error_entry(error_fragments(f[2], i, j), &ranges, &nranges, &cap_ranges, e) !=
+                    0)
+                    goto out;
+                continue;
+            }
             if (parse_entry(self, base, PySequence_Fast_GET_ITEM(inner[1], j),
                             PySequence_Fast_GET_ITEM(inner[2], j),
                             PySequence_Fast_GET_ITEM(inner[3], j), &ranges, &nranges, &cap_ranges,
@@ -774,8 +876,9 @@ PyMethodDef mcpy_store_read_methods[] = {
      "batch_get_into_multi_buffers(keys, all_buffer_ptrs, all_sizes,\n"
      "                             prefer_alloc_in_same_node=False) -> list[int]\n\n"
      "Reads object i across its buffers all_buffer_ptrs[i][j] (all_sizes[i][j] bytes each, in\n"
-     "registered memory) in order. Per key: bytes read, -10 when the object is larger than the\n"
-     "buffers together, -600 for a buffer outside registered memory, or another negative code.\n"
+     "registered memory) in order. Per key: bytes read, -600 when the object is larger than\n"
+     "the buffers together (as upstream) or a buffer is outside registered memory, or another\n"
+     "negative code.\n"
      "prefer_alloc_in_same_node has no effect on reads."},
     {"get_into_ranges", MCPY_KW(store_get_into_ranges), METH_VARARGS | METH_KEYWORDS,
      "get_into_ranges(buffer_ptrs, all_keys, all_dst_offsets, all_src_offsets, all_sizes)\n"
@@ -785,6 +888,7 @@ PyMethodDef mcpy_store_read_methods[] = {
      "all_dst_offsets[i][j][k], all_src_offsets[i][j][k], all_sizes[i][j][k] (plain ints instead\n"
      "of the innermost lists mean one range). Result [i][j][k]: bytes copied, or a negative code\n"
      "(-704 missing object, -600 destination outside registered memory or range beyond the\n"
-     "object). Lists whose lengths do not match raise ValueError."},
+     "object). Lists whose lengths do not match answer -600 for the ranges concerned, shaped\n"
+     "by all_keys and all_dst_offsets (matches upstream: no exception)."},
     {NULL},
 };

@@ -1,7 +1,8 @@
 /*
  * store_write.c — the write methods of MooncakeDistributedStore: put, upsert, put_parts,
- * put_batch (values from Python buffers), put_from, upsert_from, batch_put_from,
- * batch_upsert_from, batch_put_from_multi_buffers (values in registered memory, by pointer).
+ * upsert_parts, put_batch, upsert_batch (values from Python buffers), put_from, upsert_from,
+ * put_from_with_metadata, batch_put_from, batch_upsert_from, batch_put_from_multi_buffers
+ * (values in registered memory, by pointer).
  *
  * Each method converts its arguments with the GIL held (TypeError for wrong types), answers
  * what it can without C (invalid key -400, negative size -600, a ReplicateConfig C cannot honour),
@@ -64,21 +65,22 @@ static PyObject *store_upsert(PyObject *self, PyObject *args, PyObject *kw)
     return write_value((McStoreObject *)self, args, kw, mc_store_upsert, "OO|O:upsert");
 }
 
-/* put_parts(key, *parts, config=None) -> int: the object is the parts concatenated. */
-static PyObject *store_put_parts(PyObject *obj, PyObject *args, PyObject *kw)
+/* put_parts / upsert_parts (key, *parts, config=None) -> int: the object is the parts
+ * concatenated. */
+static PyObject *write_parts(PyObject *obj, PyObject *args, PyObject *kw, put_fn fn)
 {
     McStoreObject *self = (McStoreObject *)obj;
     PyObject *config = Py_None;
     if (kw && PyDict_GET_SIZE(kw) > 0) {
         config = PyDict_GetItemString(kw, "config");
         if (!config || PyDict_GET_SIZE(kw) != 1) {
-            PyErr_SetString(PyExc_TypeError, "put_parts() accepts only the keyword 'config'");
+            PyErr_SetString(PyExc_TypeError, "accepts only the keyword 'config'");
             return NULL;
         }
     }
     Py_ssize_t nparts = PyTuple_GET_SIZE(args) - 1;
     if (nparts < 0) {
-        PyErr_SetString(PyExc_TypeError, "put_parts() missing required argument 'key'");
+        PyErr_SetString(PyExc_TypeError, "missing required argument 'key'");
         return NULL;
     }
     const char *key = NULL;
@@ -117,7 +119,7 @@ static PyObject *store_put_parts(PyObject *obj, PyObject *args, PyObject *kw)
                 memcpy(joined + off, views[i].buf, (size_t)views[i].len);
                 off += (size_t)views[i].len;
             }
-            rc = mc_store_put(s, key, joined, total, &cfg.c);
+            rc = fn(s, key, joined, total, &cfg.c);
             Py_END_ALLOW_THREADS
         }
         free(joined);
@@ -130,14 +132,40 @@ static PyObject *store_put_parts(PyObject *obj, PyObject *args, PyObject *kw)
     return result;
 }
 
-/* put_batch(keys, values, config=None) -> int: 0, or the first failing key's code. */
-static PyObject *store_put_batch(PyObject *obj, PyObject *args, PyObject *kw)
+static PyObject *store_put_parts(PyObject *obj, PyObject *args, PyObject *kw)
+{
+    return write_parts(obj, args, kw, mc_store_put);
+}
+
+static PyObject *store_upsert_parts(PyObject *obj, PyObject *args, PyObject *kw)
+{
+    return write_parts(obj, args, kw, mc_store_upsert);
+}
+
+/* C has no plain-memory upsert batch: the keys one after the other, results as a batch's. */
+static int upsert_batch(mc_store_t *s, const char *const *keys, const void *const *values,
+                        const size_t *sizes, size_t n, const mc_replicate_config_t *config,
+                        int *results)
+{
+    int first = 0;
+    for (size_t i = 0; i < n; i++) {
+        results[i] =
+            keys[i] ? mc_store_upsert(s, keys[i], values[i], sizes[i], config) : MC_ERR_INVALID_KEY;
+        if (results[i] != 0 && first == 0)
+            first = results[i];
+    }
+    return first;
+}
+
+/* put_batch / upsert_batch (keys, values, config=None) -> int: 0, or the first failing key's
+ * code. */
+static PyObject *write_batch(PyObject *obj, PyObject *args, PyObject *kw, put_batch_fn fn,
+                             const char *format)
 {
     McStoreObject *self = (McStoreObject *)obj;
     static char *kwlist[] = {"keys", "values", "config", NULL};
     PyObject *keys_obj, *values_obj, *config = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|O:put_batch", kwlist, &keys_obj, &values_obj,
-                                     &config))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, format, kwlist, &keys_obj, &values_obj, &config))
         return NULL;
     mcpy_keys_t keys;
     if (mcpy_keys_from(keys_obj, &keys, "keys") != 0)
@@ -175,7 +203,7 @@ static PyObject *store_put_batch(PyObject *obj, PyObject *args, PyObject *kw)
     if (rc == 0) {
         mc_store_t *s = mcpy_store(self);
         Py_BEGIN_ALLOW_THREADS
-        rc = mc_store_put_batch(s, keys.ptrs, bufs, sizes, n, &cfg.c, results);
+        rc = fn(s, keys.ptrs, bufs, sizes, n, &cfg.c, results);
         Py_END_ALLOW_THREADS
     }
     result = PyLong_FromLong(rc);
@@ -190,6 +218,16 @@ out:
     Py_DECREF(values);
     mcpy_keys_free(&keys);
     return result;
+}
+
+static PyObject *store_put_batch(PyObject *obj, PyObject *args, PyObject *kw)
+{
+    return write_batch(obj, args, kw, mc_store_put_batch, "OO|O:put_batch");
+}
+
+static PyObject *store_upsert_batch(PyObject *obj, PyObject *args, PyObject *kw)
+{
+    return write_batch(obj, args, kw, upsert_batch, "OO|O:upsert_batch");
 }
 
 /* ---- values in registered memory --------------------------------------------------------- */
@@ -403,6 +441,69 @@ out:
 }
 
 /*
+ * put_from_with_metadata(key, buffer_ptr, metadata_buffer_ptr, size, metadata_size, config=None)
+ *   -> int
+ * The object is metadata_size bytes at metadata_buffer_ptr followed by size bytes at buffer_ptr
+ * (matches upstream: both in registered memory). Codes as put_from.
+ */
+static PyObject *store_put_from_with_metadata(PyObject *obj, PyObject *args, PyObject *kw)
+{
+    McStoreObject *self = (McStoreObject *)obj;
+    static char *kwlist[] = {"key",    "buffer_ptr", "metadata_buffer_ptr", "size", "metadata_size",
+                             "config", NULL};
+    PyObject *key_obj, *ptr, *meta_ptr, *size, *meta_size, *config = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOO|O:put_from_with_metadata", kwlist, &key_obj,
+                                     &ptr, &meta_ptr, &size, &meta_size, &config))
+        return NULL;
+    const char *key = NULL;
+    int rc = mcpy_key(key_obj, &key);
+    if (rc != 0 && PyErr_Occurred())
+        return NULL;
+    PyObject *ptrs = PyList_New(2), *sizes = ptrs ? PyList_New(2) : NULL;
+    if (!sizes) {
+        Py_XDECREF(ptrs);
+        return NULL;
+    }
+    Py_INCREF(meta_ptr);
+    Py_INCREF(ptr);
+    Py_INCREF(meta_size);
+    Py_INCREF(size);
+    PyList_SET_ITEM(ptrs, 0, meta_ptr);
+    PyList_SET_ITEM(ptrs, 1, ptr);
+    PyList_SET_ITEM(sizes, 0, meta_size);
+    PyList_SET_ITEM(sizes, 1, size);
+    mcpy_config_t cfg;
+    PyObject *result = NULL;
+    const void *data = NULL;
+    size_t len = 0;
+    int owned = 0;
+    if (mcpy_config_snapshot(config, &cfg) != 0)
+        goto out_lists;
+    if (rc == 0)
+        rc = cfg.reject;
+    if (rc == 0) {
+        rc = gather_parts(self, ptrs, sizes, &data, &len, &owned);
+        if (rc != 0 && PyErr_Occurred())
+            goto out_cfg;
+    }
+    if (rc == 0) {
+        mc_store_t *s = mcpy_store(self);
+        Py_BEGIN_ALLOW_THREADS
+        rc = mc_store_put(s, key, data, len, &cfg.c);
+        Py_END_ALLOW_THREADS
+    }
+    result = PyLong_FromLong(rc);
+out_cfg:
+    if (owned)
+        free((void *)data);
+    mcpy_config_release(&cfg);
+out_lists:
+    Py_DECREF(ptrs);
+    Py_DECREF(sizes);
+    return result;
+}
+
+/*
  * batch_put_from_multi_buffers(keys, all_buffer_ptrs, all_sizes, config=None) -> list[int]
  * Every buffer must lie in registered memory; the binding checks that before it reads them,
  * then joins an object's buffers (one buffer is used in place) and puts all objects in one batch.
@@ -501,6 +602,20 @@ PyMethodDef mcpy_store_write_methods[] = {
      "put_parts(key, *parts, config=None) -> int\n\n"
      "Stores the concatenation of `parts` (buffers, in order) as one object. No parts: -600.\n"
      "Returns 0 or a negative code as put."},
+    {"upsert_parts", MCPY_KW(store_upsert_parts), METH_VARARGS | METH_KEYWORDS,
+     "upsert_parts(key, *parts, config=None) -> int\n\n"
+     "As put_parts, replacing an existing object (matches upstream upsert_parts)."},
+    {"upsert_batch", MCPY_KW(store_upsert_batch), METH_VARARGS | METH_KEYWORDS,
+     "upsert_batch(keys, values, config=None) -> int\n\n"
+     "As put_batch, replacing existing objects (matches upstream upsert_batch): 0 when every\n"
+     "key succeeded, else the first failing key's code. The keys are upserted one after the\n"
+     "other; a failure does not stop the others."},
+    {"put_from_with_metadata", MCPY_KW(store_put_from_with_metadata), METH_VARARGS | METH_KEYWORDS,
+     "put_from_with_metadata(key, buffer_ptr, metadata_buffer_ptr, size, metadata_size,\n"
+     "                       config=None) -> int\n\n"
+     "Stores metadata_size bytes at metadata_buffer_ptr followed by size bytes at buffer_ptr\n"
+     "(both in registered memory, else -600) as one object (matches upstream). Returns 0 or a\n"
+     "negative code as put_from."},
     {"put_batch", MCPY_KW(store_put_batch), METH_VARARGS | METH_KEYWORDS,
      "put_batch(keys, values, config=None) -> int\n\n"
      "Stores values[i] under keys[i] in one batch. Returns a single code: 0 when every key\n"

@@ -22,6 +22,7 @@
 #include "mooncake/store.h"
 
 #include "auth.h"
+#include "client_http.h"
 #include "failpoint.h"
 #include "log.h"
 #include "master_client.h"
@@ -69,6 +70,7 @@ struct mc_store {
     uint64_t global_segment_size;
     uint64_t local_buffer_size;
     mc_transfer_engine_t *te;
+    int te_borrowed; /* 1: te is config.transfer_engine, the caller's: never destroyed here */
     mc_rpc_client_t *rpc;
     mc_auth_t *auth; /* the cluster secret, NULL = none (wire/auth.h) */
     mc_offload_t *offload;
@@ -99,6 +101,8 @@ struct mc_store {
      * the one-line DUMMY() dispatch atop each; nothing else of this struct is used then. */
     mc_dummy_t *dummy;
     int zero_copy_io; /* serves dummies: the zero-copy calls run without a local buffer */
+    mc_client_metrics_t *metrics; /* NULL: off (MC_STORE_CLIENT_METRIC=0) */
+    mc_client_http_t *http;       /* the client HTTP server, NULL when not asked or not bound */
 
     pthread_rwlock_t buffers_lock; /* user buffers registered for the zero-copy calls */
     mc_buffer_range_t *buffers;
@@ -323,9 +327,12 @@ typedef struct write_job {
 /*
  * Puts (or upserts) n objects. results[i] gets each key's outcome; returns 0 or the first error.
  */
+/* *stored (the client metrics' write bytes) grows by the sizes of the values PutEnd published:
+ * not those of keys that already existed, which a put answers 0 without writing. */
 static int write_objects(mc_store_t *s, int upsert, const char *const *keys,
                          const void *const *values, const size_t *sizes, size_t n,
-                         const mc_replicate_config_t *config, int *results, uint64_t *wait_ms)
+                         const mc_replicate_config_t *config, int *results, uint64_t *wait_ms,
+                         uint64_t *stored)
 {
     uint16_t op_start = upsert ? MC_RPC_UPSERT_START : MC_RPC_PUT_START;
     uint16_t op_end = upsert ? MC_RPC_UPSERT_END : MC_RPC_PUT_END;
@@ -467,8 +474,10 @@ static int write_objects(mc_store_t *s, int upsert, const char *const *keys,
         Mc__KeysResponse *er = NULL;
         int erc =
             keys_call_checksums(s, op_end, end_keys, nend, s->checksum ? end_crcs : NULL, &er);
-        for (size_t j = 0; j < nend; j++)
+        for (size_t j = 0; j < nend; j++) {
             results[end_idx[j]] = erc ? erc : er->results[j]->code;
+            *stored += results[end_idx[j]] == 0 ? sizes[end_idx[j]] : 0;
+        }
         if (erc == 0 && upsert && er->deletions_to) {
             /* The replaced values' files go before the upserts are acknowledged. */
             char **wk = calloc(nend, sizeof(char *));
@@ -926,7 +935,8 @@ static int check_registered_all(mc_store_t *s, const void *const *bufs, const si
  */
 static void retry_pending_keys(mc_store_t *s, int upsert, const char *const *keys,
                                const void *const *values, const size_t *sizes, size_t n,
-                               const mc_replicate_config_t *config, int *results, uint64_t wait_ms)
+                               const mc_replicate_config_t *config, int *results, uint64_t wait_ms,
+                               uint64_t *stored)
 {
     const char **k2 = calloc(n, sizeof(*k2));
     const void **v2 = calloc(n, sizeof(*v2));
@@ -953,7 +963,7 @@ static void retry_pending_keys(mc_store_t *s, int upsert, const char *const *key
         usleep(backoff * 1000u);
         backoff = backoff * 2 > MC_PUT_RETRY_MAX_MS ? MC_PUT_RETRY_MAX_MS : backoff * 2;
         uint64_t more_ms = 0; /* the first attempt's offload wait bounds every retry */
-        write_objects(s, upsert, k2, v2, s2, m, config, r2, &more_ms);
+        write_objects(s, upsert, k2, v2, s2, m, config, r2, &more_ms, stored);
         for (size_t j = 0; j < m; j++)
             results[at[j]] = r2[j];
     }
@@ -965,11 +975,12 @@ static void retry_pending_keys(mc_store_t *s, int upsert, const char *const *key
 }
 
 /* put / upsert, plain or zero-copy, single or batch: one path. */
-static int write_call(mc_store_t *s, int upsert, int zero_copy, const char *const *keys,
-                      const void *const *values, const size_t *sizes, size_t n,
-                      const mc_replicate_config_t *config, int *results)
+static int write_call(mc_store_t *s, mc_client_op_t op, int upsert, int zero_copy,
+                      const char *const *keys, const void *const *values, const size_t *sizes,
+                      size_t n, const mc_replicate_config_t *config, int *results)
 {
     DUMMY(s, mc_dummy_write(s->dummy, upsert, zero_copy, keys, values, sizes, n, config, results));
+    uint64_t t0 = mc_now_ns();
     int rc = enter(s, 1);
     if (rc != 0)
         return rc;
@@ -981,13 +992,15 @@ static int write_call(mc_store_t *s, int upsert, int zero_copy, const char *cons
         return LEAVE(s, MC_ERR_INVALID_PARAMS);
     }
     uint64_t wait_ms = 0;
-    rc = write_objects(s, upsert, keys, values, sizes, n, config, results, &wait_ms);
+    uint64_t stored = 0;
+    rc = write_objects(s, upsert, keys, values, sizes, n, config, results, &wait_ms, &stored);
     if (rc != 0) {
-        retry_pending_keys(s, upsert, keys, values, sizes, n, config, results, wait_ms);
+        retry_pending_keys(s, upsert, keys, values, sizes, n, config, results, wait_ms, &stored);
         rc = 0;
         for (size_t i = 0; i < n && rc == 0; i++)
             rc = results[i];
     }
+    mc_client_metrics_record(s->metrics, op, n, stored, (mc_now_ns() - t0) / 1000);
     return LEAVE(s, rc);
 }
 
@@ -995,56 +1008,58 @@ int mc_store_put(mc_store_t *s, const char *key, const void *value, size_t size,
                  const mc_replicate_config_t *config)
 {
     int result = 0;
-    return write_call(s, 0, 0, &key, &value, &size, 1, config, &result);
+    return write_call(s, MC_CLIENT_OP_PUT, 0, 0, &key, &value, &size, 1, config, &result);
 }
 
 int mc_store_upsert(mc_store_t *s, const char *key, const void *value, size_t size,
                     const mc_replicate_config_t *config)
 {
     int result = 0;
-    return write_call(s, 1, 0, &key, &value, &size, 1, config, &result);
+    return write_call(s, MC_CLIENT_OP_UPSERT, 1, 0, &key, &value, &size, 1, config, &result);
 }
 
 int mc_store_put_from(mc_store_t *s, const char *key, const void *buf, size_t size,
                       const mc_replicate_config_t *config)
 {
     int result = 0;
-    return write_call(s, 0, 1, &key, &buf, &size, 1, config, &result);
+    return write_call(s, MC_CLIENT_OP_PUT_FROM, 0, 1, &key, &buf, &size, 1, config, &result);
 }
 
 int mc_store_upsert_from(mc_store_t *s, const char *key, const void *buf, size_t size,
                          const mc_replicate_config_t *config)
 {
     int result = 0;
-    return write_call(s, 1, 1, &key, &buf, &size, 1, config, &result);
+    return write_call(s, MC_CLIENT_OP_UPSERT_FROM, 1, 1, &key, &buf, &size, 1, config, &result);
 }
 
 int mc_store_put_batch(mc_store_t *s, const char *const *keys, const void *const *values,
                        const size_t *sizes, size_t n, const mc_replicate_config_t *config,
                        int *results)
 {
-    return write_call(s, 0, 0, keys, values, sizes, n, config, results);
+    return write_call(s, MC_CLIENT_OP_PUT_BATCH, 0, 0, keys, values, sizes, n, config, results);
 }
 
 int mc_store_put_from_batch(mc_store_t *s, const char *const *keys, const void *const *bufs,
                             const size_t *sizes, size_t n, const mc_replicate_config_t *config,
                             int *results)
 {
-    return write_call(s, 0, 1, keys, bufs, sizes, n, config, results);
+    return write_call(s, MC_CLIENT_OP_BATCH_PUT_FROM, 0, 1, keys, bufs, sizes, n, config, results);
 }
 
 int mc_store_upsert_from_batch(mc_store_t *s, const char *const *keys, const void *const *bufs,
                                const size_t *sizes, size_t n, const mc_replicate_config_t *config,
                                int *results)
 {
-    return write_call(s, 1, 1, keys, bufs, sizes, n, config, results);
+    return write_call(s, MC_CLIENT_OP_BATCH_UPSERT_FROM, 1, 1, keys, bufs, sizes, n, config,
+                      results);
 }
 
 /* get, plain or zero-copy, single or batch: one path. */
-static int read_call(mc_store_t *s, int zero_copy, const char *const *keys, void *const *bufs,
-                     const size_t *capacities, size_t n, int64_t *results)
+static int read_call(mc_store_t *s, mc_client_op_t op, int zero_copy, const char *const *keys,
+                     void *const *bufs, const size_t *capacities, size_t n, int64_t *results)
 {
     DUMMY(s, mc_dummy_read(s->dummy, zero_copy, keys, bufs, capacities, n, results));
+    uint64_t t0 = mc_now_ns();
     int rc = enter(s, 1);
     if (rc != 0)
         return rc;
@@ -1055,33 +1070,40 @@ static int read_call(mc_store_t *s, int zero_copy, const char *const *keys, void
             results[i] = MC_ERR_INVALID_PARAMS;
         return LEAVE(s, MC_ERR_INVALID_PARAMS);
     }
-    return LEAVE(s, read_verified(s, keys, bufs, capacities, n, results));
+    rc = read_verified(s, keys, bufs, capacities, n, results);
+    if (s->metrics) {
+        uint64_t bytes = 0;
+        for (size_t i = 0; i < n; i++)
+            bytes += results[i] > 0 ? (uint64_t)results[i] : 0;
+        mc_client_metrics_record(s->metrics, op, n, bytes, (mc_now_ns() - t0) / 1000);
+    }
+    return LEAVE(s, rc);
 }
 
 int64_t mc_store_get(mc_store_t *s, const char *key, void *buf, size_t capacity)
 {
     int64_t result = 0;
-    int rc = read_call(s, 0, &key, &buf, &capacity, 1, &result);
+    int rc = read_call(s, MC_CLIENT_OP_GET, 0, &key, &buf, &capacity, 1, &result);
     return rc < 0 && result >= 0 ? rc : result;
 }
 
 int64_t mc_store_get_into(mc_store_t *s, const char *key, void *buf, size_t capacity)
 {
     int64_t result = 0;
-    int rc = read_call(s, 1, &key, &buf, &capacity, 1, &result);
+    int rc = read_call(s, MC_CLIENT_OP_GET_INTO, 1, &key, &buf, &capacity, 1, &result);
     return rc < 0 && result >= 0 ? rc : result;
 }
 
 int mc_store_get_batch(mc_store_t *s, const char *const *keys, void *const *bufs,
                        const size_t *capacities, size_t n, int64_t *results)
 {
-    return read_call(s, 0, keys, bufs, capacities, n, results);
+    return read_call(s, MC_CLIENT_OP_GET_BATCH, 0, keys, bufs, capacities, n, results);
 }
 
 int mc_store_get_into_batch(mc_store_t *s, const char *const *keys, void *const *bufs,
                             const size_t *capacities, size_t n, int64_t *results)
 {
-    return read_call(s, 1, keys, bufs, capacities, n, results);
+    return read_call(s, MC_CLIENT_OP_BATCH_GET_INTO, 1, keys, bufs, capacities, n, results);
 }
 
 /* GetReplicaList for one key (grants the read lease, as upstream's get_size does). */
@@ -1458,9 +1480,14 @@ static int setup_checked(mc_store_t *s, const mc_store_config_t *c)
                                       .device_names = c->device_name,
                                       .cluster_secret = c->cluster_secret,
                                       .cluster_secret_file = c->cluster_secret_file};
-    rc = mc_te_create(&tc, &s->te);
-    if (rc != 0)
-        return rc;
+    if (c->transfer_engine) { /* shared with the caller (upstream's engine=) */
+        s->te = c->transfer_engine;
+        s->te_borrowed = 1;
+    } else {
+        rc = mc_te_create(&tc, &s->te);
+        if (rc != 0)
+            return rc;
+    }
     warn_unreachable_publication(s);
     long page = sysconf(_SC_PAGESIZE);
     if (s->global_segment_size > 0) {
@@ -1536,11 +1563,47 @@ static void init_locks(mc_store_t *s)
     pthread_rwlockattr_destroy(&attr);
 }
 
+/* /health of the client HTTP server (upstream's codes): set up and the master answering pings. */
+static int store_http_health(void *arg)
+{
+    mc_store_t *s = arg;
+    if (atomic_load(&s->closing) || atomic_load(&s->closed))
+        return MC_CLIENT_NOT_INITIALIZED;
+    return atomic_load(&s->master_reachable) ? MC_CLIENT_HEALTHY : MC_CLIENT_MASTER_UNREACHABLE;
+}
+
+/* Starts the client HTTP server when asked; a bind failure only warns (upstream). */
+static void start_http_server(mc_store_t *s, const mc_store_config_t *c)
+{
+    if (!c->enable_http_server)
+        return;
+    char host[MC_HOST_MAX] = "";
+    int port = 0;
+    if (c->http_host && *c->http_host)
+        snprintf(host, sizeof(host), "%s", c->http_host);
+    else if (mc_net_split_endpoint(c->local_hostname, 0, host, &port) != 0)
+        snprintf(host, sizeof(host), "%s", c->local_hostname);
+    mc_client_http_config_t hc = {host, c->http_port, s->metrics, store_http_health, s};
+    int rc = mc_client_http_start(&hc, &s->http);
+    if (rc != 0) {
+        MC_WARN("client HTTP server not started on %s:%d (%s); the store works without it", host,
+                c->http_port, mc_error_name(rc));
+        return;
+    }
+    mc_auth_warn_open_listener(s->auth, "the client HTTP server", host, c->http_port);
+    MC_INFO("client HTTP server on %s:%d (/health, /metrics, /metrics/summary)%s", host,
+            mc_client_http_port(s->http), s->metrics ? "" : "; metrics off");
+}
+
 int mc_store_setup(const mc_store_config_t *c, mc_store_t **out)
 {
     if (!c || !out)
         return MC_ERR_INVALID_PARAMS;
     *out = NULL;
+    if (c->enable_http_server && (c->http_port < 1 || c->http_port > 65535)) {
+        MC_ERROR("client HTTP port %d is not in 1..65535", c->http_port);
+        return MC_ERR_INVALID_PARAMS;
+    }
     if (c->global_segment_size > MC_MAX_VALUE_SIZE || c->local_buffer_size > MC_MAX_VALUE_SIZE) {
         MC_ERROR("segment or local buffer larger than 1 TiB");
         return MC_ERR_INVALID_PARAMS;
@@ -1577,6 +1640,8 @@ int mc_store_setup(const mc_store_config_t *c, mc_store_t **out)
         mc_store_free(s);
         return rc;
     }
+    s->metrics = mc_client_metrics_create();
+    start_http_server(s, c);
     MC_INFO("store client %s ready: segment %s (%llu bytes), local buffer %llu bytes, master %s, "
             "checksums %s",
             s->client_id, mc_te_local_segment_name(s->te),
@@ -1600,6 +1665,8 @@ int mc_store_close(mc_store_t *s)
         pthread_mutex_unlock(&s->close_lock);
         return 0;
     }
+    mc_client_http_stop(s->http); /* before anything it reads goes */
+    s->http = NULL;
     mc_lease_releaser_destroy(s->releases); /* sends the releases still queued */
     s->releases = NULL;
     /* The offload worker drains while the segment is still mounted and pings keep this client
@@ -1625,8 +1692,18 @@ int mc_store_close(mc_store_t *s)
         if (rc != 0 && rc != MC_ERR_SEGMENT_NOT_FOUND)
             MC_WARN("unmounting segment %s at close: %s", s->segment_id, mc_error_name(rc));
     }
-    if (s->te)
+    if (s->te && s->te_borrowed) { /* the caller's engine: undo only what this store did */
+        pthread_rwlock_wrlock(&s->buffers_lock);
+        for (size_t i = 0; i < s->buffer_count; i++)
+            mc_te_unregister_memory(s->te, (void *)(uintptr_t)s->buffers[i].addr);
+        s->buffer_count = 0;
+        pthread_rwlock_unlock(&s->buffers_lock);
+        if (s->segment)
+            mc_te_free_segment_memory(s->te, s->segment);
+        mc_te_set_epoch(s->te, 0); /* the unmounted segment's epoch no longer applies */
+    } else if (s->te) {
         mc_te_destroy(s->te); /* frees the segment memory and unregisters user buffers */
+    }
     s->te = NULL;
     mc_offload_free(s->offload);
     s->offload = NULL;
@@ -1656,6 +1733,8 @@ void mc_store_free(mc_store_t *s)
     pthread_rwlock_destroy(&s->op_lock);
     free(s->buffers);
     free(s->master_addr);
+    mc_client_http_stop(s->http); /* a store freed without close */
+    mc_client_metrics_free(s->metrics);
     free(s);
 }
 

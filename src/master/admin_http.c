@@ -173,6 +173,327 @@ static void render_limit_metrics(mc_admin_http_t *a, FILE *f, const mc_master_st
            "HTTP metadata connections refused over the connection limit.", ms.connections_refused);
 }
 
+/* ---- upstream's metric names (mooncake-interfaces-2.md §7.1) -------------------------------- */
+
+/* Upstream's names of the per-operation families, in mc_master_op_t / mc_master_batch_op_t order.
+ */
+static const char *const op_names[MC_OP_COUNT] = {
+    "put_start",
+    "put_end",
+    "put_revoke",
+    "get_replica_list",
+    "get_replica_list_by_regex",
+    "exist_key",
+    "remove",
+    "remove_by_regex",
+    "remove_all",
+    "mount_segment",
+    "unmount_segment",
+    "remount_segment",
+    "mount_nof_segment",
+    "unmount_nof_segment",
+    "remount_nof_segment",
+    "ping",
+    "copy_start",
+    "copy_end",
+    "copy_revoke",
+    "move_start",
+    "move_end",
+    "move_revoke",
+    "evict_disk_replica",
+    "create_copy_task",
+    "create_move_task",
+    "query_task",
+    "fetch_tasks",
+    "update_task",
+};
+static const char *const batch_names[MC_BATCH_COUNT] = {
+    "exist_key", "query_ip", "replica_clear", "get_replica_list",
+    "put_start", "put_end",  "put_revoke",
+};
+
+/* A histogram family from non-cumulative bucket counts (nb bounds, counts[nb] above them). */
+static void histogram(FILE *f, const char *name, const char *help, const double *bounds, size_t nb,
+                      const uint64_t *counts, double sum)
+{
+    uint64_t cum = 0;
+    fprintf(f, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+    for (size_t i = 0; i < nb; i++) {
+        cum += counts ? counts[i] : 0;
+        fprintf(f, "%s_bucket{le=\"%.17g\"} %" PRIu64 "\n", name, bounds[i], cum);
+    }
+    cum += counts ? counts[nb] : 0;
+    fprintf(f, "%s_bucket{le=\"+Inf\"} %" PRIu64 "\n%s_sum %.17g\n%s_count %" PRIu64 "\n", name,
+            cum, name, sum, name, cum);
+}
+
+#define NBOUNDS(a) (sizeof(a) / sizeof((a)[0]))
+
+/* An empty histogram: this master has nothing that upstream observes there. */
+static void histogram_zero(FILE *f, const char *name, const char *help, const double *bounds,
+                           size_t nb)
+{
+    histogram(f, name, help, bounds, nb, NULL, 0);
+}
+
+/* A Prometheus label value: \, " and newline escaped. */
+static void label_value(FILE *f, const char *s)
+{
+    for (; *s; s++) {
+        if (*s == '\\' || *s == '"')
+            fprintf(f, "\\%c", *s);
+        else if (*s == '\n')
+            fputs("\\n", f);
+        else
+            fputc(*s, f);
+    }
+}
+
+/* segment_allocated_bytes / segment_total_capacity_bytes{segment="name"}: summed per name. */
+static void render_segment_gauges(mc_admin_http_t *a, FILE *f)
+{
+    size_t cap = 64, n;
+    mc_segment_info_t *segs = NULL;
+    for (;;) {
+        mc_segment_info_t *more = realloc(segs, cap * sizeof(*segs));
+        if (!more) {
+            free(segs);
+            return;
+        }
+        segs = more;
+        n = mc_master_list_segments(a->master, segs, cap);
+        if (n <= cap)
+            break;
+        cap = n + 16;
+    }
+    static const char *const names[2] = {"segment_allocated_bytes", "segment_total_capacity_bytes"};
+    static const char *const helps[2] = {"Bytes allocated in the segments of this name.",
+                                         "Bytes mounted in the segments of this name."};
+    for (int which = 0; which < 2; which++) {
+        fprintf(f, "# HELP %s %s\n# TYPE %s gauge\n", names[which], helps[which], names[which]);
+        for (size_t i = 0; i < n; i++) {
+            int seen = 0;
+            for (size_t j = 0; j < i && !seen; j++)
+                seen = strcmp(segs[i].name, segs[j].name) == 0;
+            if (seen)
+                continue;
+            uint64_t v = 0;
+            for (size_t j = i; j < n; j++) {
+                if (strcmp(segs[i].name, segs[j].name) == 0)
+                    v += which == 0 ? segs[j].used : segs[j].size;
+            }
+            fprintf(f, "%s{segment=\"", names[which]);
+            label_value(f, segs[i].name);
+            fprintf(f, "\"} %" PRIu64 "\n", v);
+        }
+    }
+    free(segs);
+}
+
+/* A labelled family with no series (the thing it counts does not exist here). */
+static void family_empty(FILE *f, const char *name, const char *type, const char *help)
+{
+    fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void render_upstream_ops(FILE *f, const mc_master_op_stats_t *os)
+{
+    char name[96], help[160];
+    for (size_t i = 0; i < MC_OP_COUNT; i++) {
+        snprintf(name, sizeof(name), "master_%s_requests_total", op_names[i]);
+        snprintf(help, sizeof(help), "%s requests with one key (or none) received.", op_names[i]);
+        metric(f, name, "counter", help, os->requests[i]);
+        snprintf(name, sizeof(name), "master_%s_failures_total", op_names[i]);
+        snprintf(help, sizeof(help), "%s requests with one key (or none) that failed.",
+                 op_names[i]);
+        metric(f, name, "counter", help, os->failures[i]);
+    }
+    metric(f, "master_put_start_alloc_failures_total", "counter",
+           "PutStart keys refused for lack of space.", os->put_start_alloc_failures);
+    metric(f, "master_put_start_partial_allocations_total", "counter",
+           "PutStart keys given fewer replicas than asked.", os->put_start_partial_allocations);
+    static const char *const parts[5] = {"requests_total", "failures_total",
+                                         "partial_successes_total", "items_total",
+                                         "failed_items_total"};
+    static const char *const part_help[5] = {
+        "requests with several keys", "requests with several keys where every key failed",
+        "requests with several keys where some keys failed", "keys in requests with several keys",
+        "keys that failed in requests with several keys"};
+    for (size_t i = 0; i < MC_BATCH_COUNT; i++) {
+        const uint64_t *v[5] = {os->batch_requests, os->batch_failures, os->batch_partial,
+                                os->batch_items, os->batch_failed_items};
+        for (size_t p = 0; p < 5; p++) {
+            snprintf(name, sizeof(name), "master_batch_%s_%s", batch_names[i], parts[p]);
+            snprintf(help, sizeof(help), "%s %s.", batch_names[i], part_help[p]);
+            metric(f, name, "counter", help, v[p][i]);
+        }
+    }
+}
+
+/* Upstream's families with no counterpart here, truthfully 0 (docs/master-flags.md). */
+static void render_upstream_absent(FILE *f)
+{
+    static const double nof_ms[] = {1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000};
+    static const double snap_ms[] = {0,     500,    1000,   5000,   10000, 30000,
+                                     60000, 120000, 180000, 240000, 300000};
+    static const double us_write[] = {100,   500,    1000,   5000,    10000,
+                                      50000, 100000, 500000, 1000000, 5000000};
+    static const double us_apply[] = {10, 50, 100, 500, 1000, 5000, 10000, 50000, 100000};
+    static const double us_txn[] = {100, 500, 1000, 5000, 10000, 50000, 100000, 500000, 1000000};
+    static const double entries[] = {1, 8, 32, 64, 128, 256, 512, 1024, 4096};
+    static const double bytes[] = {256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304};
+    static const char *const zero_gauges[] = {"master_nof_allocated_bytes",
+                                              "master_total_nof_capacity_bytes",
+                                              "master_allocated_file_size_bytes",
+                                              "master_total_file_capacity_bytes",
+                                              "master_put_start_discarded_staging_size",
+                                              "master_promotion_in_flight",
+                                              "ha_oplog_last_sequence_id",
+                                              "ha_oplog_applied_sequence_id",
+                                              "ha_oplog_standby_lag",
+                                              "ha_oplog_pending_entries",
+                                              "ha_pending_mutation_queue_size",
+                                              "ha_batch_record_committed_queue_depth",
+                                              "ha_batch_record_callback_queue_depth",
+                                              "ha_batch_record_last_batch_id",
+                                              "ha_batch_record_durable_sequence",
+                                              "ha_standby_state",
+                                              NULL};
+    static const char *const zero_counters[] = {
+        "master_nof_heartbeat_success_total",
+        "master_nof_heartbeat_failure_total",
+        "master_nof_heartbeat_timeout_total",
+        "master_nof_segments_unmounted_by_heartbeat_total",
+        "master_successful_evictions_nof",
+        "master_attempted_evictions_nof",
+        "master_evicted_key_count_nof",
+        "master_evicted_size_bytes_nof",
+        "master_promotion_admitted_total",
+        "master_promotion_completed_total",
+        "master_promotion_completed_bytes_total",
+        "master_promotion_expired_total",
+        "master_promotion_failed_total",
+        "master_promotion_cancelled_total",
+        "master_promotion_rejected_frequency_total",
+        "master_promotion_rejected_watermark_total",
+        "master_promotion_rejected_cap_total",
+        "master_promotion_candidate_recorded_total",
+        "master_promotion_candidate_admitted_total",
+        "master_promotion_candidate_admission_rejected_total",
+        "master_promotion_candidate_expired_evaluated_total",
+        "master_promotion_candidate_expired_unevaluated_total",
+        "master_promotion_candidate_dropped_limit_total",
+        "master_snapshot_success",
+        "master_snapshot_fail",
+        "ha_oplog_skipped_entries_total",
+        "ha_oplog_checksum_failures_total",
+        "ha_oplog_gap_resolve_attempts_total",
+        "ha_oplog_gap_resolve_success_total",
+        "ha_oplog_etcd_write_failures_total",
+        "ha_oplog_etcd_write_retries_total",
+        "ha_oplog_watch_disconnections_total",
+        "ha_oplog_applied_entries_total",
+        "ha_oplog_dropped_put_end_total",
+        "ha_oplog_batch_commits_total",
+        "ha_oplog_sync_batch_commits_total",
+        "ha_batch_record_durable_batches_total",
+        "ha_batch_record_durable_entries_total",
+        "ha_batch_record_retry_total",
+        "ha_state_transitions_total",
+        NULL};
+    for (size_t i = 0; zero_gauges[i]; i++)
+        metric(f, zero_gauges[i], "gauge",
+               "Upstream's; always 0 here (no NVMe-oF tier, legacy DISK tier, promotion or HA).",
+               0);
+    for (size_t i = 0; zero_counters[i]; i++)
+        metric(f, zero_counters[i], "counter",
+               "Upstream's; always 0 here (no NVMe-oF tier, promotion, snapshots or HA).", 0);
+    family_empty(f, "nof_segment_allocated_bytes", "gauge",
+                 "Upstream's per NVMe-oF segment; no such segments here.");
+    family_empty(f, "nof_segment_total_capacity_bytes", "gauge",
+                 "Upstream's per NVMe-oF segment; no such segments here.");
+    family_empty(f, "mooncake_tenant_quota_reject_total", "counter",
+                 "Upstream's per tenant; no tenants here.");
+    family_empty(f, "mooncake_tenant_evict_bytes_total", "counter",
+                 "Upstream's per tenant; no tenants here.");
+    histogram_zero(f, "master_nof_heartbeat_probe_latency_ms", "Upstream's; no NVMe-oF probes.",
+                   nof_ms, NBOUNDS(nof_ms));
+    histogram_zero(f, "master_snapshot_duration_ms", "Upstream's; no snapshots here.", snap_ms,
+                   NBOUNDS(snap_ms));
+    histogram_zero(f, "ha_oplog_etcd_write_latency_us", "Upstream's; no HA here.", us_write,
+                   NBOUNDS(us_write));
+    histogram_zero(f, "ha_oplog_apply_latency_us", "Upstream's; no HA here.", us_apply,
+                   NBOUNDS(us_apply));
+    histogram_zero(f, "ha_batch_record_batch_entries", "Upstream's; no HA here.", entries,
+                   NBOUNDS(entries));
+    histogram_zero(f, "ha_batch_record_batch_bytes", "Upstream's; no HA here.", bytes,
+                   NBOUNDS(bytes));
+    histogram_zero(f, "ha_batch_record_txn_latency_us", "Upstream's; no HA here.", us_txn,
+                   NBOUNDS(us_txn));
+    histogram_zero(f, "ha_batch_record_commit_to_durable_us", "Upstream's; no HA here.", us_txn,
+                   NBOUNDS(us_txn));
+    histogram_zero(f, "ha_batch_record_callback_latency_us", "Upstream's; no HA here.", us_apply,
+                   NBOUNDS(us_apply));
+}
+
+/* Upstream's master families that come from our counters (besides the ones of render_metrics
+ * that already carry upstream's names: master_allocated_bytes, master_total_capacity_bytes,
+ * master_key_count, master_active_clients, master_evicted_key_count). */
+static void render_upstream_metrics(mc_admin_http_t *a, FILE *f, const mc_master_stats_t *st)
+{
+    mc_master_op_stats_t os;
+    mc_master_get_op_stats(a->master, &os);
+    render_segment_gauges(a, f);
+    metric(f, "master_soft_pin_key_count", "gauge", "Objects with an active soft pin.",
+           st->soft_pinned_count);
+    double bounds[MC_VALUE_SIZE_BUCKETS];
+    for (size_t i = 0; i < MC_VALUE_SIZE_BUCKETS; i++)
+        bounds[i] = (double)mc_value_size_bounds[i];
+    histogram(f, "master_value_size_bytes", "Sizes of the objects PutStart created, in bytes.",
+              bounds, MC_VALUE_SIZE_BUCKETS, os.value_size_counts, (double)os.value_size_sum);
+    render_upstream_ops(f, &os);
+    metric(f, "mem_cache_hit_nums_", "counter",
+           "GetReplicaList answers whose first replica is in memory.", os.mem_hits);
+    metric(f, "file_cache_hit_nums_", "counter",
+           "GetReplicaList answers whose first replica is on disk.", os.file_hits);
+    metric(f, "mem_cache_hit_bytes_total", "counter",
+           "Bytes of the objects of mem_cache_hit_nums_.", os.mem_hit_bytes);
+    metric(f, "file_cache_hit_bytes_total", "counter",
+           "Bytes of the objects of file_cache_hit_nums_.", os.file_hit_bytes);
+    metric(f, "mem_cache_nums_", "gauge", "Complete objects with a memory replica.",
+           st->memory_objects);
+    metric(f, "file_cache_nums_", "gauge", "Complete objects with a disk replica.",
+           st->disk_objects);
+    metric(f, "valid_get_nums_", "counter", "GetReplicaList keys that found a complete replica.",
+           os.valid_gets);
+    metric(f, "total_get_nums_", "counter", "GetReplicaList keys asked.", os.total_gets);
+    for (int mem = 0; mem < 2; mem++) {
+        const char *suffix = mem ? "_mem" : "_total";
+        char name[64];
+        snprintf(name, sizeof(name), "master_successful_evictions%s", suffix);
+        metric(f, name, "counter", "Eviction rounds that freed something.",
+               os.evictions_successful);
+        snprintf(name, sizeof(name), "master_attempted_evictions%s", suffix);
+        metric(f, name, "counter", "Eviction rounds run.", os.evictions_attempted);
+        if (mem) {
+            metric(f, "master_evicted_key_count_mem", "counter", "Objects evicted from memory.",
+                   st->evicted_keys);
+            metric(f, "master_evicted_size_bytes_mem", "counter", "Bytes evicted from memory.",
+                   os.evicted_bytes);
+        }
+    }
+    metric(f, "master_evicted_size_bytes", "counter", "Bytes of the objects evicted.",
+           os.evicted_bytes);
+    metric(f, "master_put_start_discard_cnt", "counter",
+           "Unfinished puts older than --put_start_discard_timeout_sec replaced by a new PutStart.",
+           os.put_start_discards);
+    metric(f, "master_put_start_release_cnt", "counter",
+           "Unfinished puts whose space was released (replaced, or older than "
+           "--put_start_release_timeout_sec).",
+           os.put_start_releases);
+    render_upstream_absent(f);
+}
+
 static void render_metrics(mc_admin_http_t *a, FILE *f)
 {
     mc_master_stats_t st;
@@ -225,6 +546,7 @@ static void render_metrics(mc_admin_http_t *a, FILE *f)
     metric(f, "master_rpc_auth_refused_total", "counter",
            "RPC connections refused by the cluster-secret check.", rs.auth_refused);
     render_limit_metrics(a, f, &st, &rs);
+    render_upstream_metrics(a, f, &st);
 
     fprintf(f, "# HELP master_rpc_requests_total RPC requests handled, by method.\n"
                "# TYPE master_rpc_requests_total counter\n");
@@ -248,6 +570,12 @@ static void render_summary(mc_admin_http_t *a, FILE *f)
     size_t nm = mc_rpc_server_get_stats(a->rpc, &rs, ms, MC_RPC_METHOD_COUNT);
     double pct = st.capacity_bytes ? 100.0 * (double)st.used_bytes / (double)st.capacity_bytes : 0;
 
+    /* upstream's line first (one master without HA: leader, serving) */
+    fprintf(f,
+            "role=leader, state=serving, service_ready=true, master={keys=%" PRIu64
+            ", allocated_bytes=%" PRIu64 ", capacity_bytes=%" PRIu64 ", clients=%" PRIu64
+            "}, ha={disabled}\n",
+            st.key_count, st.used_bytes, st.capacity_bytes, st.client_count);
     fprintf(f, "Mooncake master %s, up %" PRIu64 " s\n", MC_VERSION_STRING,
             (mc_now_ms() - a->started_ms) / 1000);
     fprintf(f, "Memory: %s used of %s (%.1f%%) in %" PRIu64 " segments\n",
@@ -504,6 +832,13 @@ static void route_health(mc_admin_http_t *a, admin_reply_t *r)
                           "uptime_seconds", (json_int_t)((mc_now_ms() - a->started_ms) / 1000),
                           "segments", (json_int_t)st.segment_count, "keys",
                           (json_int_t)st.key_count, "clients", (json_int_t)st.client_count);
+    /* upstream's keys for a master without HA: the one master leads and serves */
+    if (o && (json_object_set_new(o, "role", json_string("leader")) != 0 ||
+              json_object_set_new(o, "ha_state", json_string("serving")) != 0 ||
+              json_object_set_new(o, "service_ready", json_true()) != 0)) {
+        json_decref(o);
+        o = NULL;
+    }
     json_t *off = json_pack("{s:b,s:s,s:s,s:I,s:I,s:b,s:I}", "enabled", (int)st.offload_enabled,
                             "backend", offload_backend_name(st.offload_backend), "fs_type",
                             st.offload_fs_type, "clients", (json_int_t)st.offloaders,
@@ -515,6 +850,15 @@ static void route_health(mc_admin_http_t *a, admin_reply_t *r)
     else
         json_decref(off);
     reply_json(r, MHD_HTTP_OK, o);
+}
+
+/* A fixed 200 body. */
+static void reply_static(admin_reply_t *r, const char *type, const char *body)
+{
+    r->status = MHD_HTTP_OK;
+    r->content_type = type;
+    r->body = strdup(body);
+    r->len = r->body ? strlen(body) : 0;
 }
 
 /* Runs a text renderer into r. */
@@ -544,6 +888,12 @@ static void route(mc_admin_http_t *a, struct MHD_Connection *conn, const char *u
         reply_text(r, ADMIN_CONTENT_TEXT, render_segments, a);
     else if (!strcmp(url, "/health"))
         route_health(a, r);
+    else if (!strcmp(url, "/role"))
+        reply_static(r, ADMIN_CONTENT_TEXT, "leader");
+    else if (!strcmp(url, "/ha_status"))
+        reply_static(r, ADMIN_CONTENT_TEXT, "serving");
+    else if (!strcmp(url, "/leader"))
+        reply_static(r, ADMIN_CONTENT_JSON, "{\"present\":false}");
     else if (!strcmp(url, "/query_key"))
         route_query_key(a, conn, r);
     else
@@ -564,29 +914,7 @@ static enum MHD_Result admin_handle(void *cls, struct MHD_Connection *conn, cons
         reply_error_json(&r, MHD_HTTP_METHOD_NOT_ALLOWED, "only GET is served", NULL);
     else
         route(a, conn, url, &r);
-
-    if (!r.body)
-        return MHD_NO; /* out of memory: libmicrohttpd closes the connection */
-    struct MHD_Response *resp =
-        MHD_create_response_from_buffer(r.len, r.body, MHD_RESPMEM_MUST_FREE);
-    if (!resp) {
-        free(r.body);
-        return MHD_NO;
-    }
-    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, r.content_type);
-    enum MHD_Result ret = MHD_queue_response(conn, r.status, resp);
-    MHD_destroy_response(resp);
-    return ret;
-}
-
-static void admin_mhd_log(void *cls, const char *fmt, va_list ap)
-{
-    char buf[512];
-    vsnprintf(buf, sizeof(buf), fmt, ap);
-    size_t n = strlen(buf);
-    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
-        buf[--n] = '\0';
-    MC_WARN("admin HTTP: libmicrohttpd: %s", buf);
+    return mc_http_reply_owned(conn, r.status, r.content_type, r.body, r.len);
 }
 
 int mc_admin_http_start(const mc_admin_http_config_t *config, mc_admin_http_t **out)
@@ -617,7 +945,7 @@ int mc_admin_http_start(const mc_admin_http_config_t *config, mc_admin_http_t **
         MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC | MHD_USE_ERROR_LOG;
     a->daemon = MHD_start_daemon(
         flags, 0, mc_http_guard_accept, &a->guard, admin_handle, a, MHD_OPTION_EXTERNAL_LOGGER,
-        admin_mhd_log, NULL, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
+        mc_http_mhd_log, (void *)"admin HTTP", MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
         MHD_OPTION_CONNECTION_TIMEOUT, ADMIN_CONNECTION_TIMEOUT_S,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)ADMIN_CONNECTION_MEMORY_LIMIT,
         MHD_OPTION_CONNECTION_LIMIT, MC_HTTP_GUARD_HARD_LIMIT(MC_ADMIN_MAX_CONNECTIONS),

@@ -130,12 +130,15 @@ static size_t evict_first(mc_master_t *m, mc_evict_cand_t *c, size_t n, size_t k
     size_t freed = 0;
     for (size_t i = 0; i < k; i++) {
         mc_object_t *o = c[i].obj;
+        uint64_t size = o->size;
         if (mc_offload_ndisk(o) > 0) {
             mc_master_drop_memory_locked(m, o, now);
             freed++;
+            __atomic_fetch_add(&m->ops.evicted_bytes, size, __ATOMIC_RELAXED);
         } else if (!mc_offload_on_evict_locked(m, o, now)) {
             mc_master_drop_value_locked(m, o, now);
             freed++;
+            __atomic_fetch_add(&m->ops.evicted_bytes, size, __ATOMIC_RELAXED);
         }
     }
     return freed;
@@ -157,6 +160,7 @@ size_t mc_eviction_run_locked(mc_master_t *m, uint64_t now, int needed, int *ran
     if (ran)
         *ran = 1;
     m->eviction_runs++;
+    __atomic_fetch_add(&m->ops.evictions_attempted, 1, __ATOMIC_RELAXED);
 
     size_t n_plain, n_soft;
     if (collect_candidates(m, now, &n_plain, &n_soft) != 0) {
@@ -179,6 +183,7 @@ size_t mc_eviction_run_locked(mc_master_t *m, uint64_t now, int needed, int *ran
     if (k > n_plain)
         evicted += evict_first(m, m->cand + m->cand_cap - n_soft, n_soft, k - n_plain, now);
     m->evicted_keys += evicted;
+    __atomic_fetch_add(&m->ops.evictions_successful, evicted > 0, __ATOMIC_RELAXED);
     MC_VLOG(1, "eviction: used %.3f of capacity, %zu candidates (%zu soft-pinned), evicted %zu",
             ratio, total, n_soft, evicted);
     return evicted;

@@ -243,6 +243,9 @@ struct mc_master {
     uint64_t checksum_mismatches; /* summed from the clients' reports */
     uint64_t regex_refused;       /* remove_by_regex calls that hit a pattern limit */
     uint64_t mounts_refused;      /* mounts above cfg.max_segment_size */
+    /* upstream's metric families: atomics (mc_master_count_*), except the eviction and
+     * put-discard fields, written under lock and read atomically */
+    mc_master_op_stats_t ops;
 
     /* offload (offload.c) */
     mc_offloader_t **offloaders;

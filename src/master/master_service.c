@@ -939,6 +939,8 @@ static int start_locked(mc_master_t *m, const char *key, size_t len, int upsert,
                 return MC_ERR_REPLICA_IS_NOT_READY; /* not "exists": that put may still fail */
             MC_INFO("put of %.64s by %s abandoned for %" PRIu64 " ms: replaced", key,
                     o->pending->client_id, age);
+            __atomic_fetch_add(&m->ops.put_start_discards, 1, __ATOMIC_RELAXED);
+            __atomic_fetch_add(&m->ops.put_start_releases, 1, __ATOMIC_RELAXED);
             if (pending_revoke(m, o, 1))
                 o = NULL;
         }
@@ -1542,6 +1544,8 @@ void mc_master_get_stats(mc_master_t *m, mc_master_stats_t *out)
         out->disk_replicas += ndisk;
         out->disk_replica_bytes += ndisk ? o->size : 0;
         out->disk_only_objects += ndisk && o->nrep == 0;
+        out->memory_objects += o->nrep > 0;
+        out->disk_objects += ndisk > 0;
     }
     mc_offload_stats_locked(m, out);
     out->evicted_keys = m->evicted_keys;
@@ -1555,6 +1559,71 @@ void mc_master_get_stats(mc_master_t *m, mc_master_stats_t *out)
     out->regex_refused = m->regex_refused;
     out->mounts_refused = m->mounts_refused;
     pthread_mutex_unlock(&m->lock);
+}
+
+const uint64_t mc_value_size_bounds[MC_VALUE_SIZE_BUCKETS] = {4096,    65536,    262144,  1048576,
+                                                              4194304, 16777216, 67108864};
+
+static void count(uint64_t *c, uint64_t n)
+{
+    __atomic_fetch_add(c, n, __ATOMIC_RELAXED);
+}
+
+void mc_master_count_op(mc_master_t *m, mc_master_op_t op, int failed)
+{
+    if ((unsigned)op >= MC_OP_COUNT)
+        return;
+    count(&m->ops.requests[op], 1);
+    count(&m->ops.failures[op], failed != 0);
+}
+
+void mc_master_count_batch(mc_master_t *m, mc_master_batch_op_t op, uint64_t items, uint64_t failed)
+{
+    if ((unsigned)op >= MC_BATCH_COUNT)
+        return;
+    count(&m->ops.batch_requests[op], 1);
+    count(&m->ops.batch_items[op], items);
+    count(&m->ops.batch_failed_items[op], failed);
+    count(&m->ops.batch_failures[op], failed > 0 && failed == items);
+    count(&m->ops.batch_partial[op], failed > 0 && failed < items);
+}
+
+void mc_master_count_put_start(mc_master_t *m, int rc, uint64_t size, size_t given, size_t asked)
+{
+    if (rc == MC_ERR_NO_AVAILABLE_HANDLE)
+        count(&m->ops.put_start_alloc_failures, 1);
+    if (rc != 0)
+        return;
+    count(&m->ops.put_start_partial_allocations, size > 0 && given < asked);
+    size_t b = 0;
+    while (b < MC_VALUE_SIZE_BUCKETS && size > mc_value_size_bounds[b])
+        b++;
+    count(&m->ops.value_size_counts[b], 1);
+    count(&m->ops.value_size_sum, size);
+    count(&m->ops.value_size_count, 1);
+}
+
+void mc_master_count_get(mc_master_t *m, int rc, mc_replica_type_t first, uint64_t size)
+{
+    count(&m->ops.total_gets, 1);
+    if (rc != 0)
+        return;
+    count(&m->ops.valid_gets, 1);
+    if (first == MC_REPLICA_MEMORY) {
+        count(&m->ops.mem_hits, 1);
+        count(&m->ops.mem_hit_bytes, size);
+    } else {
+        count(&m->ops.file_hits, 1);
+        count(&m->ops.file_hit_bytes, size);
+    }
+}
+
+void mc_master_get_op_stats(mc_master_t *m, mc_master_op_stats_t *out)
+{
+    const uint64_t *src = (const uint64_t *)&m->ops;
+    uint64_t *dst = (uint64_t *)out;
+    for (size_t i = 0; i < sizeof(*out) / sizeof(uint64_t); i++)
+        dst[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
 }
 
 size_t mc_master_list_segments(mc_master_t *m, mc_segment_info_t *out, size_t capacity)
@@ -1613,6 +1682,7 @@ static void monitor_sweep_locked(mc_master_t *m, uint64_t now)
         if (elapsed_ms(now, p->start_ms) >= m->cfg.put_start_release_timeout_ms) {
             MC_WARN("put of %.64s by %s unfinished after %" PRIu64 " ms: revoked",
                     mc_object_key(p->obj), p->client_id, elapsed_ms(now, p->start_ms));
+            __atomic_fetch_add(&m->ops.put_start_releases, 1, __ATOMIC_RELAXED);
             pending_revoke(m, p->obj, 1);
         }
     }

@@ -433,11 +433,99 @@ typedef struct mc_master_stats {
     uint64_t checksum_mismatches;  /* replica reads that failed verification, as clients report */
     uint64_t regex_refused;        /* remove_by_regex calls refused: a pattern limit was hit */
     uint64_t mounts_refused;       /* mounts refused for a size above max_segment_size */
+    uint64_t memory_objects;       /* complete objects with a memory replica now */
+    uint64_t disk_objects;         /* complete objects with a disk replica now */
     int offload_backend;           /* declared, or the first one a client reported */
     char offload_fs_type[16];
 } mc_master_stats_t;
 
 void mc_master_get_stats(mc_master_t *m, mc_master_stats_t *out);
+
+/*
+ * Upstream's per-operation metric families (mooncake-interfaces-2.md §7.1, matches upstream
+ * `MasterMetricManager`), counted by the RPC handlers (rpc_handlers.c). Our wire has one RPC per
+ * operation carrying N keys: a call with one key counts as upstream's single form
+ * (master_<op>_requests_total), a call with several as its batch form
+ * (master_batch_<op>_requests_total and _items_total). Operations this master does not serve
+ * (NoF segments, copy/move, tasks, query_ip, replica_clear) stay 0: no such request ever succeeds
+ * or arrives as that operation.
+ */
+typedef enum mc_master_op {
+    MC_OP_PUT_START,
+    MC_OP_PUT_END,
+    MC_OP_PUT_REVOKE,
+    MC_OP_GET_REPLICA_LIST,
+    MC_OP_GET_REPLICA_LIST_BY_REGEX,
+    MC_OP_EXIST_KEY,
+    MC_OP_REMOVE,
+    MC_OP_REMOVE_BY_REGEX,
+    MC_OP_REMOVE_ALL,
+    MC_OP_MOUNT_SEGMENT,
+    MC_OP_UNMOUNT_SEGMENT,
+    MC_OP_REMOUNT_SEGMENT,
+    MC_OP_MOUNT_NOF_SEGMENT,
+    MC_OP_UNMOUNT_NOF_SEGMENT,
+    MC_OP_REMOUNT_NOF_SEGMENT,
+    MC_OP_PING,
+    MC_OP_COPY_START,
+    MC_OP_COPY_END,
+    MC_OP_COPY_REVOKE,
+    MC_OP_MOVE_START,
+    MC_OP_MOVE_END,
+    MC_OP_MOVE_REVOKE,
+    MC_OP_EVICT_DISK_REPLICA,
+    MC_OP_CREATE_COPY_TASK,
+    MC_OP_CREATE_MOVE_TASK,
+    MC_OP_QUERY_TASK,
+    MC_OP_FETCH_TASKS,
+    MC_OP_UPDATE_TASK,
+    MC_OP_COUNT
+} mc_master_op_t;
+
+typedef enum mc_master_batch_op {
+    MC_BATCH_EXIST_KEY,
+    MC_BATCH_QUERY_IP,
+    MC_BATCH_REPLICA_CLEAR,
+    MC_BATCH_GET_REPLICA_LIST,
+    MC_BATCH_PUT_START,
+    MC_BATCH_PUT_END,
+    MC_BATCH_PUT_REVOKE,
+    MC_BATCH_COUNT
+} mc_master_batch_op_t;
+
+/* upstream's master_value_size_bytes buckets (bytes); one more count for +Inf */
+#define MC_VALUE_SIZE_BUCKETS 7
+extern const uint64_t mc_value_size_bounds[MC_VALUE_SIZE_BUCKETS];
+
+typedef struct mc_master_op_stats {
+    uint64_t requests[MC_OP_COUNT], failures[MC_OP_COUNT];
+    uint64_t batch_requests[MC_BATCH_COUNT], batch_failures[MC_BATCH_COUNT];
+    uint64_t batch_partial[MC_BATCH_COUNT], batch_items[MC_BATCH_COUNT];
+    uint64_t batch_failed_items[MC_BATCH_COUNT];
+    uint64_t put_start_alloc_failures;      /* keys refused for lack of space */
+    uint64_t put_start_partial_allocations; /* keys given fewer replicas than asked */
+    uint64_t total_gets, valid_gets;        /* GetReplicaList keys asked / found complete */
+    uint64_t mem_hits, mem_hit_bytes;       /* ... whose first replica is memory */
+    uint64_t file_hits, file_hit_bytes;     /* ... whose first replica is on disk */
+    /* sizes of the objects created by PutStart/UpsertStart: non-cumulative bucket counts
+     * (the last is above the largest bound), their sum and count */
+    uint64_t value_size_counts[MC_VALUE_SIZE_BUCKETS + 1], value_size_sum, value_size_count;
+    /* eviction (memory tier; eviction.c) and superseded puts (master_service.c) */
+    uint64_t evictions_successful, evictions_attempted, evicted_bytes;
+    uint64_t put_start_discards, put_start_releases;
+} mc_master_op_stats_t;
+
+/* Counts one request of `op` (single form: one key) and whether it failed. Thread-safe. */
+void mc_master_count_op(mc_master_t *m, mc_master_op_t op, int failed);
+/* Counts one batch request of `items` keys of which `failed` failed. Thread-safe. */
+void mc_master_count_batch(mc_master_t *m, mc_master_batch_op_t op, uint64_t items,
+                           uint64_t failed);
+/* One key's PutStart outcome: rc, and replicas given vs asked (rc 0). Observes `size`. */
+void mc_master_count_put_start(mc_master_t *m, int rc, uint64_t size, size_t given, size_t asked);
+/* One key's GetReplicaList: rc, the first replica's type (rc 0) and the object size. */
+void mc_master_count_get(mc_master_t *m, int rc, mc_replica_type_t first, uint64_t size);
+/* A consistent-enough copy of every counter (each read atomically). Thread-safe. */
+void mc_master_get_op_stats(mc_master_t *m, mc_master_op_stats_t *out);
 /* Up to capacity segments into out; returns how many are mounted. */
 size_t mc_master_list_segments(mc_master_t *m, mc_segment_info_t *out, size_t capacity);
 

@@ -8,6 +8,10 @@
  * The offload RPCs (heartbeat, results, disk-replica eviction) are batches too; the tasks and
  * deletions a heartbeat hands out are copied into the reply while the master's lock is held.
  *
+ * Every handled request is also counted for upstream's metric families (mc_master_count_op and
+ * friends, master_service.h): per operation, single or batch form, and per key for PutStart
+ * (value sizes, allocation failures) and GetReplicaList (cache hits).
+ *
  * RemoveAll and RemoveByRegex are served only to a live client (MC_ERR_ILLEGAL_CLIENT otherwise)
  * and leave one audit line each (peer, client id, objects removed or why refused).
  *
@@ -131,6 +135,7 @@ static int handle_ping(rpc_conn_t *c, uint16_t opcode, uint64_t id, const uint8_
         mc_master_report_checksum_mismatches(mc_rpc_conn_master(c), req->client_id,
                                              req->checksum_mismatches);
     }
+    mc_master_count_op(mc_rpc_conn_master(c), MC_OP_PING, resp.code != 0);
     int rc = mc_rpc_conn_reply(c, opcode, id, &resp.base, resp.code == 0);
     mc__ping_request__free_unpacked(req, NULL);
     return rc;
@@ -207,6 +212,11 @@ static int handle_segments(rpc_conn_t *c, uint16_t opcode, uint64_t id, const ui
     if (resp.code == 0 && opcode != MC_RPC_UNMOUNT_SEGMENT && req->n_segments > 0)
         resp.epoch = mc_master_segment_epoch(mc_rpc_conn_master(c), req->segments[0]->id);
     resp.message = msg;
+    mc_master_count_op(mc_rpc_conn_master(c),
+                       opcode == MC_RPC_MOUNT_SEGMENT     ? MC_OP_MOUNT_SEGMENT
+                       : opcode == MC_RPC_UNMOUNT_SEGMENT ? MC_OP_UNMOUNT_SEGMENT
+                                                          : MC_OP_REMOUNT_SEGMENT,
+                       resp.code != 0);
     int rc = mc_rpc_conn_reply(c, opcode, id, &resp.base, resp.code == 0);
     mc__segment_request__free_unpacked(req, NULL);
     return rc;
@@ -289,6 +299,8 @@ static int rpc_run_key(rpc_keys_call_t *k, size_t i, const mc_replicate_config_t
     case MC_RPC_PUT_START:
         rc = mc_master_put_start(m, cid, key, k->req->sizes[i], cfg, descs, RPC_REPLICAS_PER_KEY,
                                  &n);
+        mc_master_count_put_start(m, rc, k->req->sizes[i], n,
+                                  cfg->replica_num ? cfg->replica_num : 1);
         break;
     case MC_RPC_UPSERT_START:
         rc = mc_master_upsert_start(m, cid, key, k->req->sizes[i], cfg, descs, RPC_REPLICAS_PER_KEY,
@@ -313,6 +325,7 @@ static int rpc_run_key(rpc_keys_call_t *k, size_t i, const mc_replicate_config_t
             r->size = size;
             k->resp.lease_ttl_ms = ttl;
         }
+        mc_master_count_get(m, rc, n > 0 ? descs[0].type : MC_REPLICA_MEMORY, size);
         break;
     case MC_RPC_EXIST_KEY:
         rc = mc_master_exist_key(m, key);
@@ -431,6 +444,47 @@ static int64_t rpc_remove_many(rpc_conn_t *c, uint16_t opcode, const Mc__KeysReq
     return n;
 }
 
+/*
+ * Upstream's request counters for a per-key call (mc_master_count_op): one key counts as the
+ * single form, several as the batch form where upstream has one, else as that many single calls.
+ */
+static void rpc_count_keys(mc_master_t *m, uint16_t opcode, const Mc__KeysResponse *r,
+                           size_t n_keys)
+{
+    static const struct {
+        uint16_t opcode;
+        int op, batch; /* batch -1: no batch form */
+    } map[] = {
+        {MC_RPC_PUT_START, MC_OP_PUT_START, MC_BATCH_PUT_START},
+        {MC_RPC_PUT_END, MC_OP_PUT_END, MC_BATCH_PUT_END},
+        {MC_RPC_PUT_REVOKE, MC_OP_PUT_REVOKE, MC_BATCH_PUT_REVOKE},
+        {MC_RPC_GET_REPLICA_LIST, MC_OP_GET_REPLICA_LIST, MC_BATCH_GET_REPLICA_LIST},
+        {MC_RPC_EXIST_KEY, MC_OP_EXIST_KEY, MC_BATCH_EXIST_KEY},
+        {MC_RPC_REMOVE, MC_OP_REMOVE, -1},
+        {MC_RPC_REMOVE_ALL, MC_OP_REMOVE_ALL, -1},
+        {MC_RPC_REMOVE_BY_REGEX, MC_OP_REMOVE_BY_REGEX, -1},
+    };
+    size_t i = 0, n = sizeof(map) / sizeof(map[0]);
+    while (i < n && map[i].opcode != opcode)
+        i++;
+    if (i == n)
+        return; /* upserts, lease releases: no upstream counter */
+    if (opcode == MC_RPC_REMOVE_ALL || opcode == MC_RPC_REMOVE_BY_REGEX || n_keys == 0) {
+        mc_master_count_op(m, (mc_master_op_t)map[i].op, r->code != 0);
+        return;
+    }
+    size_t failed = 0;
+    for (size_t j = 0; j < n_keys; j++)
+        failed += r->code != 0 || j >= r->n_results || r->results[j]->code != 0;
+    if (n_keys > 1 && map[i].batch >= 0) {
+        mc_master_count_batch(m, (mc_master_batch_op_t)map[i].batch, n_keys, failed);
+        return;
+    }
+    for (size_t j = 0; j < n_keys; j++)
+        mc_master_count_op(m, (mc_master_op_t)map[i].op,
+                           r->code != 0 || j >= r->n_results || r->results[j]->code != 0);
+}
+
 /* A KeysRequest with more keys than MC_RPC_MAX_BATCH is answered before it is decoded. */
 static int rpc_too_many_keys(const uint8_t *body, size_t len)
 {
@@ -478,6 +532,7 @@ static int handle_keys(rpc_conn_t *c, uint16_t opcode, uint64_t id, const uint8_
         }
     }
 
+    rpc_count_keys(k.master, opcode, &k.resp, req->n_keys);
     if (discards) {
         uint64_t last = mc_master_offload_deletion_seq(k.master);
         k.resp.deletions_from = last > del_seq ? del_seq + 1 : 0;
@@ -672,6 +727,7 @@ static int handle_evict_disk(rpc_conn_t *c, uint16_t opcode, uint64_t id, const 
             (mc_disk_file_desc_t){req->files[i]->key, req->files[i]->version, req->files[i]->size};
     if (code == 0)
         code = mc_master_evict_disk_replicas(mc_rpc_conn_master(c), req->client_id, f, n, codes);
+    mc_master_count_op(mc_rpc_conn_master(c), MC_OP_EVICT_DISK_REPLICA, code != 0);
     int rc = rpc_reply_codes(c, opcode, id, code, codes, n);
     free(f);
     free(codes);

@@ -1,9 +1,14 @@
 /*
- * http_guard.c — connection cap and refusal counter for libmicrohttpd servers (http_guard.h).
+ * http_guard.c — connection cap and refusal counter for libmicrohttpd servers, and the glue they
+ * share (http_guard.h).
  */
 #include "http_guard.h"
 
 #include "log.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #define GUARD_LOG_INTERVAL_MS 1000
 
@@ -46,4 +51,30 @@ uint64_t mc_http_guard_refused(mc_http_guard_t *g)
 unsigned mc_http_guard_active(mc_http_guard_t *g)
 {
     return atomic_load(&g->active);
+}
+
+void mc_http_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    char buf[512];
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    size_t n = strlen(buf);
+    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
+        buf[--n] = '\0';
+    MC_WARN("%s: libmicrohttpd: %s", cls ? (const char *)cls : "HTTP", buf);
+}
+
+enum MHD_Result mc_http_reply_owned(struct MHD_Connection *conn, unsigned int status,
+                                    const char *content_type, char *body, size_t len)
+{
+    if (!body)
+        return MHD_NO;
+    struct MHD_Response *resp = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
+    if (!resp) {
+        free(body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+    enum MHD_Result ret = MHD_queue_response(conn, status, resp);
+    MHD_destroy_response(resp);
+    return ret;
 }

@@ -10,12 +10,17 @@
  *
  * Ownership: the caller owns the guard, which must outlive the daemon. The callbacks run on the
  * daemon's thread; mc_http_guard_refused / _active may be called from any thread.
+ *
+ * Also the glue every one of those servers needs: mc_http_mhd_log (libmicrohttpd's diagnostics
+ * into our log) and mc_http_reply_owned (queue a malloc'd body as the reply).
  */
 #ifndef MC_TRANSFER_HTTP_GUARD_H
 #define MC_TRANSFER_HTTP_GUARD_H
 
 #include <microhttpd.h>
+#include <stdarg.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
 
@@ -37,5 +42,15 @@ void mc_http_guard_notify(void *cls, struct MHD_Connection *connection, void **s
                           enum MHD_ConnectionNotificationCode toe);
 uint64_t mc_http_guard_refused(mc_http_guard_t *g);
 unsigned mc_http_guard_active(mc_http_guard_t *g);
+
+/* MHD_OPTION_EXTERNAL_LOGGER callback: one WARNING line per libmicrohttpd diagnostic (bind
+ * failures, malformed requests), prefixed with cls, the server's name (a static string). */
+void mc_http_mhd_log(void *cls, const char *fmt, va_list ap);
+
+/* Queues `body` (malloc'd, `len` bytes; ownership passes to libmicrohttpd, or it is freed here on
+ * failure) with `content_type` and `status` as the reply on conn. NULL body (the caller ran out
+ * of memory) or a failure: MHD_NO, and libmicrohttpd closes the connection. */
+enum MHD_Result mc_http_reply_owned(struct MHD_Connection *conn, unsigned int status,
+                                    const char *content_type, char *body, size_t len);
 
 #endif /* MC_TRANSFER_HTTP_GUARD_H */

@@ -705,17 +705,6 @@ static void md_request_completed(void *cls, struct MHD_Connection *conn, void **
     *req_cls = NULL;
 }
 
-/* Routes libmicrohttpd's own diagnostics (bind failures, malformed requests) into our log. */
-static void md_mhd_log(void *cls, const char *fmt, va_list ap)
-{
-    char buf[512];
-    vsnprintf(buf, sizeof(buf), fmt, ap);
-    size_t n = strlen(buf);
-    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
-        buf[--n] = '\0';
-    MC_WARN("libmicrohttpd: %s", buf);
-}
-
 /* ---- lifecycle ---------------------------------------------------------------------------- */
 
 static int md_is_wildcard(const char *host)
@@ -817,7 +806,7 @@ int mc_http_metadata_server_start_opts(const char *host, int port,
     /* The logger goes first so that option errors, too, reach our log. */
     s->daemon = MHD_start_daemon(
         flags, (uint16_t)port, mc_http_guard_accept, &s->guard, md_handle, s,
-        MHD_OPTION_EXTERNAL_LOGGER, md_mhd_log, NULL, MHD_OPTION_SOCK_ADDR,
+        MHD_OPTION_EXTERNAL_LOGGER, mc_http_mhd_log, (void *)"HTTP metadata", MHD_OPTION_SOCK_ADDR,
         (struct sockaddr *)&addr, MHD_OPTION_NOTIFY_COMPLETED, md_request_completed, s,
         MHD_OPTION_CONNECTION_TIMEOUT, s->limits.connection_timeout_s,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)MD_CONNECTION_MEMORY_LIMIT,

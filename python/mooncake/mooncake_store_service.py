@@ -1,0 +1,486 @@
+#!/usr/bin/env python3
+"""mooncake.mooncake_store_service — upstream's REST front-end over one store client.
+
+    python -m mooncake.mooncake_store_service [--config PATH] [-D key=value ...] [--port 8080]
+        [--host 0.0.0.0] [--max-wait-time 60] [--cluster-secret-file PATH]
+
+Sets up one MooncakeDistributedStore from a MooncakeConfig (--config JSON file, else
+MooncakeConfig.load_from_env(); -D overrides fields, as strings), retrying setup once a second
+for up to --max-wait-time seconds, then serves HTTP on --host:--port until SIGINT or SIGTERM,
+and then closes the store and exits 0 (1 when setup or the listener fails). Prints one line
+"REST API started on HOST:PORT" once serving (port 0 = any free port).
+
+Routes (upstream's; errors are JSON {"error": "..."}):
+  PUT    /api/put           body {"key": str, "value": str}: stores the UTF-8 bytes of value.
+                            200 {"status": "success"}; 400 missing key/value or a body that is
+                            not a JSON object (upstream: 500 for bad JSON); 500 put failed
+  GET    /api/get/{key}     200 the bytes (application/octet-stream); 404 absent; 500
+  GET    /api/exist/{key}   200 {"exists": bool}; 500
+  DELETE /api/remove/{key}  200 {"status": "success"}; 500 (absent keys included, as upstream)
+  DELETE /api/remove_all    200 {"status": "success removed N keys"}; 500
+  POST   /api/mount, /api/unmount, /api/mount_shm, /api/unmount_shm, /api/unmount_local_disk,
+         /api/reconfigure   501: this build's store has no segment mount/unmount methods
+Keys in paths are percent-decoded. A body above 100 MB (upstream's limit) is refused with 413
+before it is read; a PUT without Content-Length gets 411. Unknown paths 404, other methods 405.
+
+Our additions, per docs/security.md: the service binds exactly --host (default 0.0.0.0 as
+upstream; then, without a cluster secret, one warning line says anyone who can reach the port
+can read, write and remove objects). With a cluster secret (--cluster-secret-file, else
+MOONCAKE_CLUSTER_SECRET_FILE / MOONCAKE_CLUSTER_SECRET) every /api request must carry
+"X-Mooncake-Auth: <nonce hex>.<mac hex>", where the nonce comes from GET /api/auth_challenge
+({"nonce": "<64 hex>"}, single use, valid 30 s) and the MAC is
+HMAC-SHA-256(secret, "mc-auth-v1 rest" | method | path | nonce | SHA-256(body)) (auth_header()
+below computes it); anything else gets 401 and nothing happens. Costs are bounded: at most
+--max-connections (16) connections are served at once (more are closed), so bodies held in
+memory are at most 16 x 100 MB; a connection idle for 30 s is closed; outstanding nonces are
+capped (oldest dropped).
+"""
+import argparse
+import collections
+import hashlib
+import hmac
+import json
+import logging
+import os
+import secrets
+import signal
+import socket
+import sys
+import threading
+import time
+import urllib.parse
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from mooncake.mooncake_config import MooncakeConfig
+
+__all__ = ["MooncakeStoreService", "auth_header", "load_cluster_secret", "main", "sync_main"]
+
+MAX_BODY = 100 * 1024 * 1024  # bytes, upstream's client_max_size
+IDLE_TIMEOUT_S = 30
+NONCE_TTL_S = 30
+MAX_NONCES = 1024
+AUTH_HEADER = "X-Mooncake-Auth"
+AUTH_LABEL = b"mc-auth-v1 rest"
+MOUNT_ROUTES = ("/api/mount", "/api/unmount", "/api/mount_shm", "/api/unmount_shm",
+                "/api/unmount_local_disk", "/api/reconfigure")
+_WILDCARDS = ("", "0.0.0.0", "::", "[::]", "*")
+
+
+def load_cluster_secret(secret_file=None):
+    """The cluster secret as bytes, or None: secret_file, else $MOONCAKE_CLUSTER_SECRET_FILE,
+    else $MOONCAKE_CLUSTER_SECRET (one trailing newline of a file is ignored, as the C side
+    does). OSError when a named file cannot be read; ValueError when it is empty."""
+    path = secret_file or os.environ.get("MOONCAKE_CLUSTER_SECRET_FILE")
+    if path:
+        with open(path, "rb") as f:
+            data = f.read(4097)
+        if data.endswith(b"\n"):
+            data = data[:-1]
+        if not data or len(data) > 4096:
+            raise ValueError(f"{path}: the cluster secret must be 1..4096 bytes")
+        return data
+    text = os.environ.get("MOONCAKE_CLUSTER_SECRET")
+    return text.encode() if text else None
+
+
+def _mac(secret, method, path, nonce, body):
+    msg = b"|".join((AUTH_LABEL, method.encode(), path.encode(), nonce,
+                     hashlib.sha256(body).digest()))
+    return hmac.new(secret, msg, hashlib.sha256).digest()
+
+
+def auth_header(secret, method, path, nonce_hex, body=b""):
+    """The X-Mooncake-Auth value proving `secret` for one request (a client's helper)."""
+    nonce = bytes.fromhex(nonce_hex)
+    return f"{nonce_hex}.{_mac(secret, method, path, nonce, body).hex()}"
+
+
+class _Nonces:
+    """Single-use nonces, valid NONCE_TTL_S, at most MAX_NONCES outstanding. Thread-safe."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._issued = collections.OrderedDict()  # nonce bytes -> expiry (monotonic s)
+
+    def issue(self):
+        nonce = secrets.token_bytes(32)
+        with self._lock:
+            self._issued[nonce] = time.monotonic() + NONCE_TTL_S
+            while len(self._issued) > MAX_NONCES:
+                self._issued.popitem(last=False)
+        return nonce
+
+    def take(self, nonce):
+        with self._lock:
+            expiry = self._issued.pop(nonce, None)
+        return expiry is not None and expiry >= time.monotonic()
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, address, handler, service, max_connections):
+        host = address[0]
+        if ":" in host.strip("[]"):
+            self.address_family = socket.AF_INET6
+            address = (host.strip("[]"), address[1])
+        self.service = service
+        self._slots = threading.BoundedSemaphore(max_connections)
+        super().__init__(address, handler)
+
+    def process_request(self, request, client_address):
+        if not self._slots.acquire(blocking=False):
+            logging.warning("REST API: more than the connection limit open; closing %s",
+                            client_address)
+            self.shutdown_request(request)
+            return
+        super().process_request(request, client_address)
+
+    def process_request_thread(self, request, client_address):
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    timeout = IDLE_TIMEOUT_S
+    server_version = "mooncake-store-service"
+
+    def log_message(self, fmt, *args):
+        logging.debug("REST %s - %s", self.address_string(), fmt % args)
+
+    # ---- plumbing ---------------------------------------------------------------------------
+
+    def _send(self, status, body, content_type="application/json"):
+        if isinstance(body, (dict, list)):
+            body = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _error(self, status, message):
+        self._send(status, {"error": message})
+
+    def _read_body(self):
+        """The request body (bytes), or None after answering 411/413/400."""
+        if self.headers.get("Transfer-Encoding"):
+            self.close_connection = True
+            self._error(411, "chunked bodies are not accepted; send Content-Length")
+            return None
+        length = self.headers.get("Content-Length")
+        if length is None:
+            if self.command in ("PUT", "POST"):
+                self.close_connection = True
+                self._error(411, "Content-Length required")
+                return None
+            return b""
+        try:
+            n = int(length)
+        except ValueError:
+            n = -1
+        if n < 0:
+            self.close_connection = True
+            self._error(400, "invalid Content-Length")
+            return None
+        if n > MAX_BODY:
+            self.close_connection = True  # the body is not read
+            self._error(413, f"request body of {n} bytes is larger than {MAX_BODY}")
+            return None
+        return self.rfile.read(n)
+
+    def _authorised(self, path, body):
+        secret = self.server.service.secret
+        if secret is None:
+            return True
+        proof = self.headers.get(AUTH_HEADER, "")
+        nonce_hex, _, mac_hex = proof.partition(".")
+        try:
+            nonce, mac = bytes.fromhex(nonce_hex), bytes.fromhex(mac_hex)
+        except ValueError:
+            nonce = mac = b""
+        if (len(nonce) != 32 or not self.server.service.nonces.take(nonce)
+                or not hmac.compare_digest(mac, _mac(secret, self.command, path, nonce, body))):
+            self._error(401, f"missing or invalid {AUTH_HEADER} proof of the cluster secret "
+                             f"(GET /api/auth_challenge first; docs/security.md)")
+            return False
+        return True
+
+    def _dispatch(self):
+        raw_path = urllib.parse.urlsplit(self.path).path
+        body = self._read_body()
+        if body is None:
+            return
+        service = self.server.service
+        if raw_path == "/api/auth_challenge":
+            if self.command != "GET":
+                return self._error(405, "method not allowed")
+            if service.secret is None:
+                return self._error(404, "this service has no cluster secret")
+            return self._send(200, {"nonce": service.nonces.issue().hex()})
+        route, key = self._route(raw_path)
+        if route is None:
+            return self._error(404, f"no route {raw_path}")
+        allowed = {"put": "PUT", "get": "GET", "exist": "GET", "remove": "DELETE",
+                   "remove_all": "DELETE"}.get(route, "POST")
+        if self.command != allowed:
+            return self._error(405, f"{raw_path}: use {allowed}")
+        if not self._authorised(raw_path, body):
+            return None
+        try:
+            return getattr(service, "handle_" + route)(self, key, body)
+        except Exception as e:  # noqa: BLE001 — the service answers 500 as upstream does
+            logging.error("%s %s: %s", self.command, raw_path, e)
+            return self._error(500, str(e))
+
+    @staticmethod
+    def _route(path):
+        if path == "/api/put":
+            return "put", None
+        if path == "/api/remove_all":
+            return "remove_all", None
+        if path in MOUNT_ROUTES:
+            return "mount", None
+        for route in ("get", "exist", "remove"):
+            prefix = f"/api/{route}/"
+            if path.startswith(prefix) and len(path) > len(prefix):
+                return route, urllib.parse.unquote(path[len(prefix):])
+        return None, None
+
+    def do_GET(self):
+        self._dispatch()
+
+    def do_PUT(self):
+        self._dispatch()
+
+    def do_POST(self):
+        self._dispatch()
+
+    def do_DELETE(self):
+        self._dispatch()
+
+
+class MooncakeStoreService:
+    """One store client and its REST API (upstream's class, synchronous here).
+
+    MooncakeStoreService(config_path=None, cli_config=None): the configuration from the file,
+    else load_from_env(); cli_config {field: value} overrides fields that exist.
+    """
+
+    def __init__(self, config_path=None, cli_config=None, cluster_secret_file=None):
+        self.store = None
+        self.httpd = None
+        self.config = (MooncakeConfig.from_file(config_path) if config_path
+                       else MooncakeConfig.load_from_env())
+        for key, value in (cli_config or {}).items():
+            if hasattr(self.config, key):
+                setattr(self.config, key, value)
+            else:
+                logging.warning("Ignoring unknown config field %s", key)
+        self.secret = load_cluster_secret(cluster_secret_file)
+        self.nonces = _Nonces()
+        self._lock = threading.Lock()
+
+    def setup_dict(self):
+        """The dict given to setup(), as upstream builds it."""
+        c = self.config
+        return {"local_hostname": c.local_hostname, "metadata_server": c.metadata_server,
+                "global_segment_size": c.global_segment_size,
+                "local_buffer_size": c.local_buffer_size, "protocol": c.protocol,
+                "rdma_devices": c.device_name or "", "master_server_addr": c.master_server_address,
+                "enable_ssd_offload": c.enable_ssd_offload, "ssd_offload_path": c.ssd_offload_path,
+                "tenant_id": c.tenant_id,
+                "enable_client_http_server": c.enable_client_http_server,
+                "client_http_port": c.client_http_port}
+
+    def start_store_service(self, max_wait_time=60.0, stop_event=None):
+        """setup() once a second until it answers 0 or max_wait_time seconds passed (or
+        stop_event is set). True when the store is up."""
+        from mooncake.store import MooncakeDistributedStore
+
+        deadline = time.monotonic() + max_wait_time
+        attempt = 0
+        while True:
+            attempt += 1
+            store = MooncakeDistributedStore()
+            try:
+                ret = store.setup(self.setup_dict())
+            except (TypeError, ValueError) as e:
+                ret = str(e)
+            if ret == 0:
+                self.store = store
+                logging.info("Store service started on %s", self.config.local_hostname)
+                return True
+            store.close()
+            remaining = deadline - time.monotonic()
+            logging.warning("Store setup failed (attempt %d): %s; %.1f s left", attempt, ret,
+                            max(remaining, 0.0))
+            if remaining <= 0:
+                return False
+            if stop_event is not None and stop_event.wait(min(1.0, remaining)):
+                return False
+            if stop_event is None:
+                time.sleep(min(1.0, remaining))
+
+    def start_http_service(self, port=8080, host="0.0.0.0", max_connections=16):
+        """Listens on host:port (OSError when it cannot) and serves on a thread; returns the
+        port bound."""
+        self.httpd = _Server((host, port), _Handler, self, max_connections)
+        if host.strip() in _WILDCARDS and self.secret is None:
+            logging.warning("the REST API listens on all interfaces (port %d) with no cluster "
+                            "secret: any host that can reach it can read, write and remove "
+                            "objects. Set MOONCAKE_CLUSTER_SECRET_FILE (or "
+                            "--cluster-secret-file), or bind a private address with --host "
+                            "(docs/security.md)", self.httpd.server_address[1])
+        threading.Thread(target=self.httpd.serve_forever, name="mooncake-rest",
+                         daemon=True).start()
+        return self.httpd.server_address[1]
+
+    def stop(self):
+        """Stops serving, then closes the store. Idempotent."""
+        with self._lock:
+            httpd, self.httpd = self.httpd, None
+            store, self.store = self.store, None
+        if httpd is not None:
+            httpd.shutdown()
+            httpd.server_close()
+        if store is not None:
+            ret = store.close()
+            logging.info("Mooncake store closed (%s)", ret)
+
+    # ---- routes (called on the connection's thread) ------------------------------------------
+
+    def handle_put(self, h, key, body):
+        try:
+            data = json.loads(body)
+        except (ValueError, UnicodeDecodeError) as e:
+            return h._error(400, f"body is not JSON: {e}")
+        if not isinstance(data, dict):
+            return h._error(400, "body must be a JSON object {\"key\", \"value\"}")
+        key, value = data.get("key"), data.get("value")
+        if not key or value is None:
+            return h._error(400, "Missing key or value")
+        if not isinstance(key, str) or not isinstance(value, str):
+            return h._error(400, "key and value must be strings")
+        ret = self.store.put(key, value.encode())
+        if ret != 0:
+            return h._error(500, f"PUT operation failed ({ret})")
+        return h._send(200, {"status": "success"})
+
+    def handle_get(self, h, key, body):
+        exists = self.store.is_exist(key)
+        if exists == 0:
+            return h._error(404, "Key not found")
+        if exists < 0:
+            return h._error(500, f"Exist check failed ({exists})")
+        value = self.store.get(key)
+        if value == b"":
+            exists = self.store.is_exist(key)
+            if exists == 0:
+                return h._error(404, "Key not found")
+            if exists < 0:
+                return h._error(500, f"Exist check failed ({exists})")
+            size = self.store.get_size(key)
+            if size != 0:  # it exists with bytes, yet the read failed
+                return h._error(500, f"GET operation failed ({size})")
+        return h._send(200, value, "application/octet-stream")
+
+    def handle_exist(self, h, key, body):
+        exists = self.store.is_exist(key)
+        if exists < 0:
+            return h._error(500, f"Exist check failed ({exists})")
+        return h._send(200, {"exists": exists > 0})
+
+    def handle_remove(self, h, key, body):
+        ret = self.store.remove(key)
+        if ret != 0:
+            return h._error(500, f"Remove operation failed ({ret})")
+        return h._send(200, {"status": "success"})
+
+    def handle_remove_all(self, h, key, body):
+        ret = self.store.remove_all()
+        if ret < 0:
+            return h._error(500, f"RemoveAll operation failed ({ret})")
+        return h._send(200, {"status": f"success removed {ret} keys"})
+
+    def handle_mount(self, h, key, body):
+        return h._error(501, "segment mount/unmount is not supported by this build: "
+                             "MooncakeDistributedStore has no mount_segment / "
+                             "allocate_and_mount_segment / unmount_segment methods")
+
+
+def parse_arguments(argv=None):
+    p = argparse.ArgumentParser(description="Mooncake Store Service with REST API")
+    p.add_argument("--config", type=str, help="Path to Mooncake config file")
+    p.add_argument("-D", "--define", action="append", default=[],
+                   help="Override configuration with key=value pairs (e.g. "
+                        "-Dlocal_hostname=example.com)")
+    p.add_argument("--port", type=int, default=8080, help="HTTP API port (default: 8080)")
+    p.add_argument("--host", type=str, default="0.0.0.0",
+                   help="address the HTTP API binds (default 0.0.0.0, as upstream)")
+    p.add_argument("--max-wait-time", type=float, default=60,
+                   help="Maximum total wait time in seconds (default: 60)")
+    p.add_argument("--max-connections", type=int, default=16,
+                   help="connections served at once (more are closed)")
+    p.add_argument("--cluster-secret-file", type=str, default=None,
+                   help="cluster secret every request must prove (docs/security.md)")
+    return p.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_arguments(argv)
+    logging.basicConfig(level=logging.INFO,
+                        format="%(asctime)s - %(name)s - %(levelname)s - %(message)s")
+    cli_config = {}
+    for item in args.define:
+        if "=" in item:
+            key, value = item.split("=", 1)
+            cli_config[key] = value
+        else:
+            logging.warning("Ignoring invalid CLI config: %s", item)
+    if args.max_connections < 1:
+        logging.error("--max-connections must be at least 1")
+        return 1
+    try:
+        service = MooncakeStoreService(args.config, cli_config, args.cluster_secret_file)
+    except (OSError, ValueError) as e:
+        logging.error("Configuration load failed: %s", e)
+        return 1
+    stop = threading.Event()
+
+    def on_signal(signum, frame):
+        logging.info("Received signal %s, shutting down", signum)
+        stop.set()
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    try:
+        if not service.start_store_service(args.max_wait_time, stop):
+            if stop.is_set():
+                return 0
+            logging.error("Failed to start store service")
+            return 1
+        try:
+            port = service.start_http_service(args.port, args.host, args.max_connections)
+        except OSError as e:
+            logging.error("Failed to start HTTP service on %s:%d: %s", args.host, args.port, e)
+            return 1
+        print(f"REST API started on {args.host}:{port}", flush=True)
+        while not stop.wait(1.0):
+            pass
+        return 0
+    finally:
+        service.stop()
+
+
+def sync_main():
+    """Entry point of upstream's ``mc_store_rest_server`` console script."""
+    return main()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
