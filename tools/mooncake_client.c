@@ -40,10 +40,8 @@
 #include <unistd.h>
 
 /* Upstream flags this program accepts for compatibility but does not implement. */
-static const char *const ignored_flags[] = {"tenant_id",
-                                            "start_offload_rpc_server",
-                                            "use_mmap_arena_allocator",
-                                            "mmap_arena_pool_size",
+static const char *const ignored_flags[] = {"tenant_id", "start_offload_rpc_server",
+                                            "use_mmap_arena_allocator", "mmap_arena_pool_size",
                                             NULL};
 
 int main(int argc, char **argv)
