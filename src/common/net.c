@@ -68,6 +68,46 @@ int mc_net_is_wildcard(const char *host)
     return !host || !*host || !strcmp(host, "0.0.0.0") || !strcmp(host, "::") || !strcmp(host, "*");
 }
 
+static int same_address(const struct sockaddr *a, const struct sockaddr *b)
+{
+    if (a->sa_family != b->sa_family)
+        return 0;
+    if (a->sa_family == AF_INET)
+        return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
+               ((const struct sockaddr_in *)b)->sin_addr.s_addr;
+    if (a->sa_family == AF_INET6)
+        return !memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+                       &((const struct sockaddr_in6 *)b)->sin6_addr, sizeof(struct in6_addr));
+    return 0;
+}
+
+int mc_net_interface_of(const char *host, char *out, size_t cap)
+{
+    if (mc_net_is_wildcard(host) || !out || cap == 0)
+        return MC_ERR_INVALID_PARAMS;
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+    struct addrinfo *res = NULL;
+    if (getaddrinfo(host, NULL, &hints, &res) != 0)
+        return MC_ERR_INVALID_PARAMS;
+    struct ifaddrs *ifs = NULL;
+    int rc = MC_ERR_INVALID_PARAMS;
+    if (getifaddrs(&ifs) == 0) {
+        for (struct ifaddrs *i = ifs; i && rc != 0; i = i->ifa_next) {
+            if (!i->ifa_addr || !i->ifa_name)
+                continue;
+            for (struct addrinfo *a = res; a && rc != 0; a = a->ai_next) {
+                if (same_address(i->ifa_addr, a->ai_addr) && strlen(i->ifa_name) < cap) {
+                    snprintf(out, cap, "%s", i->ifa_name);
+                    rc = 0;
+                }
+            }
+        }
+        freeifaddrs(ifs);
+    }
+    freeaddrinfo(res);
+    return rc;
+}
+
 void mc_net_primary_address(char out[MC_HOST_MAX])
 {
     struct ifaddrs *ifs = NULL;

@@ -17,12 +17,18 @@
 #define MC_HOST_MAX 256
 #define MC_ENDPOINT_MAX (MC_HOST_MAX + 8)
 
+/* 1 when host means every interface: NULL, "", "0.0.0.0", "::" or "*". */
+int mc_net_is_wildcard(const char *host);
+/*
+ * The name of the network interface ("lo", "eth0") holding an address `host` resolves to (a
+ * numeric address or a name), into out[0..cap). 0, or MC_ERR_INVALID_PARAMS when host is a
+ * wildcard, does not resolve, or no interface of this host holds it.
+ */
+int mc_net_interface_of(const char *host, char *out, size_t cap);
 /*
  * Splits "host:port", "host" (port = default_port) or "[v6]:port". Returns MC_ERR_INVALID_PARAMS
  * for an empty host, a port outside 0..65535 or trailing garbage.
  */
-/* 1 when host means every interface: NULL, "", "0.0.0.0", "::" or "*". */
-int mc_net_is_wildcard(const char *host);
 int mc_net_split_endpoint(const char *endpoint, int default_port, char host[MC_HOST_MAX],
                           int *port);
 

@@ -41,6 +41,7 @@
 #include "transfer_internal.h"
 
 #include "log.h"
+#include "net.h"
 
 #include <ucp/api/ucp.h>
 #include <uct/api/uct.h>
@@ -311,25 +312,59 @@ static int env_flag(const char *name)
 
 static atomic_int no_device_warned;
 
+/*
+ * With no device_names (and no UCX_NET_DEVICES), UCX would open its tcp transport on every
+ * interface of the host, listening on each: an engine told to serve on one address must not be
+ * reachable on the others. So UCX gets the RDMA devices plus the interface holding bind_host;
+ * a wildcard bind_host keeps every device. 0, or a negative code from the device listing.
+ */
+static int restrict_to_bind_host(const char *bind_host, char net_devices[MC_RDMA_DEVICES_TEXT])
+{
+    char ifname[UCT_DEVICE_NAME_MAX];
+    if (mc_net_is_wildcard(bind_host) || getenv("UCX_NET_DEVICES"))
+        return 0;
+    if (mc_net_interface_of(bind_host, ifname, sizeof(ifname)) != 0) {
+        MC_WARN("rdma: no interface of this host holds %s; UCX may listen on every interface",
+                bind_host);
+        return 0;
+    }
+    rdma_device_list_t l = {0};
+    list_devices(&l);
+    net_devices[0] = '\0';
+    for (size_t i = 0; i < l.count; i++) {
+        if (!l.items[i].is_rdma && strcmp(l.items[i].name, ifname) != 0)
+            continue;
+        size_t used = strlen(net_devices);
+        snprintf(net_devices + used, MC_RDMA_DEVICES_TEXT - used, "%s%s", used ? "," : "",
+                 l.items[i].name);
+    }
+    free(l.items);
+    return 0;
+}
+
 /* Resolves devices and creates the UCX context. */
-static int context_create(mc_rdma_t *r, const char *device_names)
+static int context_create(mc_rdma_t *r, const char *device_names, const char *bind_host)
 {
     char net_devices[MC_RDMA_DEVICES_TEXT];
     int has_rdma = 0;
     int rc = resolve_devices(device_names, net_devices, &has_rdma);
     if (rc != 0)
         return rc;
+    if (!device_names || !*device_names)
+        rc = restrict_to_bind_host(bind_host, net_devices);
+    if (rc != 0)
+        return rc;
     if (!has_rdma) {
         if (env_flag("MC_RDMA_REQUIRE_DEVICE")) {
             MC_ERROR("rdma: no RDMA device %s and MC_RDMA_REQUIRE_DEVICE=1; refusing to run "
                      "protocol rdma over UCX's tcp/shared-memory transports",
-                     net_devices[0] ? "among the device_names" : "on this host");
+                     device_names && *device_names ? "among the device_names" : "on this host");
             return MC_ERR_NOT_SUPPORTED;
         }
         if (!atomic_exchange(&no_device_warned, 1))
             MC_WARN("rdma: no RDMA device %s; protocol rdma runs over UCX's tcp/shared-memory "
                     "transports (set MC_RDMA_REQUIRE_DEVICE=1 to make this an error)",
-                    net_devices[0] ? "among the device_names" : "on this host");
+                    device_names && *device_names ? "among the device_names" : "on this host");
     }
     ucp_config_t *cfg;
     ucs_status_t st = ucp_config_read(NULL, NULL, &cfg);
@@ -361,7 +396,7 @@ static int context_create(mc_rdma_t *r, const char *device_names)
     return 0;
 }
 
-int mc_rdma_start(mc_transfer_engine_t *te, const char *device_names)
+int mc_rdma_start(mc_transfer_engine_t *te, const char *device_names, const char *bind_host)
 {
     mc_rdma_t *r = calloc(1, sizeof(*r));
     if (!r)
@@ -369,7 +404,7 @@ int mc_rdma_start(mc_transfer_engine_t *te, const char *device_names)
     r->server_efd = -1;
     r->stop_fd = -1;
     te->rdma = r;
-    int rc = context_create(r, device_names);
+    int rc = context_create(r, device_names, bind_host);
     if (rc != 0)
         return rc;
     rc = worker_create(r->ctx, &r->server, &r->server_efd);

@@ -217,7 +217,7 @@ int mc_te_create(const mc_transfer_engine_config_t *config, mc_transfer_engine_t
     if (rc == 0)
         rc = mc_auth_resolve(config->cluster_secret, config->cluster_secret_file, &te->auth);
     if (rc == 0 && !strcmp(te->protocol, "rdma"))
-        rc = mc_rdma_start(te, config->device_names);
+        rc = mc_rdma_start(te, config->device_names, bind_host);
     if (rc != 0) {
         mc_te_destroy(te);
         return rc;

@@ -306,11 +306,12 @@ void mc_shm_notify_revoke(mc_transfer_engine_t *te);
 /*
  * Starts UCX for protocol rdma: context, the serving worker (its address goes into the
  * descriptor) and its progress thread, one initiator worker per engine worker thread.
- * `device_names` restricts the devices (NULL/"" = automatic). Call after te->worker_count is set.
+ * `device_names` restricts the devices (NULL/"" = the RDMA devices plus the interface holding
+ * bind_host, or every device for a wildcard bind_host). Call after te->worker_count is set.
  * MC_ERR_INVALID_PARAMS for a device that does not exist, MC_ERR_NOT_SUPPORTED when no RDMA
  * device is usable and MC_RDMA_REQUIRE_DEVICE=1, MC_ERR_INTERNAL_ERROR when UCX fails.
  */
-int mc_rdma_start(mc_transfer_engine_t *te, const char *device_names);
+int mc_rdma_start(mc_transfer_engine_t *te, const char *device_names, const char *bind_host);
 /* Stops and frees everything mc_rdma_start made. The worker threads must have been joined and
  * every peer's connections closed (mc_rdma_peer_close). NULL te->rdma is a no-op. */
 void mc_rdma_stop(mc_transfer_engine_t *te);
@@ -335,7 +336,8 @@ int mc_rdma_transfer(mc_transfer_engine_t *te, size_t worker, mc_peer_t *peer, i
 #else
 /* Built without UCX (-Wno-unused-parameter is on): protocol rdma is refused at create, and
  * nothing else ever sees rdma. */
-static inline int mc_rdma_start(mc_transfer_engine_t *te, const char *device_names)
+static inline int mc_rdma_start(mc_transfer_engine_t *te, const char *device_names,
+                                const char *bind_host)
 {
     return MC_ERR_NOT_SUPPORTED;
 }

@@ -620,6 +620,47 @@ class InProcess(unittest.TestCase):
 
 # ---- setup(engine=...) -----------------------------------------------------------------------
 
+def listening_addresses(pid):
+    """Local addresses of the TCP sockets process `pid` listens on (from /proc)."""
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            link = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            inodes.add(link[8:-1])
+    found = []
+    for table, v6 in (("/proc/net/tcp", False), ("/proc/net/tcp6", True)):
+        with open(table) as f:
+            for line in f.readlines()[1:]:
+                cols = line.split()
+                if cols[3] != "0A" or cols[9] not in inodes:  # 0A: LISTEN
+                    continue
+                hexaddr = cols[1].split(":")[0]
+                raw = bytes.fromhex(hexaddr)
+                if v6:
+                    raw = b"".join(raw[i:i + 4][::-1] for i in range(0, 16, 4))
+                    found.append(socket.inet_ntop(socket.AF_INET6, raw))
+                else:
+                    found.append(socket.inet_ntop(socket.AF_INET, raw[::-1]))
+    return found
+
+
+class ListensWhereTold(unittest.TestCase):
+    """An engine given an address listens there only: UCX's tcp transport (protocol rdma on a
+    host without RDMA devices) included, which by default opens a listener on every interface."""
+
+    def test_rdma_engine_listens_on_its_address_only(self):
+        if not me._engine._RDMA_TRANSPORT:
+            self.skipTest("this build has no rdma transport (USE_RDMA=OFF)")
+        te = me.TransferEngine()
+        self.assertEqual(te.initialize("127.0.0.1", "P2PHANDSHAKE", "rdma", ""), 0)
+        addrs = listening_addresses(os.getpid())
+        self.assertIn("127.0.0.1", addrs)
+        self.assertEqual([a for a in addrs if a != "127.0.0.1"], [], addrs)
+
+
 class StoreSharesEngine(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
