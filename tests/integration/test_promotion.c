@@ -20,6 +20,8 @@
 #include "cluster.h"
 #include "proc.h"
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
@@ -27,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -228,6 +231,67 @@ static void test_second_read_promotes_and_the_next_read_is_served_from_memory(vo
     stop(&c);
 }
 
+/* Finds the object file whose name ends with `suffix` under dir (recursively). */
+static int find_file(const char *dir, const char *suffix, char *out, size_t cap)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return -1;
+    struct dirent *e;
+    int found = -1;
+    while (found != 0 && (e = readdir(d)) != NULL) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        char p[PATH_MAX];
+        snprintf(p, sizeof(p), "%s/%s", dir, e->d_name);
+        struct stat st;
+        if (lstat(p, &st) != 0)
+            continue;
+        size_t n = strlen(e->d_name), k = strlen(suffix);
+        if (S_ISDIR(st.st_mode))
+            found = find_file(p, suffix, out, cap);
+        else if (n >= k && !strcmp(e->d_name + n - k, suffix)) {
+            snprintf(out, cap, "%s", p);
+            found = 0;
+        }
+    }
+    closedir(d);
+    return found;
+}
+
+/* A corrupted file is never promoted: the holder checks the bytes it copied against the value's
+ * CRC32C and reports a failure; the extent is dropped and reads keep failing with -801. */
+static void test_corrupted_file_is_not_promoted(void **state)
+{
+    (void)state;
+    cluster_t c;
+    start(&c, "corrupt", NULL, NULL, 1);
+    char file[PATH_MAX];
+    assert_int_equal(find_file(c.dir, "%2Fvictim%2F0", file, sizeof(file)), 0);
+    int fd = open(file, O_RDWR);
+    assert_true(fd >= 0);
+    struct stat st;
+    assert_int_equal(fstat(fd, &st), 0);
+    uint8_t byte;
+    assert_int_equal(pread(fd, &byte, 1, st.st_size - 100), 1);
+    byte ^= 0x40;
+    assert_int_equal(pwrite(fd, &byte, 1, st.st_size - 100), 1);
+    close(fd);
+    uint8_t *out = malloc(MiB);
+    assert_int_equal(mc_store_get(c.s, VICTIM, out, MiB), MC_ERR_CHECKSUM_MISMATCH);
+    assert_int_equal(mc_store_get(c.s, VICTIM, out, MiB), MC_ERR_CHECKSUM_MISMATCH);
+    assert_int_equal(metric(&c.m, "master_promotion_admitted_total"), 1);
+    assert_int_equal(wait_metric_at_least(&c.m, "master_promotion_failed_total", 1), 1);
+    assert_int_equal(metric(&c.m, "master_promotion_completed_total"), 0);
+    assert_int_equal(metric(&c.m, "master_promotion_in_flight"), 0);
+    char types[256];
+    replica_types(&c.m, VICTIM, types, sizeof(types));
+    assert_string_equal(types, "LOCAL_DISK");
+    assert_int_equal(mc_store_get(c.s, VICTIM, out, MiB), MC_ERR_CHECKSUM_MISMATCH);
+    free(out);
+    stop(&c);
+}
+
 /* Memory above the high watermark: the hit is rejected and counted, nothing is allocated. */
 static void test_watermark_gate_rejects_and_counts(void **state)
 {
@@ -345,6 +409,7 @@ int main(void)
         cmocka_set_test_filter(filter);
     const struct CMUnitTest tests[] = {
         PROMOTION_TEST(test_second_read_promotes_and_the_next_read_is_served_from_memory),
+        PROMOTION_TEST(test_corrupted_file_is_not_promoted),
         PROMOTION_TEST(test_watermark_gate_rejects_and_counts),
         PROMOTION_TEST(test_upsert_during_promotion_never_serves_the_old_value),
         PROMOTION_TEST(test_executor_killed_mid_promotion_expires_and_the_object_stays_readable),
