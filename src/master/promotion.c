@@ -17,7 +17,8 @@
  * What can happen meanwhile: the value is removed, replaced or lost — the task is cancelled (a
  * task already taken keeps its extent, unpublished, until its client reports or the bound runs
  * out, so a late copy never lands in memory someone else owns); the extent's segment is
- * unmounted — cancelled; the client goes away — cancelled, extent freed; no report within
+ * unmounted — cancelled; the client goes away — cancelled (a taken extent is kept until the
+ * bound or its segment's unmount: a copy may still be under way); no report within
  * put_start_release_timeout_ms of queueing — expired, extent freed.
  *
  * Differences from upstream: no retry candidates (a rejected hit is simply counted; the next hit
@@ -233,7 +234,16 @@ void mc_promotion_executor_gone_locked(mc_master_t *m, const mc_offloader_t *off
             continue;
         if (p->obj)
             m->promo->cancelled++;
-        promo_free(m, p);
+        p->executor = NULL;
+        if (!p->has_dst) {
+            promo_free(m, p);
+            continue;
+        }
+        /* Taken: a copy may still be under way (a client leaving, or one only presumed dead),
+         * so its extent stays, unpublished, until the bound or its segment's unmount. */
+        if (p->obj)
+            p->obj->offload->promotion = NULL;
+        p->obj = NULL;
     }
 }
 

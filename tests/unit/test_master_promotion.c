@@ -289,6 +289,42 @@ static void test_unmount_of_the_extents_segment_cancels(void **state)
     mc_master_destroy(m);
 }
 
+/* The client leaves (offload stop) after taking a promotion: cancelled, but its extent stays
+ * unpublished until the bound (a copy may still be under way), then it is freed. */
+static void test_executor_leaving_keeps_the_extent_until_the_bound(void **state)
+{
+    (void)state;
+    const char *keys[] = {"k"};
+    mc_master_t *m = setup_disk_only(keys, 1, 50000);
+    char ty[16];
+    mc_replica_desc_t d[8];
+    types(m, "k", ty, d);
+    types(m, "k", ty, d);
+    taken_t g = {0};
+    assert_int_equal(mc_master_promotion_take(m, "c1", 8, on_promotion, &g), 1);
+    mc_offloader_info_t i;
+    memset(&i, 0, sizeof(i));
+    i.backend = MC_OFFLOAD_BACKEND_LOCAL;
+    mc_offload_heartbeat_out_t hb;
+    assert_int_equal(
+        mc_master_offload_heartbeat(m, "c1", &i, 1, NULL, 0, 0, 0, NULL, NULL, NULL, &hb, NULL, 0),
+        0);
+    mc_master_stats_t st = stats(m);
+    assert_int_equal(st.promotion_cancelled, 1);
+    assert_int_equal(st.used_bytes, MiB);
+    mc_master_tick(m);
+    assert_int_equal(mc_master_promotion_result(m, "c1", g.t[0].task_id, "k", 0),
+                     MC_ERR_TASK_NOT_FOUND);
+    assert_int_equal(stats(m).used_bytes, MiB);
+    atomic_fetch_add(&fake_now, 61000);
+    mc_master_tick(m);
+    st = stats(m);
+    assert_int_equal(st.used_bytes, 0);
+    assert_int_equal(st.promotion_in_flight, 0);
+    assert_int_equal(st.promotion_completed, 0);
+    mc_master_destroy(m);
+}
+
 static void test_in_flight_cap_rejects_and_counts(void **state)
 {
     (void)state;
@@ -314,6 +350,7 @@ int main(void)
         cmocka_unit_test(test_remove_cancels_and_the_late_report_frees_the_extent),
         cmocka_unit_test(test_unreported_promotion_expires_after_the_release_timeout),
         cmocka_unit_test(test_unmount_of_the_extents_segment_cancels),
+        cmocka_unit_test(test_executor_leaving_keeps_the_extent_until_the_bound),
         cmocka_unit_test(test_in_flight_cap_rejects_and_counts),
     };
     return cmocka_run_group_tests_name("master promotion", tests, NULL, NULL);
