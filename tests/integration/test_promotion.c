@@ -180,12 +180,13 @@ static void start(cluster_t *c, const char *name, const char *const *extra, cons
         assert_true(mc_store_remove_by_regex(c->s, "^filler", 1) > 0);
 }
 
+/* Stops everything; the holder and the master must exit cleanly (a sanitizer report fails). */
 static void stop(cluster_t *c)
 {
     mc_store_free(c->s);
     mc_cluster_untrack(c->h.proc.pid);
-    mc_proc_stop(&c->h.proc, SIGTERM, 30000);
-    mc_master_stop(&c->m, SIGTERM);
+    assert_true(mc_clean_exit(mc_proc_stop(&c->h.proc, SIGTERM, 30000)));
+    assert_true(mc_clean_exit(mc_master_stop(&c->m, SIGTERM)));
 }
 
 static void wait_stopped(pid_t pid)
