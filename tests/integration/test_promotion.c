@@ -232,6 +232,43 @@ static void test_second_read_promotes_and_the_next_read_is_served_from_memory(vo
     stop(&c);
 }
 
+/* Batch reads (BatchGetReplicaList, one RPC for several keys) count hits and promote too. */
+static void test_batch_reads_promote(void **state)
+{
+    (void)state;
+    cluster_t c;
+    start(&c, "batch", NULL, NULL, 1);
+    put_value(c.s, "other/0", 7); /* in memory */
+    const char *keys[] = {VICTIM, "other/0"};
+    uint8_t *bufs[2] = {malloc(MiB), malloc(MiB)};
+    uint8_t *want = malloc(MiB);
+    size_t caps[2] = {MiB, MiB};
+    for (int round = 0; round < 2; round++) {
+        int64_t res[2] = {0, 0};
+        assert_int_equal(mc_store_get_batch(c.s, keys, (void *const *)bufs, caps, 2, res), 0);
+        assert_int_equal(res[0], (int64_t)MiB);
+        assert_int_equal(res[1], (int64_t)MiB);
+        fill(want, MiB, 1);
+        assert_memory_equal(bufs[0], want, MiB);
+        fill(want, MiB, 7);
+        assert_memory_equal(bufs[1], want, MiB);
+        /* only the disk-only key counts: one hit per round */
+        assert_int_equal(metric(&c.m, "master_promotion_admitted_total"), round);
+        assert_int_equal(metric(&c.m, "master_promotion_rejected_frequency_total"), 1);
+    }
+    assert_int_equal(wait_metric_at_least(&c.m, "master_promotion_completed_total", 1), 1);
+    char types[256];
+    replica_types(&c.m, VICTIM, types, sizeof(types));
+    assert_string_equal(types, "MEMORY,LOCAL_DISK");
+    uint64_t before = fallback_reads(c.s);
+    read_exact(c.s, VICTIM, 1);
+    assert_int_equal(fallback_reads(c.s), before);
+    free(bufs[0]);
+    free(bufs[1]);
+    free(want);
+    stop(&c);
+}
+
 /* Finds the object file whose name ends with `suffix` under dir (recursively). */
 static int find_file(const char *dir, const char *suffix, char *out, size_t cap)
 {
@@ -410,6 +447,7 @@ int main(void)
         cmocka_set_test_filter(filter);
     const struct CMUnitTest tests[] = {
         PROMOTION_TEST(test_second_read_promotes_and_the_next_read_is_served_from_memory),
+        PROMOTION_TEST(test_batch_reads_promote),
         PROMOTION_TEST(test_corrupted_file_is_not_promoted),
         PROMOTION_TEST(test_watermark_gate_rejects_and_counts),
         PROMOTION_TEST(test_upsert_during_promotion_never_serves_the_old_value),
