@@ -363,7 +363,8 @@ void mc_promotion_object_moved_locked(mc_object_t *n);
 /* Segment `slot` is being unmounted: promotions writing into it are cancelled (their extents
  * go with the segment). */
 void mc_promotion_segment_gone_locked(mc_master_t *m, uint32_t slot);
-/* The offloader is going away: its promotions are cancelled. */
+/* The offloader is going away: its promotions are cancelled (an extent it took stays,
+ * unpublished, until the bound or its segment's unmount). */
 void mc_promotion_executor_gone_locked(mc_master_t *m, const struct mc_offloader *off);
 /* Monitor sweep: promotions older than put_start_release_timeout_ms expire. */
 void mc_promotion_sweep_locked(mc_master_t *m, uint64_t now);

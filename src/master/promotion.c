@@ -339,7 +339,6 @@ int mc_master_promotion_take(mc_master_t *m, const char *client_id, size_t max,
     if (!m || !client_id || !cb)
         return MC_ERR_INVALID_PARAMS;
     pthread_mutex_lock(&m->lock);
-    uint64_t now = mc_master_now_locked(m);
     const mc_offloader_t *off = mc_offload_find_locked(m, client_id);
     int n = 0;
     size_t cap = m->cfg.promotion_max_per_heartbeat ? m->cfg.promotion_max_per_heartbeat : 1;
@@ -375,7 +374,6 @@ int mc_master_promotion_take(mc_master_t *m, const char *client_id, size_t max,
             break;
         }
         p->taken = 1;
-        (void)now;
         n++;
     }
     pthread_mutex_unlock(&m->lock);
