@@ -88,7 +88,6 @@ typedef struct compat_flag {
 } compat_flag_t;
 
 #define WHY_NOF "there is no NVMe-oF tier here (no NoF segment can be mounted)"
-#define WHY_PROMO "only used with --promotion_on_hit, which is refused"
 #define WHY_DYN "only used with --dynamic_replication_mode observe|enforce, which are refused"
 #define WHY_KV "only used with --enable_kv_events, which is refused"
 #define WHY_HA "only used with --enable_ha, which is refused (HA on etcd comes with issue 15)"
@@ -125,9 +124,6 @@ static const compat_flag_t compat_flags[] = {
     {"enable_multi_tenants", MC_FLAG_BOOL, "false", COMPAT_REFUSED,
      "per-tenant namespaces and quotas are not implemented (every client shares one namespace); "
      "drop the flag"},
-    {"promotion_on_hit", MC_FLAG_BOOL, "false", COMPAT_REFUSED,
-     "promotion of disk-only objects back to memory on read is not implemented (reads of "
-     "disk-only objects are served from disk); drop the flag"},
     {"offload_force_evict", MC_FLAG_BOOL, "false", COMPAT_REFUSED,
      "there is no per-cycle offload cap to force eviction past; drop the flag"},
     {"dynamic_replication_mode", MC_FLAG_STRING, "off", COMPAT_REFUSED,
@@ -151,9 +147,6 @@ static const compat_flag_t compat_flags[] = {
     {"nof_heartbeat_failures_threshold", MC_FLAG_INT, "3", COMPAT_NOOP, WHY_NOF},
     {"offload_cap_ratio", MC_FLAG_DOUBLE, "0.5", COMPAT_NOOP,
      "there is no per-cycle offload cap: --offloading_queue_limit bounds each client's queue"},
-    {"promotion_admission_threshold", MC_FLAG_INT, "2", COMPAT_NOOP, WHY_PROMO},
-    {"promotion_queue_limit", MC_FLAG_INT, "50000", COMPAT_NOOP, WHY_PROMO},
-    {"promotion_max_per_heartbeat", MC_FLAG_INT, "1", COMPAT_NOOP, WHY_PROMO},
     {"dynamic_replication_heat_window_seconds", MC_FLAG_INT, "10", COMPAT_NOOP, WHY_DYN},
     {"dynamic_replication_admission_qps_threshold", MC_FLAG_DOUBLE, "0.8", COMPAT_NOOP, WHY_DYN},
     {"dynamic_replication_max_memory_replicas", MC_FLAG_INT, "2", COMPAT_NOOP, WHY_DYN},
@@ -255,6 +248,10 @@ typedef struct master_opts {
     int64_t offload_max_attempts;
     uint64_t offload_put_wait_ms;
     int64_t offloading_queue_limit;
+    int promotion_on_hit;
+    int64_t promotion_admission_threshold;
+    int64_t promotion_queue_limit;
+    int64_t promotion_max_per_heartbeat;
     char *offload_backend;      /* "" = $MOONCAKE_OFFLOAD_STORAGE_BACKEND_DESCRIPTOR, else none */
     char *distributed_fs_type;  /* "" = $MOONCAKE_DISTRIBUTED_FS_TYPE, else posix */
     char *distributed_root_dir; /* "" = $MOONCAKE_DISTRIBUTED_ROOT_DIR */
@@ -334,6 +331,9 @@ static void opts_default(master_opts_t *o)
     o->offload_max_attempts = 3;
     o->offload_put_wait_ms = 10000;
     o->offloading_queue_limit = 50000;
+    o->promotion_admission_threshold = 2;
+    o->promotion_queue_limit = 50000;
+    o->promotion_max_per_heartbeat = 1;
     o->offload_backend = empty_string;
     o->distributed_fs_type = empty_string;
     o->distributed_root_dir = empty_string;
@@ -421,6 +421,14 @@ static size_t flags_table(master_opts_t *o, mc_flag_t *out, size_t cap)
              "how long a put short of memory waits for pending offloads before -200"),
         FLAG_INT("offloading_queue_limit", offloading_queue_limit, 1, 100000000,
                  "offload tasks queued per client; beyond, objects are not queued"),
+        FLAG("promotion_on_hit", MC_FLAG_BOOL, promotion_on_hit,
+             "copy disk-only objects back to memory on read (needs --enable_offload)"),
+        FLAG_INT("promotion_admission_threshold", promotion_admission_threshold, INT32_MIN,
+                 INT32_MAX, "hits (count-min sketch) before a promotion; clamped to 1..255"),
+        FLAG_INT("promotion_queue_limit", promotion_queue_limit, 1, 100000000,
+                 "cap on promotions in flight"),
+        FLAG_INT("promotion_max_per_heartbeat", promotion_max_per_heartbeat, 0, 1000000,
+                 "promotion tasks handed to one client per heartbeat (0 -> 1)"),
         FLAG("offload_backend", MC_FLAG_STRING, offload_backend,
              "local|distributed (default $" ENV_OFFLOAD_BACKEND ", else what the clients report)"),
         FLAG("distributed_fs_type", MC_FLAG_STRING, distributed_fs_type,
@@ -805,6 +813,9 @@ static int check_compat(master_opts_t *o, mc_flag_t *flags, size_t n, char *err,
             MC_WARN("flag --%s is accepted for compatibility and has no effect: %s", c->name,
                     c->why);
     }
+    if (o->promotion_on_hit && !o->enable_offload)
+        MC_WARN("flag --promotion_on_hit=true has no effect without --enable_offload (as "
+                "upstream): there are no disk replicas to promote");
     if (!o->rpc_enable_tcp_no_delay)
         MC_WARN("flag --rpc_enable_tcp_no_delay=false has no effect: RPC sockets always set "
                 "TCP_NODELAY (latency only; replies are the same)");
@@ -917,6 +928,12 @@ static void master_config_from(const master_opts_t *o, mc_master_config_t *c)
     c->offload_max_attempts = (uint32_t)o->offload_max_attempts;
     c->offload_put_wait_ms = o->offload_put_wait_ms;
     c->offloading_queue_limit = (uint64_t)o->offloading_queue_limit;
+    c->promotion_on_hit = o->promotion_on_hit && o->enable_offload;
+    int64_t thr = o->promotion_admission_threshold;
+    c->promotion_admission_threshold = (uint32_t)(thr < 1 ? 1 : thr > 255 ? 255 : thr);
+    c->promotion_queue_limit = (uint64_t)o->promotion_queue_limit;
+    c->promotion_max_per_heartbeat =
+        o->promotion_max_per_heartbeat ? (uint32_t)o->promotion_max_per_heartbeat : 1;
     c->max_segment_size = o->max_segment_size;
     const char *backend = o->offload_backend[0] ? backend_canonical(o->offload_backend) : "";
     c->offload_backend = !strcmp(backend, "local")         ? MC_OFFLOAD_BACKEND_LOCAL
@@ -957,7 +974,9 @@ static void format_settings(const master_opts_t *o, int64_t threads, int metrics
         ", enable_offload=%s, offload_on_evict=%s, offload_backend=%s"
         ", distributed_fs_type=%s, distributed_root_dir=%s, offload_task_timeout_sec=%" PRId64
         ", offload_max_attempts=%" PRId64 ", offload_put_wait_ms=%" PRIu64
-        ", offloading_queue_limit=%" PRId64 ", max_connections=%" PRId64
+        ", offloading_queue_limit=%" PRId64 ", promotion_on_hit=%s"
+        ", promotion_admission_threshold=%" PRId64 ", promotion_queue_limit=%" PRId64
+        ", promotion_max_per_heartbeat=%" PRId64 ", max_connections=%" PRId64
         ", rpc_conn_timeout_seconds=%" PRId64 ", rpc_frame_timeout_seconds=%" PRId64
         ", rpc_max_buffered_size=%" PRIu64 ", max_segment_size=%" PRIu64
         ", http_metadata_max_value_size=%" PRIu64 ", http_metadata_max_keys=%" PRId64
@@ -972,11 +991,13 @@ static void format_settings(const master_opts_t *o, int64_t threads, int metrics
         o->offload_backend[0] ? backend_canonical(o->offload_backend) : "(from clients)",
         o->distributed_fs_type, o->distributed_root_dir[0] ? o->distributed_root_dir : "(none)",
         o->offload_task_timeout_sec, o->offload_max_attempts, o->offload_put_wait_ms,
-        o->offloading_queue_limit, o->max_connections, o->rpc_conn_timeout_seconds,
-        o->rpc_frame_timeout_seconds, o->rpc_max_buffered_size, o->max_segment_size,
-        o->http_metadata_max_value_size, o->http_metadata_max_keys, o->http_metadata_max_total_size,
-        secret_state(o), o->config_path[0] ? o->config_path : "(none)",
-        o->log_dir[0] ? o->log_dir : "(none)", o->v, MC_VERSION_STRING);
+        o->offloading_queue_limit, tf(o->promotion_on_hit), o->promotion_admission_threshold,
+        o->promotion_queue_limit, o->promotion_max_per_heartbeat, o->max_connections,
+        o->rpc_conn_timeout_seconds, o->rpc_frame_timeout_seconds, o->rpc_max_buffered_size,
+        o->max_segment_size, o->http_metadata_max_value_size, o->http_metadata_max_keys,
+        o->http_metadata_max_total_size, secret_state(o),
+        o->config_path[0] ? o->config_path : "(none)", o->log_dir[0] ? o->log_dir : "(none)", o->v,
+        MC_VERSION_STRING);
 }
 
 /* ---- start-up ---------------------------------------------------------------------------- */

@@ -11,11 +11,13 @@
  */
 #include "offload_worker.h"
 
+#include "failpoint.h"
 #include "log.h"
 #include "master_client.h"
 #include "mooncake/errors.h"
 #include "net.h"
 #include "object_layout.h" /* mc_crc32c */
+#include "pb_decode.h"
 
 #include <inttypes.h>
 #include <pthread.h>
@@ -197,10 +199,11 @@ struct mc_offload_worker {
     int wake;
     int offloading;
     int healthy;
-    int resync;         /* the master asked for this client's files (its ledger) */
-    int rescan;         /* the master asked for every file under the distributed root */
-    int report_done;    /* what was asked is reported: say so in the next heartbeat */
-    uint64_t remaining; /* tasks the master still has for us, as of the last heartbeat */
+    int resync;          /* the master asked for this client's files (its ledger) */
+    int rescan;          /* the master asked for every file under the distributed root */
+    int report_done;     /* what was asked is reported: say so in the next heartbeat */
+    uint64_t remaining;  /* tasks the master still has for us, as of the last heartbeat */
+    uint64_t promotions; /* promotions the master has for us, as of the last heartbeat */
 
     pthread_t control;
     pthread_t *writers;
@@ -752,6 +755,7 @@ static int heartbeat(mc_offload_worker_t *w, int leaving, size_t *asked, size_t 
         if (*got)
             pthread_cond_broadcast(&w->work_cond);
         w->remaining = resp->remaining;
+        w->promotions = resp->promotions;
         if (done_sent)
             w->report_done = 0;
         if (resp->resync)
@@ -817,6 +821,83 @@ static int control_done_locked(mc_offload_worker_t *w)
     return w->qlen == 0 && active_count_locked(w) == 0 && w->remaining == 0;
 }
 
+/* ---- promotion (the master's promotion.c) -----------------------------------------------------
+ * The master asks this client, the holder of a disk-only object's file, to copy the value back
+ * into memory: it allocates the extent in this client's own segment, so the copy is a read of the
+ * file straight into local memory. The bytes are checked against the value's CRC32C before the
+ * client reports success; the master publishes the extent as a memory replica only then. Runs on
+ * the control thread, at most promotion_max_per_heartbeat values per heartbeat. */
+
+static int promotion_call(mc_offload_worker_t *w, uint16_t opcode, const ProtobufCMessage *req,
+                          const ProtobufCMessageDescriptor *reply_desc, ProtobufCMessage **resp)
+{
+    size_t len = protobuf_c_message_get_packed_size(req);
+    uint8_t *body = calloc(1, len ? len : 1);
+    if (!body)
+        return MC_ERR_INTERNAL_ERROR;
+    protobuf_c_message_pack(req, body);
+    uint8_t *reply = NULL;
+    size_t reply_len = 0;
+    int rc = mc_rpc_call(w->rpc, opcode, body, len, &reply, &reply_len);
+    free(body);
+    if (rc != 0)
+        return rc;
+    rc = mc_pb_decode_reply(reply_desc, reply, reply_len, resp);
+    free(reply);
+    return rc == 0 ? 0 : MC_ERR_DESERIALIZE_FAIL;
+}
+
+/* Copies one promoted value into its extent; 0 when the extent holds its verified bytes. */
+static int promote_one(mc_offload_worker_t *w, const Mc__PromotionTask *t)
+{
+    if (t->address < w->seg_base || t->size > w->seg_size ||
+        t->address - w->seg_base > w->seg_size - t->size) {
+        MC_ERROR("promotion: task for %.64s points outside this client's segment", t->key);
+        return MC_ERR_INVALID_PARAMS;
+    }
+    void *dst = (void *)(uintptr_t)t->address;
+    int code = mc_offload_backend_read(w->backend, t->key, t->version, dst, t->size);
+    if (code == 0 && t->has_checksum && mc_crc32c(0, dst, (size_t)t->size) != t->checksum) {
+        MC_ERROR("promotion: the file of %.64s does not match the value's checksum; not promoted",
+                 t->key);
+        code = MC_ERR_CHECKSUM_MISMATCH;
+    }
+    mc_failpoint("promotion.before_report");
+    return code;
+}
+
+static void promote(mc_offload_worker_t *w)
+{
+    Mc__PromotionTakeRequest req = MC__PROMOTION_TAKE_REQUEST__INIT;
+    req.client_id = w->client_id;
+    req.max_tasks = 64; /* the master caps it at --promotion_max_per_heartbeat */
+    Mc__PromotionTakeResponse *resp = NULL;
+    int rc = promotion_call(w, MC_RPC_PROMOTION_TAKE, &req.base,
+                            &mc__promotion_take_response__descriptor, (ProtobufCMessage **)&resp);
+    if (rc != 0 || resp->code != 0) {
+        MC_VLOG(1, "promotion: taking tasks failed: %s", mc_error_name(rc ? rc : resp->code));
+        if (resp)
+            mc__promotion_take_response__free_unpacked(resp, NULL);
+        return;
+    }
+    for (size_t i = 0; i < resp->n_tasks; i++) {
+        const Mc__PromotionTask *t = resp->tasks[i];
+        Mc__PromotionResultRequest r = MC__PROMOTION_RESULT_REQUEST__INIT;
+        r.client_id = w->client_id;
+        r.task_id = t->task_id;
+        r.key = t->key;
+        r.code = promote_one(w, t);
+        Mc__CodesResponse *cr = NULL;
+        rc = promotion_call(w, MC_RPC_PROMOTION_RESULT, &r.base, &mc__codes_response__descriptor,
+                            (ProtobufCMessage **)&cr);
+        MC_VLOG(1, "promotion of %.64s: %s, master: %s", t->key, mc_error_name(r.code),
+                mc_error_name(rc ? rc : cr->code));
+        if (cr)
+            mc__codes_response__free_unpacked(cr, NULL);
+    }
+    mc__promotion_take_response__free_unpacked(resp, NULL);
+}
+
 static void *control_main(void *arg)
 {
     mc_offload_worker_t *w = arg;
@@ -851,6 +932,11 @@ static void *control_main(void *arg)
         else if (rc == 0 && last_rc != 0)
             MC_INFO("offload: heartbeats to the master work again");
         last_rc = rc;
+        pthread_mutex_lock(&w->lock);
+        uint64_t promotions = rc == 0 && !w->stopping ? w->promotions : 0;
+        pthread_mutex_unlock(&w->lock);
+        if (promotions > 0)
+            promote(w);
         uint64_t wait_ms = (uint64_t)w->env.heartbeat_interval_s * 1000;
         if (rc != 0 && wait_ms > RETRY_MS)
             wait_ms = RETRY_MS;

@@ -330,6 +330,44 @@ static void render_upstream_ops(FILE *f, const mc_master_op_stats_t *os)
     }
 }
 
+/* Upstream's master_promotion_* family (promotion.c; --promotion_on_hit). The retry-candidate
+ * counters stay 0: there are no retry candidates here (docs/offload.md). */
+static void render_promotion_metrics(FILE *f, const mc_master_stats_t *st)
+{
+    metric(f, "master_promotion_in_flight", "gauge",
+           "Promotions of disk-only objects to memory queued or being copied.",
+           st->promotion_in_flight);
+    const struct {
+        const char *name, *help;
+        uint64_t v;
+    } c[] = {
+        {"master_promotion_admitted_total", "Promotions queued since start.",
+         st->promotion_admitted},
+        {"master_promotion_completed_total", "Promotions that added a memory replica.",
+         st->promotion_completed},
+        {"master_promotion_completed_bytes_total", "Bytes promoted to memory.",
+         st->promotion_completed_bytes},
+        {"master_promotion_expired_total",
+         "Promotions not reported within --put_start_release_timeout_sec (replica dropped).",
+         st->promotion_expired},
+        {"master_promotion_failed_total",
+         "Promotions that failed (no room, unreadable file, checksum mismatch).",
+         st->promotion_failed},
+        {"master_promotion_cancelled_total",
+         "Promotions cancelled: the object was removed or replaced, or its client left.",
+         st->promotion_cancelled},
+        {"master_promotion_rejected_frequency_total", "Hits below --promotion_admission_threshold.",
+         st->promotion_rejected_frequency},
+        {"master_promotion_rejected_watermark_total",
+         "Hits rejected: memory use at --eviction_high_watermark_ratio.",
+         st->promotion_rejected_watermark},
+        {"master_promotion_rejected_cap_total", "Hits rejected: --promotion_queue_limit reached.",
+         st->promotion_rejected_cap},
+    };
+    for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++)
+        metric(f, c[i].name, "counter", c[i].help, c[i].v);
+}
+
 /* Upstream's families with no counterpart here, truthfully 0 (docs/master-flags.md). */
 static void render_upstream_absent(FILE *f)
 {
@@ -347,7 +385,6 @@ static void render_upstream_absent(FILE *f)
                                               "master_allocated_file_size_bytes",
                                               "master_total_file_capacity_bytes",
                                               "master_put_start_discarded_staging_size",
-                                              "master_promotion_in_flight",
                                               "ha_oplog_last_sequence_id",
                                               "ha_oplog_applied_sequence_id",
                                               "ha_oplog_standby_lag",
@@ -368,15 +405,6 @@ static void render_upstream_absent(FILE *f)
         "master_attempted_evictions_nof",
         "master_evicted_key_count_nof",
         "master_evicted_size_bytes_nof",
-        "master_promotion_admitted_total",
-        "master_promotion_completed_total",
-        "master_promotion_completed_bytes_total",
-        "master_promotion_expired_total",
-        "master_promotion_failed_total",
-        "master_promotion_cancelled_total",
-        "master_promotion_rejected_frequency_total",
-        "master_promotion_rejected_watermark_total",
-        "master_promotion_rejected_cap_total",
         "master_promotion_candidate_recorded_total",
         "master_promotion_candidate_admitted_total",
         "master_promotion_candidate_admission_rejected_total",
@@ -491,6 +519,7 @@ static void render_upstream_metrics(mc_admin_http_t *a, FILE *f, const mc_master
            "Unfinished puts whose space was released (replaced, or older than "
            "--put_start_release_timeout_sec).",
            os.put_start_releases);
+    render_promotion_metrics(f, st);
     render_upstream_absent(f);
 }
 

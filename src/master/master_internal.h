@@ -88,8 +88,11 @@ typedef struct mc_offload_task {
 } mc_offload_task_t;
 
 /* Offload state of an object's readable value (NULL when it has neither). */
+struct mc_promotion;
+
 typedef struct mc_object_offload {
     mc_offload_task_t *task;
+    struct mc_promotion *promotion; /* a promotion of the value back to memory (promotion.c) */
     uint8_t ndisk;
     uint8_t recovered; /* the value came from a rescanned file, not from a put of this master:
                           a file of a higher version of the key replaces it */
@@ -268,6 +271,9 @@ struct mc_master {
     size_t tasks_outstanding; /* queued + leased, all clients */
     uint64_t offload_done, offload_failed, offload_retried, offload_skipped, offload_bytes;
     uint64_t disk_evicted, deletes_dropped, fallback_reads;
+
+    /* promotion (promotion.c) */
+    struct mc_promotion_state *promo; /* NULL unless enable_offload && promotion_on_hit */
 };
 
 uint64_t mc_master_now_locked(mc_master_t *m);
@@ -340,6 +346,33 @@ size_t mc_offload_fill_descs_locked(const mc_master_t *m, const mc_object_t *o,
 void mc_offload_stats_locked(mc_master_t *m, mc_master_stats_t *out);
 void mc_offload_init(mc_master_t *m);
 void mc_offload_fini(mc_master_t *m);
+/* An offloader's record, or NULL (offload.c; for promotion.c). */
+struct mc_offloader *mc_offload_find_locked(const mc_master_t *m, const char *client_id);
+int mc_offload_takes_tasks(const struct mc_offloader *o);
+
+/* ---- promotion.c: disk-only objects copied back to memory on a hit (lock held) ------------- */
+
+/* Frees the promotion state (state is created at the first hit that counts). */
+void mc_promotion_fini(mc_master_t *m);
+/* A GetReplicaList found `o` (complete): counts the hit, may queue a promotion. */
+void mc_promotion_on_read_locked(mc_master_t *m, mc_object_t *o, uint64_t now);
+/* o's value is discarded (removed, replaced, lost): its promotion is cancelled. */
+void mc_promotion_cancel_locked(mc_master_t *m, mc_object_t *o);
+/* o moved to a new record (regrow). */
+void mc_promotion_object_moved_locked(mc_object_t *n);
+/* Segment `slot` is being unmounted: promotions writing into it are cancelled (their extents
+ * go with the segment). */
+void mc_promotion_segment_gone_locked(mc_master_t *m, uint32_t slot);
+/* The offloader is going away: its promotions are cancelled (an extent it took stays,
+ * unpublished, until the bound or its segment's unmount). */
+void mc_promotion_executor_gone_locked(mc_master_t *m, const struct mc_offloader *off);
+/* Monitor sweep: promotions older than put_start_release_timeout_ms expire. */
+void mc_promotion_sweep_locked(mc_master_t *m, uint64_t now);
+/* Promotions waiting for `off` to take them. */
+uint64_t mc_promotion_waiting_locked(const mc_master_t *m, const struct mc_offloader *off);
+/* Adds the bytes of promotion extents per segment slot to seg_used (debug invariant check). */
+void mc_promotion_account_locked(const mc_master_t *m, uint64_t *seg_used);
+void mc_promotion_stats_locked(const mc_master_t *m, mc_master_stats_t *out);
 #ifndef NDEBUG
 /* Debug invariant check of o's offload state; 1 when it holds. */
 int mc_offload_object_ok_locked(const mc_master_t *m, const mc_object_t *o);

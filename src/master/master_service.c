@@ -53,6 +53,9 @@ void mc_master_config_default(mc_master_config_t *config)
         .offload_max_attempts = 3,
         .offload_put_wait_ms = 10000,
         .offloading_queue_limit = 50000,
+        .promotion_admission_threshold = 2,
+        .promotion_queue_limit = 50000,
+        .promotion_max_per_heartbeat = 1,
         .max_segment_size = MC_MASTER_DEFAULT_MAX_SEGMENT_SIZE,
     };
 }
@@ -765,6 +768,7 @@ static int unmount_locked(mc_master_t *m, uint32_t slot, int counted)
             m->fenced_bytes -= mc_alloc_extent_size(s->alloc, m->deferred[i].handle);
     }
     m->deferred_count = kept;
+    mc_promotion_segment_gone_locked(m, slot); /* promotion.c: its extents go with it */
 
     MC_INFO("unmounted segment %s (%s) of client %s: %zu objects affected", s->info.id,
             s->info.name, s->info.client_id, owners.n);
@@ -1170,6 +1174,7 @@ int mc_master_get_replica_list_leased(mc_master_t *m, const char *key, mc_replic
             *size = o->size;
         if (lease_ttl_ms)
             *lease_ttl_ms = m->cfg.default_kv_lease_ttl_ms;
+        mc_promotion_on_read_locked(m, o, mc_master_now_locked(m)); /* promotion.c */
     } else if (rc == 0) {
         rc = MC_ERR_OBJECT_NOT_FOUND;
     }
@@ -1747,6 +1752,7 @@ static int invariants_hold(mc_master_t *m)
         }
     }
     uint64_t fenced = 0;
+    mc_promotion_account_locked(m, seg_used); /* promotion.c: PROCESSING extents */
     for (size_t i = 0; ok && i < m->deferred_count; i++) {
         mc_segment_t *s = segment_at(m, m->deferred[i].seg);
         ok = s && mc_alloc_is_live(s->alloc, m->deferred[i].handle) &&

@@ -61,8 +61,14 @@ typedef struct mc_master_config {
     uint64_t offload_put_wait_ms;     /* 10000: a put short of memory while offloads are
                                          pending retries this long before -200 */
     uint64_t offloading_queue_limit;  /* 50000 tasks per client; beyond, not queued */
-    uint64_t max_segment_size;        /* MC_MASTER_DEFAULT_MAX_SEGMENT_SIZE: a mount of a larger
-                                         segment is refused (MC_ERR_INVALID_PARAMS) */
+    /* Promotion of disk-only objects back to memory on a hit (promotion.c; matches upstream's
+     * --promotion_on_hit family). Active only with enable_offload. */
+    int promotion_on_hit;                   /* 0 */
+    uint32_t promotion_admission_threshold; /* 2: hits (count-min sketch) before one; 1..255 */
+    uint64_t promotion_queue_limit;         /* 50000: cap on promotions in flight */
+    uint32_t promotion_max_per_heartbeat;   /* 1: tasks handed to one client per heartbeat */
+    uint64_t max_segment_size; /* MC_MASTER_DEFAULT_MAX_SEGMENT_SIZE: a mount of a larger
+                                  segment is refused (MC_ERR_INVALID_PARAMS) */
 } mc_master_config_t;
 
 /* 1 TiB: more memory than one host contributes to a cluster today; a larger mount is refused
@@ -298,6 +304,7 @@ typedef struct mc_offload_heartbeat_out {
     int rescan;         /* 1: list the whole distributed root and report every file in it */
     uint64_t remaining; /* tasks queued or leased for this client after the call */
     uint64_t lease_ms;
+    uint64_t promotions; /* promotion tasks waiting for this client (mc_master_promotion_take) */
 } mc_offload_heartbeat_out_t;
 
 /* Callbacks run under the master's lock: copy what you need, nothing slow. Non-zero = stop. */
@@ -354,6 +361,42 @@ int mc_master_offload_notify(mc_master_t *m, const char *client_id,
  */
 int mc_master_evict_disk_replicas(mc_master_t *m, const char *client_id,
                                   const mc_disk_file_desc_t *files, size_t n, int *codes);
+
+/*
+ * Promotion (promotion.c; upstream's PromotionAllocStart / NotifyPromotionSuccess /
+ * NotifyPromotionFailure, folded into two calls). With enable_offload and promotion_on_hit, a
+ * GetReplicaList of a complete object with no memory replica and a LOCAL_DISK replica counts a
+ * hit; past the admission threshold, below the high watermark and under the in-flight cap it
+ * queues a promotion for the client holding the file (the heartbeat reply says how many wait).
+ *
+ * mc_master_promotion_take: that client takes up to max (at most promotion_max_per_heartbeat)
+ * of its queued promotions; for each the master allocates a PROCESSING extent of the object's
+ * size in one of the client's own segments (never listed, never evicted) and hands cb the task
+ * (`key` valid during the call). A task whose allocation fails is failed (counted). Returns the
+ * number handed out (>= 0), or MC_ERR_CLIENT_NOT_FOUND (not an offloader here),
+ * MC_ERR_INVALID_PARAMS.
+ *
+ * mc_master_promotion_result: the client reports the copy: code 0 = the extent holds the value's
+ * bytes (the client verified them against the value's CRC32C) — it becomes a memory replica;
+ * else the extent is freed. Returns 0; MC_ERR_TASK_NOT_FOUND when the task is unknown, not this
+ * client's, or was cancelled or expired meanwhile (its extent is freed now; nothing is
+ * published); MC_ERR_INVALID_PARAMS.
+ */
+typedef struct mc_promotion_task_desc {
+    uint64_t task_id;
+    const char *key;
+    uint64_t size;    /* bytes */
+    uint64_t version; /* of the disk replica's file to read */
+    uint64_t address; /* where to write them, in the client's own segment */
+    int has_checksum;
+    uint32_t checksum; /* the value's CRC32C */
+} mc_promotion_task_desc_t;
+
+typedef int (*mc_promotion_task_cb)(void *arg, const mc_promotion_task_desc_t *t);
+int mc_master_promotion_take(mc_master_t *m, const char *client_id, size_t max,
+                             mc_promotion_task_cb cb, void *arg);
+int mc_master_promotion_result(mc_master_t *m, const char *client_id, uint64_t task_id,
+                               const char *key, int code);
 
 /*
  * Waiting for file deletions (an acknowledged remove or upsert must not be undone by a crash: the
@@ -437,6 +480,11 @@ typedef struct mc_master_stats {
     uint64_t disk_objects;         /* complete objects with a disk replica now */
     int offload_backend;           /* declared, or the first one a client reported */
     char offload_fs_type[16];
+    /* promotion (upstream's master_promotion_* family); counters since start */
+    uint64_t promotion_in_flight; /* queued or being copied */
+    uint64_t promotion_admitted, promotion_completed, promotion_completed_bytes;
+    uint64_t promotion_expired, promotion_failed, promotion_cancelled;
+    uint64_t promotion_rejected_frequency, promotion_rejected_watermark, promotion_rejected_cap;
 } mc_master_stats_t;
 
 void mc_master_get_stats(mc_master_t *m, mc_master_stats_t *out);

@@ -335,6 +335,16 @@ static int offloader_takes_tasks(const mc_offloader_t *o)
     return o && o->info.offloading && o->info.healthy;
 }
 
+mc_offloader_t *mc_offload_find_locked(const mc_master_t *m, const char *client_id)
+{
+    return offloader_find(m, client_id);
+}
+
+int mc_offload_takes_tasks(const mc_offloader_t *o)
+{
+    return offloader_takes_tasks(o);
+}
+
 /* ---- object offload state -------------------------------------------------------------------- */
 
 static mc_object_offload_t *offload_state(mc_object_t *o)
@@ -346,7 +356,7 @@ static mc_object_offload_t *offload_state(mc_object_t *o)
 
 static void offload_state_trim(mc_object_t *o)
 {
-    if (o->offload && !o->offload->task && o->offload->ndisk == 0) {
+    if (o->offload && !o->offload->task && !o->offload->promotion && o->offload->ndisk == 0) {
         free(o->offload);
         o->offload = NULL;
     }
@@ -532,6 +542,7 @@ void mc_offload_discard_locked(mc_master_t *m, mc_object_t *o)
     mc_object_offload_t *st = o->offload;
     if (!st)
         return;
+    mc_promotion_cancel_locked(m, o);
     if (st->task) {
         mc_offload_task_t *t = st->task;
         task_forget_write(m, t);
@@ -557,6 +568,7 @@ void mc_offload_object_moved_locked(mc_object_t *n)
 {
     if (n->offload && n->offload->task)
         n->offload->task->obj = n;
+    mc_promotion_object_moved_locked(n);
 }
 
 void mc_offload_segment_mounted_locked(mc_master_t *m, mc_segment_t *s)
@@ -567,6 +579,7 @@ void mc_offload_segment_mounted_locked(mc_master_t *m, mc_segment_t *s)
 /* Drops an offloader: its tasks end (objects unpinned), its local-disk replicas go. */
 static void offloader_remove(mc_master_t *m, mc_offloader_t *off)
 {
+    mc_promotion_executor_gone_locked(m, off);
     mc_offload_task_t *rings[2] = {&off->queued, &off->leased};
     for (int r = 0; r < 2; r++) {
         while (rings[r]->next != rings[r])
@@ -661,6 +674,7 @@ void mc_offload_client_gone_locked(mc_master_t *m, const char *client_id)
 
 void mc_offload_sweep_locked(mc_master_t *m, uint64_t now)
 {
+    mc_promotion_sweep_locked(m, now);
     delq_expire(&m->dfs_deletes, now, m->cfg.offload_task_timeout_ms);
     for (size_t i = 0; i < m->n_offloaders; i++) {
         mc_offloader_t *off = m->offloaders[i];
@@ -954,6 +968,7 @@ int mc_master_offload_heartbeat(mc_master_t *m, const char *client_id,
                 delq_hand_out(&m->dfs_deletes, max_deletions - sent, on_delete, arg, now);
         }
         out->remaining = off->n_queued + off->n_leased;
+        out->promotions = offloader_takes_tasks(off) ? mc_promotion_waiting_locked(m, off) : 0;
     }
     pthread_mutex_unlock(&m->lock);
     return rc;
@@ -1167,7 +1182,8 @@ uint64_t mc_master_offload_ping(mc_master_t *m, const char *client_id, uint64_t 
         c->fallback_reads = fallback_reads;
     }
     mc_offloader_t *off = offloader_find(m, client_id);
-    uint64_t queued = off && offloader_takes_tasks(off) ? off->n_queued : 0;
+    uint64_t queued =
+        off && offloader_takes_tasks(off) ? off->n_queued + mc_promotion_waiting_locked(m, off) : 0;
     if (off && off->info.offloading) { /* deletions wait for it too: wake it */
         queued += off->deletes.nwaiting;
         if (off->info.backend == MC_OFFLOAD_BACKEND_DISTRIBUTED && off->info.healthy)
@@ -1257,6 +1273,7 @@ void mc_offload_stats_locked(mc_master_t *m, mc_master_stats_t *out)
     out->offload_bytes = m->offload_bytes;
     out->disk_evicted = m->disk_evicted;
     out->fallback_reads = m->fallback_reads;
+    mc_promotion_stats_locked(m, out);
     out->offload_backend = m->cfg.offload_backend ? m->cfg.offload_backend : m->seen_backend;
     snprintf(out->offload_fs_type, sizeof(out->offload_fs_type), "%s",
              m->cfg.offload_backend == MC_OFFLOAD_BACKEND_DISTRIBUTED ? m->cfg.distributed_fs_type
@@ -1280,6 +1297,7 @@ void mc_offload_init(mc_master_t *m)
 
 void mc_offload_fini(mc_master_t *m)
 {
+    mc_promotion_fini(m);
     /* Deletion records first: they are linked into the offloaders' queues. */
     while (m->deletes_by_seq.next != &m->deletes_by_seq)
         del_free(m, DEL_OF_SLINK(m->deletes_by_seq.next));
@@ -1309,7 +1327,8 @@ int mc_offload_object_ok_locked(const mc_master_t *m, const mc_object_t *o)
     const mc_object_offload_t *st = o->offload;
     if (!st)
         return 1;
-    if (!o->complete || (!st->task && st->ndisk == 0) || st->ndisk > MC_MAX_DISK_REPLICAS)
+    if (!o->complete || (!st->task && !st->promotion && st->ndisk == 0) ||
+        st->ndisk > MC_MAX_DISK_REPLICAS)
         return 0;
     for (unsigned i = 0; i < st->ndisk; i++) {
         if ((st->disk[i].type == MC_REPLICA_LOCAL_DISK) != (st->disk[i].owner != NULL))

@@ -652,6 +652,7 @@ static int handle_offload_heartbeat(rpc_conn_t *c, uint16_t opcode, uint64_t id,
         resp.rescan = out.rescan;
         resp.remaining = out.remaining;
         resp.lease_ms = out.lease_ms;
+        resp.promotions = out.promotions;
     }
     resp.message = msg;
     int rc = mc_rpc_conn_reply(c, opcode, id, &resp.base, resp.code == 0);
@@ -752,6 +753,70 @@ static int handle_deletions_pending(rpc_conn_t *c, uint16_t opcode, uint64_t id,
     return rc;
 }
 
+/* ---- promotion (promotion.c) ------------------------------------------------------------ */
+
+typedef struct rpc_promotion_fill {
+    rpc_arena_t *arena;
+    Mc__PromotionTakeResponse *resp;
+    size_t cap;
+} rpc_promotion_fill_t;
+
+static int rpc_promotion_task(void *arg, const mc_promotion_task_desc_t *t)
+{
+    rpc_promotion_fill_t *f = arg;
+    Mc__PromotionTask *p = rpc_arena_alloc(f->arena, sizeof(*p));
+    char *key = rpc_arena_strdup(f->arena, t->key);
+    if (!p || !key || f->resp->n_tasks >= f->cap)
+        return -1;
+    Mc__PromotionTask init = MC__PROMOTION_TASK__INIT;
+    *p = init;
+    p->task_id = t->task_id;
+    p->key = key;
+    p->size = t->size;
+    p->version = t->version;
+    p->address = t->address;
+    p->has_checksum = t->has_checksum ? 1 : 0;
+    p->checksum = t->checksum;
+    f->resp->tasks[f->resp->n_tasks++] = p;
+    return 0;
+}
+
+static int handle_promotion_take(rpc_conn_t *c, uint16_t opcode, uint64_t id, const uint8_t *body,
+                                 size_t len)
+{
+    Mc__PromotionTakeRequest *req = rpc_decode(&mc__promotion_take_request__descriptor, body, len);
+    if (!req)
+        return MC_ERR_DESERIALIZE_FAIL;
+    Mc__PromotionTakeResponse resp = MC__PROMOTION_TAKE_RESPONSE__INIT;
+    rpc_arena_t arena = {0};
+    rpc_promotion_fill_t fill = {&arena, &resp, req->max_tasks};
+    if (fill.cap > RPC_MAX_HEARTBEAT_TASKS)
+        fill.cap = RPC_MAX_HEARTBEAT_TASKS;
+    resp.tasks = rpc_arena_alloc(&arena, (fill.cap + 1) * sizeof(*resp.tasks));
+    int n = resp.tasks ? mc_master_promotion_take(mc_rpc_conn_master(c), req->client_id, fill.cap,
+                                                  rpc_promotion_task, &fill)
+                       : MC_ERR_INTERNAL_ERROR;
+    resp.code = n < 0 ? n : 0;
+    int rc = mc_rpc_conn_reply(c, opcode, id, &resp.base, resp.code == 0);
+    rpc_arena_free(&arena);
+    mc__promotion_take_request__free_unpacked(req, NULL);
+    return rc;
+}
+
+static int handle_promotion_result(rpc_conn_t *c, uint16_t opcode, uint64_t id, const uint8_t *body,
+                                   size_t len)
+{
+    Mc__PromotionResultRequest *req =
+        rpc_decode(&mc__promotion_result_request__descriptor, body, len);
+    if (!req)
+        return MC_ERR_DESERIALIZE_FAIL;
+    int code = mc_master_promotion_result(mc_rpc_conn_master(c), req->client_id, req->task_id,
+                                          req->key, req->code);
+    int rc = rpc_reply_codes(c, opcode, id, code, NULL, 0);
+    mc__promotion_result_request__free_unpacked(req, NULL);
+    return rc;
+}
+
 /* ---- method table ------------------------------------------------------------------------ */
 
 const mc_rpc_method_t mc_rpc_methods[MC_RPC_METHOD_COUNT] = {
@@ -776,6 +841,8 @@ const mc_rpc_method_t mc_rpc_methods[MC_RPC_METHOD_COUNT] = {
     {MC_RPC_NOTIFY_OFFLOAD_RESULT, "NotifyOffloadSuccess", handle_notify_offload},
     {MC_RPC_EVICT_DISK_REPLICA, "BatchEvictDiskReplica", handle_evict_disk},
     {MC_RPC_OFFLOAD_DELETIONS_PENDING, "OffloadDeletionsPending", handle_deletions_pending},
+    {MC_RPC_PROMOTION_TAKE, "PromotionAllocStart", handle_promotion_take},
+    {MC_RPC_PROMOTION_RESULT, "NotifyPromotionResult", handle_promotion_result},
 };
 
 int mc_rpc_method_index(uint16_t opcode)

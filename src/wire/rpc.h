@@ -43,6 +43,10 @@ enum mc_rpc_opcode {
     /* mooncake-c: DeletionsPendingRequest / DeletionsPendingResponse (a remove or upsert waits
      * until the old value's files are confirmed gone before it is acknowledged) */
     MC_RPC_OFFLOAD_DELETIONS_PENDING = 143,
+    /* promotion of disk-only objects back to memory: client -> master (mooncake-c; upstream's
+     * PromotionAllocStart and NotifyPromotionSuccess/Failure) */
+    MC_RPC_PROMOTION_TAKE = 180,   /* PromotionTakeRequest / PromotionTakeResponse */
+    MC_RPC_PROMOTION_RESULT = 181, /* PromotionResultRequest / CodesResponse */
     /* offload reads: client -> the client owning a local-disk replica (not the master) */
     MC_RPC_OFFLOAD_FETCH = 150,   /* FetchRequest / FetchResponse */
     MC_RPC_OFFLOAD_RELEASE = 151, /* ReleaseRequest / CodesResponse */

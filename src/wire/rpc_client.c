@@ -263,6 +263,10 @@ const char *mc_rpc_method_name(uint16_t opcode)
         return "UpsertRevoke";
     case MC_RPC_GET_REPLICA_LIST:
         return "GetReplicaList";
+    case MC_RPC_PROMOTION_TAKE:
+        return "PromotionAllocStart";
+    case MC_RPC_PROMOTION_RESULT:
+        return "NotifyPromotionResult";
     case MC_RPC_EXIST_KEY:
         return "ExistKey";
     case MC_RPC_RELEASE_LEASE:

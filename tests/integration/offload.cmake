@@ -31,3 +31,9 @@ if(USE_DAOS AND DAOS_TEST_DOUBLE)
   set_tests_properties(test_offload_crash_daos PROPERTIES TIMEOUT 600
     ENVIRONMENT "MC_TEST_OFFLOAD_FS_TYPE=daos;DFS_DOUBLE_EQ_ASYNC=1")
 endif()
+# Promotion of disk-only objects back to memory on a hit (--promotion_on_hit, promotion.c).
+mc_add_test(test_promotion SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_promotion.c
+            ${CMAKE_CURRENT_SOURCE_DIR}/../support/proc.c
+            ${CMAKE_CURRENT_SOURCE_DIR}/../support/cluster.c LIBS mc_store TIMEOUT 600)
+target_include_directories(test_promotion PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/../support)
+add_dependencies(test_promotion mooncake_client mooncake_master)

@@ -43,7 +43,6 @@ REFUSED = [
     ("enable_cxl", "true", "false"),
     ("enable_kv_events", "true", "false"),
     ("enable_multi_tenants", "true", "false"),
-    ("promotion_on_hit", "true", "false"),
     ("offload_force_evict", "true", "false"),
     ("dynamic_replication_mode", "enforce", "off"),
     ("memory_allocator", "cachelib", "offset"),
@@ -57,8 +56,7 @@ NOOP = [
     "enable_metric_reporting=false", "nof_eviction_ratio=0.5",
     "nof_eviction_high_watermark_ratio=0.8", "nof_heartbeat_interval_sec=5",
     "nof_heartbeat_probe_timeout_ms=10", "nof_heartbeat_failures_threshold=2",
-    "offload_cap_ratio=0.3", "promotion_admission_threshold=3", "promotion_queue_limit=9",
-    "promotion_max_per_heartbeat=2", "dynamic_replication_heat_window_seconds=3",
+    "offload_cap_ratio=0.3", "dynamic_replication_heat_window_seconds=3",
     "dynamic_replication_admission_qps_threshold=0.5",
     "dynamic_replication_max_memory_replicas=3", "kv_events_bind_endpoint=tcp://127.0.0.1:5557",
     "kv_events_model_name=m", "kv_events_backend_id=b", "kv_events_tenant_id=t",
@@ -348,6 +346,28 @@ class RefusedFlags(unittest.TestCase):
 
 
 class ImplementedFlags(unittest.TestCase):
+    def test_promotion_on_hit_without_enable_offload_warns_and_does_nothing(self):
+        # As upstream: promotion needs --enable_offload; without it, one warning and no effect
+        # (promotion itself: tests/integration/test_promotion.c).
+        m = Master("--promotion_on_hit=true", "--promotion_admission_threshold=3",
+                   "--promotion_queue_limit=9", "--promotion_max_per_heartbeat=2")
+        try:
+            warn = [l for l in m.text().splitlines() if l.startswith("W")
+                    and "--promotion_on_hit=true has no effect without --enable_offload" in l]
+            self.assertEqual(len(warn), 1, m.text())
+            self.assertIn("promotion_on_hit=true, promotion_admission_threshold=3", m.started)
+            self.assertIn("promotion_queue_limit=9, promotion_max_per_heartbeat=2", m.started)
+            self.assertEqual(m.value("master_promotion_admitted_total"), 0)
+        finally:
+            self.assertEqual(m.stop(), 0)
+        m = Master("--enable_offload=true", "--promotion_on_hit=true")
+        try:
+            self.assertEqual([l for l in m.text().splitlines() if "promotion_on_hit" in l
+                              and l.startswith("W")], [], m.text())
+        finally:
+            self.assertEqual(m.stop(), 0)
+
+
     def test_validators_as_upstream(self):
         for args in (["--eviction_ratio=1.5"], ["--eviction_ratio=-0.1"],
                      ["--nof_eviction_ratio=1.01"], ["--offload_cap_ratio=2"],
