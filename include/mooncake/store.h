@@ -258,7 +258,9 @@ int64_t mc_store_remove_all(mc_store_t *store, int force);
  */
 int64_t mc_store_remove_by_regex(mc_store_t *store, const char *regex, int force);
 
-/* Registers caller memory for the zero-copy calls; the caller keeps ownership. */
+/* Registers caller memory for the zero-copy calls; the caller keeps ownership. A range with
+ * pages not mapped in this process is refused with MC_ERR_INVALID_PARAMS (mc_te_register_memory).
+ */
 int mc_store_register_buffer(mc_store_t *store, void *buf, size_t size);
 int mc_store_unregister_buffer(mc_store_t *store, void *buf);
 

@@ -223,8 +223,8 @@ int mc_te_free_segment_memory(mc_transfer_engine_t *te, void *addr);
 
 /*
  * Registers caller-owned memory [addr, addr+length) in the segment (peers reach it over tcp/rdma).
- * The caller keeps ownership and must unregister before freeing. Overlapping ranges are refused
- * with MC_ERR_INVALID_PARAMS.
+ * The caller keeps ownership and must unregister before freeing. Overlapping ranges, and ranges
+ * with pages not mapped in this process, are refused with MC_ERR_INVALID_PARAMS.
  */
 int mc_te_register_memory(mc_transfer_engine_t *te, void *addr, size_t length);
 int mc_te_unregister_memory(mc_transfer_engine_t *te, void *addr);

@@ -607,10 +607,18 @@ static PyObject *engine_read_bytes_from_buffer(PyObject *obj, PyObject *args)
         MC_ERROR("read_bytes_from_buffer: length %llu too large", (unsigned long long)len);
         return PyLong_FromLong(-1);
     }
-    PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)len);
+    /* The range is checked before the output is allocated, so `length` cannot make this
+     * process allocate more than it has registered; checked again under the lock for the copy. */
+    int ok;
+    pthread_mutex_lock(&self->ranges_lock);
+    ok = len == 0 || range_covers_locked(self, addr, len);
+    pthread_mutex_unlock(&self->ranges_lock);
+    PyObject *out = NULL;
+    if (!ok)
+        goto outside;
+    out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)len);
     if (!out)
         return NULL;
-    int ok;
     Py_BEGIN_ALLOW_THREADS
     pthread_mutex_lock(&self->ranges_lock);
     ok = len == 0 || range_covers_locked(self, addr, len);
@@ -618,14 +626,14 @@ static PyObject *engine_read_bytes_from_buffer(PyObject *obj, PyObject *args)
         memcpy(PyBytes_AS_STRING(out), (const void *)(uintptr_t)addr, (size_t)len);
     pthread_mutex_unlock(&self->ranges_lock);
     Py_END_ALLOW_THREADS
-    if (!ok) {
-        Py_DECREF(out);
-        MC_ERROR("read_bytes_from_buffer: [0x%llx, +%llu) is not inside memory registered or "
-                 "allocated through this TransferEngine",
-                 (unsigned long long)addr, (unsigned long long)len);
-        return PyLong_FromLong(-1);
-    }
-    return out;
+    if (ok)
+        return out;
+outside:
+    Py_XDECREF(out);
+    MC_ERROR("read_bytes_from_buffer: [0x%llx, +%llu) is not inside memory registered or "
+             "allocated through this TransferEngine",
+             (unsigned long long)addr, (unsigned long long)len);
+    return PyLong_FromLong(-1);
 }
 
 /* ---- peers, topology -------------------------------------------------------------------- */

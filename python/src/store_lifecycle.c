@@ -379,8 +379,10 @@ static const char *const dict_keys[] = {
     "ssd_offload_path",   "tenant_id",       "enable_client_http_server",
     "client_http_port",   "cluster_secret",  NULL};
 
-/* A dict value as text (str(value)), its owner appended to `keep`. NULL with an exception. */
-static const char *dict_text(PyObject *value, PyObject *keep, const char *key)
+/* A dict value as text (str(value)), its owner appended to `keep`. NULL with an exception, or
+ * NULL with *bad = 1 (logged) for text with a NUL, which no option can hold: setup answers -600
+ * for it as for any value that does not parse (upstream). */
+static const char *dict_text(PyObject *value, PyObject *keep, const char *key, int *bad)
 {
     PyObject *s = PyObject_Str(value);
     if (!s || PyList_Append(keep, s) != 0) {
@@ -391,7 +393,8 @@ static const char *dict_text(PyObject *value, PyObject *keep, const char *key)
     Py_ssize_t len;
     const char *p = PyUnicode_AsUTF8AndSize(s, &len);
     if (p && strlen(p) != (size_t)len) {
-        PyErr_Format(PyExc_ValueError, "setup(config): %s contains a NUL character", key);
+        MC_ERROR("setup(config): %s contains a NUL character", key);
+        *bad = 1;
         return NULL;
     }
     return p;
@@ -478,9 +481,13 @@ static PyObject *setup_dict(McStoreObject *self, PyObject *config)
                     k);
             continue;
         }
-        const char *text = dict_text(value, keep, k);
-        if (!text)
+        int bad = 0;
+        const char *text = dict_text(value, keep, k, &bad);
+        if (!text) {
+            if (bad)
+                result = PyLong_FromLong(MC_ERR_INVALID_PARAMS);
             goto out;
+        }
         int frc = dict_field(&a, k, text);
         if (frc != 0) {
             result = PyLong_FromLong(frc);

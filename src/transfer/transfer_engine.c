@@ -398,10 +398,30 @@ int mc_te_free_segment_memory(mc_transfer_engine_t *te, void *addr)
     return 0;
 }
 
+/*
+ * 1 when every page of [addr, addr+length) is mapped in this process: msync() fails with ENOMEM
+ * for a range with unmapped pages, and MS_ASYNC makes it a lookup of the mappings, no I/O.
+ * Registering memory that is not there would make the first transfer into it crash the
+ * process (a peer's write lands in it from a serving thread).
+ */
+static int range_mapped(const void *addr, size_t length)
+{
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t start = (uintptr_t)addr & ~(page - 1);
+    uintptr_t end = (uintptr_t)addr + length;
+    if (end < (uintptr_t)addr)
+        return 0;
+    return msync((void *)start, end - start, MS_ASYNC) == 0;
+}
+
 int mc_te_register_memory(mc_transfer_engine_t *te, void *addr, size_t length)
 {
     if (!te || !addr || length == 0)
         return MC_ERR_INVALID_PARAMS;
+    if (!range_mapped(addr, length)) {
+        MC_ERROR("register memory [%p, +%zu): not mapped in this process", addr, length);
+        return MC_ERR_INVALID_PARAMS;
+    }
     mc_local_region_t g = {(uint64_t)(uintptr_t)addr, length, -1, -1, 0, NULL, NULL, 0};
     int rc = mc_rdma_map(te, &g);
     if (rc != 0)

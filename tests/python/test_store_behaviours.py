@@ -115,6 +115,8 @@ class SetupTest(unittest.TestCase):
             self.assertEqual(s.setup(self.base(**extra)), INVALID_PARAMS, extra)
         self.assertEqual(s.setup({"local_hostname": "127.0.0.1"}), INVALID_PARAMS)
         self.assertEqual(s.setup({"metadata_server": "P2PHANDSHAKE"}), INVALID_PARAMS)
+        # text with a NUL cannot be any option's value: -600 too, no exception
+        self.assertEqual(s.setup(self.base(local_hostname="\0")), INVALID_PARAMS)
         self.assertEqual(s.health_check(), 1)  # nothing was set up
 
     def test_dict_ignores_unknown_keys_as_upstream(self):
@@ -256,6 +258,53 @@ class ReadWriteTest(unittest.TestCase):
     def test_offload_read_count_is_zero_without_disk_reads(self):
         self.assertEqual(self.store.get_offload_rpc_read_count(), 0)
         self.assertEqual(mcs.MooncakeDistributedStore().get_offload_rpc_read_count(), 0)
+
+
+def unmapped_address(size):
+    """An address range that is certainly not mapped in this process: mapped, then unmapped."""
+    import ctypes
+    import mmap
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                          ctypes.c_int, ctypes.c_long]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    addr = libc.mmap(None, size, mmap.PROT_READ | mmap.PROT_WRITE,
+                     mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, -1, 0)
+    assert addr not in (None, ctypes.c_void_p(-1).value)
+    assert libc.munmap(addr, size) == 0
+    return addr
+
+
+class BogusPointerTest(unittest.TestCase):
+    """A pointer to memory that is not there is refused at registration, so no later transfer
+    into it can crash the process (a fresh-user attack: register_buffer of an unmapped range
+    returned 0, then get_into segfaulted)."""
+
+    def test_register_buffer_of_unmapped_memory_is_refused(self):
+        store = new_store()
+        try:
+            addr = unmapped_address(1 * MiB)
+            self.assertEqual(store.register_buffer(addr, 1 * MiB), INVALID_PARAMS)
+            key = f"behaviours/bogus/{os.getpid()}"
+            self.assertEqual(store.put(key, b"x" * 4096), 0)
+            self.assertEqual(store.get_into(key, addr, 4096), INVALID_PARAMS)
+        finally:
+            store.close()
+
+    def test_engine_refuses_unmapped_memory_and_huge_reads(self):
+        from mooncake.engine import TransferEngine
+        te = TransferEngine()
+        self.assertEqual(te.initialize("127.0.0.1", "P2PHANDSHAKE", "tcp", ""), 0)
+        addr = unmapped_address(1 * MiB)
+        self.assertNotEqual(te.register_memory(addr, 1 * MiB), 0)
+        self.assertEqual(te.write_bytes_to_buffer(addr, b"x" * 10, 10), -1)
+        buf = te.allocate_managed_buffer(1 * MiB)
+        self.assertNotEqual(buf, 0)
+        # the length is checked before anything is allocated: no MemoryError
+        self.assertEqual(te.read_bytes_from_buffer(buf, 2 ** 62), -1)
+        self.assertEqual(len(te.read_bytes_from_buffer(buf, 4096)), 4096)
+        self.assertEqual(te.free_managed_buffer(buf, 1 * MiB), 0)
 
 
 class BufferPoolRulesTest(unittest.TestCase):
