@@ -63,6 +63,13 @@ typedef struct mc_master_config {
     uint64_t offloading_queue_limit;  /* 50000 tasks per client; beyond, not queued */
     uint64_t max_segment_size;        /* MC_MASTER_DEFAULT_MAX_SEGMENT_SIZE: a mount of a larger
                                          segment is refused (MC_ERR_INVALID_PARAMS) */
+    /* replica copy/move tasks (task_manager.h; upstream's flags of the same names) */
+    uint64_t task_max_finished;          /* 10000: finished tasks kept for queries */
+    uint64_t task_max_pending;           /* 10000: creation beyond is refused (-1401) */
+    uint64_t task_max_processing;        /* 10000: fetch hands out no more */
+    uint64_t task_pending_timeout_ms;    /* 300000; 0 = never */
+    uint64_t task_processing_timeout_ms; /* 300000; 0 = never */
+    uint32_t task_max_retry_attempts;    /* 10: fetches that found no room before FAILED */
 } mc_master_config_t;
 
 /* 1 TiB: more memory than one host contributes to a cluster today; a larger mount is refused
