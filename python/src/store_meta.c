@@ -530,8 +530,8 @@ static PyObject *store_batch_replica_clear(PyObject *obj, PyObject *args, PyObje
 }
 
 #define TASKS_DOC_TAIL                                                                             \
-    "The task runs on the client holding the source replica (its task executor polls the\n"      \
-    "master every second); the new replica becomes visible only once its bytes are written\n"    \
+    "The task runs on the client holding the source replica (its task executor polls the\n"        \
+    "master every second); the new replica becomes visible only once its bytes are written\n"      \
     "and verified. Follow it with query_task(task_id)."
 
 PyMethodDef mcpy_store_meta_methods[] = {
@@ -592,8 +592,8 @@ PyMethodDef mcpy_store_meta_methods[] = {
     {"create_move_task", MCPY_KW(store_create_move_task), METH_VARARGS | METH_KEYWORDS,
      "create_move_task(key, source, target) -> tuple[str, int]\n\n"
      "Queues a move of the object's replica on segment `source` to segment `target`; codes as\n"
-     "create_copy_task, and -600 when source == target or no replica is on `source`.\n"
-     TASKS_DOC_TAIL},
+     "create_copy_task, and -600 when source == target or no replica is on "
+     "`source`.\n" TASKS_DOC_TAIL},
     {"_query_task", MCPY_KW(store_query_task_raw), METH_VARARGS | METH_KEYWORDS,
      "_query_task(task_id) -> tuple[tuple|None, int]\n\n"
      "The raw fields of query_task (mooncake.store wraps them in QueryTaskResponse)."},

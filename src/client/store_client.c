@@ -96,7 +96,7 @@ struct mc_store {
     pthread_cond_t ping_cond;
     int ping_stop;
 
-    mc_task_executor_t *tasks; /* copy/move tasks of this segment's replicas; NULL: no segment */
+    mc_task_executor_t *tasks;    /* copy/move tasks of this segment's replicas; NULL: no segment */
     mc_client_metrics_t *metrics; /* NULL: off (MC_STORE_CLIENT_METRIC=0) */
     mc_client_http_t *http;       /* the client HTTP server, NULL when not asked or not bound */
 
@@ -1751,8 +1751,8 @@ int mc_store_set_offloading(mc_store_t *s, int enabled)
 
 /* ---- replica copy/move tasks and replica clear (task_executor.h) --------------------------- */
 
-int mc_store_create_copy_task(mc_store_t *s, const char *key, const char *const *targets,
-                              size_t n, char *id_out)
+int mc_store_create_copy_task(mc_store_t *s, const char *key, const char *const *targets, size_t n,
+                              char *id_out)
 {
     int rc = enter(s, 0);
     if (rc != 0)
@@ -1803,6 +1803,6 @@ int mc_store_batch_replica_clear(mc_store_t *s, const char *const *keys, size_t 
         if (!keys[i])
             return LEAVE(s, MC_ERR_INVALID_PARAMS);
     }
-    return LEAVE(s, mc_task_call_replica_clear(s->rpc, s->client_id, keys, n, segment_name,
-                                               cleared));
+    return LEAVE(s,
+                 mc_task_call_replica_clear(s->rpc, s->client_id, keys, n, segment_name, cleared));
 }

@@ -95,9 +95,8 @@ int mc_task_call_query(mc_rpc_client_t *rpc, const char *task_id, mc_task_info_t
     return rc;
 }
 
-int mc_task_call_replica_clear(mc_rpc_client_t *rpc, const char *client_id,
-                               const char *const *keys, size_t n, const char *segment_name,
-                               int *cleared)
+int mc_task_call_replica_clear(mc_rpc_client_t *rpc, const char *client_id, const char *const *keys,
+                               size_t n, const char *segment_name, int *cleared)
 {
     Mc__ReplicaClearRequest req = MC__REPLICA_CLEAR_REQUEST__INIT;
     req.client_id = (char *)client_id;
@@ -135,8 +134,8 @@ static void report(mc_task_executor_t *e, const char *id, int code, const char *
     snprintf(message, sizeof(message), "%s: %s", mc_error_name(code), what);
     req.message = code == 0 ? "" : message;
     Mc__StatusResponse *resp = NULL;
-    int rc = call(e->rpc, MC_RPC_MARK_TASK_TO_COMPLETE, &req.base,
-                  &mc__status_response__descriptor, (ProtobufCMessage **)&resp);
+    int rc = call(e->rpc, MC_RPC_MARK_TASK_TO_COMPLETE, &req.base, &mc__status_response__descriptor,
+                  (ProtobufCMessage **)&resp);
     if (rc == 0) {
         rc = resp->code;
         mc__status_response__free_unpacked(resp, NULL);
@@ -174,8 +173,8 @@ static int execute(mc_task_executor_t *e, const Mc__TaskAssignment *t, const cha
     for (size_t i = 0; rc == 0 && i < n; i++) {
         mc_segment_id_t seg;
         rc = mc_te_open_segment(e->te, t->targets[i]->segment_name, &seg);
-        reqs[i] = (mc_transfer_req_t){MC_TRANSFER_WRITE, buf, seg, t->targets[i]->address,
-                                      t->size, t->targets[i]->epoch, 0};
+        reqs[i] = (mc_transfer_req_t){
+            MC_TRANSFER_WRITE, buf, seg, t->targets[i]->address, t->size, t->targets[i]->epoch, 0};
     }
     if (rc == 0)
         rc = mc_te_transfer_sync(e->te, reqs, n);

@@ -41,8 +41,7 @@ void mc_task_executor_stop(mc_task_executor_t *e);
 int mc_task_call_create(mc_rpc_client_t *rpc, int move, const char *key, const char *source,
                         const char *const *targets, size_t n, char *id_out);
 int mc_task_call_query(mc_rpc_client_t *rpc, const char *task_id, mc_task_info_t *out);
-int mc_task_call_replica_clear(mc_rpc_client_t *rpc, const char *client_id,
-                               const char *const *keys, size_t n, const char *segment_name,
-                               int *cleared);
+int mc_task_call_replica_clear(mc_rpc_client_t *rpc, const char *client_id, const char *const *keys,
+                               size_t n, const char *segment_name, int *cleared);
 
 #endif /* MC_CLIENT_TASK_EXECUTOR_H */

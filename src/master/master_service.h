@@ -453,9 +453,10 @@ void mc_master_get_stats(mc_master_t *m, mc_master_stats_t *out);
  * `MasterMetricManager`), counted by the RPC handlers (rpc_handlers.c). Our wire has one RPC per
  * operation carrying N keys: a call with one key counts as upstream's single form
  * (master_<op>_requests_total), a call with several as its batch form
- * (master_batch_<op>_requests_total and _items_total). Operations this master does not serve
- * (NoF segments, copy/move, tasks, query_ip, replica_clear) stay 0: no such request ever succeeds
- * or arrives as that operation.
+ * (master_batch_<op>_requests_total and _items_total). The copy/move task operations are counted
+ * by task_manager.c and its handlers (task_manager.h says how upstream's Copy/Move Start/End/
+ * Revoke map onto them). Operations this master does not serve (NoF segments, query_ip) stay 0:
+ * no such request ever succeeds or arrives as that operation.
  */
 typedef enum mc_master_op {
     MC_OP_PUT_START,

@@ -894,9 +894,9 @@ static int handle_replica_clear(rpc_conn_t *c, uint16_t opcode, uint64_t id, con
     int *cleared = calloc(n ? n : 1, sizeof(*cleared));
     char **out = calloc(n ? n : 1, sizeof(*out));
     resp.code = !cleared || !out ? MC_ERR_INTERNAL_ERROR
-                                 : mc_master_batch_replica_clear(
-                                       m, req->client_id, (const char *const *)req->keys, n,
-                                       req->segment_name, cleared);
+                                 : mc_master_batch_replica_clear(m, req->client_id,
+                                                                 (const char *const *)req->keys, n,
+                                                                 req->segment_name, cleared);
     size_t nc = 0;
     for (size_t i = 0; resp.code == 0 && i < n; i++) {
         if (cleared[i])

@@ -61,7 +61,9 @@ enum { RING_PENDING = 0, RING_PROCESSING = 1, RING_FINISHED = 2 };
 
 static int ring_of(mc_task_status_t s)
 {
-    return s == MC_TASK_PENDING ? RING_PENDING : s == MC_TASK_PROCESSING ? RING_PROCESSING : RING_FINISHED;
+    return s == MC_TASK_PENDING      ? RING_PENDING
+           : s == MC_TASK_PROCESSING ? RING_PROCESSING
+                                     : RING_FINISHED;
 }
 
 static uint64_t fnv1a(const char *s)
@@ -221,11 +223,10 @@ static void task_fail(mc_master_t *m, mc_task_t *t, int code, const char *why)
     set_status(m, t, MC_TASK_FAILED);
     m->tasks->failed++;
     if (was_processing)
-        mc_master_count_op(m, t->type == MC_TASK_REPLICA_COPY ? MC_OP_COPY_REVOKE
-                                                              : MC_OP_MOVE_REVOKE,
-                           0);
-    MC_INFO("task %s (%s of %.64s) failed: %s", t->id, t->type == MC_TASK_REPLICA_COPY ? "copy" : "move",
-            t->key, t->message);
+        mc_master_count_op(
+            m, t->type == MC_TASK_REPLICA_COPY ? MC_OP_COPY_REVOKE : MC_OP_MOVE_REVOKE, 0);
+    MC_INFO("task %s (%s of %.64s) failed: %s", t->id,
+            t->type == MC_TASK_REPLICA_COPY ? "copy" : "move", t->key, t->message);
     prune_finished(m->tasks, m->cfg.task_max_finished);
 }
 
@@ -266,8 +267,8 @@ static int key_ok(const char *key, size_t *len)
 
 /* A complete object with a memory replica; its owner's client id and segment name of replica
  * `pick` (or of the one on segment `source` when source is given). */
-static int find_source(mc_master_t *m, const mc_object_t *o, const char *source, const char **client,
-                       const char **name)
+static int find_source(mc_master_t *m, const mc_object_t *o, const char *source,
+                       const char **client, const char **name)
 {
     unsigned n = 0;
     for (unsigned i = 0; i < o->nrep; i++) {
@@ -307,7 +308,8 @@ static int create_task(mc_master_t *m, const char *key, mc_task_type_t type, con
             return MC_ERR_INVALID_PARAMS;
     }
     if (type == MC_TASK_REPLICA_MOVE &&
-        (!source || !source[0] || strlen(source) >= SEGMENT_NAME_MAX || !strcmp(source, targets[0])))
+        (!source || !source[0] || strlen(source) >= SEGMENT_NAME_MAX ||
+         !strcmp(source, targets[0])))
         return MC_ERR_INVALID_PARAMS;
     pthread_mutex_lock(&m->lock);
     int rc = 0;
@@ -450,12 +452,12 @@ int mc_master_fetch_tasks(mc_master_t *m, const char *client_id, size_t max,
         if (rc == MC_ERR_NO_AVAILABLE_HANDLE && ++t->attempts <= m->cfg.task_max_retry_attempts)
             continue; /* stays pending */
         if (rc != 0) {
-            task_fail(m, t,
-                      rc, rc == MC_ERR_SEGMENT_NOT_FOUND    ? "a target segment is not mounted"
-                          : rc == MC_ERR_REPLICA_NOT_FOUND ? "the source replica is gone"
-                          : rc == MC_ERR_NO_AVAILABLE_HANDLE
-                              ? "no room on a target (max retry attempts reached)"
-                              : "the targets cannot be reserved");
+            task_fail(m, t, rc,
+                      rc == MC_ERR_SEGMENT_NOT_FOUND   ? "a target segment is not mounted"
+                      : rc == MC_ERR_REPLICA_NOT_FOUND ? "the source replica is gone"
+                      : rc == MC_ERR_NO_AVAILABLE_HANDLE
+                          ? "no room on a target (max retry attempts reached)"
+                          : "the targets cannot be reserved");
             continue;
         }
         if (o->value_id == 0)
@@ -473,8 +475,8 @@ int mc_master_fetch_tasks(mc_master_t *m, const char *client_id, size_t max,
             .type = t->type,
             .key = t->key,
             .size = t->size,
-            .source_address = t->size > 0 ? mc_alloc_extent_addr(src->alloc, t->src.handle)
-                                          : src->info.base,
+            .source_address =
+                t->size > 0 ? mc_alloc_extent_addr(src->alloc, t->src.handle) : src->info.base,
             .has_checksum = o->has_checksum,
             .checksum = o->checksum,
             .targets = descs,
@@ -489,8 +491,7 @@ int mc_master_fetch_tasks(mc_master_t *m, const char *client_id, size_t max,
 }
 
 /* Why a successful copy cannot be committed (0: it can). */
-static int commit_check(mc_master_t *m, const mc_object_t *o, const mc_task_t *t,
-                        const char **why)
+static int commit_check(mc_master_t *m, const mc_object_t *o, const mc_task_t *t, const char **why)
 {
     if (!o || !o->complete) {
         *why = "the object was removed during the task";
@@ -549,7 +550,7 @@ static int commit(mc_master_t *m, mc_task_t *t)
     memcpy(o->rep + o->nrep, t->tgt, add * sizeof(o->rep[0]));
     mc_master_set_cookies_locked(m, o->rep + o->nrep, add, o->size, o);
     o->nrep = (uint8_t)(o->nrep + add);
-    t->ntgt = 0; /* the object owns them now */
+    t->ntgt = 0;                                          /* the object owns them now */
     if (t->type == MC_TASK_REPLICA_MOVE && o->nrep > 1) { /* the target holds it now */
         uint64_t now = mc_master_now_locked(m);
         unsigned kept = 0;
@@ -623,9 +624,8 @@ static int clear_on_segment(mc_master_t *m, mc_object_t *o, const char *segment_
     return 1;
 }
 
-int mc_master_batch_replica_clear(mc_master_t *m, const char *client_id,
-                                  const char *const *keys, size_t n, const char *segment_name,
-                                  int *cleared)
+int mc_master_batch_replica_clear(mc_master_t *m, const char *client_id, const char *const *keys,
+                                  size_t n, const char *segment_name, int *cleared)
 {
     if (!m || !client_id || !client_id[0] || (!keys && n) || (!cleared && n))
         return MC_ERR_INVALID_PARAMS;
@@ -676,8 +676,7 @@ void mc_tasks_sweep_locked(mc_master_t *m, uint64_t now)
             if (!mc_master_client_locked(m, t->client))
                 task_fail(m, t, MC_ERR_CLIENT_NOT_FOUND, "the executor (source holder) is gone");
             else if (timeout && now - t->state_ms > timeout)
-                task_fail(m, t, 0,
-                          r == RING_PENDING ? "pending timeout" : "processing timeout");
+                task_fail(m, t, 0, r == RING_PENDING ? "pending timeout" : "processing timeout");
         }
     }
     prune_finished(tm, m->cfg.task_max_finished);

@@ -88,9 +88,8 @@ int mc_master_fetch_tasks(mc_master_t *m, const char *client_id, size_t max,
 int mc_master_complete_task(mc_master_t *m, const char *client_id, const char *task_id,
                             mc_task_status_t status, int error, const char *message);
 /* Upstream's BatchReplicaClear (semantics in store.h). cleared[i] = 1 per cleared key. */
-int mc_master_batch_replica_clear(mc_master_t *m, const char *client_id,
-                                  const char *const *keys, size_t n, const char *segment_name,
-                                  int *cleared);
+int mc_master_batch_replica_clear(mc_master_t *m, const char *client_id, const char *const *keys,
+                                  size_t n, const char *segment_name, int *cleared);
 
 /* Task table counts, for the metrics and tests. */
 typedef struct mc_task_stats {
@@ -99,7 +98,8 @@ typedef struct mc_task_stats {
 } mc_task_stats_t;
 void mc_master_task_stats(mc_master_t *m, mc_task_stats_t *out);
 
-/* ---- for master_service.c (lock held) ---------------------------------------------------------- */
+/* ---- for master_service.c (lock held) ----------------------------------------------------------
+ */
 
 struct mc_task_manager;
 int mc_tasks_init(mc_master_t *m);

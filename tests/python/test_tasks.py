@@ -6,7 +6,8 @@ five mooncake_client processes holding segments on loopback:
         after taking a task, so PROCESSING can be observed and a target killed mid-task;
   B, C  targets;
   KSRC  a source killed (SIGKILL) once its value was copied;
-  KTGT  a target killed mid-task.
+  KTGT  a target killed mid-task;
+  KEXEC a slow source (and so executor) killed mid-task.
 A pure Python client (no segment) writes the objects, placing them with preferred segments, and
 creates and queries the tasks. Every wait polls a state with a deadline; nothing sleeps for time.
 """
@@ -86,7 +87,8 @@ class Cluster:
                 raise RuntimeError("master did not start: " + self.log_tail("master"))
             time.sleep(0.05)
         self.clients = {}
-        for name, delay in (("slow", 1500), ("b", 0), ("c", 0), ("ksrc", 0), ("ktgt", 0)):
+        for name, delay in (("slow", 1500), ("b", 0), ("c", 0), ("ksrc", 0), ("ktgt", 0),
+                            ("kexec", 1500)):
             self.clients[name] = self._start_client(name, delay)
 
     def _spawn(self, name, argv, env=None, stdout=None):
@@ -291,6 +293,8 @@ class Failures(unittest.TestCase):
                          (NIL_ID, INVALID_PARAMS))  # no replica on the source
         self.assertEqual(W.query_task("not-a-uuid"), (None, INVALID_PARAMS))
         self.assertEqual(W.query_task(12), (None, INVALID_PARAMS))
+        self.assertEqual(W.query_task("zzzzzzzz-zzzz-zzzz-zzzz-zzzzzzzzzzzz"),
+                         (None, INVALID_PARAMS))  # refused by the master
         self.assertEqual(W.query_task("0123abcd-0000-4000-8000-000000000000"),
                          (None, TASK_NOT_FOUND))
         self.assertEqual(W.query_task((1, 2)), (None, TASK_NOT_FOUND))
@@ -307,6 +311,19 @@ class Failures(unittest.TestCase):
         self.assertTrue(failed.message)
         self.assertEqual(segments_of(key), [CL.seg("slow")])
         self.assertEqual(W.get(key), data)
+
+    def test_executor_killed_mid_task_fails_it(self):
+        key, data = unique("kexec"), value(MiB, 9)
+        put_on(key, data, CL.seg("kexec"))
+        task_id, rc = W.create_copy_task(key, [CL.seg("b")])
+        self.assertEqual(rc, 0)
+        running = wait_status(task_id, mcs.TaskStatus.PROCESSING)
+        os.kill(CL.proc("kexec").pid, signal.SIGKILL)
+        CL.proc("kexec").wait()
+        failed = wait_status(task_id, mcs.TaskStatus.FAILED)  # the master expires the executor
+        self.assertIn("executor", failed.message)
+        self.assertEqual(failed.assigned_client, running.assigned_client)
+        self.assertEqual(W.get_replica_desc(key), [])  # its only replica died with it
 
     def test_key_removed_during_the_task_fails_it(self):
         key, data = unique("removed"), value(MiB, 5)
