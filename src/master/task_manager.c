@@ -26,8 +26,9 @@
 #define SEGMENT_NAME_MAX 272
 
 typedef struct mc_task {
-    struct mc_task *prev, *next; /* ring of its status */
-    struct mc_task *hnext;       /* id hash chain */
+    struct mc_task *prev, *next; /* its ring (RING_*) */
+    int ring;
+    struct mc_task *hnext; /* id hash chain */
     char id[MC_TASK_ID_LEN + 1];
     mc_task_type_t type;
     mc_task_status_t status;
@@ -50,14 +51,17 @@ typedef struct mc_task {
 } mc_task_t;
 
 struct mc_task_manager {
-    mc_task_t rings[3]; /* sentinels: pending, processing, finished */
-    size_t count[3];
+    mc_task_t rings[4]; /* sentinels: pending, processing, finished, draining */
+    size_t count[4];
     mc_task_t *hash[TASK_HASH_BUCKETS];
     uint64_t next_value_id;
     uint64_t succeeded, failed;
 };
 
-enum { RING_PENDING = 0, RING_PROCESSING = 1, RING_FINISHED = 2 };
+/* DRAINING: FAILED by a timeout while its executor may still be writing into the reserved
+ * extents; they are given back when it reports, expires, or after another timeout period. */
+enum { RING_PENDING = 0, RING_PROCESSING = 1, RING_FINISHED = 2, RING_DRAINING = 3 };
+#define MC_TASK_DRAIN_DEFAULT_MS 60000 /* with --processing_task_timeout_sec 0 */
 
 static int ring_of(mc_task_status_t s)
 {
@@ -135,6 +139,7 @@ static void ring_push(struct mc_task_manager *tm, int r, mc_task_t *t)
     t->prev = head->prev;
     head->prev->next = t;
     head->prev = t;
+    t->ring = r;
     tm->count[r]++;
 }
 
@@ -142,7 +147,7 @@ static void ring_unlink(struct mc_task_manager *tm, mc_task_t *t)
 {
     t->prev->next = t->next;
     t->next->prev = t->prev;
-    tm->count[ring_of(t->status)]--;
+    tm->count[t->ring]--;
 }
 
 static mc_task_t *task_find(struct mc_task_manager *tm, const char *id)
@@ -164,13 +169,18 @@ static void task_free(struct mc_task_manager *tm, mc_task_t *t)
     free(t);
 }
 
-static void set_status(mc_master_t *m, mc_task_t *t, mc_task_status_t status)
+static void set_status_in(mc_master_t *m, mc_task_t *t, mc_task_status_t status, int ring)
 {
     ring_unlink(m->tasks, t);
     t->status = status;
     t->state_ms = mc_master_now_locked(m);
     t->updated_epoch_ms = wall_ms();
-    ring_push(m->tasks, ring_of(status), t);
+    ring_push(m->tasks, ring, t);
+}
+
+static void set_status(mc_master_t *m, mc_task_t *t, mc_task_status_t status)
+{
+    set_status_in(m, t, status, ring_of(status));
 }
 
 /* The mounted segment named `name` (an endpoint), its slot in *slot; NULL when none. */
@@ -205,22 +215,33 @@ static void release_targets(mc_master_t *m, mc_task_t *t)
     t->ntgt = 0;
 }
 
+/* A draining task's extents are given back; it joins the finished ones. */
+static void drained(mc_master_t *m, mc_task_t *t)
+{
+    release_targets(m, t);
+    ring_unlink(m->tasks, t);
+    ring_push(m->tasks, RING_FINISHED, t);
+}
+
 static void prune_finished(struct mc_task_manager *tm, uint64_t max)
 {
     while (tm->count[RING_FINISHED] > max)
         task_free(tm, tm->rings[RING_FINISHED].next);
 }
 
-/* Ends a task FAILED (its extents given back) with a message naming the code. */
-static void task_fail(mc_master_t *m, mc_task_t *t, int code, const char *why)
+/* Ends a task FAILED with a message naming the code (0: `why` alone). Its extents are given back,
+ * unless `drain`: then they stay reserved until the executor is done with them (RING_DRAINING). */
+static void task_fail_in(mc_master_t *m, mc_task_t *t, int code, const char *why, int drain)
 {
     int was_processing = t->status == MC_TASK_PROCESSING;
-    release_targets(m, t);
+    drain = drain && t->ntgt > 0;
+    if (!drain)
+        release_targets(m, t);
     if (code)
         snprintf(t->message, sizeof(t->message), "%s: %s", mc_error_name(code), why);
     else
         snprintf(t->message, sizeof(t->message), "%s", why);
-    set_status(m, t, MC_TASK_FAILED);
+    set_status_in(m, t, MC_TASK_FAILED, drain ? RING_DRAINING : RING_FINISHED);
     m->tasks->failed++;
     if (was_processing)
         mc_master_count_op(
@@ -228,6 +249,11 @@ static void task_fail(mc_master_t *m, mc_task_t *t, int code, const char *why)
     MC_INFO("task %s (%s of %.64s) failed: %s", t->id,
             t->type == MC_TASK_REPLICA_COPY ? "copy" : "move", t->key, t->message);
     prune_finished(m->tasks, m->cfg.task_max_finished);
+}
+
+static void task_fail(mc_master_t *m, mc_task_t *t, int code, const char *why)
+{
+    task_fail_in(m, t, code, why, 0);
 }
 
 static mc_task_t *task_new(mc_master_t *m, const char *key, size_t len, mc_task_type_t type,
@@ -586,8 +612,10 @@ int mc_master_complete_task(mc_master_t *m, const char *client_id, const char *t
         rc = MC_ERR_TASK_NOT_FOUND;
     else if (strcmp(t->client, client_id) != 0)
         rc = MC_ERR_ILLEGAL_CLIENT;
+    else if (t->ring == RING_DRAINING)
+        drained(m, t); /* timed out meanwhile: the executor is done with the extents now */
     else if (t->status != MC_TASK_PROCESSING)
-        rc = 0; /* already finished (timed out, or reported twice) */
+        rc = 0; /* already finished (reported twice) */
     else if (status == MC_TASK_SUCCESS)
         rc = commit(m, t);
     else
@@ -658,7 +686,7 @@ void mc_master_task_stats(mc_master_t *m, mc_task_stats_t *out)
     pthread_mutex_lock(&m->lock);
     out->pending = m->tasks->count[RING_PENDING];
     out->processing = m->tasks->count[RING_PROCESSING];
-    out->finished = m->tasks->count[RING_FINISHED];
+    out->finished = m->tasks->count[RING_FINISHED] + m->tasks->count[RING_DRAINING];
     out->succeeded = m->tasks->succeeded;
     out->failed = m->tasks->failed;
     pthread_mutex_unlock(&m->lock);
@@ -676,20 +704,32 @@ void mc_tasks_sweep_locked(mc_master_t *m, uint64_t now)
             if (!mc_master_client_locked(m, t->client))
                 task_fail(m, t, MC_ERR_CLIENT_NOT_FOUND, "the executor (source holder) is gone");
             else if (timeout && now - t->state_ms > timeout)
-                task_fail(m, t, 0, r == RING_PENDING ? "pending timeout" : "processing timeout");
+                task_fail_in(m, t, 0, r == RING_PENDING ? "pending timeout" : "processing timeout",
+                             r == RING_PROCESSING);
         }
+    }
+    uint64_t drain_ms = m->cfg.task_processing_timeout_ms ? m->cfg.task_processing_timeout_ms
+                                                          : MC_TASK_DRAIN_DEFAULT_MS;
+    mc_task_t *head = &tm->rings[RING_DRAINING];
+    for (mc_task_t *t = head->next, *next; t != head; t = next) {
+        next = t->next;
+        if (!mc_master_client_locked(m, t->client) || now - t->state_ms > drain_ms)
+            drained(m, t);
     }
     prune_finished(tm, m->cfg.task_max_finished);
 }
 
 void mc_tasks_add_used_locked(const mc_master_t *m, uint64_t *seg_used)
 {
-    const mc_task_t *head = &m->tasks->rings[RING_PROCESSING];
-    for (const mc_task_t *t = head->next; t != head; t = t->next) {
-        for (unsigned i = 0; t->size > 0 && i < t->ntgt; i++) {
-            const mc_segment_t *s = mc_master_segment_locked(m, t->tgt[i].seg);
-            if (s && s->gen == t->tgt_gen[i])
-                seg_used[t->tgt[i].seg] += mc_alloc_extent_size(s->alloc, t->tgt[i].handle);
+    const int rings[2] = {RING_PROCESSING, RING_DRAINING};
+    for (int r = 0; r < 2; r++) {
+        const mc_task_t *head = &m->tasks->rings[rings[r]];
+        for (const mc_task_t *t = head->next; t != head; t = t->next) {
+            for (unsigned i = 0; t->size > 0 && i < t->ntgt; i++) {
+                const mc_segment_t *s = mc_master_segment_locked(m, t->tgt[i].seg);
+                if (s && s->gen == t->tgt_gen[i])
+                    seg_used[t->tgt[i].seg] += mc_alloc_extent_size(s->alloc, t->tgt[i].handle);
+            }
         }
     }
 }
@@ -699,7 +739,7 @@ int mc_tasks_init(mc_master_t *m)
     m->tasks = calloc(1, sizeof(*m->tasks));
     if (!m->tasks)
         return MC_ERR_INTERNAL_ERROR;
-    for (int r = 0; r < 3; r++)
+    for (int r = 0; r < 4; r++)
         m->tasks->rings[r].next = m->tasks->rings[r].prev = &m->tasks->rings[r];
     return 0;
 }
@@ -708,7 +748,7 @@ void mc_tasks_fini(mc_master_t *m)
 {
     if (!m->tasks)
         return;
-    for (int r = 0; r < 3; r++) {
+    for (int r = 0; r < 4; r++) {
         while (m->tasks->rings[r].next != &m->tasks->rings[r])
             task_free(m->tasks, m->tasks->rings[r].next);
     }

@@ -21,10 +21,12 @@
  * expired. A fetch that finds no room on a target leaves the task PENDING and counts an attempt;
  * beyond max_retry_attempts it is FAILED.
  *
- * A target extent stays reserved while its executor may still be writing into it: when the task
- * fails for a reason the executor does not know yet (object replaced, removed), the extent is
- * given back only once the executor reports, times out or expires; an extent whose segment was
- * unmounted is simply forgotten (its memory went with the mount).
+ * A target extent stays reserved while its executor may still be writing into it: a task FAILED
+ * by the processing timeout keeps its extents (it is "draining") until the executor reports, the
+ * executor expires, or one more processing timeout (60 s when that is 0) has passed, so a late
+ * write never lands in memory handed to another object. An object removed or replaced during a
+ * task is noticed at the report (the task fails then). An extent whose segment was unmounted is
+ * simply forgotten (its memory went with the mount; the epoch in its descriptor stops writes).
  *
  * Thread-safety: every mc_master_* function takes the master's lock; *_locked ones expect it.
  * Cost: create O(replicas), query O(1), fetch O(pending tasks + batch), complete O(replicas),

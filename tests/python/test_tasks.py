@@ -68,7 +68,10 @@ def wait_until(cond, what, timeout=30.0):
 
 
 class Cluster:
-    def __init__(self):
+    def __init__(self, master_flags=("--client_ttl=2", "--default_kv_lease_ttl=2000",
+                                     f"--max_total_pending_tasks={PENDING_LIMIT}"),
+                 clients=(("slow", 1500), ("b", 0), ("c", 0), ("ksrc", 0), ("ktgt", 0),
+                          ("kexec", 1500))):
         self.logdir = tempfile.TemporaryDirectory(prefix="mc_tasks_")
         self.procs, self.logs = [], []
         self.rpc_port, self.metrics_port = free_port(), free_port()
@@ -76,8 +79,7 @@ class Cluster:
         master = self._spawn("master", [
             os.path.join(BUILD, "tools", "mooncake_master"), f"--rpc_port={self.rpc_port}",
             f"--metrics_port={self.metrics_port}", "--rpc_address=127.0.0.1",
-            "--metrics_host=127.0.0.1", "--client_ttl=2", "--default_kv_lease_ttl=2000",
-            f"--max_total_pending_tasks={PENDING_LIMIT}"])
+            "--metrics_host=127.0.0.1", *master_flags])
         deadline = time.monotonic() + 20
         while True:
             with socket.socket() as s:
@@ -87,8 +89,7 @@ class Cluster:
                 raise RuntimeError("master did not start: " + self.log_tail("master"))
             time.sleep(0.05)
         self.clients = {}
-        for name, delay in (("slow", 1500), ("b", 0), ("c", 0), ("ksrc", 0), ("ktgt", 0),
-                            ("kexec", 1500)):
+        for name, delay in clients:
             self.clients[name] = self._start_client(name, delay)
 
     def _spawn(self, name, argv, env=None, stdout=None):
@@ -199,29 +200,31 @@ def value(n, seed):
     return bytes((i * 31 + seed) & 0xFF for i in range(n))
 
 
-def put_on(key, data, *segments):
+def put_on(key, data, *segments, store=None):
+    store = store or W
     cfg = mcs.ReplicateConfig()
     cfg.replica_num = len(segments)
     cfg.preferred_segments = list(segments)
-    rc = W.put(key, data, cfg)
+    rc = store.put(key, data, cfg)
     assert rc == 0, rc
-    assert sorted(segments_of(key)) == sorted(segments), segments_of(key)
+    assert sorted(segments_of(key, store)) == sorted(segments), segments_of(key, store)
 
 
-def segments_of(key):
+def segments_of(key, store=None):
     return [d.get_memory_descriptor().buffer_descriptor.transport_endpoint
-            for d in W.get_replica_desc(key) if d.is_memory_replica()]
+            for d in (store or W).get_replica_desc(key) if d.is_memory_replica()]
 
 
-def status_of(task_id):
-    resp, rc = W.query_task(task_id)
+def status_of(task_id, store=None):
+    resp, rc = (store or W).query_task(task_id)
     assert rc == 0, rc
     return resp
 
 
-def wait_status(task_id, status, timeout=30.0):
-    return wait_until(lambda: (lambda r: r if r.status == status else None)(status_of(task_id)),
-                      f"task {task_id} {status.name}", timeout)
+def wait_status(task_id, status, timeout=30.0, store=None):
+    return wait_until(
+        lambda: (lambda r: r if r.status == status else None)(status_of(task_id, store)),
+        f"task {task_id} {status.name}", timeout)
 
 
 class CopyMove(unittest.TestCase):
@@ -395,6 +398,65 @@ class ReplicaClear(unittest.TestCase):
             self.assertEqual(W.batch_replica_clear([]), [])
         finally:
             w2.close()
+
+
+class Timeouts(unittest.TestCase):
+    """A second cluster: 1 s task timeouts, 2 finished tasks kept, a 3 s executor delay."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.cl = Cluster(master_flags=("--client_ttl=10", "--pending_task_timeout_sec=1",
+                                       "--processing_task_timeout_sec=1",
+                                       "--max_total_finished_tasks=2"),
+                         clients=(("src", 3000), ("dst", 0)))
+        cls.w = mcs.MooncakeDistributedStore()
+        rc = cls.w.setup("127.0.0.1", "P2PHANDSHAKE", 0, 16 * MiB, "tcp", "", cls.cl.master_addr)
+        if rc != 0:
+            cls.cl.stop()
+            raise RuntimeError(f"setup: {rc}")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.w.close()
+        cls.cl.stop()
+
+    def test_pending_timeout_processing_timeout_and_finished_pruning(self):
+        w, cl = self.w, self.cl
+        keys = [unique("timeout") for _ in range(3)]
+        data = value(MiB, 10)
+        for k in keys:
+            put_on(k, data, cl.seg("src"), store=w)
+        src = cl.proc("src").pid
+        os.kill(src, signal.SIGSTOP)  # nobody fetches: the task times out PENDING
+        try:
+            first, rc = w.create_copy_task(keys[0], [cl.seg("dst")])
+            self.assertEqual(rc, 0)
+            failed = wait_status(first, mcs.TaskStatus.FAILED, store=w)
+        finally:
+            os.kill(src, signal.SIGCONT)
+        self.assertIn("pending timeout", failed.message)
+        # fetched, then not reported within 1 s (the executor waits 3 s): FAILED, but the target
+        # extent stays reserved until the executor reports (it may still be writing into it);
+        # the late report changes nothing else
+        base = cl.metrics()["master_allocated_bytes"]
+        second, rc = w.create_copy_task(keys[1], [cl.seg("dst")])
+        self.assertEqual(rc, 0)
+        failed = wait_status(second, mcs.TaskStatus.FAILED, store=w)
+        self.assertIn("processing timeout", failed.message)
+        self.assertGreaterEqual(cl.metrics()["master_allocated_bytes"] - base, MiB)
+        wait_until(lambda: cl.metrics()["master_allocated_bytes"] == base,
+                   "the late report to give the extent back")
+        self.assertEqual(status_of(second, w).status, mcs.TaskStatus.FAILED)
+        third, rc = w.create_copy_task(keys[2], [cl.seg("dst")])
+        self.assertEqual(rc, 0)
+        wait_status(third, mcs.TaskStatus.FAILED, store=w)
+        wait_until(lambda: cl.metrics()["master_allocated_bytes"] == base,
+                   "the third task to drain")
+        self.assertEqual(segments_of(keys[1], w), [cl.seg("src")])
+        self.assertEqual(w.get(keys[1]), data)
+        # three finished tasks, two kept: the oldest is pruned
+        self.assertEqual(w.query_task(first), (None, TASK_NOT_FOUND))
+        self.assertEqual(status_of(second, w).status, mcs.TaskStatus.FAILED)
 
 
 if __name__ == "__main__":
