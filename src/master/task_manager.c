@@ -126,7 +126,7 @@ static size_t bucket_of(const char *id)
 {
     char lower[MC_TASK_ID_LEN + 1];
     size_t i = 0;
-    for (; id[i] && i < MC_TASK_ID_LEN; i++)
+    for (; i < MC_TASK_ID_LEN && id[i]; i++)
         lower[i] = (char)((id[i] >= 'A' && id[i] <= 'F') ? id[i] - 'A' + 'a' : id[i]);
     lower[i] = '\0';
     return (size_t)(fnv1a(lower) & (TASK_HASH_BUCKETS - 1));
