@@ -550,6 +550,13 @@ static int commit(mc_master_t *m, mc_task_t *t)
     const char *why = NULL;
     mc_object_t *o = mc_index_find(&m->index, t->key, t->key_len);
     int rc = commit_check(m, o, t, &why);
+    uint32_t slot;
+    if (rc == 0 && t->type == MC_TASK_REPLICA_MOVE && t->ntgt == 0 &&
+        !(segment_named(m, t->targets[0], &slot) && has_replica_on(o, slot))) {
+        /* the target held a replica at fetch time, no more: the source must stay */
+        why = "the target's replica went during the task";
+        rc = MC_ERR_REPLICA_NOT_FOUND;
+    }
     if (rc != 0) {
         task_fail(m, t, rc, why);
         return 0;
@@ -576,8 +583,8 @@ static int commit(mc_master_t *m, mc_task_t *t)
     memcpy(o->rep + o->nrep, t->tgt, add * sizeof(o->rep[0]));
     mc_master_set_cookies_locked(m, o->rep + o->nrep, add, o->size, o);
     o->nrep = (uint8_t)(o->nrep + add);
-    t->ntgt = 0;                                          /* the object owns them now */
-    if (t->type == MC_TASK_REPLICA_MOVE && o->nrep > 1) { /* the target holds it now */
+    t->ntgt = 0;                           /* the object owns them now */
+    if (t->type == MC_TASK_REPLICA_MOVE) { /* the target holds it now */
         uint64_t now = mc_master_now_locked(m);
         unsigned kept = 0;
         mc_offload_source_lost_locked(m, o, t->src.seg);

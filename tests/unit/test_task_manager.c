@@ -212,6 +212,38 @@ static void test_processing_timeout_keeps_extents_until_the_late_report(void **s
     mc_master_destroy(m);
 }
 
+static void test_move_keeps_the_source_when_the_target_replica_went(void **state)
+{
+    (void)state;
+    mc_master_t *m = new_master(64 * MiB);
+    mc_replicate_config_t cfg = MC_REPLICATE_CONFIG_INIT;
+    const char *both[] = {"a:1", "b:1"};
+    cfg.replica_num = 2;
+    cfg.preferred_segments = both;
+    cfg.preferred_segment_count = 2;
+    mc_replica_desc_t out[MC_MAX_REPLICAS];
+    size_t n;
+    assert_int_equal(mc_master_put_start(m, "writer", "k", MiB, &cfg, out, MC_MAX_REPLICAS, &n), 0);
+    assert_int_equal(n, 2);
+    assert_int_equal(mc_master_put_end(m, "writer", "k"), 0);
+    char id[MC_TASK_ID_LEN + 1];
+    fetched_t f = {0};
+    assert_int_equal(mc_master_create_move_task(m, "k", "a:1", "b:1", id), 0);
+    assert_int_equal(mc_master_fetch_tasks(m, "ca", 8, on_task, &f), 1);
+    assert_int_equal(f.a.ntargets, 0); /* b already holds one: nothing to write */
+    const char *keys[] = {"k"};
+    int cleared;
+    assert_int_equal(mc_master_batch_replica_clear(m, "writer", keys, 1, "b:1", &cleared), 0);
+    assert_int_equal(cleared, 1);
+    assert_int_equal(mc_master_complete_task(m, "ca", id, MC_TASK_SUCCESS, 0, ""), 0);
+    assert_int_equal(status(m, id), MC_TASK_FAILED);
+    char names[MC_MAX_REPLICAS][272];
+    assert_int_equal(replicas(m, "k", names), 1);
+    assert_string_equal(names[0], "a:1");
+    mc_master_tick(m);
+    mc_master_destroy(m);
+}
+
 static void test_no_room_on_the_target_is_retried_then_failed(void **state)
 {
     (void)state;
@@ -268,6 +300,7 @@ int main(void)
         cmocka_unit_test(test_copy_commits_after_the_report),
         cmocka_unit_test(test_replaced_object_or_unmounted_target_fails_and_frees),
         cmocka_unit_test(test_processing_timeout_keeps_extents_until_the_late_report),
+        cmocka_unit_test(test_move_keeps_the_source_when_the_target_replica_went),
         cmocka_unit_test(test_no_room_on_the_target_is_retried_then_failed),
         cmocka_unit_test(test_replica_clear_takes_own_unleased_objects_only),
     };
