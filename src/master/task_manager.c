@@ -215,18 +215,19 @@ static void release_targets(mc_master_t *m, mc_task_t *t)
     t->ntgt = 0;
 }
 
+static void prune_finished(struct mc_task_manager *tm, uint64_t max)
+{
+    while (tm->count[RING_FINISHED] > max)
+        task_free(tm, tm->rings[RING_FINISHED].next);
+}
+
 /* A draining task's extents are given back; it joins the finished ones. */
 static void drained(mc_master_t *m, mc_task_t *t)
 {
     release_targets(m, t);
     ring_unlink(m->tasks, t);
     ring_push(m->tasks, RING_FINISHED, t);
-}
-
-static void prune_finished(struct mc_task_manager *tm, uint64_t max)
-{
-    while (tm->count[RING_FINISHED] > max)
-        task_free(tm, tm->rings[RING_FINISHED].next);
+    prune_finished(m->tasks, m->cfg.task_max_finished);
 }
 
 /* Ends a task FAILED with a message naming the code (0: `why` alone). Its extents are given back,

@@ -401,14 +401,16 @@ class ReplicaClear(unittest.TestCase):
 
 
 class Timeouts(unittest.TestCase):
-    """A second cluster: 1 s task timeouts, 2 finished tasks kept, a 3 s executor delay."""
+    """A second cluster: task timeouts 3 s pending and 1 s processing (the executor polls every
+    second, so a task is fetched well before it could time out pending), 2 finished tasks kept,
+    a 4 s executor delay."""
 
     @classmethod
     def setUpClass(cls):
-        cls.cl = Cluster(master_flags=("--client_ttl=10", "--pending_task_timeout_sec=1",
+        cls.cl = Cluster(master_flags=("--client_ttl=10", "--pending_task_timeout_sec=3",
                                        "--processing_task_timeout_sec=1",
                                        "--max_total_finished_tasks=2"),
-                         clients=(("src", 3000), ("dst", 0)))
+                         clients=(("src", 4000), ("dst", 0)))
         cls.w = mcs.MooncakeDistributedStore()
         rc = cls.w.setup("127.0.0.1", "P2PHANDSHAKE", 0, 16 * MiB, "tcp", "", cls.cl.master_addr)
         if rc != 0:
@@ -435,7 +437,7 @@ class Timeouts(unittest.TestCase):
         finally:
             os.kill(src, signal.SIGCONT)
         self.assertIn("pending timeout", failed.message)
-        # fetched, then not reported within 1 s (the executor waits 3 s): FAILED, but the target
+        # fetched, then not reported within 1 s (the executor waits 4 s): FAILED, but the target
         # extent stays reserved until the executor reports (it may still be writing into it);
         # the late report changes nothing else
         base = cl.metrics()["master_allocated_bytes"]
