@@ -95,9 +95,6 @@ typedef struct compat_flag {
 #define WHY_DISK "only used with --root_fs_dir (legacy DISK tier), which is refused"
 #define WHY_TENANT "only used with --enable_multi_tenants, which is refused"
 #define WHY_SNAP "only used with --enable_snapshot/--enable_snapshot_restore, which are refused"
-#define WHY_TASKS                                                                                  \
-    "bounds upstream's copy/move task table; this master has no copy/move tasks (those RPCs are "  \
-    "not served)"
 #define WHY_CXL "only used with --enable_cxl, which is refused"
 #define WHY_K8S "names the k8s leader for --enable_ha, which is refused"
 
@@ -189,12 +186,6 @@ static const compat_flag_t compat_flags[] = {
     {"snapshot_catalog_backend_type", MC_FLAG_STRING, "", COMPAT_NOOP, WHY_SNAP},
     {"snapshot_catalog_store_connstring", MC_FLAG_STRING, "", COMPAT_NOOP, WHY_SNAP},
     {"snapshot_catalog_backend_connstring", MC_FLAG_STRING, "", COMPAT_NOOP, WHY_SNAP},
-    {"max_total_finished_tasks", MC_FLAG_INT, "10000", COMPAT_NOOP, WHY_TASKS},
-    {"max_total_pending_tasks", MC_FLAG_INT, "10000", COMPAT_NOOP, WHY_TASKS},
-    {"max_total_processing_tasks", MC_FLAG_INT, "10000", COMPAT_NOOP, WHY_TASKS},
-    {"pending_task_timeout_sec", MC_FLAG_INT, "300", COMPAT_NOOP, WHY_TASKS},
-    {"processing_task_timeout_sec", MC_FLAG_INT, "300", COMPAT_NOOP, WHY_TASKS},
-    {"max_retry_attempts", MC_FLAG_INT, "10", COMPAT_NOOP, WHY_TASKS},
     {"cxl_path", MC_FLAG_STRING, "/dev/dax0.0", COMPAT_NOOP, WHY_CXL},
     {"cxl_size", MC_FLAG_INT, "8589934592", COMPAT_NOOP, WHY_CXL},
 };
@@ -252,6 +243,8 @@ typedef struct master_opts {
     int64_t promotion_admission_threshold;
     int64_t promotion_queue_limit;
     int64_t promotion_max_per_heartbeat;
+    int64_t max_total_finished_tasks, max_total_pending_tasks, max_total_processing_tasks;
+    int64_t pending_task_timeout_sec, processing_task_timeout_sec, max_retry_attempts;
     char *offload_backend;      /* "" = $MOONCAKE_OFFLOAD_STORAGE_BACKEND_DESCRIPTOR, else none */
     char *distributed_fs_type;  /* "" = $MOONCAKE_DISTRIBUTED_FS_TYPE, else posix */
     char *distributed_root_dir; /* "" = $MOONCAKE_DISTRIBUTED_ROOT_DIR */
@@ -334,6 +327,12 @@ static void opts_default(master_opts_t *o)
     o->promotion_admission_threshold = 2;
     o->promotion_queue_limit = 50000;
     o->promotion_max_per_heartbeat = 1;
+    o->max_total_finished_tasks = 10000;
+    o->max_total_pending_tasks = 10000;
+    o->max_total_processing_tasks = 10000;
+    o->pending_task_timeout_sec = 300;
+    o->processing_task_timeout_sec = 300;
+    o->max_retry_attempts = 10;
     o->offload_backend = empty_string;
     o->distributed_fs_type = empty_string;
     o->distributed_root_dir = empty_string;
@@ -429,6 +428,18 @@ static size_t flags_table(master_opts_t *o, mc_flag_t *out, size_t cap)
                  "cap on promotions in flight"),
         FLAG_INT("promotion_max_per_heartbeat", promotion_max_per_heartbeat, 0, 1000000,
                  "promotion tasks handed to one client per heartbeat (0 -> 1)"),
+        FLAG_INT("max_total_finished_tasks", max_total_finished_tasks, 0, 100000000,
+                 "finished copy/move tasks kept for QueryTask (oldest pruned)"),
+        FLAG_INT("max_total_pending_tasks", max_total_pending_tasks, 0, 100000000,
+                 "pending copy/move tasks; creating more fails with -1401"),
+        FLAG_INT("max_total_processing_tasks", max_total_processing_tasks, 0, 100000000,
+                 "copy/move tasks being executed at once"),
+        FLAG_INT("pending_task_timeout_sec", pending_task_timeout_sec, 0, INT32_MAX,
+                 "seconds a copy/move task may wait for its executor (0 = never fails)"),
+        FLAG_INT("processing_task_timeout_sec", processing_task_timeout_sec, 0, INT32_MAX,
+                 "seconds a copy/move task may run (0 = never fails)"),
+        FLAG_INT("max_retry_attempts", max_retry_attempts, 0, 1000,
+                 "fetches of a copy/move task that found no room on a target before it fails"),
         FLAG("offload_backend", MC_FLAG_STRING, offload_backend,
              "local|distributed (default $" ENV_OFFLOAD_BACKEND ", else what the clients report)"),
         FLAG("distributed_fs_type", MC_FLAG_STRING, distributed_fs_type,
@@ -935,6 +946,12 @@ static void master_config_from(const master_opts_t *o, mc_master_config_t *c)
     c->promotion_max_per_heartbeat =
         o->promotion_max_per_heartbeat ? (uint32_t)o->promotion_max_per_heartbeat : 1;
     c->max_segment_size = o->max_segment_size;
+    c->task_max_finished = (uint64_t)o->max_total_finished_tasks;
+    c->task_max_pending = (uint64_t)o->max_total_pending_tasks;
+    c->task_max_processing = (uint64_t)o->max_total_processing_tasks;
+    c->task_pending_timeout_ms = (uint64_t)o->pending_task_timeout_sec * 1000;
+    c->task_processing_timeout_ms = (uint64_t)o->processing_task_timeout_sec * 1000;
+    c->task_max_retry_attempts = (uint32_t)o->max_retry_attempts;
     const char *backend = o->offload_backend[0] ? backend_canonical(o->offload_backend) : "";
     c->offload_backend = !strcmp(backend, "local")         ? MC_OFFLOAD_BACKEND_LOCAL
                          : !strcmp(backend, "distributed") ? MC_OFFLOAD_BACKEND_DISTRIBUTED

@@ -356,6 +356,74 @@ int mc_store_alloc_shared(mc_store_t *store, size_t size, void **addr);
  * base of a live allocation. */
 int mc_store_free_shared(mc_store_t *store, void *addr);
 
+/* ---- replica copy/move tasks and replica clear (matches upstream `Client::CreateCopyTask`,
+ * `CreateMoveTask`, `QueryTask`, `BatchReplicaClear`) ---------------------------------------- */
+/*
+ * A task asks the cluster to copy an object's value onto other segments (copy) or to move one
+ * replica from a segment to another (move). The master queues it for the client that holds the
+ * source replica in its own segment (as upstream: that client executes it); that client's task
+ * executor allocates nothing itself: it fetches the task with extents the master reserved on the
+ * targets, copies the value out of its segment, verifies it against the object's CRC32C, writes
+ * it into the targets with the Transfer Engine and reports. Only then does the master add the
+ * new replicas (a move also drops the source): a reader never sees a replica before its bytes
+ * are complete, and a task whose object was removed or replaced meanwhile, whose target or
+ * executor went away, or whose bytes failed verification ends FAILED with nothing added.
+ * Bounds and timeouts: mooncake_master --max_total_{pending,processing,finished}_tasks,
+ * --{pending,processing}_task_timeout_sec, --max_retry_attempts (docs/master-flags.md).
+ */
+typedef enum mc_task_type {
+    MC_TASK_REPLICA_COPY = 0, /* upstream TaskType.REPLICA_COPY */
+    MC_TASK_REPLICA_MOVE = 1,
+} mc_task_type_t;
+
+typedef enum mc_task_status {
+    MC_TASK_PENDING = 0, /* queued for its executor (upstream TaskStatus values) */
+    MC_TASK_PROCESSING = 1,
+    MC_TASK_FAILED = 2,
+    MC_TASK_SUCCESS = 3,
+} mc_task_status_t;
+
+#define MC_TASK_ID_LEN 36 /* text UUID, "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" */
+
+/* What QueryTask answers (upstream `QueryTaskResponse`). */
+typedef struct mc_task_info {
+    char id[MC_TASK_ID_LEN + 1];
+    mc_task_type_t type;
+    mc_task_status_t status;
+    uint64_t created_at_ms_epoch;      /* wall clock, ms since 1970 */
+    uint64_t last_updated_at_ms_epoch; /* last status change */
+    char assigned_client[64];          /* the executor's client id */
+    char message[256];                 /* FAILED: why ("OBJECT_NOT_FOUND: ...") */
+} mc_task_info_t;
+
+/*
+ * Queues a copy of `key`'s value onto each of targets[0..n) (segment names, "host:port" as in
+ * mc_replica_desc_t.segment_name; 1 <= n <= MC_MAX_REPLICAS). Targets already holding a replica
+ * are skipped. id_out receives the task id (MC_TASK_ID_LEN + 1 bytes). Returns 0,
+ * MC_ERR_OBJECT_NOT_FOUND (no complete object), MC_ERR_INVALID_PARAMS (no target, a target not
+ * mounted, too many), MC_ERR_REPLICA_NOT_FOUND (the object has no memory replica to copy from),
+ * MC_ERR_TASK_PENDING_LIMIT_EXCEEDED (-1401: --max_total_pending_tasks tasks are pending).
+ */
+int mc_store_create_copy_task(mc_store_t *store, const char *key, const char *const *targets,
+                              size_t n, char *id_out);
+/* Queues a move of `key`'s replica on segment `source` to segment `target`. Errors as copy, and
+ * MC_ERR_INVALID_PARAMS when source == target or the object has no replica on source. */
+int mc_store_create_move_task(mc_store_t *store, const char *key, const char *source,
+                              const char *target, char *id_out);
+/* The task's state into *out: 0, MC_ERR_TASK_NOT_FOUND (-1400: unknown, or pruned beyond
+ * --max_total_finished_tasks), MC_ERR_INVALID_PARAMS (not a UUID). */
+int mc_store_query_task(mc_store_t *store, const char *task_id, mc_task_info_t *out);
+/*
+ * Upstream's BatchReplicaClear: for each of keys[0..n) that this client wrote (its put or
+ * upsert), whose lease has run out: with segment_name NULL or "", the whole object is removed
+ * (only when no put or upsert of it is in progress); otherwise its memory replica on that
+ * segment is dropped (the object is removed when it was the last). cleared[i] = 1 for the keys
+ * cleared, else 0 (absent, another client's, leased, nothing on that segment). Returns 0 or a
+ * whole-call error (MC_ERR_INVALID_PARAMS for n > 65536).
+ */
+int mc_store_batch_replica_clear(mc_store_t *store, const char *const *keys, size_t n,
+                                 const char *segment_name, int *cleared);
+
 #ifdef __cplusplus
 }
 #endif

@@ -2,7 +2,8 @@
  * store_meta.c — the metadata methods of MooncakeDistributedStore: is_exist (and its camelCase
  * alias isExist, which store_kv_bench.py calls), batch_is_exist, get_size, remove, batch_remove,
  * remove_all, remove_by_regex, register_buffer, unregister_buffer, get_replica_desc,
- * batch_get_replica_desc.
+ * batch_get_replica_desc; the replica task methods create_copy_task, create_move_task,
+ * _query_task (query_task in mooncake.store) and batch_replica_clear.
  *
  * register_buffer / unregister_buffer also keep the object's mirror of registered ranges
  * (McStoreObject.regs), which the multi-buffer and range calls check before the binding itself
@@ -377,6 +378,162 @@ static PyObject *store_get_offload_rpc_read_count(PyObject *obj, PyObject *unuse
     return PyLong_FromUnsignedLongLong(rc == 0 ? st.fallback_reads : 0);
 }
 
+/* ---- replica copy/move tasks, replica clear ------------------------------------------------ */
+
+#define NIL_TASK_ID "00000000-0000-0000-0000-000000000000" /* upstream's UUID{0, 0} */
+
+static PyObject *task_result(int rc, const char *id)
+{
+    return Py_BuildValue("(si)", rc == 0 ? id : NIL_TASK_ID, rc);
+}
+
+static PyObject *store_create_copy_task(PyObject *obj, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"key", "targets", NULL};
+    PyObject *key_obj, *targets_obj;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO:create_copy_task", kwlist, &key_obj,
+                                     &targets_obj))
+        return NULL;
+    const char *key = NULL;
+    int rc = mcpy_key(key_obj, &key);
+    if (rc != 0)
+        return PyErr_Occurred() ? NULL : task_result(rc, NULL);
+    mcpy_keys_t targets;
+    if (mcpy_keys_from(targets_obj, &targets, "targets") != 0)
+        return NULL;
+    mc_store_t *s = mcpy_store((McStoreObject *)obj);
+    char id[MC_TASK_ID_LEN + 1] = "";
+    Py_BEGIN_ALLOW_THREADS
+    rc = mc_store_create_copy_task(s, key, targets.ptrs, (size_t)targets.n, id);
+    Py_END_ALLOW_THREADS
+    mcpy_keys_free(&targets);
+    return task_result(rc, id);
+}
+
+static PyObject *store_create_move_task(PyObject *obj, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"key", "source", "target", NULL};
+    PyObject *key_obj;
+    const char *source, *target;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "Oss:create_move_task", kwlist, &key_obj, &source,
+                                     &target))
+        return NULL;
+    const char *key = NULL;
+    int rc = mcpy_key(key_obj, &key);
+    if (rc != 0)
+        return PyErr_Occurred() ? NULL : task_result(rc, NULL);
+    /* The strings belong to the argument tuple, which outlives the call. */
+    mc_store_t *s = mcpy_store((McStoreObject *)obj);
+    char id[MC_TASK_ID_LEN + 1] = "";
+    Py_BEGIN_ALLOW_THREADS
+    rc = mc_store_create_move_task(s, key, source, target, id);
+    Py_END_ALLOW_THREADS
+    return task_result(rc, id);
+}
+
+/* A task id: the text UUID, or upstream's (high, low) pair of 64-bit ints. 0, or
+ * MC_ERR_INVALID_PARAMS (no exception) for anything else. */
+static int task_id_from(PyObject *o, char out[MC_TASK_ID_LEN + 1])
+{
+    if (PyUnicode_Check(o)) {
+        Py_ssize_t n;
+        const char *t = PyUnicode_AsUTF8AndSize(o, &n);
+        if (!t) {
+            PyErr_Clear();
+            return MC_ERR_INVALID_PARAMS;
+        }
+        if (n != MC_TASK_ID_LEN)
+            return MC_ERR_INVALID_PARAMS;
+        memcpy(out, t, MC_TASK_ID_LEN + 1);
+        return 0;
+    }
+    unsigned long long hi, lo;
+    if (!PyTuple_Check(o) || PyTuple_GET_SIZE(o) != 2)
+        return MC_ERR_INVALID_PARAMS;
+    hi = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(o, 0));
+    lo = PyErr_Occurred() ? 0 : PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(o, 1));
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        return MC_ERR_INVALID_PARAMS;
+    }
+    snprintf(out, MC_TASK_ID_LEN + 1, "%08llx-%04llx-%04llx-%04llx-%012llx", hi >> 32,
+             (hi >> 16) & 0xffff, hi & 0xffff, lo >> 48, lo & 0xffffffffffffull);
+    return 0;
+}
+
+static PyObject *store_query_task_raw(PyObject *obj, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"task_id", NULL};
+    PyObject *id_obj;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O:_query_task", kwlist, &id_obj))
+        return NULL;
+    char id[MC_TASK_ID_LEN + 1];
+    int rc = task_id_from(id_obj, id);
+    mc_task_info_t info;
+    if (rc == 0) {
+        mc_store_t *s = mcpy_store((McStoreObject *)obj);
+        Py_BEGIN_ALLOW_THREADS
+        rc = mc_store_query_task(s, id, &info);
+        Py_END_ALLOW_THREADS
+    }
+    if (rc != 0)
+        return Py_BuildValue("(Oi)", Py_None, rc);
+    return Py_BuildValue("((siiKKss)i)", info.id, (int)info.type, (int)info.status,
+                         (unsigned long long)info.created_at_ms_epoch,
+                         (unsigned long long)info.last_updated_at_ms_epoch, info.assigned_client,
+                         info.message, 0);
+}
+
+static PyObject *store_batch_replica_clear(PyObject *obj, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"keys", "segment_name", NULL};
+    PyObject *keys_obj;
+    const char *segment = "";
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|s:batch_replica_clear", kwlist, &keys_obj,
+                                     &segment))
+        return NULL;
+    mcpy_keys_t keys;
+    if (mcpy_keys_from(keys_obj, &keys, "keys") != 0)
+        return NULL;
+    size_t n = (size_t)keys.n;
+    int *cleared = PyMem_Calloc(n ? n : 1, sizeof(int));
+    const char **valid = PyMem_Calloc(n ? n : 1, sizeof(char *));
+    if (!cleared || !valid) {
+        PyMem_Free(cleared);
+        PyMem_Free(valid);
+        mcpy_keys_free(&keys);
+        return PyErr_NoMemory();
+    }
+    size_t m = 0; /* keys C can take (a NUL inside is never an object's key) */
+    for (size_t i = 0; i < n; i++) {
+        if (keys.ptrs[i])
+            valid[m++] = keys.ptrs[i];
+    }
+    mc_store_t *s = mcpy_store((McStoreObject *)obj);
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = mc_store_batch_replica_clear(s, valid, m, segment, cleared);
+    Py_END_ALLOW_THREADS
+    PyObject *list = PyList_New(0);
+    for (size_t i = 0; list && rc == 0 && i < m; i++) {
+        if (cleared[i]) {
+            PyObject *k = PyUnicode_FromString(valid[i]);
+            if (!k || PyList_Append(list, k) != 0)
+                Py_CLEAR(list);
+            Py_XDECREF(k);
+        }
+    }
+    PyMem_Free(cleared);
+    PyMem_Free(valid);
+    mcpy_keys_free(&keys);
+    return list;
+}
+
+#define TASKS_DOC_TAIL                                                                             \
+    "The task runs on the client holding the source replica (its task executor polls the\n"        \
+    "master every second); the new replica becomes visible only once its bytes are written\n"      \
+    "and verified. Follow it with query_task(task_id)."
+
 PyMethodDef mcpy_store_meta_methods[] = {
     {"get_offload_rpc_read_count", store_get_offload_rpc_read_count, METH_NOARGS,
      "get_offload_rpc_read_count() -> int\n\n"
@@ -426,5 +583,25 @@ PyMethodDef mcpy_store_meta_methods[] = {
     {"batch_get_replica_desc", MCPY_KW(store_batch_get_replica_desc), METH_VARARGS | METH_KEYWORDS,
      "batch_get_replica_desc(keys) -> dict[key, list[ReplicaDescriptor]]\n\n"
      "get_replica_desc for every key; each key maps to [] when missing or failed."},
+    {"create_copy_task", MCPY_KW(store_create_copy_task), METH_VARARGS | METH_KEYWORDS,
+     "create_copy_task(key, targets) -> tuple[str, int]\n\n"
+     "Queues a copy of the object onto each segment in `targets` (segment names \"host:port\").\n"
+     "Returns (task_id, 0) or (\"00000000-0000-0000-0000-000000000000\", code): -704 no such\n"
+     "object, -600 no/unknown target, -710 no memory replica to copy, -1401 pending-task limit.\n"
+     "Upstream returns the id as a UUID pair; here it is its text form.\n" TASKS_DOC_TAIL},
+    {"create_move_task", MCPY_KW(store_create_move_task), METH_VARARGS | METH_KEYWORDS,
+     "create_move_task(key, source, target) -> tuple[str, int]\n\n"
+     "Queues a move of the object's replica on segment `source` to segment `target`; codes as\n"
+     "create_copy_task, and -600 when source == target or no replica is on "
+     "`source`.\n" TASKS_DOC_TAIL},
+    {"_query_task", MCPY_KW(store_query_task_raw), METH_VARARGS | METH_KEYWORDS,
+     "_query_task(task_id) -> tuple[tuple|None, int]\n\n"
+     "The raw fields of query_task (mooncake.store wraps them in QueryTaskResponse)."},
+    {"batch_replica_clear", MCPY_KW(store_batch_replica_clear), METH_VARARGS | METH_KEYWORDS,
+     "batch_replica_clear(keys, segment_name=\"\") -> list[str]\n\n"
+     "Upstream's replica clear: of `keys`, the objects this client put whose lease has run out\n"
+     "lose all their replicas (segment_name \"\": the object is removed, unless a put of it is\n"
+     "in progress) or their replica on segment `segment_name` (the object goes with its last\n"
+     "one). Returns the keys cleared; [] on any error or when not set up."},
     {NULL},
 };

@@ -33,6 +33,7 @@
 #include "real_client_service.h"
 #include "lease_release.h"
 #include "offload.h"
+#include "task_executor.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -100,7 +101,8 @@ struct mc_store {
     /* A dummy store (mc_store_setup_dummy) forwards every public call to dummy_client.c:
      * the one-line DUMMY() dispatch atop each; nothing else of this struct is used then. */
     mc_dummy_t *dummy;
-    int zero_copy_io; /* serves dummies: the zero-copy calls run without a local buffer */
+    int zero_copy_io;          /* serves dummies: the zero-copy calls run without a local buffer */
+    mc_task_executor_t *tasks; /* copy/move tasks of this segment's replicas; NULL: no segment */
     mc_client_metrics_t *metrics; /* NULL: off (MC_STORE_CLIENT_METRIC=0) */
     mc_client_http_t *http;       /* the client HTTP server, NULL when not asked or not bound */
 
@@ -1544,6 +1546,9 @@ static int setup_checked(mc_store_t *s, const mc_store_config_t *c)
     if (pthread_create(&s->ping_thread, NULL, ping_main, s) != 0)
         return MC_ERR_INTERNAL_ERROR;
     s->ping_started = 1;
+    if (s->segment && mc_task_executor_start(s->rpc, s->te, s->client_id, s->segment,
+                                             s->global_segment_size, &s->tasks) != 0)
+        return MC_ERR_INTERNAL_ERROR;
     return mc_offload_start(s->offload, s->rpc, (uintptr_t)s->segment);
 }
 
@@ -1672,6 +1677,8 @@ int mc_store_close(mc_store_t *s)
     /* The offload worker drains while the segment is still mounted and pings keep this client
      * alive; then its server stops, before the Transfer Engine it stages reads in. */
     mc_offload_stop(s->offload);
+    mc_task_executor_stop(s->tasks); /* its task in hand reported, before the unmount */
+    s->tasks = NULL;
     if (s->ping_started) {
         pthread_mutex_lock(&s->ping_lock);
         s->ping_stop = 1;
@@ -1802,4 +1809,62 @@ void mc_store_allow_zero_copy_io(mc_store_t *s)
 {
     if (s)
         s->zero_copy_io = 1;
+}
+
+/* ---- replica copy/move tasks and replica clear (task_executor.h) --------------------------- */
+
+int mc_store_create_copy_task(mc_store_t *s, const char *key, const char *const *targets, size_t n,
+                              char *id_out)
+{
+    int rc = enter(s, 0);
+    if (rc != 0)
+        return rc;
+    if (!id_out || (!targets && n))
+        return LEAVE(s, MC_ERR_INVALID_PARAMS);
+    if ((rc = check_key(key)) != 0)
+        return LEAVE(s, rc);
+    for (size_t i = 0; i < n; i++) {
+        if (!targets[i])
+            return LEAVE(s, MC_ERR_INVALID_PARAMS);
+    }
+    return LEAVE(s, mc_task_call_create(s->rpc, 0, key, NULL, targets, n, id_out));
+}
+
+int mc_store_create_move_task(mc_store_t *s, const char *key, const char *source,
+                              const char *target, char *id_out)
+{
+    int rc = enter(s, 0);
+    if (rc != 0)
+        return rc;
+    if (!id_out || !source || !target)
+        return LEAVE(s, MC_ERR_INVALID_PARAMS);
+    if ((rc = check_key(key)) != 0)
+        return LEAVE(s, rc);
+    return LEAVE(s, mc_task_call_create(s->rpc, 1, key, source, &target, 1, id_out));
+}
+
+int mc_store_query_task(mc_store_t *s, const char *task_id, mc_task_info_t *out)
+{
+    int rc = enter(s, 0);
+    if (rc != 0)
+        return rc;
+    if (!task_id || !out)
+        return LEAVE(s, MC_ERR_INVALID_PARAMS);
+    return LEAVE(s, mc_task_call_query(s->rpc, task_id, out));
+}
+
+int mc_store_batch_replica_clear(mc_store_t *s, const char *const *keys, size_t n,
+                                 const char *segment_name, int *cleared)
+{
+    int rc = enter(s, 0);
+    if (rc != 0)
+        return rc;
+    if ((!keys || !cleared) && n)
+        return LEAVE(s, MC_ERR_INVALID_PARAMS);
+    for (size_t i = 0; i < n; i++) {
+        if (!keys[i])
+            return LEAVE(s, MC_ERR_INVALID_PARAMS);
+    }
+    return LEAVE(s,
+                 mc_task_call_replica_clear(s->rpc, s->client_id, keys, n, segment_name, cleared));
 }

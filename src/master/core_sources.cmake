@@ -8,4 +8,5 @@ set(MC_MASTER_CORE_SOURCES
     ${CMAKE_CURRENT_SOURCE_DIR}/eviction.c
     ${CMAKE_CURRENT_SOURCE_DIR}/offload.c
     ${CMAKE_CURRENT_SOURCE_DIR}/promotion.c
+    ${CMAKE_CURRENT_SOURCE_DIR}/task_manager.c
     ${CMAKE_CURRENT_SOURCE_DIR}/master_service.c)

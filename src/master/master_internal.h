@@ -274,6 +274,7 @@ struct mc_master {
 
     /* promotion (promotion.c) */
     struct mc_promotion_state *promo; /* NULL unless enable_offload && promotion_on_hit */
+    struct mc_task_manager *tasks;    /* replica copy/move tasks (task_manager.c) */
 };
 
 uint64_t mc_master_now_locked(mc_master_t *m);
@@ -299,6 +300,17 @@ void mc_master_drop_memory_locked(mc_master_t *m, mc_object_t *o, uint64_t now);
 /* The value is gone (extents already released): PROCESSING again, or deleted (returns 1). */
 int mc_master_value_lost_locked(mc_master_t *m, mc_object_t *o);
 mc_segment_t *mc_master_segment_locked(const mc_master_t *m, uint32_t slot);
+/* For task_manager.c: frees an extent of `o`'s value now or once its readers are done; moves `o`
+ * into a record with room for `cap` replicas (NULL, `o` untouched, when out of memory); sets the
+ * allocator cookies of refs to `o`. */
+void mc_master_extent_release_locked(mc_master_t *m, mc_replica_ref_t ref, const mc_object_t *o,
+                                     uint64_t now);
+mc_object_t *mc_master_object_regrow_locked(mc_master_t *m, mc_object_t *o, unsigned cap);
+void mc_master_set_cookies_locked(mc_master_t *m, const mc_replica_ref_t *rep, unsigned n,
+                                  uint64_t size, void *cookie);
+/* Fills a PROCESSING/COMPLETE memory replica descriptor for ref. */
+void mc_master_fill_desc_locked(const mc_master_t *m, mc_replica_ref_t ref, uint64_t size,
+                                mc_replica_status_t status, mc_replica_desc_t *out);
 /* The live client with this id, or NULL. */
 mc_client_t *mc_master_client_locked(mc_master_t *m, const char *client_id);
 

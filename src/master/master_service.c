@@ -21,6 +21,7 @@
 #include "master_internal.h"
 
 #include "key_regex.h"
+#include "task_manager.h"
 #include "log.h"
 #include "net.h"
 
@@ -57,6 +58,12 @@ void mc_master_config_default(mc_master_config_t *config)
         .promotion_queue_limit = 50000,
         .promotion_max_per_heartbeat = 1,
         .max_segment_size = MC_MASTER_DEFAULT_MAX_SEGMENT_SIZE,
+        .task_max_finished = 10000,
+        .task_max_pending = 10000,
+        .task_max_processing = 10000,
+        .task_pending_timeout_ms = 300000,
+        .task_processing_timeout_ms = 300000,
+        .task_max_retry_attempts = 10,
     };
 }
 
@@ -332,6 +339,8 @@ static int value_lost(mc_master_t *m, mc_object_t *o)
     o->soft_pin_until = 0;
     o->hard_pinned = 0;
     o->has_checksum = 0;
+    o->value_id = 0;
+    o->writer = 0;
     m->complete_count--;
     if (o->pending)
         return 0;
@@ -386,6 +395,8 @@ static mc_object_t *object_regrow(mc_master_t *m, mc_object_t *o, unsigned cap)
     n->hard_pinned = o->hard_pinned;
     n->has_checksum = o->has_checksum;
     n->checksum = o->checksum;
+    n->value_id = o->value_id;
+    n->writer = o->writer;
     memcpy(n->rep, o->rep, o->nrep * sizeof(n->rep[0]));
     mc_index_replace(&m->index, o, n);
     mc_offload_object_moved_locked(n);
@@ -426,6 +437,8 @@ static int pending_commit(mc_master_t *m, mc_object_t *o, uint64_t now, const ui
     o->access_ms = now;
     o->has_checksum = checksum != NULL;
     o->checksum = checksum ? *checksum : 0;
+    o->value_id = 0; /* a new value: tasks of the old one no longer match (task_manager.c) */
+    o->writer = mc_task_client_hash(p->client_id);
     if (p->soft_pin_action == MC_SOFT_PIN_ENABLE)
         o->soft_pin_until = now + p->soft_pin_ttl_ms;
     else if (p->soft_pin_action == MC_SOFT_PIN_DISABLE)
@@ -438,6 +451,23 @@ static int pending_commit(mc_master_t *m, mc_object_t *o, uint64_t now, const ui
     m->evict_retry_at = 0; /* a new eviction candidate exists */
     mc_offload_value_committed_locked(m, o, now);
     return 0;
+}
+
+void mc_master_extent_release_locked(mc_master_t *m, mc_replica_ref_t ref, const mc_object_t *o,
+                                     uint64_t now)
+{
+    extent_release(m, ref, o, now);
+}
+
+mc_object_t *mc_master_object_regrow_locked(mc_master_t *m, mc_object_t *o, unsigned cap)
+{
+    return object_regrow(m, o, cap);
+}
+
+void mc_master_set_cookies_locked(mc_master_t *m, const mc_replica_ref_t *rep, unsigned n,
+                                  uint64_t size, void *cookie)
+{
+    set_cookies(m, rep, n, size, cookie);
 }
 
 /* ---- placement ------------------------------------------------------------------------------- */
@@ -879,6 +909,12 @@ static void fill_desc(const mc_master_t *m, mc_replica_ref_t ref, uint64_t size,
     snprintf(out->segment_name, sizeof(out->segment_name), "%s", s->info.name);
     out->address = size > 0 ? mc_alloc_extent_addr(s->alloc, ref.handle) : s->info.base;
     out->size = size;
+}
+
+void mc_master_fill_desc_locked(const mc_master_t *m, mc_replica_ref_t ref, uint64_t size,
+                                mc_replica_status_t status, mc_replica_desc_t *out)
+{
+    fill_desc(m, ref, size, status, out);
 }
 
 /* A 0-byte value's nominal replica is shown only while its segment is still the one it named. */
@@ -1692,6 +1728,7 @@ static void monitor_sweep_locked(mc_master_t *m, uint64_t now)
         }
     }
     deferred_sweep(m, now);
+    mc_tasks_sweep_locked(m, now);
     size_t kept = 0;
     for (size_t i = 0; i < m->fence_count; i++) {
         if (m->fences[i].until > now)
@@ -1763,6 +1800,8 @@ static int invariants_hold(mc_master_t *m)
         }
     }
     ok = ok && fenced == m->fenced_bytes;
+    if (ok)
+        mc_tasks_add_used_locked(m, seg_used);
     for (size_t k = 0; ok && k < m->seg_cap; k++) {
         if (m->segs[k])
             ok = mc_alloc_check(m->segs[k]->alloc) == 0 &&
@@ -1863,6 +1902,7 @@ static uint64_t instance_token(void)
 /* Frees all state; threads must be stopped. */
 static void master_free(mc_master_t *m)
 {
+    mc_tasks_fini(m);
     mc_offload_fini(m);
     size_t cursor = 0;
     mc_object_t *o;
@@ -1909,6 +1949,12 @@ int mc_master_create(const mc_master_config_t *config, mc_master_t **out)
     m->pending.next = m->pending.prev = &m->pending;
     mc_index_init(&m->index);
     mc_offload_init(m);
+    if (mc_tasks_init(m) != 0) {
+        mc_offload_fini(m);
+        mc_index_fini(&m->index);
+        free(m);
+        return MC_ERR_INTERNAL_ERROR;
+    }
     pthread_condattr_t attr;
     pthread_condattr_init(&attr);
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);

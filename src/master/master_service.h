@@ -69,6 +69,13 @@ typedef struct mc_master_config {
     uint32_t promotion_max_per_heartbeat;   /* 1: tasks handed to one client per heartbeat */
     uint64_t max_segment_size; /* MC_MASTER_DEFAULT_MAX_SEGMENT_SIZE: a mount of a larger
                                   segment is refused (MC_ERR_INVALID_PARAMS) */
+    /* replica copy/move tasks (task_manager.h; upstream's flags of the same names) */
+    uint64_t task_max_finished;          /* 10000: finished tasks kept for queries */
+    uint64_t task_max_pending;           /* 10000: creation beyond is refused (-1401) */
+    uint64_t task_max_processing;        /* 10000: fetch hands out no more */
+    uint64_t task_pending_timeout_ms;    /* 300000; 0 = never */
+    uint64_t task_processing_timeout_ms; /* 300000; 0 = never */
+    uint32_t task_max_retry_attempts;    /* 10: fetches that found no room before FAILED */
 } mc_master_config_t;
 
 /* 1 TiB: more memory than one host contributes to a cluster today; a larger mount is refused
@@ -494,9 +501,10 @@ void mc_master_get_stats(mc_master_t *m, mc_master_stats_t *out);
  * `MasterMetricManager`), counted by the RPC handlers (rpc_handlers.c). Our wire has one RPC per
  * operation carrying N keys: a call with one key counts as upstream's single form
  * (master_<op>_requests_total), a call with several as its batch form
- * (master_batch_<op>_requests_total and _items_total). Operations this master does not serve
- * (NoF segments, copy/move, tasks, query_ip, replica_clear) stay 0: no such request ever succeeds
- * or arrives as that operation.
+ * (master_batch_<op>_requests_total and _items_total). The copy/move task operations are counted
+ * by task_manager.c and its handlers (task_manager.h says how upstream's Copy/Move Start/End/
+ * Revoke map onto them). Operations this master does not serve (NoF segments, query_ip) stay 0:
+ * no such request ever succeeds or arrives as that operation.
  */
 typedef enum mc_master_op {
     MC_OP_PUT_START,

@@ -64,6 +64,8 @@ typedef struct mc_object {
     uint8_t has_checksum;   /* 1: `checksum` is the writer's CRC32C of the readable value */
     uint32_t checksum;      /* CRC32C (Castagnoli) of the readable value */
     uint32_t readers;       /* read leases of read_lease_id granted and not released */
+    uint64_t value_id;      /* identifies the readable value (task_manager.c); 0 = none yet */
+    uint64_t writer;        /* hash of the client that put the value; 0 = unknown (recovered) */
     mc_replica_ref_t rep[]; /* rep_cap entries, then key_len + 1 bytes of key */
 } mc_object_t;
 

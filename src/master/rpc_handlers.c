@@ -27,6 +27,7 @@
 #include "pb_decode.h"
 #include "rpc.h"
 #include "store.pb-c.h"
+#include "task_manager.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -817,6 +818,165 @@ static int handle_promotion_result(rpc_conn_t *c, uint16_t opcode, uint64_t id, 
     return rc;
 }
 
+/* ---- replica copy/move tasks and replica clear (task_manager.h) -------------------------- */
+
+static int handle_create_task(rpc_conn_t *c, uint16_t opcode, uint64_t id, const uint8_t *body,
+                              size_t len)
+{
+    Mc__TaskCreateRequest *req = rpc_decode(&mc__task_create_request__descriptor, body, len);
+    if (!req)
+        return MC_ERR_DESERIALIZE_FAIL;
+    mc_master_t *m = mc_rpc_conn_master(c);
+    Mc__TaskCreateResponse resp = MC__TASK_CREATE_RESPONSE__INIT;
+    char task_id[MC_TASK_ID_LEN + 1] = "";
+    int copy = opcode == MC_RPC_CREATE_COPY_TASK;
+    if (copy)
+        resp.code = mc_master_create_copy_task(m, req->key, (const char *const *)req->targets,
+                                               req->n_targets, task_id);
+    else
+        resp.code = req->n_targets != 1 ? MC_ERR_INVALID_PARAMS
+                                        : mc_master_create_move_task(m, req->key, req->source,
+                                                                     req->targets[0], task_id);
+    resp.task_id = task_id;
+    mc_master_count_op(m, copy ? MC_OP_CREATE_COPY_TASK : MC_OP_CREATE_MOVE_TASK, resp.code != 0);
+    int rc = mc_rpc_conn_reply(c, opcode, id, &resp.base, resp.code == 0);
+    mc__task_create_request__free_unpacked(req, NULL);
+    return rc;
+}
+
+static int handle_query_task(rpc_conn_t *c, uint16_t opcode, uint64_t id, const uint8_t *body,
+                             size_t len)
+{
+    Mc__TaskQueryRequest *req = rpc_decode(&mc__task_query_request__descriptor, body, len);
+    if (!req)
+        return MC_ERR_DESERIALIZE_FAIL;
+    mc_master_t *m = mc_rpc_conn_master(c);
+    Mc__TaskQueryResponse resp = MC__TASK_QUERY_RESPONSE__INIT;
+    mc_task_info_t info;
+    memset(&info, 0, sizeof(info));
+    resp.code = mc_master_query_task(m, req->task_id, &info);
+    resp.id = info.id;
+    resp.type = (int32_t)info.type;
+    resp.status = (int32_t)info.status;
+    resp.created_at_ms_epoch = info.created_at_ms_epoch;
+    resp.last_updated_at_ms_epoch = info.last_updated_at_ms_epoch;
+    resp.assigned_client = info.assigned_client;
+    resp.message = info.message;
+    mc_master_count_op(m, MC_OP_QUERY_TASK, resp.code != 0);
+    int rc = mc_rpc_conn_reply(c, opcode, id, &resp.base, resp.code == 0);
+    mc__task_query_request__free_unpacked(req, NULL);
+    return rc;
+}
+
+typedef struct rpc_fetch {
+    rpc_arena_t arena;
+    Mc__TaskAssignment *items;
+    Mc__TaskAssignment **ptrs;
+    size_t n;
+    int failed;
+} rpc_fetch_t;
+
+static int rpc_fetch_task(void *arg, const mc_task_assignment_t *a)
+{
+    rpc_fetch_t *f = arg;
+    Mc__TaskAssignment *t = &f->items[f->n];
+    Mc__TaskAssignment init = MC__TASK_ASSIGNMENT__INIT;
+    *t = init;
+    Mc__KeyResult holder = MC__KEY_RESULT__INIT;
+    t->id = rpc_arena_strdup(&f->arena, a->id);
+    t->key = rpc_arena_strdup(&f->arena, a->key);
+    t->type = (int32_t)a->type;
+    t->size = a->size;
+    t->source_address = a->source_address;
+    t->has_checksum = a->has_checksum ? 1 : 0;
+    t->checksum = a->checksum;
+    if (!t->id || !t->key || rpc_fill_replicas(&f->arena, &holder, a->targets, a->ntargets) != 0) {
+        /* The task stays PROCESSING and times out: the executor never heard of it. */
+        f->failed = 1;
+        return 1;
+    }
+    t->targets = holder.replicas;
+    t->n_targets = holder.n_replicas;
+    f->ptrs[f->n++] = t;
+    return 0;
+}
+
+static int handle_fetch_tasks(rpc_conn_t *c, uint16_t opcode, uint64_t id, const uint8_t *body,
+                              size_t len)
+{
+    Mc__FetchTasksRequest *req = rpc_decode(&mc__fetch_tasks_request__descriptor, body, len);
+    if (!req)
+        return MC_ERR_DESERIALIZE_FAIL;
+    mc_master_t *m = mc_rpc_conn_master(c);
+    Mc__FetchTasksResponse resp = MC__FETCH_TASKS_RESPONSE__INIT;
+    rpc_fetch_t f = {{NULL}, NULL, NULL, 0, 0};
+    size_t max = req->batch_size < MC_TASK_MAX_BATCH ? req->batch_size : MC_TASK_MAX_BATCH;
+    f.items = rpc_arena_alloc(&f.arena, (max ? max : 1) * sizeof(*f.items));
+    f.ptrs = rpc_arena_alloc(&f.arena, (max ? max : 1) * sizeof(*f.ptrs));
+    int n = !f.items || !f.ptrs ? MC_ERR_INTERNAL_ERROR
+                                : mc_master_fetch_tasks(m, req->client_id, max, rpc_fetch_task, &f);
+    resp.code = n < 0 ? n : f.failed ? MC_ERR_INTERNAL_ERROR : 0;
+    resp.tasks = f.ptrs;
+    resp.n_tasks = f.n;
+    mc_master_count_op(m, MC_OP_FETCH_TASKS, resp.code != 0);
+    int rc = mc_rpc_conn_reply(c, opcode, id, &resp.base, resp.code == 0);
+    rpc_arena_free(&f.arena);
+    mc__fetch_tasks_request__free_unpacked(req, NULL);
+    return rc;
+}
+
+static int handle_complete_task(rpc_conn_t *c, uint16_t opcode, uint64_t id, const uint8_t *body,
+                                size_t len)
+{
+    Mc__TaskCompleteRequest *req = rpc_decode(&mc__task_complete_request__descriptor, body, len);
+    if (!req)
+        return MC_ERR_DESERIALIZE_FAIL;
+    mc_master_t *m = mc_rpc_conn_master(c);
+    Mc__StatusResponse resp = MC__STATUS_RESPONSE__INIT;
+    resp.code = mc_master_complete_task(m, req->client_id, req->task_id,
+                                        (mc_task_status_t)req->status, req->error, req->message);
+    mc_master_count_op(m, MC_OP_UPDATE_TASK, resp.code != 0);
+    int rc = mc_rpc_conn_reply(c, opcode, id, &resp.base, resp.code == 0);
+    mc__task_complete_request__free_unpacked(req, NULL);
+    return rc;
+}
+
+static int handle_replica_clear(rpc_conn_t *c, uint16_t opcode, uint64_t id, const uint8_t *body,
+                                size_t len)
+{
+    if (mc_pb_count_field(body, len, 2, MC_RPC_MAX_BATCH + 1) > MC_RPC_MAX_BATCH) {
+        Mc__ReplicaClearResponse big = MC__REPLICA_CLEAR_RESPONSE__INIT;
+        big.code = MC_ERR_INVALID_PARAMS;
+        mc_master_count_batch(mc_rpc_conn_master(c), MC_BATCH_REPLICA_CLEAR, 0, 0);
+        return mc_rpc_conn_reply(c, opcode, id, &big.base, 0);
+    }
+    Mc__ReplicaClearRequest *req = rpc_decode(&mc__replica_clear_request__descriptor, body, len);
+    if (!req)
+        return MC_ERR_DESERIALIZE_FAIL;
+    mc_master_t *m = mc_rpc_conn_master(c);
+    Mc__ReplicaClearResponse resp = MC__REPLICA_CLEAR_RESPONSE__INIT;
+    size_t n = req->n_keys;
+    int *cleared = calloc(n ? n : 1, sizeof(*cleared));
+    char **out = calloc(n ? n : 1, sizeof(*out));
+    resp.code = !cleared || !out ? MC_ERR_INTERNAL_ERROR
+                                 : mc_master_batch_replica_clear(m, req->client_id,
+                                                                 (const char *const *)req->keys, n,
+                                                                 req->segment_name, cleared);
+    size_t nc = 0;
+    for (size_t i = 0; resp.code == 0 && i < n; i++) {
+        if (cleared[i])
+            out[nc++] = req->keys[i];
+    }
+    resp.cleared = out;
+    resp.n_cleared = nc;
+    mc_master_count_batch(m, MC_BATCH_REPLICA_CLEAR, n, resp.code == 0 ? n - nc : n);
+    int rc = mc_rpc_conn_reply(c, opcode, id, &resp.base, resp.code == 0);
+    free(cleared);
+    free(out);
+    mc__replica_clear_request__free_unpacked(req, NULL);
+    return rc;
+}
+
 /* ---- method table ------------------------------------------------------------------------ */
 
 const mc_rpc_method_t mc_rpc_methods[MC_RPC_METHOD_COUNT] = {
@@ -843,6 +1003,12 @@ const mc_rpc_method_t mc_rpc_methods[MC_RPC_METHOD_COUNT] = {
     {MC_RPC_OFFLOAD_DELETIONS_PENDING, "OffloadDeletionsPending", handle_deletions_pending},
     {MC_RPC_PROMOTION_TAKE, "PromotionAllocStart", handle_promotion_take},
     {MC_RPC_PROMOTION_RESULT, "NotifyPromotionResult", handle_promotion_result},
+    {MC_RPC_CREATE_COPY_TASK, "CreateCopyTask", handle_create_task},
+    {MC_RPC_CREATE_MOVE_TASK, "CreateMoveTask", handle_create_task},
+    {MC_RPC_QUERY_TASK, "QueryTask", handle_query_task},
+    {MC_RPC_FETCH_TASKS, "FetchTasks", handle_fetch_tasks},
+    {MC_RPC_MARK_TASK_TO_COMPLETE, "MarkTaskToComplete", handle_complete_task},
+    {MC_RPC_BATCH_REPLICA_CLEAR, "BatchReplicaClear", handle_replica_clear},
 };
 
 int mc_rpc_method_index(uint16_t opcode)

@@ -50,6 +50,13 @@ enum mc_rpc_opcode {
     /* offload reads: client -> the client owning a local-disk replica (not the master) */
     MC_RPC_OFFLOAD_FETCH = 150,   /* FetchRequest / FetchResponse */
     MC_RPC_OFFLOAD_RELEASE = 151, /* ReleaseRequest / CodesResponse */
+    /* replica copy/move tasks and replica clear (task_manager.h) */
+    MC_RPC_CREATE_COPY_TASK = 160,      /* TaskCreateRequest / TaskCreateResponse */
+    MC_RPC_CREATE_MOVE_TASK = 161,      /* TaskCreateRequest / TaskCreateResponse */
+    MC_RPC_QUERY_TASK = 162,            /* TaskQueryRequest / TaskQueryResponse */
+    MC_RPC_FETCH_TASKS = 163,           /* FetchTasksRequest / FetchTasksResponse */
+    MC_RPC_MARK_TASK_TO_COMPLETE = 164, /* TaskCompleteRequest / StatusResponse */
+    MC_RPC_BATCH_REPLICA_CLEAR = 165,   /* ReplicaClearRequest / ReplicaClearResponse */
 };
 
 #define MC_RPC_REPLY 0x8000u

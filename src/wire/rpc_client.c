@@ -277,6 +277,18 @@ const char *mc_rpc_method_name(uint16_t opcode)
         return "RemoveAll";
     case MC_RPC_REMOVE_BY_REGEX:
         return "RemoveByRegex";
+    case MC_RPC_CREATE_COPY_TASK:
+        return "CreateCopyTask";
+    case MC_RPC_CREATE_MOVE_TASK:
+        return "CreateMoveTask";
+    case MC_RPC_QUERY_TASK:
+        return "QueryTask";
+    case MC_RPC_FETCH_TASKS:
+        return "FetchTasks";
+    case MC_RPC_MARK_TASK_TO_COMPLETE:
+        return "MarkTaskToComplete";
+    case MC_RPC_BATCH_REPLICA_CLEAR:
+        return "BatchReplicaClear";
     case MC_RPC_OFFLOAD_HEARTBEAT:
         return "OffloadObjectHeartbeat";
     case MC_RPC_NOTIFY_OFFLOAD_RESULT:

@@ -73,9 +73,7 @@ NOOP = [
     "snapshot_object_store_type=local", "snapshot_payload_store_type=local",
     "snapshot_payload_backend_type=local", "snapshot_catalog_store_type=embedded",
     "snapshot_catalog_backend_type=embedded", "snapshot_catalog_store_connstring=x",
-    "snapshot_catalog_backend_connstring=x", "max_total_finished_tasks=5",
-    "max_total_pending_tasks=5", "max_total_processing_tasks=5", "pending_task_timeout_sec=5",
-    "processing_task_timeout_sec=5", "max_retry_attempts=5", "cxl_path=/dev/dax1.0",
+    "snapshot_catalog_backend_connstring=x", "cxl_path=/dev/dax1.0",
     "cxl_size=1024", "rpc_enable_tcp_no_delay=false",
 ]
 
