@@ -1510,7 +1510,7 @@ class TensorStoreMixin:
             return None
         try:
             got = _read_safetensors(path, key)
-        except OSError as e:
+        except (OSError, ValueError) as e:  # ValueError: a NUL byte in the path
             _log.error("load_tensor_from_safetensor %r: %s", file_name, e)
             return None
         if got is None:

@@ -811,6 +811,10 @@ class AttackFindingsTest(unittest.TestCase):
                 self.assertEqual(os.pread(fd, 64, 0), b"precious")
             finally:
                 os.close(fd)
+            # a path with a NUL byte cannot be opened: an error code / None, not an exception
+            for p in ("a\0b", b"a\0b"):
+                self.assertEqual(STORE.save_tensor_to_safetensor(k, p), INVALID_PARAMS)
+                self.assertIsNone(STORE.load_tensor_from_safetensor(k, p))
             # the key names the file when file_name is None: an int key is refused the same way
             with self.assertRaises(TypeError):
                 STORE.save_tensor_to_safetensor(0)
