@@ -1290,7 +1290,10 @@ class TensorStoreMixin:
         """get_tensor_with_tp(key, tp_rank=0, tp_size=1, split_dim=0) -> torch.Tensor | None
 
         get_tensor of `<key>_tp_<tp_rank>` (of `key` when tp_size <= 1); split_dim is not
-        used. Matches upstream."""
+        used. The object is returned as stored under that key, whatever TP size its header
+        names (shards written with tp_size=2 and read with tp_size=3 give the TP-2 shard), as
+        upstream does; get_tensor_with_parallelism with ReadTarget("shard", ...) checks the
+        layout and reshards. Matches upstream."""
         k = self._mc_tp_key(key, tp_rank, tp_size)
         return None if k is None else self._mc_get(k)
 
