@@ -143,6 +143,9 @@ def _prepare(tensor):
     if tensor.dim() > MAX_DIMS:
         _log.error("tensor has %d dims, at most %d are supported", tensor.dim(), MAX_DIMS)
         return None
+    if tensor.device.type == "meta":
+        _log.error("tensor on the meta device has no data")
+        return None
     nbytes = tensor.numel() * tensor.element_size()
     if HEADER_SIZE + nbytes > MAX_VALUE_SIZE:
         _log.error("tensor of %d bytes: objects are at most %d bytes with the %d-byte header",
@@ -154,7 +157,7 @@ def _prepare(tensor):
             t = t.cpu()
         return t.contiguous()
     except (RuntimeError, NotImplementedError, MemoryError) as e:
-        # a device without data (meta), or no memory for the contiguous copy
+        # a device that cannot copy to the CPU, or no memory for the contiguous copy
         _log.error("tensor on %s cannot be read into CPU memory: %s", tensor.device, e)
         return None
 
