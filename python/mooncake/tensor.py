@@ -741,13 +741,17 @@ class TensorStoreMixin:
         if parallelism is not None and writer is not None:
             _log.error("pass either parallelism or writer_partition, not both")
             return INVALID_PARAMS
+        # the arguments are checked before the tensor is made contiguous (which may copy it)
+        spec = _writer_spec(writer) if writer is not None else None
+        axes = _canon_axes(parallelism) if writer is None else None
+        if spec is None and axes is None:
+            return INVALID_PARAMS
         t = _prepare(tensor)
         if t is None:
             return INVALID_PARAMS
         code = _CODE_OF_TORCH[t.dtype]
         if writer is not None:
-            spec = _writer_spec(writer)
-            if spec is None or not _uniform(t, spec[2], spec[1]):
+            if not _uniform(t, spec[2], spec[1]):
                 return INVALID_PARAMS
             rank, size, sd = spec
             axes = [(AXIS_TP, rank, size, sd, None, None)]
@@ -760,9 +764,6 @@ class TensorStoreMixin:
             return self._mc_write_manifest(key + "__writer_manifest",
                                            _pack_manifest(code, tuple(t.shape), sd, size), config,
                                            upsert)
-        axes = _canon_axes(parallelism)
-        if axes is None:
-            return INVALID_PARAMS
         if not axes:  # no parallelism: a plain tensor object
             return self._mc_write(key, _full_header(t), t, config, upsert)
         tpi = _tp_index(axes)
