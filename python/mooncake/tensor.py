@@ -12,7 +12,10 @@ Return conventions (upstream's, mooncake-integration/store/store_py.cpp): writer
 negative store code (-600 INVALID_PARAMS for every invalid argument), batch writers a list of
 codes; readers return a torch.Tensor or None and never raise for a missing or malformed object.
 Arguments of a wrong Python type for the underlying store call (a key that is not str/bytes, a
-pointer that is not an int) raise TypeError as the plain methods do.
+pointer that is not an int, batch keys that are not a list or tuple, a file name that is not a
+str/bytes/os.PathLike path) raise TypeError as the plain methods and upstream's argument
+conversion do. A tensor is refused (-600) before it is copied when its object would exceed the
+store's 2^40-byte value limit or it cannot be brought into CPU memory (meta device).
 
 Thread-safety: every method only calls the store's thread-safe methods and builds local objects,
 so one store may be shared by threads as for the plain methods. The blocking calls are the
@@ -51,6 +54,13 @@ MAX_AXES = 4
 # Ours, not upstream's: the most shards one call writes or reassembles (a TP size, a writer
 # partition count, a manifest's shard count), so a request's cost is bounded.
 MAX_SHARDS = 4096
+# The largest object the store takes (include/mooncake/store.h MC_MAX_VALUE_SIZE): a tensor whose
+# object would be larger is refused before it is made contiguous or copied.
+MAX_VALUE_SIZE = 1 << 40
+# Upstream holds ranks, sizes, split dims, expert and stage ids in C `int`s (a larger Python int
+# cannot be set on its ParallelAxis); the header stores them as int32.
+_I32_MIN, _I32_MAX = -(1 << 31), (1 << 31) - 1
+_I64_MAX = (1 << 63) - 1
 LAYOUT_FULL = 0
 LAYOUT_SHARD = 1
 # magic, version, header_size, dtype, ndim, layout_kind, reserved_flags, data_offset, data_bytes,
@@ -133,10 +143,23 @@ def _prepare(tensor):
     if tensor.dim() > MAX_DIMS:
         _log.error("tensor has %d dims, at most %d are supported", tensor.dim(), MAX_DIMS)
         return None
-    t = tensor.detach()
-    if t.device.type != "cpu":
-        t = t.cpu()
-    return t.contiguous()
+    if tensor.device.type == "meta":
+        _log.error("tensor on the meta device has no data")
+        return None
+    nbytes = tensor.numel() * tensor.element_size()
+    if HEADER_SIZE + nbytes > MAX_VALUE_SIZE:
+        _log.error("tensor of %d bytes: objects are at most %d bytes with the %d-byte header",
+                   nbytes, MAX_VALUE_SIZE, HEADER_SIZE)
+        return None
+    try:
+        t = tensor.detach()
+        if t.device.type != "cpu":
+            t = t.cpu()
+        return t.contiguous()
+    except (RuntimeError, NotImplementedError, MemoryError) as e:
+        # a device that cannot copy to the CPU, or no memory for the contiguous copy
+        _log.error("tensor on %s cannot be read into CPU memory: %s", tensor.device, e)
+        return None
 
 
 def _shape8(shape):
@@ -389,6 +412,20 @@ def _int(v):
     return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
+def _i32(v):
+    """v when it is an int that fits a C int (upstream's type for ranks, sizes, split dims,
+    expert and stage ids), else None."""
+    v = _int(v)
+    return v if v is not None and _I32_MIN <= v <= _I32_MAX else None
+
+
+def _key_list(keys):
+    """Raises TypeError unless `keys` is a list or tuple (upstream's std::vector<std::string>
+    takes a sequence, not a str, bytes, generator or None)."""
+    if not isinstance(keys, (list, tuple)):
+        raise TypeError("keys must be a list of str, not %s" % type(keys).__name__)
+
+
 def _canon_axes(parallelism):
     """The validated axes of a TensorParallelism in canonical order (DP, TP, EP, PP) as tuples
     (kind, rank, size, split_dim|None, expert_id|None, stage_id|None); [] for None; None
@@ -407,12 +444,12 @@ def _canon_axes(parallelism):
     for a in axes:
         kind = getattr(a, "kind", None)
         kind = _AXIS_KIND.get(kind.lower()) if isinstance(kind, str) else None
-        rank, size = _int(getattr(a, "rank", None)), _int(getattr(a, "size", None))
+        rank, size = _i32(getattr(a, "rank", None)), _i32(getattr(a, "size", None))
         sd = getattr(a, "split_dim", None)
         eid = getattr(a, "expert_id", None)
         sid = getattr(a, "stage_id", None)
         ok = kind is not None and rank is not None and size is not None and 0 <= rank < size
-        ok = ok and all(v is None or _int(v) is not None for v in (sd, eid, sid))
+        ok = ok and all(v is None or _i32(v) is not None for v in (sd, eid, sid))
         if ok and kind == AXIS_TP:
             ok = sd is not None and sd >= 0
         elif ok:
@@ -474,7 +511,7 @@ def _writer_key(base, rank, size, sd):
 
 def _writer_spec(w):
     """(rank, size, split_dim) of a writer partition object, or None."""
-    vals = tuple(_int(getattr(w, n, None)) for n in ("rank", "size", "split_dim"))
+    vals = tuple(_i32(getattr(w, n, None)) for n in ("rank", "size", "split_dim"))
     if None in vals or not 0 <= vals[0] < vals[1] or vals[2] < 0:
         _log.error("invalid writer partition %r", w)
         return None
@@ -531,6 +568,21 @@ def _parse_manifest(buf):
 _ST_HEADER_MAX = 100 << 20  # the safetensors reference limit for the JSON header
 
 
+def _file_path(file_name):
+    """`file_name` as a str or bytes path; TypeError for anything else. An int is refused
+    in particular: open() would take it as a file descriptor and write over (then close) one of
+    this process's descriptors, e.g. the store's segment memory or the engine's sockets.
+    Upstream converts file_name to std::string (str or bytes); os.PathLike is ours."""
+    if isinstance(file_name, (str, bytes)):
+        return file_name
+    if isinstance(file_name, os.PathLike):
+        path = os.fspath(file_name)  # TypeError when __fspath__ returns neither str nor bytes
+        if isinstance(path, (str, bytes)):
+            return path
+    raise TypeError("file_name must be a str, bytes or os.PathLike path, not %s"
+                    % type(file_name).__name__)
+
+
 def _write_safetensors(path, name, t):
     data = _data_view(t)
     head = {name: {"dtype": _DTYPES[_CODE_OF_TORCH[t.dtype]][2], "shape": list(t.shape),
@@ -561,7 +613,8 @@ def _read_safetensors(path, want):
             return None
         try:
             head = json.loads(f.read(n))
-        except ValueError as e:
+        except (ValueError, RecursionError) as e:  # RecursionError: nesting deeper than Python's
+            # recursion limit, e.g. 100000 '['
             _log.error("%s: bad JSON header: %s", path, e)
             return None
         if not isinstance(head, dict):
@@ -642,15 +695,10 @@ class TensorStoreMixin:
     # -- internal writers --
 
     def _mc_write(self, key, header, t, config, upsert):
-        """One object = header + the bytes of contiguous CPU tensor t (no copy of the data on put;
-        upsert copies once unless the store has upsert_parts)."""
-        data = _data_view(t)
-        if not upsert:
-            return self.put_parts(key, header, data, config=config)
-        parts = getattr(self, "upsert_parts", None)
-        if parts is not None:
-            return parts(key, header, data, config=config)
-        return self.upsert(key, header + bytes(data), config=config)
+        """One object = header + the bytes of contiguous CPU tensor t, passed as two parts
+        (put_parts / upsert_parts join them once, with the GIL released)."""
+        fn = self.upsert_parts if upsert else self.put_parts
+        return fn(key, header, _data_view(t), config=config)
 
     def _mc_put_full(self, key, tensor, config, upsert):
         t = _prepare(tensor)
@@ -659,6 +707,7 @@ class TensorStoreMixin:
         return self._mc_write(key, _full_header(t), t, config, upsert)
 
     def _mc_batch(self, fn, keys, *lists, config=None):
+        _key_list(keys)
         if _bad_list(keys, *lists):
             return [INVALID_PARAMS] * _n(keys)
         gids = getattr(config, "group_ids", None) if config is not None else None
@@ -692,13 +741,17 @@ class TensorStoreMixin:
         if parallelism is not None and writer is not None:
             _log.error("pass either parallelism or writer_partition, not both")
             return INVALID_PARAMS
+        # the arguments are checked before the tensor is made contiguous (which may copy it)
+        spec = _writer_spec(writer) if writer is not None else None
+        axes = _canon_axes(parallelism) if writer is None else None
+        if spec is None and axes is None:
+            return INVALID_PARAMS
         t = _prepare(tensor)
         if t is None:
             return INVALID_PARAMS
         code = _CODE_OF_TORCH[t.dtype]
         if writer is not None:
-            spec = _writer_spec(writer)
-            if spec is None or not _uniform(t, spec[2], spec[1]):
+            if not _uniform(t, spec[2], spec[1]):
                 return INVALID_PARAMS
             rank, size, sd = spec
             axes = [(AXIS_TP, rank, size, sd, None, None)]
@@ -711,9 +764,6 @@ class TensorStoreMixin:
             return self._mc_write_manifest(key + "__writer_manifest",
                                            _pack_manifest(code, tuple(t.shape), sd, size), config,
                                            upsert)
-        axes = _canon_axes(parallelism)
-        if axes is None:
-            return INVALID_PARAMS
         if not axes:  # no parallelism: a plain tensor object
             return self._mc_write(key, _full_header(t), t, config, upsert)
         tpi = _tp_index(axes)
@@ -724,7 +774,9 @@ class TensorStoreMixin:
             return self._mc_write(_parallel_key(key, axes), hdr, t, config, upsert)
         _k, rank, size, sd, _e, _s = axes[tpi]
         if len(axes) == 1:  # the tensor is the shard; the full shape is inferred
-            if not 0 <= sd < t.dim():
+            if not 0 <= sd < t.dim() or t.shape[sd] * size > _I64_MAX:
+                _log.error("split dim %d of %s: not a dim, or x %d overflows int64", sd,
+                           tuple(t.shape), size)
                 return INVALID_PARAMS
             gshape = list(t.shape)
             gshape[sd] *= size
@@ -806,7 +858,7 @@ class TensorStoreMixin:
         """The shards under `keys` (each with axes axes_list[i]) concatenated along `sd`, checked
         against the global shape (want_shape, else the shards' own), or None."""
         handles = self.batch_get_buffer(keys)
-        parts, gshape = [], None
+        parts, gshape, code = [], None, None
         for k, h, axes in zip(keys, handles, axes_list):
             if h is None:
                 _log.info("shard %r is missing", k)
@@ -814,10 +866,13 @@ class TensorStoreMixin:
             meta = _parse_header(memoryview(h)[:HEADER_SIZE], len(h))
             if meta is None or not _axes_match(meta, axes):
                 return None
+            if meta.layout != LAYOUT_SHARD:
+                _log.warning("object %r is not a shard", k)
+                return None
             if gshape is None:
-                gshape = tuple(meta.global_shape)
-            elif tuple(meta.global_shape) != gshape:
-                _log.warning("shard %r has another global shape", k)
+                gshape, code = tuple(meta.global_shape), meta.dtype
+            elif tuple(meta.global_shape) != gshape or meta.dtype != code:
+                _log.warning("shard %r has another global shape or dtype", k)
                 return None
             t = _tensor_of(meta, h)
             if t is None or not 0 <= sd < t.dim():
@@ -830,9 +885,9 @@ class TensorStoreMixin:
             return None
         return full
 
-    def _mc_full(self, key, axes, count=None):
+    def _mc_full(self, key, axes, count=None, want_shape=None):
         """The whole tensor reassembled from every TP rank of layout `axes` (TP size `count`, by
-        default the one in `axes`), or None."""
+        default the one in `axes`), checked against want_shape if given, or None."""
         tpi = _tp_index(axes)
         _k, _r, size, sd, eid, sid = axes[tpi]
         size = size if count is None else count
@@ -845,7 +900,7 @@ class TensorStoreMixin:
             ax[tpi] = (AXIS_TP, r, size, sd, eid, sid)
             keys.append(_parallel_key(key, ax))
             axes_list.append(ax)
-        return self._mc_cat(keys, axes_list, sd)
+        return self._mc_cat(keys, axes_list, sd, want_shape)
 
     def _mc_full_writers(self, key):
         """The whole tensor reassembled from the writer partitions `<key>__writer_manifest`
@@ -861,20 +916,78 @@ class TensorStoreMixin:
                              [[(AXIS_TP, r, count, sd, None, None)] for r in range(count)], sd,
                              gshape)
 
+    def _mc_full_legacy_tp(self, key, sd, size):
+        """The whole tensor from legacy TP shards `<key>_tp_<r>` whatever TP size they were
+        written with: the stored shard count and split dim come from `<key>_tp_0`'s header
+        (upstream load_parallelism_full_reconstruction_sources, single-TP branch). None when
+        that header names no TP layout, another split dim, a count that does not divide the
+        global dim (or the requested `size` does not), or a shard does not match."""
+        h = self.get_buffer(_parallel_key(key, [(AXIS_TP, 0, size, sd, None, None)])
+                            if size > 1 else key)
+        meta = _parse_header(memoryview(h)[:HEADER_SIZE], len(h)) if h is not None else None
+        tp = [a for a in meta.axes if a[0] == AXIS_TP] if meta is not None else []
+        if not tp or meta.layout != LAYOUT_SHARD:
+            _log.info("%r has no legacy TP shard 0", key)
+            return None
+        count, ssd = tp[0][3], tp[0][4]
+        if ssd != sd:
+            _log.warning("%r: requested split dim %d, stored %d", key, sd, ssd)
+            return None
+        gshape = tuple(meta.global_shape)
+        if (not 0 <= sd < len(gshape) or count > MAX_SHARDS or gshape[sd] % count
+                or gshape[sd] % size):
+            _log.warning("%r: dim %d of %s is not split evenly into %d stored / %d requested "
+                         "shards (at most %d)", key, sd, gshape, count, size, MAX_SHARDS)
+            return None
+        axes_list = [[(AXIS_TP, r, count, sd, None, None)] for r in range(count)]
+        keys = [_parallel_key(key, ax) if count > 1 else key for ax in axes_list]
+        return self._mc_cat(keys, axes_list, sd, gshape)
+
+    def _mc_reconstruct(self, key, axes):
+        """The whole tensor of a layout with a TP axis, for a "full" read or to cut a shard
+        that is not stored as such, or None. In upstream's order
+        (load_parallelism_full_reconstruction_sources): the shards `<key>__parallelism_manifest`
+        counts; for a single TP axis the legacy shards, whatever their TP size; else every rank
+        of the requested TP size."""
+        tpi = _tp_index(axes)
+        _k, _rank, size, sd, _e, _s = axes[tpi]
+        m = _parse_manifest(self.get_buffer(key + "__parallelism_manifest"))
+        if m is not None:
+            _code, gshape, msd, count = m
+            if msd == sd and gshape[sd] % size == 0 and gshape[sd] % count == 0:
+                full = self._mc_full(key, axes, count, gshape)
+                if full is not None:
+                    return full
+        if len(axes) == 1:
+            return self._mc_full_legacy_tp(key, sd, size)
+        return self._mc_full(key, axes)
+
     def _mc_shard_rebuilt(self, key, axes):
-        """A TP shard that is not stored as such, cut from the stored layout (the parallelism
-        manifest's shard count, else the writer partitions), or None."""
+        """The requested TP shard cut from the reassembled tensor (_mc_reconstruct; for a single
+        TP axis then the writer partitions, which upstream does not try), or None."""
         tpi = _tp_index(axes)
         _k, rank, size, sd, _e, _s = axes[tpi]
-        full = None
-        m = _parse_manifest(self.get_buffer(key + "__parallelism_manifest"))
-        if m is not None and m[2] == sd and m[3] != size:
-            full = self._mc_full(key, axes, m[3])
+        full = self._mc_reconstruct(key, axes)
         if full is None and len(axes) == 1:
             full = self._mc_full_writers(key)
         if full is None or not _uniform(full, sd, size):
             return None
         return _shard_of(full, sd, rank, size)
+
+    def _mc_get_legacy_tp(self, key, axes):
+        """Upstream's last resort for a single TP axis: the object under the legacy key
+        (`<key>_tp_<rank>`, `key` itself for TP size 1), but
+        only when its header names no layout (a plain object written there, which cannot be
+        checked). A header whose axes contradict the request gives None: upstream returns that
+        object as if it were the requested shard (docs/tensor-format.md)."""
+        h = self.get_buffer(_parallel_key(key, axes) if axes[0][2] > 1 else key)
+        meta = _parse_header(memoryview(h)[:HEADER_SIZE], len(h)) if h is not None else None
+        if meta is None:
+            return None
+        if meta.axes or meta.layout != LAYOUT_FULL:
+            _log.warning("%r holds another layout than the requested %s", key, axes)
+            return None
+        return _tensor_of(meta, h)
 
     def _mc_get_parallel(self, key, target):
         if torch is None:
@@ -887,7 +1000,7 @@ class TensorStoreMixin:
             return self._mc_get(key)
         if mode == "full":
             if axes:
-                return self._mc_full(key, axes)
+                return self._mc_reconstruct(key, axes)
             if self.is_exist(key + "__writer_manifest") == 1:
                 return self._mc_full_writers(key)
             return self._mc_get(key)
@@ -899,7 +1012,7 @@ class TensorStoreMixin:
         if t is None and _tp_index(axes) is not None:
             t = self._mc_shard_rebuilt(key, axes)
         if t is None and len(axes) == 1 and axes[0][0] == AXIS_TP:
-            t = self._mc_get(_parallel_key(key, axes))  # upstream's last resort: the legacy key
+            t = self._mc_get_legacy_tp(key, axes)
         return t
 
     def _mc_get_into_checked(self, key, buffer_ptr, size, axes):
@@ -949,8 +1062,8 @@ class TensorStoreMixin:
 
         Stores `tensor` (a torch.Tensor on the CPU, of a dtype of docs/tensor-format.md, at most
         8 dims; non-contiguous tensors are made contiguous) as one object: the 304-byte header
-        followed by its bytes (header and data are sent as two parts of one put, no copy of
-        the data). For a numpy array pass torch.from_numpy(a). Objects are immutable: 0 also
+        followed by its bytes (header and data are passed as two parts of one put_parts, joined
+        once in C with the GIL released; no copy in Python). For a numpy array pass torch.from_numpy(a). Objects are immutable: 0 also
         when the key exists. Returns 0 or a negative code: -600 not a supported tensor or store
         not set up, -200 no space, as put. Matches upstream `put_tensor`."""
         return self._mc_put_full(key, tensor, None, False)
@@ -964,7 +1077,8 @@ class TensorStoreMixin:
     def upsert_tensor(self, key, tensor):
         """upsert_tensor(key, tensor) -> int
 
-        As put_tensor, replacing an existing object (the value is copied once into one buffer).
+        As put_tensor, replacing an existing object (one upsert_parts: header and data joined
+        once in C, as put_tensor).
         Matches upstream `upsert_tensor`."""
         return self._mc_put_full(key, tensor, None, True)
 
@@ -1018,6 +1132,7 @@ class TensorStoreMixin:
 
         get_tensor per key in one batch read; None for each key that fails. Matches upstream
         `batch_get_tensor`."""
+        _key_list(keys)
         return [None if h is None else _tensor_from_buffer(h, len(h))
                 for h in self.batch_get_buffer(keys)]
 
@@ -1037,6 +1152,7 @@ class TensorStoreMixin:
         get_tensor_into per key in one batch read: a tensor view or None per key. Invalid
         arguments (lists of different lengths, a null pointer, store not set up) give a list of
         -600 ints instead, as upstream. Matches upstream `batch_get_tensor_into`."""
+        _key_list(keys)
         if (_bad_list(keys, buffer_ptrs, sizes) or not self._mc_ready()
                 or any(p == 0 for p in buffer_ptrs)):
             return [INVALID_PARAMS] * _n(keys)
@@ -1054,6 +1170,7 @@ class TensorStoreMixin:
         """batch_get_tensor_into_cuda(keys, tensors_list) -> list[int]
 
         Always -600 per key (no CUDA in this build; see get_tensor_into_cuda)."""
+        _key_list(keys)
         return [INVALID_PARAMS] * _n(keys)
 
     def put_tensor_from(self, key, buffer_ptr, size):
@@ -1073,6 +1190,7 @@ class TensorStoreMixin:
         return self._mc_put_from(key, buffer_ptr, size, None, True)
 
     def _mc_batch_from(self, keys, buffer_ptrs, sizes, upsert):
+        _key_list(keys)
         if _bad_list(keys, buffer_ptrs, sizes) or not self._mc_ready():
             return [INVALID_PARAMS] * _n(keys)
         for p, n in zip(buffer_ptrs, sizes):
@@ -1176,7 +1294,10 @@ class TensorStoreMixin:
         """get_tensor_with_tp(key, tp_rank=0, tp_size=1, split_dim=0) -> torch.Tensor | None
 
         get_tensor of `<key>_tp_<tp_rank>` (of `key` when tp_size <= 1); split_dim is not
-        used. Matches upstream."""
+        used. The object is returned as stored under that key, whatever TP size its header
+        names (shards written with tp_size=2 and read with tp_size=3 give the TP-2 shard), as
+        upstream does; get_tensor_with_parallelism with ReadTarget("shard", ...) checks the
+        layout and reshards. Matches upstream."""
         k = self._mc_tp_key(key, tp_rank, tp_size)
         return None if k is None else self._mc_get(k)
 
@@ -1185,6 +1306,7 @@ class TensorStoreMixin:
 
         get_tensor_with_tp per base key (one batch read); None holes. Matches upstream (no
         split_dim)."""
+        _key_list(base_keys)
         keys = [self._mc_tp_key(k, tp_rank, tp_size) for k in base_keys]
         if None in keys:
             return [None] * len(keys)
@@ -1205,6 +1327,7 @@ class TensorStoreMixin:
 
         batch_get_tensor_into of the TP shard keys (so invalid lists give -600 ints); store not
         set up: a list of None. Matches upstream (no split_dim)."""
+        _key_list(base_keys)
         if not self._mc_ready():
             return [None] * _n(base_keys)
         keys = [self._mc_tp_key(k, tp_rank, tp_size) for k in base_keys]
@@ -1239,6 +1362,7 @@ class TensorStoreMixin:
         return self._mc_put_parallel(key, tensor, parallelism, config, writer_partition, True)
 
     def _mc_batch_parallel(self, fn, keys, items, pars, config, writers):
+        _key_list(keys)
         if pars is not None and writers is not None:
             return [INVALID_PARAMS] * _n(keys)
         n = _n(keys)
@@ -1281,6 +1405,7 @@ class TensorStoreMixin:
                                           writer_partition, True)
 
     def _mc_batch_parallel_from(self, keys, buffer_ptrs, sizes, pars, config, writers, upsert):
+        _key_list(keys)
         if _bad_list(keys, buffer_ptrs, sizes):
             return [INVALID_PARAMS] * _n(keys)
         items = list(zip(buffer_ptrs, sizes))
@@ -1306,21 +1431,29 @@ class TensorStoreMixin:
         """get_tensor_with_parallelism(key, target=None) -> torch.Tensor | None
 
         target None / mode "as_stored" (no parallelism): get_tensor(key). "shard" (needs a
-        parallelism): the object under the shard key whose header axes are exactly the requested
-        ones; a single TP axis also tries the writer partition of the same split; a TP shard
-        that was not stored as such is cut from the stored layout (`<key>__parallelism_manifest`
-        shard count, else the writer partitions); a single TP axis finally reads the legacy key
-        as upstream does. "full" without parallelism: the writer partitions that
+        parallelism), in upstream's order: the object under the shard key whose header axes are
+        exactly the requested ones; for a single TP axis the writer partition of the same
+        split; for a TP axis the shard cut from the whole tensor reassembled as for "full"
+        (then, ours only, from the writer partitions); for a single TP axis finally the plain
+        object under the legacy key `<key>_tp_<rank>` (`key` for TP size 1) if its header
+        names no layout. "full" without parallelism: the writer partitions that
         `<key>__writer_manifest` names, concatenated (no manifest: get_tensor(key)); with a
-        parallelism (needs a TP axis): every TP rank of that layout concatenated, the global
-        shape checked. None on any miss, mismatch or invalid target (as_stored with a
-        parallelism, full without TP axis, an unknown mode). Matches upstream."""
+        parallelism (needs a TP axis): the shards `<key>__parallelism_manifest` counts, else
+        for a single TP axis the legacy shards `<key>_tp_<r>` of whatever TP size
+        `<key>_tp_0`'s header names (so TP-2 shards are read as TP-3 or TP-1), else every rank
+        of the requested TP size; split dim, dtype and global shape checked. None on any miss,
+        mismatch or invalid target (as_stored with a parallelism, full without TP axis, an
+        unknown mode, a rank/size/id outside a C int). Never a tensor of another shape than
+        the one asked for: where upstream's last resort returns a stored shard of another
+        layout (another split dim or TP size that cannot be resharded) this returns None.
+        Matches upstream otherwise."""
         return self._mc_get_parallel(key, target)
 
     def batch_get_tensor_with_parallelism(self, keys, targets=None):
         """batch_get_tensor_with_parallelism(keys, targets=None) -> list
 
         get_tensor_with_parallelism per key (targets: one per key or None); None holes."""
+        _key_list(keys)
         targets = [None] * _n(keys) if targets is None else targets
         if _bad_list(keys, targets):
             return [None] * _n(keys)
@@ -1338,6 +1471,7 @@ class TensorStoreMixin:
     def batch_get_tensor_with_parallelism_into(self, keys, buffer_ptrs, sizes, targets=None):
         """batch_get_tensor_with_parallelism_into(keys, buffer_ptrs, sizes, targets=None)
         -> list: get_tensor_with_parallelism_into per key; None holes."""
+        _key_list(keys)
         targets = [None] * _n(keys) if targets is None else targets
         if _bad_list(keys, buffer_ptrs, sizes, targets):
             return [None] * _n(keys)
@@ -1351,13 +1485,16 @@ class TensorStoreMixin:
 
         Writes the tensor stored under `key` to a safetensors file (one entry named `key`;
         file_name defaults to the key). Returns 0, -1100 when the key holds no valid tensor,
-        -600 when the store is not set up or the file cannot be written. Matches upstream."""
+        -600 when the store is not set up or the file cannot be written. file_name (and key
+        when it names the file) must be a str, bytes or os.PathLike path: anything else raises
+        TypeError before any file is opened (an int would be taken by open() as a descriptor).
+        Matches upstream (its std::string conversion raises too; os.PathLike is ours)."""
+        path = _file_path(key if file_name is None else file_name)
         if not self._mc_ready():
             return INVALID_PARAMS
         t = self._mc_get(key)
         if t is None:
             return FILE_NOT_FOUND
-        path = key if file_name is None else file_name
         try:
             _write_safetensors(path, key if isinstance(key, str) else key.decode(), t)
         except (OSError, TypeError, ValueError) as e:
@@ -1370,15 +1507,20 @@ class TensorStoreMixin:
 
         Reads entry `key` of the safetensors file `file_name` (its first entry when `key` is
         None or not in the file), put_tensor-s it under `key` (default: file_name) and returns
-        it. None when the file is missing or malformed or the put fails. Matches upstream."""
-        if file_name is None or not self._mc_ready():
+        it. None when the file is missing or malformed or the put fails. file_name must be a
+        str, bytes or os.PathLike path, else TypeError (an int is never opened as a
+        descriptor). Matches upstream (std::string file_name; os.PathLike is ours)."""
+        if file_name is None:
+            return None
+        path = _file_path(file_name)
+        if not self._mc_ready():
             return None
         try:
-            got = _read_safetensors(file_name, key)
-        except OSError as e:
+            got = _read_safetensors(path, key)
+        except (OSError, ValueError) as e:  # ValueError: a NUL byte in the path
             _log.error("load_tensor_from_safetensor %r: %s", file_name, e)
             return None
         if got is None:
             return None
-        rc = self._mc_put_full(file_name if key is None else key, got[1], None, False)
+        rc = self._mc_put_full(path if key is None else key, got[1], None, False)
         return got[1] if rc == 0 else None

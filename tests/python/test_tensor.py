@@ -789,5 +789,166 @@ class SafetensorsTest(unittest.TestCase):
             self.assertIsNone(STORE.load_tensor_from_safetensor(k, os.path.join(d, "missing")))
 
 
+class AttackFindingsTest(unittest.TestCase):
+    """The findings of a fresh-user attack on the tensor API, one test each."""
+
+    def test_an_int_file_name_is_never_opened_as_a_descriptor(self):
+        t = torch.arange(6, dtype=torch.float32)
+        k = key("fd")
+        self.assertEqual(STORE.put_tensor(k, t), 0)
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "victim")
+            with open(path, "wb") as f:
+                f.write(b"precious")
+            fd = os.open(path, os.O_RDWR)
+            try:
+                for bad in (fd, True, 1.5, ["x"], object()):
+                    with self.assertRaises(TypeError, msg=repr(bad)):
+                        STORE.save_tensor_to_safetensor(k, bad)
+                    with self.assertRaises(TypeError, msg=repr(bad)):
+                        STORE.load_tensor_from_safetensor(k, bad)
+                os.fstat(fd)  # still open
+                self.assertEqual(os.pread(fd, 64, 0), b"precious")
+            finally:
+                os.close(fd)
+            # a path with a NUL byte cannot be opened: an error code / None, not an exception
+            for p in ("a\0b", b"a\0b"):
+                self.assertEqual(STORE.save_tensor_to_safetensor(k, p), INVALID_PARAMS)
+                self.assertIsNone(STORE.load_tensor_from_safetensor(k, p))
+            # the key names the file when file_name is None: an int key is refused the same way
+            with self.assertRaises(TypeError):
+                STORE.save_tensor_to_safetensor(0)
+            # str, bytes and os.PathLike paths are files
+            import pathlib
+            for p in (os.path.join(d, "s.st"), os.path.join(d, "b.st").encode(),
+                      pathlib.Path(d) / "p.st"):
+                self.assertEqual(STORE.save_tensor_to_safetensor(k, p), 0, p)
+                k2 = key("fd")
+                self.assertTrue(bit_equal(STORE.load_tensor_from_safetensor(k2, p), t), p)
+                self.assertTrue(bit_equal(STORE.get_tensor(k2), t), p)
+
+    def test_legacy_tp_shards_are_resharded_to_the_requested_size(self):
+        t = torch.arange(24, dtype=torch.float32).reshape(4, 6)
+        k = key("reshard")
+        self.assertEqual(STORE.put_tensor_with_tp(k, t, tp_size=2, split_dim=1), 0)
+        self.assertEqual(STORE.is_exist(f"{k}__parallelism_manifest"), 0)
+
+        def read(mode, rank, size, sd):
+            return STORE.get_tensor_with_parallelism(
+                k, mcs.ReadTarget(mode, mcs.TensorParallelism([tp_axis(rank, size, sd)])))
+
+        for r in range(3):  # TP-3 shards cut from the stored TP-2 layout
+            self.assertTrue(bit_equal(read("shard", r, 3, 1), t.narrow(1, 2 * r, 2)), r)
+        for r in range(6):
+            self.assertTrue(bit_equal(read("shard", r, 6, 1), t.narrow(1, r, 1)), r)
+        self.assertTrue(bit_equal(read("shard", 1, 2, 1), t.narrow(1, 3, 3)))
+        for size in (2, 3, 6):  # full: reassembled from the stored shards whatever size asked
+            self.assertTrue(bit_equal(read("full", 0, size, 1), t), size)
+        buf = RegisteredBuffer(4096)
+        try:
+            target = mcs.ReadTarget("shard", mcs.TensorParallelism([tp_axis(2, 3, 1)]))
+            got = STORE.get_tensor_with_parallelism_into(k, buf.ptr, buf.size, target)
+            self.assertTrue(bit_equal(got, t.narrow(1, 4, 2)))
+        finally:
+            buf.close()
+        # never another shape than asked for: another split dim, a size that does not divide
+        # the stored dim, sizes beyond a C int
+        for mode, rank, size, sd in (("shard", 0, 2, 0), ("shard", 0, 3, 0), ("full", 0, 2, 0),
+                                     ("shard", 0, 4, 1), ("full", 0, 4, 1),
+                                     ("shard", 0, 2**31 - 1, 1), ("shard", 0, 2**31, 1),
+                                     ("shard", 0, 2**40, 1), ("full", 0, 2**40, 1),
+                                     ("shard", 2**31, 2**31 + 1, 1)):
+            self.assertIsNone(read(mode, rank, size, sd), (mode, rank, size, sd))
+
+    def test_full_read_refuses_shards_of_different_dtypes(self):
+        k = key("dtypes")
+        a, b = torch.ones(1, 2, dtype=torch.float32), torch.ones(1, 2, dtype=torch.int32)
+        for r, (code, x) in enumerate(((0, a), (6, b))):
+            hdr = spec_header(code, [2, 2], [1, 2], 8, layout=1, axes=[(1, 0, r, 2, 0, 0, 1)])
+            self.assertEqual(STORE.put(f"{k}_tp_{r}", hdr + raw(x)), 0)
+        target = mcs.ReadTarget("full", mcs.TensorParallelism([tp_axis(0, 2, 0)]))
+        self.assertIsNone(STORE.get_tensor_with_parallelism(k, target))
+
+    def test_legacy_key_holding_a_plain_object_is_read_as_upstream(self):
+        t = torch.arange(4, dtype=torch.int64)
+        k = key("plainlegacy")
+        self.assertEqual(STORE.put_tensor(f"{k}_tp_1", t), 0)
+        got = STORE.get_tensor_with_parallelism(
+            k, mcs.ReadTarget("shard", mcs.TensorParallelism([tp_axis(1, 2, 0)])))
+        self.assertTrue(bit_equal(got, t))
+
+    def test_out_of_range_axis_values_are_minus_600(self):
+        t = torch.zeros(4, 4)
+        k = key("big")
+        A = mcs.ParallelAxis
+        for axes in ([A("dp", 0, 2**40)], [A("dp", 2**31, 2**31 + 1)],
+                     [A("tp", 0, 2**31, 0)], [A("tp", 2**31, 2**31 + 1, 0)],
+                     [A("tp", 0, 2, 2**31)], [A("tp", 0, 2, 0), A("dp", 0, 2**40)],
+                     [A("ep", 0, 2, expert_id=2**31)], [A("pp", 0, 2, stage_id=2**31)],
+                     [A("ep", 0, 2, expert_id=-2**31 - 1)]):
+            p = mcs.TensorParallelism(axes)
+            self.assertEqual(STORE.put_tensor_with_parallelism(k, t, p), INVALID_PARAMS, axes)
+            self.assertEqual(STORE.upsert_tensor_with_parallelism(k, t, p), INVALID_PARAMS)
+            self.assertEqual(STORE.batch_put_tensor_with_parallelism([k], [t], [p]),
+                             [INVALID_PARAMS])
+            self.assertEqual(STORE.batch_upsert_tensor_with_parallelism([k], [t], [p]),
+                             [INVALID_PARAMS])
+            self.assertIsNone(STORE.get_tensor_with_parallelism(k, mcs.ReadTarget("shard", p)))
+
+        class W:
+            rank, size, split_dim = 0, 2**31, 0
+
+        self.assertEqual(STORE.put_tensor_with_parallelism(k, t, writer_partition=W()),
+                         INVALID_PARAMS)
+        self.assertEqual(STORE.put_tensor_with_tp(k, t, tp_size=2**40), INVALID_PARAMS)
+        self.assertEqual(STORE.put_tensor_with_tp(k, t, tp_size=2, split_dim=2**40),
+                         INVALID_PARAMS)
+        self.assertEqual(STORE.is_exist(k), 0)
+
+    def test_deeply_nested_safetensors_header_is_none(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "deep.safetensors")
+            head = b"[" * 100000
+            with open(path, "wb") as f:
+                f.write(struct.pack("<Q", len(head)) + head)
+            self.assertIsNone(STORE.load_tensor_from_safetensor(key("deep"), path))
+
+    def test_meta_and_oversized_tensors_are_refused_before_copying(self):
+        k = key("huge")
+        self.assertEqual(STORE.put_tensor(k, torch.empty(3, device="meta")), INVALID_PARAMS)
+        self.assertEqual(STORE.upsert_tensor(k, torch.empty(3, device="meta")), INVALID_PARAMS)
+        self.assertEqual(STORE.batch_put_tensor([k], [torch.empty(3, device="meta")]),
+                         [INVALID_PARAMS])
+        big = torch.zeros(1).expand(2**40)  # 4 TiB once contiguous
+        self.assertEqual(STORE.put_tensor(k, big), INVALID_PARAMS)
+        self.assertEqual(STORE.put_tensor_with_tp(k, big, tp_size=2), INVALID_PARAMS)
+        # the limit: header + data <= 2^40 bytes
+        edge = torch.zeros(1, dtype=torch.uint8).expand(2**40 - 303)
+        self.assertEqual(STORE.put_tensor(k, edge), INVALID_PARAMS)
+        self.assertEqual(STORE.is_exist(k), 0)
+        with self.assertRaises(ValueError):
+            mcs._serialize_tensor(torch.empty(3, device="meta"))
+
+    def test_batch_keys_must_be_a_list_or_tuple(self):
+        t = torch.ones(2)
+        for keys in ("ab", b"ab", (x for x in ["a", "b"]), None, {"a": 1, "b": 2}):
+            for call in (lambda: STORE.batch_put_tensor(keys, [t, t]),
+                         lambda: STORE.batch_upsert_tensor(keys, [t, t]),
+                         lambda: STORE.batch_pub_tensor(keys, [t, t]),
+                         lambda: STORE.batch_get_tensor(keys),
+                         lambda: STORE.batch_put_tensor_with_tp(keys, [t, t]),
+                         lambda: STORE.batch_get_tensor_with_tp(keys),
+                         lambda: STORE.batch_put_tensor_from(keys, [1, 1], [304, 304]),
+                         lambda: STORE.batch_get_tensor_into(keys, [1, 1], [304, 304]),
+                         lambda: STORE.batch_put_tensor_with_parallelism(keys, [t, t]),
+                         lambda: STORE.batch_get_tensor_with_parallelism(keys),
+                         lambda: STORE.batch_get_tensor_into_cuda(keys, [t, t])):
+                with self.assertRaises(TypeError, msg=repr(keys)):
+                    call()
+        k = key("tuple")
+        self.assertEqual(STORE.batch_put_tensor((k,), (t,)), [0])
+        self.assertTrue(bit_equal(STORE.batch_get_tensor((k,))[0], t))
+
+
 if __name__ == "__main__":
     unittest.main()
