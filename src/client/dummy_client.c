@@ -906,6 +906,72 @@ int mc_dummy_set_offloading(mc_dummy_t *d, int enabled)
     return (int)code_call(d, MC_DUMMY_SET_OFFLOADING, &req);
 }
 
+int mc_dummy_create_task(mc_dummy_t *d, int move, const char *key, const char *source,
+                         const char *const *targets, size_t n, char *id_out)
+{
+    if (!id_out || (!targets && n) || (move && (!source || n != 1)))
+        return MC_ERR_INVALID_PARAMS;
+    if (check_keys(&key, 1) != 0)
+        return MC_ERR_INVALID_KEY;
+    for (size_t i = 0; i < n; i++) {
+        if (!targets[i])
+            return MC_ERR_INVALID_PARAMS;
+    }
+    int rc = enter(d);
+    if (rc != 0)
+        return rc;
+    Mc__DummyRequest req = MC__DUMMY_REQUEST__INIT;
+    char *k = (char *)key;
+    req.keys = &k;
+    req.n_keys = 1;
+    req.targets = (char **)targets;
+    req.n_targets = n;
+    req.source = (char *)(source ? source : "");
+    req.flag = move != 0;
+    Mc__DummyReply *rep;
+    rc = call(d, MC_DUMMY_CREATE_TASK, &req, &rep);
+    if (rc == 0) {
+        rc = (int)rep->code;
+        snprintf(id_out, MC_TASK_ID_LEN + 1, "%s", rep->task_id ? rep->task_id : "");
+        mc__dummy_reply__free_unpacked(rep, NULL);
+    }
+    leave(d);
+    return rc;
+}
+
+int mc_dummy_query_task(mc_dummy_t *d, const char *task_id, mc_task_info_t *out)
+{
+    if (!task_id || !out)
+        return MC_ERR_INVALID_PARAMS;
+    int rc = enter(d);
+    if (rc != 0)
+        return rc;
+    Mc__DummyRequest req = MC__DUMMY_REQUEST__INIT;
+    req.task_id = (char *)task_id;
+    Mc__DummyReply *rep;
+    rc = call(d, MC_DUMMY_QUERY_TASK, &req, &rep);
+    if (rc == 0) {
+        rc = (int)rep->code;
+        if (rc == 0 && !rep->task)
+            rc = MC_ERR_DESERIALIZE_FAIL;
+        if (rc == 0) {
+            const Mc__DummyTask *t = rep->task;
+            memset(out, 0, sizeof(*out));
+            snprintf(out->id, sizeof(out->id), "%s", t->id ? t->id : "");
+            out->type = (mc_task_type_t)t->type;
+            out->status = (mc_task_status_t)t->status;
+            out->created_at_ms_epoch = t->created_at_ms_epoch;
+            out->last_updated_at_ms_epoch = t->last_updated_at_ms_epoch;
+            snprintf(out->assigned_client, sizeof(out->assigned_client), "%s",
+                     t->assigned_client ? t->assigned_client : "");
+            snprintf(out->message, sizeof(out->message), "%s", t->message ? t->message : "");
+        }
+        mc__dummy_reply__free_unpacked(rep, NULL);
+    }
+    leave(d);
+    return rc;
+}
+
 int mc_dummy_health_check(mc_dummy_t *d)
 {
     if (enter(d) != 0)

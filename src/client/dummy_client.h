@@ -34,6 +34,10 @@ int mc_dummy_register_buffer(mc_dummy_t *d, void *buf, size_t size);
 int mc_dummy_unregister_buffer(mc_dummy_t *d, void *buf);
 int mc_dummy_get_offload_stats(mc_dummy_t *d, mc_store_offload_stats_t *out);
 int mc_dummy_set_offloading(mc_dummy_t *d, int enabled);
+/* copy (move 0: targets[0..n)) or move (move 1: source -> targets[0]) */
+int mc_dummy_create_task(mc_dummy_t *d, int move, const char *key, const char *source,
+                         const char *const *targets, size_t n, char *id_out);
+int mc_dummy_query_task(mc_dummy_t *d, const char *task_id, mc_task_info_t *out);
 
 /* Frees the shared allocations (mc_store_alloc_shared) `owner` owns: mc_store_free. */
 void mc_shared_free_owned(const mc_store_t *owner);

@@ -188,6 +188,10 @@ typedef struct dummy_conn {
     dummy_region_t *regions;
     size_t nregions;
     uint64_t mapped; /* bytes */
+    /* a task call's answer, referenced by the reply until it is packed (one call at a time) */
+    char task_id[MC_TASK_ID_LEN + 1];
+    mc_task_info_t task;
+    Mc__DummyTask task_pb;
     struct dummy_conn *next;
 } dummy_conn_t;
 
@@ -382,6 +386,45 @@ static int64_t per_key_call(dummy_conn_t *c, uint16_t op, const Mc__DummyRequest
     return rc;
 }
 
+/* A copy (flag 0) or move (flag 1) task of keys[0]; the id goes into rep->task_id, which points
+ * into c->task_id (valid until the reply is packed). */
+static int64_t create_task(dummy_conn_t *c, const Mc__DummyRequest *req, Mc__DummyReply *rep)
+{
+    if (req->n_keys != 1)
+        return MC_ERR_INVALID_PARAMS;
+    int rc = req->flag ? (req->n_targets == 1 && req->source
+                              ? mc_store_create_move_task(c->svc->store, req->keys[0], req->source,
+                                                          req->targets[0], c->task_id)
+                              : MC_ERR_INVALID_PARAMS)
+                       : mc_store_create_copy_task(c->svc->store, req->keys[0],
+                                                   (const char *const *)req->targets,
+                                                   req->n_targets, c->task_id);
+    rep->task_id = c->task_id;
+    return rc;
+}
+
+/* A task's state into rep->task (c->task and c->task_pb, valid until the reply is packed). */
+static int64_t query_task(dummy_conn_t *c, const Mc__DummyRequest *req, Mc__DummyReply *rep)
+{
+    if (!req->task_id)
+        return MC_ERR_INVALID_PARAMS;
+    memset(&c->task, 0, sizeof(c->task));
+    int rc = mc_store_query_task(c->svc->store, req->task_id, &c->task);
+    if (rc != 0)
+        return rc;
+    Mc__DummyTask init = MC__DUMMY_TASK__INIT;
+    c->task_pb = init;
+    c->task_pb.id = c->task.id;
+    c->task_pb.type = (int32_t)c->task.type;
+    c->task_pb.status = (int32_t)c->task.status;
+    c->task_pb.created_at_ms_epoch = c->task.created_at_ms_epoch;
+    c->task_pb.last_updated_at_ms_epoch = c->task.last_updated_at_ms_epoch;
+    c->task_pb.assigned_client = c->task.assigned_client;
+    c->task_pb.message = c->task.message;
+    rep->task = &c->task_pb;
+    return 0;
+}
+
 static int64_t replica_desc(dummy_conn_t *c, const Mc__DummyRequest *req, Mc__DummyReply *rep)
 {
     if (req->n_keys != 1 || req->flag < 0)
@@ -501,6 +544,10 @@ static int64_t dispatch(dummy_conn_t *c, uint16_t op, const Mc__DummyRequest *re
         return offload_stats(c, rep);
     case MC_DUMMY_SET_OFFLOADING:
         return mc_store_set_offloading(st, req->flag);
+    case MC_DUMMY_CREATE_TASK:
+        return create_task(c, req, rep);
+    case MC_DUMMY_QUERY_TASK:
+        return query_task(c, req, rep);
     default:
         return MC_ERR_INVALID_PARAMS;
     }

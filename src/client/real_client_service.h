@@ -50,6 +50,8 @@ enum mc_dummy_opcode {
     MC_DUMMY_HEALTH = 218,          /* - / code: the real client's own health_check */
     MC_DUMMY_OFFLOAD_STATS = 219,   /* - / code, stats */
     MC_DUMMY_SET_OFFLOADING = 220,  /* flag / code */
+    MC_DUMMY_CREATE_TASK = 221,     /* keys[0], targets, source, flag move / code, task_id */
+    MC_DUMMY_QUERY_TASK = 222,      /* task_id / code, task */
 };
 
 #define MC_DUMMY_SOCKET_FMT "mooncake_client_%d.sock" /* abstract: a leading NUL byte */

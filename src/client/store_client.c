@@ -1816,6 +1816,7 @@ void mc_store_allow_zero_copy_io(mc_store_t *s)
 int mc_store_create_copy_task(mc_store_t *s, const char *key, const char *const *targets, size_t n,
                               char *id_out)
 {
+    DUMMY(s, mc_dummy_create_task(s->dummy, 0, key, NULL, targets, n, id_out));
     int rc = enter(s, 0);
     if (rc != 0)
         return rc;
@@ -1833,6 +1834,7 @@ int mc_store_create_copy_task(mc_store_t *s, const char *key, const char *const 
 int mc_store_create_move_task(mc_store_t *s, const char *key, const char *source,
                               const char *target, char *id_out)
 {
+    DUMMY(s, mc_dummy_create_task(s->dummy, 1, key, source, &target, 1, id_out));
     int rc = enter(s, 0);
     if (rc != 0)
         return rc;
@@ -1845,6 +1847,7 @@ int mc_store_create_move_task(mc_store_t *s, const char *key, const char *source
 
 int mc_store_query_task(mc_store_t *s, const char *task_id, mc_task_info_t *out)
 {
+    DUMMY(s, mc_dummy_query_task(s->dummy, task_id, out));
     int rc = enter(s, 0);
     if (rc != 0)
         return rc;
@@ -1856,6 +1859,15 @@ int mc_store_query_task(mc_store_t *s, const char *task_id, mc_task_info_t *out)
 int mc_store_batch_replica_clear(mc_store_t *s, const char *const *keys, size_t n,
                                  const char *segment_name, int *cleared)
 {
+    /* a dummy holds no objects of its own to clear: nothing cleared (upstream's dummy answers
+     * an empty list) */
+    if (s && s->dummy) {
+        if ((!keys || !cleared) && n)
+            return MC_ERR_INVALID_PARAMS;
+        for (size_t i = 0; i < n; i++)
+            cleared[i] = 0;
+        return 0;
+    }
     int rc = enter(s, 0);
     if (rc != 0)
         return rc;

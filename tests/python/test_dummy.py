@@ -177,6 +177,51 @@ class DummyTest(RealClusterTest):
         self.assertEqual(d.remove("py/dummy/child", force=True), 0)
 
 
+class DummyTaskTest(RealClusterTest):
+    """Copy/move tasks work through a dummy as upstream's (forwarded to the real client);
+    batch_replica_clear answers [] (a dummy owns no objects)."""
+
+    def test_copy_task_through_a_dummy(self):
+        target_port = free_port()
+        target = self.spawn("target", [
+            os.path.join(BUILD, "tools", "mooncake_client"), "--global_segment_size=64MB",
+            "--host=127.0.0.1", f"--port={target_port}", "--metadata_server=P2PHANDSHAKE",
+            f"--master_server_address={self.master_addr}"], stdout=subprocess.PIPE)
+        try:
+            self.assertTrue(target.stdout.readline().decode().startswith("mooncake_client ready"))
+            d = self.dummy()
+            value = os.urandom(256 * 1024)
+            key = f"dummy/task/{os.getpid()}"
+            # placement is random over the two segments: the task copies onto the other one
+            self.assertEqual(d.put(key, value), 0)
+            def endpoints():
+                return [r.get_memory_descriptor().buffer_descriptor.transport_endpoint
+                        for r in d.get_replica_desc(key) if r.is_memory_replica()]
+
+            holders = endpoints()
+            self.assertEqual(len(holders), 1, holders)
+            other = ({f"127.0.0.1:{self.port}", f"127.0.0.1:{target_port}"} - set(holders)).pop()
+            task_id, rc = d.create_copy_task(key, [other])
+            self.assertEqual(rc, 0)
+            deadline = time.monotonic() + 30
+            while True:
+                resp, rc = d.query_task(task_id)
+                self.assertEqual(rc, 0)
+                self.assertEqual(resp.id, task_id)
+                if int(resp.status) == 3 or time.monotonic() > deadline:  # SUCCESS
+                    break
+                time.sleep(0.2)
+            self.assertEqual(int(resp.status), 3, resp)
+            self.assertEqual(sorted(endpoints()), sorted(holders + [other]))
+            self.assertEqual(d.get(key), value)
+            self.assertEqual(d.batch_replica_clear([key]), [])
+            self.assertEqual(d.close(), 0)
+        finally:
+            target.terminate()
+            target.wait(timeout=10)
+            target.stdout.close()
+
+
 class RestartTest(RealClusterTest):
     def test_real_client_killed_then_restarted(self):
         d = self.dummy()
