@@ -47,6 +47,14 @@ typedef struct mc_segment {
     mc_segment_info_t info; /* id, name, base, size, protocol, client_id (the owner) */
     mc_alloc_t *alloc;      /* over [info.base, info.base + info.size) */
     uint32_t gen;           /* mount generation, unique per mount (0-byte replicas refer to it) */
+    /* The generation its epoch is made of: its own, or that of the owner's segment of the same
+     * name already mounted (one Transfer Engine serves them all, and an engine holds one epoch:
+     * a client's segments share it; see mc_master_segment_epoch). */
+    uint32_t epoch_gen;
+    /* Graceful unmount (matches upstream GracefulUnmountSegment): 0, or the master clock ms at
+     * which the monitor unmounts it. Meanwhile no put is placed on it; its objects stay
+     * readable. */
+    uint64_t drain_until;
     struct mc_offloader *offloader; /* the owner, when it offloads; else NULL */
 } mc_segment_t;
 

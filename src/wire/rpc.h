@@ -46,6 +46,8 @@ enum mc_rpc_opcode {
     /* offload reads: client -> the client owning a local-disk replica (not the master) */
     MC_RPC_OFFLOAD_FETCH = 150,   /* FetchRequest / FetchResponse */
     MC_RPC_OFFLOAD_RELEASE = 151, /* ReleaseRequest / CodesResponse */
+    /* SegmentRequest (ids, grace_period_ms) / StatusResponse: upstream's GracefulUnmountSegment */
+    MC_RPC_GRACEFUL_UNMOUNT_SEGMENT = 170,
 };
 
 #define MC_RPC_REPLY 0x8000u
