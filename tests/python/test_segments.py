@@ -233,8 +233,9 @@ class SegmentsTest(unittest.TestCase):
                 for i in range(12):
                     self.assertEqual(owner.put(f"seg/race/new/{round_}/{i}",
                                                pattern(900 + i, 512 * 1024)), 0)
-                errors = stats["errors"]
-                wait_for(lambda: stats["errors"] >= errors + 24, what="reads after the unmount")
+                seen = stats["errors"] + len(stats["wrong"])
+                wait_for(lambda: stats["errors"] + len(stats["wrong"]) >= seen + 24,
+                         what="reads after the unmount")
                 self.assertEqual(owner.unmount_and_free_segment(new["segment_ids"]), 0)
         finally:
             stats["stop"] = True
