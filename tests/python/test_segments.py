@@ -19,6 +19,8 @@ import tempfile
 import threading
 import time
 import unittest
+import urllib.error
+import urllib.parse
 import urllib.request
 
 from test_store import BUILD, die_with_parent, free_port, wait_port
@@ -33,7 +35,8 @@ ID_FORM = re.compile(r"^\d+-\d+$")  # upstream's UuidToString
 class Master:
     """A mooncake_master on loopback; restart() brings a new one up on the same ports."""
 
-    def __init__(self):
+    def __init__(self, *extra):
+        self.extra = list(extra)
         self.logdir = tempfile.TemporaryDirectory(prefix="mc_segments_")
         self.rpc_port, self.metrics_port = free_port(), free_port()
         self.addr = f"127.0.0.1:{self.rpc_port}"
@@ -46,7 +49,7 @@ class Master:
         self.proc = subprocess.Popen(
             [os.path.join(BUILD, "tools", "mooncake_master"), f"--rpc_port={self.rpc_port}",
              f"--metrics_port={self.metrics_port}", "--rpc_address=127.0.0.1",
-             "--metrics_host=127.0.0.1", "--default_kv_lease_ttl=2000"],
+             "--metrics_host=127.0.0.1", "--default_kv_lease_ttl=2000"] + self.extra,
             stdout=self.log, stderr=self.log, stdin=subprocess.DEVNULL,
             preexec_fn=die_with_parent)
         wait_port(self.rpc_port, self.proc)
@@ -76,6 +79,17 @@ class Master:
         m = re.search(r'^segment_total_capacity_bytes\{segment="%s"\} (\d+)' % re.escape(name),
                       text, re.M)
         return int(m.group(1)) if m else 0
+
+    def replica_types(self, key):
+        """The key's replica types, from /query_key (which grants no read lease)."""
+        url = (f"http://127.0.0.1:{self.metrics_port}/query_key?key="
+               + urllib.parse.quote(key, safe=""))
+        try:
+            with urllib.request.urlopen(url, timeout=10) as r:
+                body = r.read()
+        except urllib.error.HTTPError as e:
+            body = e.read()
+        return [rep["type"] for rep in json.loads(body).get("replicas", [])]
 
     def close(self):
         self.stop()
@@ -390,6 +404,35 @@ class SegmentsTest(unittest.TestCase):
         self.assertEqual(owner.unmount_local_disk_segment(), 0)  # upstream: warning, 0
         self.assertEqual(owner.unmount_local_disk_segment(grace_period_seconds=0), 0)
         self.assertEqual(owner.unmount_local_disk_segment(3601), -1)
+
+    def test_unmount_local_disk_stops_offloading_and_drops_its_replicas(self):
+        master = Master("--enable_offload=true")
+        self.addCleanup(master.close)
+        saved = os.environ.get("MOONCAKE_OFFLOAD_HEARTBEAT_INTERVAL_SECONDS")
+        os.environ["MOONCAKE_OFFLOAD_HEARTBEAT_INTERVAL_SECONDS"] = "1"
+        self.addCleanup(lambda: os.environ.pop("MOONCAKE_OFFLOAD_HEARTBEAT_INTERVAL_SECONDS")
+                        if saved is None else os.environ.update(
+                            MOONCAKE_OFFLOAD_HEARTBEAT_INTERVAL_SECONDS=saved))
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        owner = mcs.MooncakeDistributedStore()
+        self.assertEqual(owner.setup("127.0.0.1", "P2PHANDSHAKE", 16 * MiB, 16 * MiB, "tcp", "",
+                                     master.addr, enable_ssd_offload=True,
+                                     ssd_offload_path=tmp.name), 0)
+        self.addCleanup(owner.close)
+        self.assertEqual(owner.put("seg/disk/a", pattern(700, 64 * 1024)), 0)
+        wait_for(lambda: "LOCAL_DISK" in master.replica_types("seg/disk/a"), timeout=20,
+                 what="the local-disk replica")
+        start = time.monotonic()
+        self.assertEqual(owner.unmount_local_disk_segment(1), 0)
+        self.assertGreaterEqual(time.monotonic() - start, 1.0)  # the grace period is waited
+        self.assertEqual(master.replica_types("seg/disk/a"), ["MEMORY"])
+        self.assertEqual(owner.get("seg/disk/a"), pattern(700, 64 * 1024))
+        # no more offloading: a new object keeps its memory replica only, across heartbeats
+        self.assertEqual(owner.put("seg/disk/b", b"b" * 4096), 0)
+        time.sleep(3)
+        self.assertEqual(master.replica_types("seg/disk/b"), ["MEMORY"])
+        self.assertEqual(owner.unmount_local_disk_segment(), 0)  # again: nothing to drain
 
     def test_init_all_sets_up_as_upstream(self):
         # upstream's fixed addresses (localhost:12345, master 127.0.0.1:50051): in a private
