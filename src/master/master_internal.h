@@ -336,7 +336,8 @@ void mc_offload_discard_locked(mc_master_t *m, mc_object_t *o);
 void mc_offload_source_lost_locked(mc_master_t *m, mc_object_t *o, uint32_t slot);
 /* `o` was moved to a new record `n` (regrow): fixes the task's back pointer. */
 void mc_offload_object_moved_locked(mc_object_t *n);
-/* A segment was mounted: link it to its owner's offloader record, if any. */
+/* A segment was mounted: link it to its owner's offloader record, if any, unless another of
+ * the owner's segments is linked (a worker offloads from one segment, that of its setup). */
 void mc_offload_segment_mounted_locked(mc_master_t *m, mc_segment_t *s);
 /* Client expiry: its offloader record, its tasks and its local-disk replicas go. */
 void mc_offload_client_gone_locked(mc_master_t *m, const char *client_id);

@@ -91,6 +91,12 @@ class Master:
             body = e.read()
         return [rep["type"] for rep in json.loads(body).get("replicas", [])]
 
+    def metric(self, name):
+        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        with urllib.request.urlopen(url, timeout=10) as r:
+            m = re.search(rf"^{name} (\d+)$", r.read().decode(), re.M)
+        return int(m.group(1)) if m else None
+
     def close(self):
         self.stop()
         self.logdir.cleanup()
@@ -433,6 +439,31 @@ class SegmentsTest(unittest.TestCase):
         time.sleep(3)
         self.assertEqual(master.replica_types("seg/disk/b"), ["MEMORY"])
         self.assertEqual(owner.unmount_local_disk_segment(), 0)  # again: nothing to drain
+
+    def test_an_offloading_client_offloads_its_setup_segment_only(self):
+        # its worker reads objects from the segment of setup; one on a run-time segment gets no
+        # offload task (else the task would fail: the worker cannot read it)
+        master = Master("--enable_offload=true")
+        self.addCleanup(master.close)
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        owner = mcs.MooncakeDistributedStore()
+        self.assertEqual(owner.setup("127.0.0.1", "P2PHANDSHAKE", 4 * MiB, 16 * MiB, "tcp", "",
+                                     master.addr, enable_ssd_offload=True,
+                                     ssd_offload_path=tmp.name), 0)
+        self.addCleanup(owner.close)
+        self.assertEqual(owner.allocate_and_mount_segment(16 * MiB)["ret"], 0)
+        keys = [f"seg/offload/{i}" for i in range(16)]
+        for i, k in enumerate(keys):
+            self.assertEqual(owner.put(k, pattern(800 + i, 512 * 1024)), 0)
+        wait_for(lambda: master.metric("master_offload_queue_depth") == 0
+                 and master.metric("master_offload_tasks_done_total") > 0, timeout=30,
+                 what="the offload tasks to settle")
+        self.assertEqual(master.metric("master_offload_tasks_failed_total"), 0)
+        self.assertEqual(master.metric("master_offload_tasks_retried_total"), 0)
+        on_disk = [k for k in keys if "LOCAL_DISK" in master.replica_types(k)]
+        self.assertEqual(len(on_disk), master.metric("master_offload_tasks_done_total"))
+        self.assertLess(len(on_disk), len(keys))  # the run-time segment took some
 
     def test_init_all_sets_up_as_upstream(self):
         # upstream's fixed addresses (localhost:12345, master 127.0.0.1:50051): in a private
