@@ -326,7 +326,7 @@ int mc_store_get_replica_desc(mc_store_t *store, const char *key, mc_replica_des
  * MC_ERR_SEGMENT_ALREADY_EXISTS / MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS (the master refused the
  * range), MC_ERR_INTERNAL_ERROR (no memory). Differences from upstream: one segment per call
  * (upstream splits by the transport's registration limit, which tcp does not have); `protocol`
- * must be "" or the engine's own; `location` (a NUMA/device hint) does not exist here.
+ * must be "", "tcp" or the engine's own; `location` (a NUMA/device hint) does not exist here.
  */
 #define MC_STORE_SEGMENT_ID_MAX 48
 

@@ -560,7 +560,7 @@ PyMethodDef mcpy_store_meta_methods[] = {
      "/dev/shm/<name>) and contributes it to the pool as a new segment of this client, reached\n"
      "by peers through this client's endpoint. offset must be page-aligned and the range inside\n"
      "the file. Returns {\"ret\": 0, \"segment_ids\": [id]} or {\"ret\": -1, \"segment_ids\": []}\n"
-     "(bad arguments, master refusal, not set up). protocol must be the engine's (\"tcp\"...);\n"
+     "(bad arguments, master refusal, not set up). protocol: \"tcp\" or the engine's;\n"
      "location is accepted and unused. Matches upstream RealClient::mountSegment (one segment\n"
      "per call here)."},
     {"allocate_and_mount_segment", MCPY_KW(store_allocate_and_mount_segment),

@@ -1550,10 +1550,12 @@ static int run_segment_mount(mc_store_t *s, void *base, uint64_t size, mc_run_se
     return 0;
 }
 
-/* The protocol a caller asked for: "" / NULL, or this engine's own. */
+/* The protocol a caller asked for: "" / NULL, this engine's own, or "tcp" (upstream's default
+ * argument; every engine serves tcp). */
 static int protocol_ok(mc_store_t *s, const char *protocol)
 {
-    if (!protocol || !*protocol || !strcmp(protocol, mc_te_protocol(s->te)))
+    if (!protocol || !*protocol || !strcmp(protocol, "tcp") ||
+        !strcmp(protocol, mc_te_protocol(s->te)))
         return 1;
     MC_ERROR("segment protocol \"%s\": this client's Transfer Engine runs \"%s\"", protocol,
              mc_te_protocol(s->te));
