@@ -15,6 +15,9 @@
  * (docs/offload.md), and serves reads of its local-disk files to other clients. An invalid
  * variable or an unusable directory stops it at start with one line on stderr.
  *
+ * Dummy clients (upstream's setup_dummy) on this host are served on the abstract unix socket
+ * "@mooncake_client_<port>.sock" (src/client/real_client_service.h): this user or root, and the
+ * cluster secret when one is set.
  * --enable_http_server (--http_port=9300) serves GET /health, /metrics and /metrics/summary on
  * the --host address (src/client/client_http.h); a port that cannot be bound only warns.
  *
@@ -27,6 +30,7 @@
 #include "net.h"
 #include "offload.h"
 #include "parse.h"
+#include "real_client_service.h"
 
 #include <signal.h>
 #include <stdint.h>
@@ -36,11 +40,8 @@
 #include <unistd.h>
 
 /* Upstream flags this program accepts for compatibility but does not implement. */
-static const char *const ignored_flags[] = {"threads",
-                                            "tenant_id",
-                                            "start_offload_rpc_server",
-                                            "use_mmap_arena_allocator",
-                                            "mmap_arena_pool_size",
+static const char *const ignored_flags[] = {"tenant_id", "start_offload_rpc_server",
+                                            "use_mmap_arena_allocator", "mmap_arena_pool_size",
                                             NULL};
 
 int main(int argc, char **argv)
@@ -53,6 +54,7 @@ int main(int argc, char **argv)
     char *secret = "", *secret_file = "";
     int64_t master_wait = -1; /* -1: MC_MASTER_WAIT_TIMEOUT or 30 s */
     int64_t verbosity = 0;
+    int64_t threads = 1;
     int enable_http_server = 0; /* upstream's client HTTP server (src/client/client_http.h) */
     int64_t http_port = 9300;
     mc_flag_t flags[] = {
@@ -85,6 +87,10 @@ int main(int argc, char **argv)
         {"cluster_secret", MC_FLAG_STRING, &secret,
          "the cluster secret itself (visible in ps: prefer --cluster_secret_file); default "
          "$MOONCAKE_CLUSTER_SECRET"},
+        {"threads", MC_FLAG_INT, &threads,
+         "threads serving each dummy client (setup_dummy) on this host: that many of its calls "
+         "run at once",
+         1, MC_DUMMY_MAX_LANES},
         {"enable_http_server", MC_FLAG_BOOL, &enable_http_server,
          "serve GET /health, /metrics, /metrics/summary on --host:--http_port (as upstream)"},
         {"http_port", MC_FLAG_INT, &http_port,
@@ -158,6 +164,17 @@ int main(int argc, char **argv)
                 mc_error_name(rc), rc);
         return 1;
     }
+    mc_real_client_service_t *dummies = NULL;
+    rc =
+        mc_real_client_service_start(store, (int)port, (int)threads, secret, secret_file, &dummies);
+    if (rc != 0) {
+        fprintf(stderr,
+                "mooncake_client: cannot serve dummy clients on @" MC_DUMMY_SOCKET_FMT
+                ": %s (%d); see the log above\n",
+                (int)port, mc_error_name(rc), rc);
+        mc_store_free(store);
+        return 1;
+    }
     char seg[64];
     mc_format_size(segment_size, seg, sizeof(seg));
     MC_INFO("mooncake_client ready: segment %s (%s), master %s, protocol %s",
@@ -168,6 +185,7 @@ int main(int argc, char **argv)
     int sig = 0;
     sigwait(&set, &sig);
     MC_INFO("mooncake_client: signal %d, unmounting and exiting", sig);
+    mc_real_client_service_stop(dummies);
     mc_store_free(store);
     return 0;
 }

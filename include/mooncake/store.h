@@ -298,6 +298,62 @@ int mc_store_set_offloading(mc_store_t *store, int enabled);
 int mc_store_get_replica_desc(mc_store_t *store, const char *key, mc_replica_desc_t *out,
                               size_t capacity, size_t *count);
 
+/* ---- dummy clients (upstream's setup_dummy / DummyClient) ------------------------------------
+ *
+ * A dummy store owns no segment, no Transfer Engine and no master connection: every call is
+ * forwarded to a real client (mooncake_client) on the same host, through the abstract unix
+ * socket "@mooncake_client_<port>.sock" (<port>: the port of real_client_addr, mooncake_client's
+ * --port). Object bytes never cross the socket: the dummy's memory is shared memory (memfd) the
+ * real client maps, so the zero-copy calls stay zero-copy. Matches upstream `DummyClient`
+ * (mooncake-store/src/dummy_client.cpp) and `RealClient`'s service; docs/limits.md lists the
+ * service's limits.
+ *
+ * On a dummy store: put/upsert/get (plain) copy through a slice of the dummy's local buffer
+ * (local_buffer_size bytes; MC_ERR_NO_AVAILABLE_HANDLE (-200) when no slice of the size is free,
+ * as upstream; a get needs room for min(capacity, local_buffer_size) bytes, so an object larger
+ * than the local buffer is read with get_into). The zero-copy calls need memory from
+ * mc_store_alloc_shared registered with mc_store_register_buffer, which must name exactly an
+ * allocation's base and size (else MC_ERR_INVALID_PARAMS; upstream returns -1). Every other call
+ * runs on the real client and returns what it returns there. mc_store_get_hostname is "".
+ *
+ * Liveness (upstream's): the dummy pings every second; while the real client is unreachable (or
+ * did not answer a call within MC_DUMMY_CALL_TIMEOUT_MS, env, default 60 s) every call returns
+ * MC_ERR_RPC_FAIL (-900) at once; every 2 s the dummy reconnects, hands its memory over again,
+ * and calls work again. The real client drops a dummy 10 s after its last message, or at once
+ * when its connection closes. mc_store_health_check: 0 healthy, 1 not set up or closed, 2 real
+ * client unreachable.
+ */
+typedef struct mc_store_dummy_config {
+    const char *real_client_addr; /* "host:port" of mooncake_client (default 127.0.0.1:50052);
+                                     only the port is used: it names the socket */
+    uint64_t local_buffer_size;   /* bytes of shared staging for the copying calls; 0 = none */
+    uint64_t mem_pool_size;       /* accepted and unused, as upstream */
+    /* The cluster secret, resolved as mc_store_config_t's; the dummy proves it to the real
+     * client (which then must have it too). */
+    const char *cluster_secret;
+    const char *cluster_secret_file;
+} mc_store_dummy_config_t;
+
+/*
+ * Connects to the real client, hands over the local buffer and starts the ping. Returns 0,
+ * MC_ERR_INVALID_PARAMS (bad address, local buffer over 1 TiB, unreadable secret file),
+ * MC_ERR_RPC_FAIL (no real client serves that port here), MC_ERR_ILLEGAL_CLIENT (the cluster
+ * secret was refused), MC_ERR_INTERNAL_ERROR (shared memory could not be allocated).
+ */
+int mc_store_setup_dummy(const mc_store_dummy_config_t *config, mc_store_t **out);
+
+/*
+ * Shared memory (a sealed memfd named "mooncake_shm", mapped read-write, zeroed) for the
+ * zero-copy calls of a dummy: what upstream's alloc_from_mem_pool and MooncakeHostMemAllocator
+ * return. `store` owns the allocation (freed with mc_store_free), or NULL: the process owns it.
+ * Works on any store. 0 and *addr, MC_ERR_INVALID_PARAMS (size 0 or over 1 TiB),
+ * MC_ERR_INTERNAL_ERROR (the kernel refused). Thread-safe.
+ */
+int mc_store_alloc_shared(mc_store_t *store, size_t size, void **addr);
+/* Frees an allocation (unregister it first). 0, or MC_ERR_INVALID_PARAMS when addr is not the
+ * base of a live allocation. */
+int mc_store_free_shared(mc_store_t *store, void *addr);
+
 /*
  * ---- Segments mounted at run time (upstream's RealClient::mountSegment & co.) ----------------
  *
@@ -324,7 +380,8 @@ int mc_store_get_replica_desc(mc_store_t *store, const char *key, mc_replica_des
  * Errors besides those of every call: MC_ERR_INVALID_PARAMS (bad size/offset/path/protocol, an id
  * this client did not mount with the matching function or already unmounting),
  * MC_ERR_SEGMENT_ALREADY_EXISTS / MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS (the master refused the
- * range), MC_ERR_INTERNAL_ERROR (no memory). Differences from upstream: one segment per call
+ * range), MC_ERR_INTERNAL_ERROR (no memory), MC_ERR_UNAVAILABLE_IN_CURRENT_MODE (a dummy store:
+ * upstream refuses these on a dummy too). Differences from upstream: one segment per call
  * (upstream splits by the transport's registration limit, which tcp does not have); `protocol`
  * must be "", "tcp" or the engine's own; `location` (a NUMA/device hint) does not exist here.
  */
@@ -356,7 +413,8 @@ int mc_store_unmount_and_free_segment(mc_store_t *store, const char *segment_id,
  * tasks; then the call waits grace_period_ms (at most 3600000) before returning. Reads of its
  * files by peers that got a replica before keep being served until mc_store_close(). Returns 0
  * also when this client does not offload (upstream: a warning and 0), MC_ERR_INVALID_PARAMS for
- * a grace above the limit. The tier does not come back before a new setup (as upstream).
+ * a grace above the limit, MC_ERR_UNAVAILABLE_IN_CURRENT_MODE on a dummy store. The tier does
+ * not come back before a new setup (as upstream).
  */
 int mc_store_unmount_local_disk(mc_store_t *store, uint64_t grace_period_ms);
 

@@ -11,6 +11,7 @@
  *   store_write.c       put / upsert, plain and zero-copy, single and batch
  *   store_read.c        get into bytes / BufferHandle / registered memory, ranges
  *   store_meta.c        exist, size, remove, buffer registration, replica descriptors
+ *   store_dummy.c       setup_dummy, alloc_from_mem_pool (the dummy client)
  *
  * Conventions: every store method returns upstream's values (0 / negative store codes, per-key
  * lists, b"" on a failed get) and raises only for arguments of the wrong Python type (TypeError)
@@ -218,6 +219,7 @@ void mcpy_parts_free(mcpy_parts_t *parts);
 extern PyMethodDef mcpy_store_write_methods[];
 extern PyMethodDef mcpy_store_read_methods[];
 extern PyMethodDef mcpy_store_meta_methods[];
+extern PyMethodDef mcpy_store_dummy_methods[]; /* store_dummy.c */
 int mcpy_store_type_init(void);
 
 #endif /* MCPY_H */

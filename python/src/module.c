@@ -5,7 +5,8 @@
  * Users import `mooncake.store` (python/mooncake/store.py), which re-exports everything here and
  * adds the pure-Python BufferPool. Type names say `mooncake.store.X` for that reason.
  *
- * Memory handed out by MooncakeHostMemAllocator is anonymous mmap'd memory, tracked in a
+ * Memory handed out by MooncakeHostMemAllocator is shared memory (mc_store_alloc_shared: a memfd
+ * a dummy client can hand to its real client), tracked in a
  * module-level dict {address: size} so free() can refuse an address it did not hand out instead
  * of crashing; it is never freed behind the caller's back (the caller may have registered it).
  */
@@ -143,18 +144,18 @@ static PyObject *allocator_alloc(PyObject *self, PyObject *args, PyObject *kw)
         PyErr_SetString(PyExc_ValueError, "size must be a positive number of bytes");
         return NULL;
     }
-    void *p;
+    void *p = NULL;
     Py_BEGIN_ALLOW_THREADS
-    p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    rc = mc_store_alloc_shared(NULL, (size_t)size, &p); /* a memfd: a dummy can register it */
     Py_END_ALLOW_THREADS
-    if (p == MAP_FAILED)
+    if (rc != 0)
         return PyErr_NoMemory();
     PyObject *addr = PyLong_FromVoidPtr(p);
     PyObject *len = PyLong_FromUnsignedLongLong(size);
     if (!addr || !len || PyDict_SetItem(host_allocations, addr, len) != 0) {
         Py_XDECREF(addr);
         Py_XDECREF(len);
-        munmap(p, size);
+        mc_store_free_shared(NULL, p);
         return NULL;
     }
     Py_DECREF(len);
@@ -178,18 +179,18 @@ static PyObject *allocator_free(PyObject *self, PyObject *args, PyObject *kw)
                             "ptr was not returned by alloc() or is already freed");
         return NULL;
     }
-    size_t size = (size_t)PyLong_AsUnsignedLongLong(len);
     void *p = PyLong_AsVoidPtr(ptr);
     if (PyDict_DelItem(host_allocations, ptr) != 0)
         return NULL;
-    munmap(p, size);
+    mc_store_free_shared(NULL, p);
     Py_RETURN_NONE;
 }
 
 static PyMethodDef allocator_methods[] = {
     {"alloc", MCPY_KW(allocator_alloc), METH_VARARGS | METH_KEYWORDS,
      "alloc(size: int) -> int\n\n"
-     "Maps `size` bytes (> 0) of zeroed, page-aligned host memory and returns its address. "
+     "Maps `size` bytes (> 0) of zeroed, page-aligned shared memory (a memfd, as upstream's "
+     "ShmHelper, so a dummy client can hand it to its real client) and returns its address. "
      "Register it with MooncakeDistributedStore.register_buffer() to use it with the zero-copy "
      "calls. Raises ValueError for size <= 0, MemoryError when the mapping fails."},
     {"free", MCPY_KW(allocator_free), METH_VARARGS | METH_KEYWORDS,

@@ -619,7 +619,8 @@ int mcpy_store_type_init(void)
     if (joined)
         return 0;
     const PyMethodDef *tables[] = {lifecycle_methods, mcpy_store_write_methods,
-                                   mcpy_store_read_methods, mcpy_store_meta_methods};
+                                   mcpy_store_read_methods, mcpy_store_meta_methods,
+                                   mcpy_store_dummy_methods};
     size_t total = 1;
     for (size_t i = 0; i < sizeof(tables) / sizeof(tables[0]); i++)
         total += table_len(tables[i]);

@@ -369,7 +369,10 @@ out:
  * (RealClient::mountSegment & co. answer -1 for bad arguments and unknown ids). */
 static int seg_code(int rc)
 {
-    return rc == MC_ERR_INVALID_PARAMS || rc == MC_ERR_INTERNAL_ERROR ? -1 : rc;
+    return rc == MC_ERR_INVALID_PARAMS || rc == MC_ERR_INTERNAL_ERROR ||
+                   rc == MC_ERR_UNAVAILABLE_IN_CURRENT_MODE /* a dummy */
+               ? -1
+               : rc;
 }
 
 /* {"ret": ret, "segment_ids": [id] or []} plus "allocated_size" when allocated >= 0. */
@@ -511,9 +514,13 @@ static PyObject *store_init_all(PyObject *obj, PyObject *args, PyObject *kw)
     PyObject *protocol, *device, *size = NULL;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "UU|O", kwlist, &protocol, &device, &size))
         return NULL;
-    if (((McStoreObject *)obj)->state == MCPY_STORE_READY) {
-        MC_ERROR("init_all: this store is already set up");
-        return PyLong_FromLong(MC_ERR_INVALID_PARAMS); /* upstream: INVALID_PARAMS */
+    McStoreObject *self = (McStoreObject *)obj;
+    if (self->state == MCPY_STORE_READY) {
+        /* a dummy is the only set-up store without a segment name (mc_store_get_hostname) */
+        int dummy = mc_store_get_hostname(self->store)[0] == '\0';
+        MC_ERROR("init_all: %s", dummy ? "not on a dummy client" : "this store is already set up");
+        /* upstream: -1 on a dummy (DummyClient::initAll), INVALID_PARAMS on a real client */
+        return PyLong_FromLong(dummy ? -1 : MC_ERR_INVALID_PARAMS);
     }
     PyObject *seg = size ? Py_NewRef(size) : PyLong_FromUnsignedLongLong(MCPY_INIT_ALL_SEGMENT);
     if (!seg)

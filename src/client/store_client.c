@@ -29,6 +29,8 @@
 #include "mooncake/transfer_engine.h"
 #include "net.h"
 #include "checksum.h"
+#include "dummy_client.h"
+#include "real_client_service.h"
 #include "lease_release.h"
 #include "offload.h"
 
@@ -139,6 +141,10 @@ struct mc_store {
     pthread_cond_t ping_cond;
     int ping_stop;
 
+    /* A dummy store (mc_store_setup_dummy) forwards every public call to dummy_client.c:
+     * the one-line DUMMY() dispatch atop each; nothing else of this struct is used then. */
+    mc_dummy_t *dummy;
+    int zero_copy_io; /* serves dummies: the zero-copy calls run without a local buffer */
     mc_client_metrics_t *metrics; /* NULL: off (MC_STORE_CLIENT_METRIC=0) */
     mc_client_http_t *http;       /* the client HTTP server, NULL when not asked or not bound */
 
@@ -158,6 +164,13 @@ struct mc_store {
 };
 
 /* ---- helpers ---------------------------------------------------------------------------- */
+
+/* The dispatch of a public call on a dummy store (dummy_client.h). */
+#define DUMMY(s, call)                                                                             \
+    do {                                                                                           \
+        if ((s) && (s)->dummy)                                                                     \
+            return (call);                                                                         \
+    } while (0)
 
 static void make_uuid(char out[40])
 {
@@ -191,7 +204,7 @@ static int enter(mc_store_t *s, int needs_local_buffer)
     int rc = 0;
     if (atomic_load(&s->closed)) {
         rc = MC_ERR_INVALID_PARAMS;
-    } else if (needs_local_buffer && s->local_buffer_size == 0) {
+    } else if (needs_local_buffer && s->local_buffer_size == 0 && !s->zero_copy_io) {
         MC_ERROR("this store has local_buffer_size 0: it is a pure server and cannot put or get");
         rc = MC_ERR_INVALID_PARAMS;
     }
@@ -906,6 +919,7 @@ static int buffer_registered(mc_store_t *s, const void *p, size_t len)
 
 int mc_store_register_buffer(mc_store_t *s, void *buf, size_t size)
 {
+    DUMMY(s, mc_dummy_register_buffer(s->dummy, buf, size));
     int rc = enter(s, 0);
     if (rc != 0)
         return rc;
@@ -933,6 +947,7 @@ int mc_store_register_buffer(mc_store_t *s, void *buf, size_t size)
 
 int mc_store_unregister_buffer(mc_store_t *s, void *buf)
 {
+    DUMMY(s, mc_dummy_unregister_buffer(s->dummy, buf));
     int rc = enter(s, 0);
     if (rc != 0)
         return rc;
@@ -1018,6 +1033,7 @@ static int write_call(mc_store_t *s, mc_client_op_t op, int upsert, int zero_cop
                       const char *const *keys, const void *const *values, const size_t *sizes,
                       size_t n, const mc_replicate_config_t *config, int *results)
 {
+    DUMMY(s, mc_dummy_write(s->dummy, upsert, zero_copy, keys, values, sizes, n, config, results));
     uint64_t t0 = mc_now_ns();
     int rc = enter(s, 1);
     if (rc != 0)
@@ -1096,6 +1112,7 @@ int mc_store_upsert_from_batch(mc_store_t *s, const char *const *keys, const voi
 static int read_call(mc_store_t *s, mc_client_op_t op, int zero_copy, const char *const *keys,
                      void *const *bufs, const size_t *capacities, size_t n, int64_t *results)
 {
+    DUMMY(s, mc_dummy_read(s->dummy, zero_copy, keys, bufs, capacities, n, results));
     uint64_t t0 = mc_now_ns();
     int rc = enter(s, 1);
     if (rc != 0)
@@ -1160,6 +1177,7 @@ static int replica_list(mc_store_t *s, const char *key, Mc__KeysResponse **resp)
 
 int64_t mc_store_get_size(mc_store_t *s, const char *key)
 {
+    DUMMY(s, mc_dummy_get_size(s->dummy, key));
     int rc = enter(s, 0);
     if (rc != 0)
         return rc;
@@ -1175,6 +1193,7 @@ int64_t mc_store_get_size(mc_store_t *s, const char *key)
 int mc_store_get_replica_desc(mc_store_t *s, const char *key, mc_replica_desc_t *out,
                               size_t capacity, size_t *count)
 {
+    DUMMY(s, mc_dummy_get_replica_desc(s->dummy, key, out, capacity, count));
     int rc = enter(s, 0);
     if (rc != 0)
         return rc;
@@ -1208,6 +1227,7 @@ int mc_store_get_replica_desc(mc_store_t *s, const char *key, mc_replica_desc_t 
 static int per_key_call(mc_store_t *s, uint16_t opcode, const char *const *keys, size_t n,
                         int force, int *results)
 {
+    DUMMY(s, mc_dummy_per_key(s->dummy, opcode == MC_RPC_REMOVE, keys, n, force, results));
     int rc = enter(s, 0);
     if (rc != 0)
         return rc;
@@ -1284,6 +1304,8 @@ int mc_store_batch_remove(mc_store_t *s, const char *const *keys, size_t n, int 
 
 static int64_t count_call(mc_store_t *s, uint16_t opcode, const char *regex, int force)
 {
+    DUMMY(s, opcode == MC_RPC_REMOVE_ALL ? mc_dummy_remove_all(s->dummy, force)
+                                         : mc_dummy_remove_by_regex(s->dummy, regex, force));
     int rc = enter(s, 0);
     if (rc != 0)
         return rc;
@@ -1389,6 +1411,14 @@ static int segment_call(mc_store_t *s, uint16_t opcode)
 }
 
 /* ---- segments mounted at run time ------------------------------------------------------------ */
+
+/* Segment mounts and unmounts need a client with its own engine: refused on a dummy, as
+ * upstream (store_py.cpp: "requires RealClient"). */
+static int dummy_refuses(const char *what)
+{
+    MC_ERROR("%s: not on a dummy client (it owns no segment); call it on the real client", what);
+    return MC_ERR_UNAVAILABLE_IN_CURRENT_MODE;
+}
 
 /* Upstream's segment id form, "<u64>-<u64>" in decimal (UuidToString). */
 static void make_segment_id(char out[MC_STORE_SEGMENT_ID_MAX])
@@ -1565,6 +1595,7 @@ static int protocol_ok(mc_store_t *s, const char *protocol)
 int mc_store_allocate_and_mount_segment(mc_store_t *s, uint64_t size, const char *protocol,
                                         char id_out[MC_STORE_SEGMENT_ID_MAX], uint64_t *allocated)
 {
+    DUMMY(s, dummy_refuses("allocate_and_mount_segment"));
     int rc = enter(s, 0);
     if (rc != 0)
         return rc;
@@ -1594,6 +1625,7 @@ int mc_store_allocate_and_mount_segment(mc_store_t *s, uint64_t size, const char
 int mc_store_mount_file_segment(mc_store_t *s, const char *path, uint64_t offset, uint64_t size,
                                 const char *protocol, char id_out[MC_STORE_SEGMENT_ID_MAX])
 {
+    DUMMY(s, dummy_refuses("mount_segment"));
     int rc = enter(s, 0);
     if (rc != 0)
         return rc;
@@ -1647,6 +1679,7 @@ int mc_store_mount_file_segment(mc_store_t *s, const char *path, uint64_t offset
 static int unmount_run_segment(mc_store_t *s, const char *id, uint64_t grace_ms,
                                mc_run_segment_kind_t kind)
 {
+    DUMMY(s, dummy_refuses("unmount_segment"));
     int rc = enter(s, 0);
     if (rc != 0)
         return rc;
@@ -1707,6 +1740,7 @@ int mc_store_unmount_and_free_segment(mc_store_t *s, const char *id, uint64_t gr
 
 int mc_store_unmount_local_disk(mc_store_t *s, uint64_t grace_period_ms)
 {
+    DUMMY(s, dummy_refuses("unmount_local_disk_segment"));
     int rc = enter(s, 0);
     if (rc != 0)
         return rc;
@@ -2005,6 +2039,23 @@ static int setup_checked(mc_store_t *s, const mc_store_config_t *c)
     return mc_offload_start(s->offload, s->rpc, (uintptr_t)s->segment);
 }
 
+/* The locks every store has, dummy or not (mc_store_free destroys them). */
+static void init_locks(mc_store_t *s)
+{
+    pthread_mutex_init(&s->close_lock, NULL);
+    pthread_mutex_init(&s->segs_lock, NULL);
+    pthread_mutex_init(&s->ping_lock, NULL);
+    pthread_cond_init(&s->ping_cond, NULL);
+    pthread_rwlock_init(&s->buffers_lock, NULL);
+    /* Writer-preferring: a close waits only for the calls in flight, never for a stream of new
+     * ones (glibc's default lets readers starve a waiting writer forever). */
+    pthread_rwlockattr_t attr;
+    pthread_rwlockattr_init(&attr);
+    pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    pthread_rwlock_init(&s->op_lock, &attr);
+    pthread_rwlockattr_destroy(&attr);
+}
+
 /* /health of the client HTTP server (upstream's codes): set up and the master answering pings. */
 static int store_http_health(void *arg)
 {
@@ -2076,18 +2127,7 @@ int mc_store_setup(const mc_store_config_t *c, mc_store_t **out)
     const char *ck = getenv("MC_STORE_CHECKSUM");
     s->checksum = !c->disable_checksum &&
                   !(ck && (!strcmp(ck, "0") || !strcasecmp(ck, "false") || !strcasecmp(ck, "off")));
-    pthread_mutex_init(&s->close_lock, NULL);
-    pthread_mutex_init(&s->segs_lock, NULL);
-    pthread_mutex_init(&s->ping_lock, NULL);
-    pthread_cond_init(&s->ping_cond, NULL);
-    pthread_rwlock_init(&s->buffers_lock, NULL);
-    /* Writer-preferring: a close waits only for the calls in flight, never for a stream of new
-     * ones (glibc's default lets readers starve a waiting writer forever). */
-    pthread_rwlockattr_t attr;
-    pthread_rwlockattr_init(&attr);
-    pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
-    pthread_rwlock_init(&s->op_lock, &attr);
-    pthread_rwlockattr_destroy(&attr);
+    init_locks(s);
     int rc = s->master_addr ? setup_checked(s, c) : MC_ERR_INTERNAL_ERROR;
     if (rc != 0) {
         mc_store_free(s);
@@ -2106,6 +2146,7 @@ int mc_store_setup(const mc_store_config_t *c, mc_store_t **out)
 
 int mc_store_close(mc_store_t *s)
 {
+    DUMMY(s, mc_dummy_close(s->dummy));
     if (!s)
         return 0;
     pthread_mutex_lock(&s->close_lock);
@@ -2179,6 +2220,8 @@ void mc_store_free(mc_store_t *s)
     if (!s)
         return;
     mc_store_close(s);
+    mc_dummy_free(s->dummy);
+    mc_shared_free_owned(s);
     pthread_mutex_destroy(&s->close_lock);
     pthread_mutex_destroy(&s->segs_lock);
     pthread_mutex_destroy(&s->ping_lock);
@@ -2196,6 +2239,7 @@ void mc_store_free(mc_store_t *s)
 
 int mc_store_health_check(mc_store_t *s)
 {
+    DUMMY(s, mc_dummy_health_check(s->dummy));
     if (enter(s, 0) != 0)
         return 1;
     Mc__ServiceReadyResponse *r;
@@ -2207,11 +2251,13 @@ int mc_store_health_check(mc_store_t *s)
 
 const char *mc_store_get_hostname(const mc_store_t *s)
 {
+    DUMMY(s, ""); /* upstream's dummy: "" */
     return s && s->te ? mc_te_local_segment_name(s->te) : "";
 }
 
 int mc_store_get_offload_stats(mc_store_t *s, mc_store_offload_stats_t *out)
 {
+    DUMMY(s, mc_dummy_get_offload_stats(s->dummy, out));
     int rc = enter(s, 0);
     if (rc != 0)
         return rc;
@@ -2223,8 +2269,36 @@ int mc_store_get_offload_stats(mc_store_t *s, mc_store_offload_stats_t *out)
 
 int mc_store_set_offloading(mc_store_t *s, int enabled)
 {
+    DUMMY(s, mc_dummy_set_offloading(s->dummy, enabled));
     int rc = enter(s, 0);
     if (rc != 0)
         return rc;
     return LEAVE(s, mc_offload_set_offloading(s->offload, enabled));
+}
+
+/* ---- dummy stores (dummy_client.c) ------------------------------------------------------ */
+
+int mc_store_setup_dummy(const mc_store_dummy_config_t *c, mc_store_t **out)
+{
+    if (!c || !out)
+        return MC_ERR_INVALID_PARAMS;
+    *out = NULL;
+    mc_store_t *s = calloc(1, sizeof(*s));
+    if (!s)
+        return MC_ERR_INTERNAL_ERROR;
+    init_locks(s);
+    atomic_store(&s->closed, 1); /* the real-store paths never run on it */
+    int rc = mc_dummy_setup(c, &s->dummy);
+    if (rc != 0) {
+        mc_store_free(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
+void mc_store_allow_zero_copy_io(mc_store_t *s)
+{
+    if (s)
+        s->zero_copy_io = 1;
 }

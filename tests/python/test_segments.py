@@ -506,6 +506,49 @@ finally:
         self.assertEqual(lines["close"], "0")
 
 
+# ---- on a dummy client ------------------------------------------------------------------------
+
+
+class DummyClientTest(unittest.TestCase):
+    """Upstream refuses the segment methods on a dummy (store_py.cpp "requires RealClient"):
+    mount -> {"ret": -1, ...}, unmounts and unmount_local_disk_segment -> -1, init_all -> -1."""
+
+    def test_segment_methods_fail_on_a_dummy_as_upstream(self):
+        port = free_port()
+        log = tempfile.TemporaryFile()
+        real = subprocess.Popen(
+            [os.path.join(BUILD, "tools", "mooncake_client"), "--global_segment_size=16MB",
+             "--host=127.0.0.1", f"--port={port}", "--metadata_server=P2PHANDSHAKE",
+             f"--master_server_address={MASTER.addr}"],
+            stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL,
+            preexec_fn=die_with_parent)
+
+        def stop():
+            real.terminate()
+            real.wait(timeout=10)
+            real.stdout.close()
+            log.close()
+
+        self.addCleanup(stop)
+        self.assertTrue(real.stdout.readline().startswith(b"mooncake_client ready"))
+        d = mcs.MooncakeDistributedStore()
+        self.assertEqual(d.setup_dummy(16 * MiB, 16 * MiB, f"127.0.0.1:{port}"), 0)
+        self.addCleanup(d.close)
+        path = f"/dev/shm/mc_test_segments_dummy_{os.getpid()}"
+        with open(path, "wb") as f:
+            f.truncate(4 * MiB)
+        self.addCleanup(os.unlink, path)
+        self.assertEqual(d.mount_segment(path, 4 * MiB), {"ret": -1, "segment_ids": []})
+        self.assertEqual(d.allocate_and_mount_segment(4 * MiB),
+                         {"ret": -1, "segment_ids": [], "allocated_size": 0})
+        self.assertEqual(d.unmount_segment(["1-2"]), -1)
+        self.assertEqual(d.unmount_and_free_segment(["1-2"]), -1)
+        self.assertEqual(d.unmount_local_disk_segment(), -1)
+        self.assertEqual(d.init_all("tcp", ""), -1)
+        self.assertEqual(d.put("seg/dummy/k", b"works"), 0)  # the dummy itself is fine
+        self.assertEqual(d.get("seg/dummy/k"), b"works")
+
+
 # ---- the REST service's mount routes ----------------------------------------------------------
 
 
