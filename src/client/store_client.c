@@ -15,8 +15,13 @@
  * finds no memory while offloads are pending retries for as long as the master says freeing
  * memory may take (KeysResponse.offload_wait_ms) before returning -200.
  *
+ * Besides the segment of setup, a client may mount more at run time (mc_store_allocate_and_mount_
+ * segment, mc_store_mount_file_segment: mc_run_segment_t) and unmount them, at once or after a
+ * grace period; their freed addresses stay reserved for a while (mc_segment_hole_t).
+ *
  * A background thread pings the master every second; when the master answers NEED_REMOUNT (it
- * restarted, or this client was expired) the segment is mounted again. The ping also carries the
+ * restarted, or this client was expired) every segment is mounted again; it also unmounts and
+ * frees run-time segments whose grace period is over. The ping also carries the
  * count of disk reads, and its answer wakes the offload worker when tasks wait for it.
  */
 #include "mooncake/store.h"
