@@ -424,6 +424,70 @@ int mc_store_query_task(mc_store_t *store, const char *task_id, mc_task_info_t *
 int mc_store_batch_replica_clear(mc_store_t *store, const char *const *keys, size_t n,
                                  const char *segment_name, int *cleared);
 
+/*
+ * ---- Segments mounted at run time (upstream's RealClient::mountSegment & co.) ----------------
+ *
+ * Besides the segment of setup, a client may contribute more memory while it runs. Each such
+ * segment is registered with this client's Transfer Engine (peers reach it through the same
+ * endpoint, mc_store_get_hostname()) and mounted at the master under its own id, a string in
+ * upstream's form "<u64>-<u64>" (decimal), at most MC_STORE_SEGMENT_ID_MAX bytes with its NUL. The
+ * master places replicas on it like on any segment. After a master restart (NEED_REMOUNT) every
+ * segment still mounted is mounted again, with the one of setup. mc_store_close() unmounts and
+ * frees them all.
+ *
+ * Unmounting (matches upstream's UnmountSegment / GracefulUnmountSegment): with grace 0 the
+ * master drops every replica on the segment (objects left without one are gone: a get then
+ * returns MC_ERR_OBJECT_NOT_FOUND; those with replicas elsewhere stay readable from them), then
+ * the memory is unregistered — after the transfers in flight on it end — and freed. With a grace
+ * period the call returns at once; the master stops placing puts on the segment, its objects stay
+ * readable for grace_period_ms, then the segment is unmounted and freed as above (within about
+ * a second after the grace ends). Integrity: a reader that got a replica before the unmount
+ * either reads the object's bytes or fails; the freed addresses stay reserved for
+ * MC_SEGMENT_HOLE_MS (35 s: the transfer timeout plus a margin, beyond the read lease) so no new
+ * memory, a new segment above all, appears there while a late transfer may still name them.
+ *
+ * Thread-safety: any thread; mounts and unmounts of one store are serialised.
+ * Errors besides those of every call: MC_ERR_INVALID_PARAMS (bad size/offset/path/protocol, an id
+ * this client did not mount with the matching function or already unmounting),
+ * MC_ERR_SEGMENT_ALREADY_EXISTS / MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS (the master refused the
+ * range), MC_ERR_INTERNAL_ERROR (no memory), MC_ERR_UNAVAILABLE_IN_CURRENT_MODE (a dummy store:
+ * upstream refuses these on a dummy too). Differences from upstream: one segment per call
+ * (upstream splits by the transport's registration limit, which tcp does not have); `protocol`
+ * must be "", "tcp" or the engine's own; `location` (a NUMA/device hint) does not exist here.
+ */
+#define MC_STORE_SEGMENT_ID_MAX 48
+
+/* Allocates ceil(size / 4 MiB) * 4 MiB bytes (upstream's slab rounding; *allocated receives it)
+ * of engine memory — shared memory, reached by same-host peers with shm — and mounts it. size
+ * must be 1..2^40. id_out receives the new segment's id. */
+int mc_store_allocate_and_mount_segment(mc_store_t *store, uint64_t size, const char *protocol,
+                                        char id_out[MC_STORE_SEGMENT_ID_MAX], uint64_t *allocated);
+/* Maps [offset, offset+size) of the file at `path` (opened read-write, MAP_SHARED; e.g.
+ * /dev/shm/<name>) and mounts it. offset must be a multiple of the page size and the range inside
+ * the file; size 1..2^40. The file's contents are the segment's bytes: objects are written into
+ * it (upstream's mount_segment). */
+int mc_store_mount_file_segment(mc_store_t *store, const char *path, uint64_t offset, uint64_t size,
+                                const char *protocol, char id_out[MC_STORE_SEGMENT_ID_MAX]);
+/* Unmounts a segment of mc_store_mount_file_segment (unmapping the file), now or after
+ * grace_period_ms. */
+int mc_store_unmount_segment(mc_store_t *store, const char *segment_id, uint64_t grace_period_ms);
+/* Unmounts and frees a segment of mc_store_allocate_and_mount_segment, now or after
+ * grace_period_ms. */
+int mc_store_unmount_and_free_segment(mc_store_t *store, const char *segment_id,
+                                      uint64_t grace_period_ms);
+
+/*
+ * Stops this client's disk tier (upstream's unmount_local_disk_segment → DrainLocalDiskSegment):
+ * the offload worker stops at once, without draining its queue; the master drops the client's
+ * local-disk replicas (objects left without a replica are gone) and hands it no more offload
+ * tasks; then the call waits grace_period_ms (at most 3600000) before returning. Reads of its
+ * files by peers that got a replica before keep being served until mc_store_close(). Returns 0
+ * also when this client does not offload (upstream: a warning and 0), MC_ERR_INVALID_PARAMS for
+ * a grace above the limit, MC_ERR_UNAVAILABLE_IN_CURRENT_MODE on a dummy store. The tier does
+ * not come back before a new setup (as upstream).
+ */
+int mc_store_unmount_local_disk(mc_store_t *store, uint64_t grace_period_ms);
+
 #ifdef __cplusplus
 }
 #endif

@@ -18,8 +18,24 @@ Routes (upstream's; errors are JSON {"error": "..."}):
   GET    /api/exist/{key}   200 {"exists": bool}; 500
   DELETE /api/remove/{key}  200 {"status": "success"}; 500 (absent keys included, as upstream)
   DELETE /api/remove_all    200 {"status": "success removed N keys"}; 500
-  POST   /api/mount, /api/unmount, /api/mount_shm, /api/unmount_shm, /api/unmount_local_disk,
-         /api/reconfigure   501: this build's store has no segment mount/unmount methods
+  POST   /api/mount         {"size": int > 0, "protocol"?, "location"?} ->
+                            allocate_and_mount_segment: 200 {"status": "success", "segment_ids",
+                            "allocated_size"}; 400 bad size; 500
+  POST   /api/unmount       {"segment_ids": [str] | str, "grace_period_seconds"?} ->
+                            unmount_and_free_segment: 200 {"status": "success"}; 400 no ids; 500
+  POST   /api/mount_shm     {"name", "size", "offset"?, "protocol"?, "location"?} ->
+                            mount_segment("/dev/shm/<name>", ...): 200 {"status", "segment_ids"};
+                            400 missing/invalid name (a path) or size; 500
+  POST   /api/unmount_shm   {"segment_ids", "grace_period_seconds"?} -> unmount_segment per id:
+                            200; 400; 500 {"error", "failed_segment_ids"}
+  POST   /api/unmount_local_disk  {"grace_period_seconds": int 0..3600} ->
+                            unmount_local_disk_segment: 200; 400 bad body or grace; 500
+  POST   /api/reconfigure   {"mode": "decode", "path", "size", "offset"?, ...}: mounts path, then
+                            unmounts the previous decode segments (kept when the mount fails);
+                            {"mode": "prefill"}: unmounts them. 200 {"status", "mode"[,
+                            "segment_ids"]}; 400 bad mode / missing path or size; 500
+  A body of the mount routes that is not a JSON object answers 500 (upstream: its handlers'
+  exception path), except /api/unmount_local_disk's (400, as upstream).
 Keys in paths are percent-decoded. A body above 100 MB (upstream's limit) is refused with 413
 before it is read; a PUT without Content-Length gets 411. Unknown paths 404, other methods 405.
 
@@ -61,6 +77,7 @@ NONCE_TTL_S = 30
 MAX_NONCES = 1024
 AUTH_HEADER = "X-Mooncake-Auth"
 AUTH_LABEL = b"mc-auth-v1 rest"
+MAX_LOCAL_DISK_GRACE_S = 3600  # upstream's cap on /api/unmount_local_disk's grace period
 MOUNT_ROUTES = ("/api/mount", "/api/unmount", "/api/mount_shm", "/api/unmount_shm",
                 "/api/unmount_local_disk", "/api/reconfigure")
 _WILDCARDS = ("", "0.0.0.0", "::", "[::]", "*")
@@ -244,7 +261,7 @@ class _Handler(BaseHTTPRequestHandler):
         if path == "/api/remove_all":
             return "remove_all", None
         if path in MOUNT_ROUTES:
-            return "mount", None
+            return path[len("/api/"):], None
         for route in ("get", "exist", "remove"):
             prefix = f"/api/{route}/"
             if path.startswith(prefix) and len(path) > len(prefix):
@@ -284,6 +301,11 @@ class MooncakeStoreService:
         self.secret = load_cluster_secret(cluster_secret_file)
         self.nonces = _Nonces()
         self._lock = threading.Lock()
+        # /api/reconfigure's state (upstream's): the decode segments mounted from a path
+        self._state_lock = threading.Lock()
+        self.current_mode = "prefill"
+        self.mounted_segment_ids = []
+        self.last_mount_info = {}
 
     def setup_dict(self):
         """The dict given to setup(), as upstream builds it."""
@@ -407,10 +429,151 @@ class MooncakeStoreService:
             return h._error(500, f"RemoveAll operation failed ({ret})")
         return h._send(200, {"status": f"success removed {ret} keys"})
 
+    # ---- segment routes (upstream's handle_mount & co.; state under _state_lock) --------
+
+    @staticmethod
+    def _json_object(body):
+        """The body as a JSON object; ValueError otherwise (the route answers 500, as upstream's
+        handlers do for a body request.json() refuses)."""
+        data = json.loads(body)
+        if not isinstance(data, dict):
+            raise ValueError("request body must be a JSON object")
+        return data
+
     def handle_mount(self, h, key, body):
-        return h._error(501, "segment mount/unmount is not supported by this build: "
-                             "MooncakeDistributedStore has no mount_segment / "
-                             "allocate_and_mount_segment / unmount_segment methods")
+        data = self._json_object(body)
+        size = data.get("size")
+        protocol = data.get("protocol", self.config.protocol)
+        location = data.get("location", "")
+        if type(size) is not int or size <= 0:
+            return h._error(400, "Invalid size, must be a positive integer")
+        result = self.store.allocate_and_mount_segment(size, protocol, location)
+        if result["ret"] != 0:
+            return h._error(500, f"Allocate and mount failed, ret={result['ret']}")
+        return h._send(200, {"status": "success", "segment_ids": list(result["segment_ids"]),
+                             "allocated_size": result["allocated_size"]})
+
+    @staticmethod
+    def _segment_ids(data):
+        ids = data.get("segment_ids", [])
+        return [ids] if isinstance(ids, str) else ids
+
+    def handle_unmount(self, h, key, body):
+        data = self._json_object(body)
+        ids = self._segment_ids(data)
+        if not ids:
+            return h._error(400, "Missing segment_ids")
+        ret = self.store.unmount_and_free_segment(ids, data.get("grace_period_seconds", 0))
+        if ret != 0:
+            return h._error(500, f"Unmount and free failed, ret={ret}")
+        return h._send(200, {"status": "success"})
+
+    @staticmethod
+    def _shm_path(name):
+        """/dev/shm/<name> for a plain name (one leading '/' allowed), else None (upstream)."""
+        if not isinstance(name, str) or not name:
+            return None
+        name = name[1:] if name.startswith("/") else name
+        if not name or "/" in name or name in (".", ".."):
+            return None
+        return f"/dev/shm/{name}"
+
+    def handle_mount_shm(self, h, key, body):
+        data = self._json_object(body)
+        path = self._shm_path(data.get("name"))
+        size = data.get("size")
+        if not path or size is None:
+            return h._error(400, "Missing or invalid name or size")
+        result = self.store.mount_segment(path, size, data.get("offset", 0),
+                                          data.get("protocol", self.config.protocol),
+                                          data.get("location", ""))
+        if result["ret"] != 0:
+            return h._error(500, f"Mount failed, ret={result['ret']}")
+        return h._send(200, {"status": "success", "segment_ids": list(result["segment_ids"])})
+
+    def handle_unmount_shm(self, h, key, body):
+        data = self._json_object(body)
+        ids = self._segment_ids(data)
+        if not ids:
+            return h._error(400, "Missing segment_ids")
+        grace = data.get("grace_period_seconds", 0)
+        failed = []
+        with self._state_lock:
+            for sid in ids:
+                if self.store.unmount_segment([sid], grace) != 0:
+                    failed.append(sid)
+                elif sid in self.mounted_segment_ids:
+                    self.mounted_segment_ids.remove(sid)
+            if not self.mounted_segment_ids:
+                self.current_mode = "prefill"
+        if failed:
+            return h._send(500, {"error": "Unmount failed for one or more segments",
+                                 "failed_segment_ids": failed})
+        return h._send(200, {"status": "success"})
+
+    def handle_unmount_local_disk(self, h, key, body):
+        try:
+            data = json.loads(body)
+        except (ValueError, UnicodeDecodeError):
+            return h._error(400, "Malformed JSON body")
+        if not isinstance(data, dict):
+            return h._error(400, "Request body must be a JSON object")
+        grace = data.get("grace_period_seconds", 0)
+        if type(grace) is not int or not 0 <= grace <= MAX_LOCAL_DISK_GRACE_S:
+            return h._error(400, "Invalid grace_period_seconds, must be a non-negative integer "
+                                 f"no greater than {MAX_LOCAL_DISK_GRACE_S}")
+        ret = self.store.unmount_local_disk_segment(grace)
+        if ret != 0:
+            return h._error(500, f"Unmount local disk failed, ret={ret}")
+        return h._send(200, {"status": "success"})
+
+    def handle_reconfigure(self, h, key, body):
+        """decode: mount `path` (make-before-break: the previous decode segments are unmounted
+        only once the new one is mounted); prefill: unmount every decode segment."""
+        data = self._json_object(body)
+        mode = str(data.get("mode", "")).lower()
+        if mode == "decode":
+            path, size = data.get("path"), data.get("size")
+            if not path or size is None:
+                return h._error(400, "Missing path or size for decode mode")
+            offset = data.get("offset", 0)
+            protocol = data.get("protocol", self.config.protocol)
+            location = data.get("location", "")
+            with self._state_lock:
+                previous = list(self.mounted_segment_ids)
+                result = self.store.mount_segment(path, size, offset, protocol, location)
+                if result["ret"] != 0:
+                    if previous:
+                        return h._send(500, {"error": f"Mount failed, ret={result['ret']}; "
+                                                      "keeping previous decode segments",
+                                             "mode": self.current_mode})
+                    self.current_mode = "prefill"
+                    self.mounted_segment_ids.clear()
+                    self.last_mount_info.clear()
+                    return h._send(500, {"error": f"Mount failed, ret={result['ret']}; "
+                                                  "rolled back to prefill",
+                                         "mode": self.current_mode})
+                failed = [sid for sid in previous if self.store.unmount_segment([sid]) != 0]
+                if failed:
+                    logging.warning("Reconfigure decode: new mount succeeded but unmount of "
+                                    "previous segments %s failed; keeping them tracked", failed)
+                self.mounted_segment_ids = list(result["segment_ids"]) + failed
+                self.current_mode = "decode"
+                self.last_mount_info = {"path": path, "offset": offset, "size": size,
+                                        "protocol": protocol, "location": location}
+                ids = list(self.mounted_segment_ids)
+            return h._send(200, {"status": "success", "mode": "decode", "segment_ids": ids})
+        if mode == "prefill":
+            with self._state_lock:
+                if self.mounted_segment_ids:
+                    ret = self.store.unmount_segment(self.mounted_segment_ids)
+                    if ret != 0:
+                        return h._error(500, f"Unmount failed, ret={ret}")
+                    self.mounted_segment_ids.clear()
+                self.current_mode = "prefill"
+                self.last_mount_info.clear()
+            return h._send(200, {"status": "success", "mode": "prefill"})
+        return h._error(400, "Invalid mode. Use 'decode' or 'prefill'")
 
 
 def parse_arguments(argv=None):

@@ -3,7 +3,9 @@
  * alias isExist, which store_kv_bench.py calls), batch_is_exist, get_size, remove, batch_remove,
  * remove_all, remove_by_regex, register_buffer, unregister_buffer, get_replica_desc,
  * batch_get_replica_desc; the replica task methods create_copy_task, create_move_task,
- * _query_task (query_task in mooncake.store) and batch_replica_clear.
+ * _query_task (query_task in mooncake.store) and batch_replica_clear; and the segment methods
+ * (mount_segment, allocate_and_mount_segment, unmount_segment, unmount_and_free_segment,
+ * unmount_local_disk_segment) and init_all.
  *
  * register_buffer / unregister_buffer also keep the object's mirror of registered ranges
  * (McStoreObject.regs), which the multi-buffer and range calls check before the binding itself
@@ -11,7 +13,12 @@
  */
 #include "mcpy.h"
 
+#include "log.h"
+
 #include <string.h>
+
+#define MCPY_INIT_ALL_SEGMENT (16ull << 20) /* init_all's default mount_segment_size (upstream) */
+#define MCPY_INIT_ALL_BUFFER (1ull << 30)   /* init_all's local buffer (upstream: 1 GiB) */
 
 /* ---- exist, size -------------------------------------------------------------------------- */
 
@@ -358,6 +365,177 @@ out:
     return dict;
 }
 
+/* ---- segments mounted at run time, init_all --------------------------------------------- */
+
+/* Upstream's -1 for every failure of these methods that is not the master's own error code
+ * (RealClient::mountSegment & co. answer -1 for bad arguments and unknown ids). */
+static int seg_code(int rc)
+{
+    return rc == MC_ERR_INVALID_PARAMS || rc == MC_ERR_INTERNAL_ERROR ||
+                   rc == MC_ERR_UNAVAILABLE_IN_CURRENT_MODE /* a dummy */
+               ? -1
+               : rc;
+}
+
+/* {"ret": ret, "segment_ids": [id] or []} plus "allocated_size" when allocated >= 0. */
+static PyObject *mount_result(int ret, const char *id, long long allocated)
+{
+    PyObject *ids = ret == 0 ? Py_BuildValue("[s]", id) : PyList_New(0);
+    if (!ids)
+        return NULL;
+    PyObject *d = allocated >= 0 ? Py_BuildValue("{s:i,s:N,s:L}", "ret", ret, "segment_ids", ids,
+                                                 "allocated_size", allocated)
+                                 : Py_BuildValue("{s:i,s:N}", "ret", ret, "segment_ids", ids);
+    return d;
+}
+
+/* mount_segment(path, size, offset=0, protocol="tcp", location="") -> dict */
+static PyObject *store_mount_segment(PyObject *obj, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"path", "size", "offset", "protocol", "location", NULL};
+    const char *path, *protocol = "tcp", *location = "";
+    PyObject *size_obj, *offset_obj = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "sO|Oss", kwlist, &path, &size_obj, &offset_obj,
+                                     &protocol, &location))
+        return NULL;
+    uint64_t size = 0, offset = 0;
+    int rc = mcpy_unsigned(size_obj, MC_MAX_VALUE_SIZE, &size, "size");
+    if (rc == 0 && offset_obj)
+        rc = mcpy_unsigned(offset_obj, UINT64_MAX, &offset, "offset");
+    if (rc == -1)
+        return NULL;
+    mc_store_t *s = mcpy_store((McStoreObject *)obj);
+    char id[MC_STORE_SEGMENT_ID_MAX] = "";
+    if (rc == 0) {
+        Py_BEGIN_ALLOW_THREADS
+        rc = mc_store_mount_file_segment(s, path, offset, size, protocol, id);
+        Py_END_ALLOW_THREADS
+    }
+    (void)location; /* a NUMA/device hint upstream; nothing to place here */
+    return mount_result(rc == 0 ? 0 : -1, id, -1);
+}
+
+/* allocate_and_mount_segment(size, protocol="tcp", location="") -> dict */
+static PyObject *store_allocate_and_mount_segment(PyObject *obj, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"size", "protocol", "location", NULL};
+    const char *protocol = "tcp", *location = "";
+    PyObject *size_obj;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|ss", kwlist, &size_obj, &protocol, &location))
+        return NULL;
+    uint64_t size = 0, allocated = 0;
+    int rc = mcpy_unsigned(size_obj, MC_MAX_VALUE_SIZE, &size, "size");
+    if (rc == -1)
+        return NULL;
+    mc_store_t *s = mcpy_store((McStoreObject *)obj);
+    char id[MC_STORE_SEGMENT_ID_MAX] = "";
+    if (rc == 0) {
+        Py_BEGIN_ALLOW_THREADS
+        rc = mc_store_allocate_and_mount_segment(s, size, protocol, id, &allocated);
+        Py_END_ALLOW_THREADS
+    }
+    (void)location;
+    return mount_result(rc == 0 ? 0 : -1, id, rc == 0 ? (long long)allocated : 0);
+}
+
+/* Unmounts every id of `ids` with fn; the first failure's code (upstream), or 0. */
+static PyObject *unmount_ids(PyObject *obj, PyObject *args, PyObject *kw,
+                             int (*fn)(mc_store_t *, const char *, uint64_t))
+{
+    static char *kwlist[] = {"segment_ids", "grace_period_seconds", NULL};
+    PyObject *ids_obj, *grace_obj = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O", kwlist, &ids_obj, &grace_obj))
+        return NULL;
+    uint64_t grace_s = 0;
+    int first = grace_obj
+                    ? mcpy_unsigned(grace_obj, UINT64_MAX / 1000, &grace_s, "grace_period_seconds")
+                    : 0;
+    if (first == -1)
+        return NULL;
+    if (first != 0)
+        return PyLong_FromLong(-1);
+    mcpy_keys_t ids;
+    if (PyUnicode_Check(ids_obj) || PyBytes_Check(ids_obj)) {
+        PyErr_SetString(PyExc_TypeError, "segment_ids must be a list of str");
+        return NULL;
+    }
+    if (mcpy_keys_from(ids_obj, &ids, "segment_ids") != 0)
+        return NULL;
+    mc_store_t *s = mcpy_store((McStoreObject *)obj);
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < ids.n; i++) {
+        int rc = ids.ptrs[i] ? fn(s, ids.ptrs[i], grace_s * 1000) : MC_ERR_INVALID_PARAMS;
+        if (rc != 0 && first == 0)
+            first = seg_code(rc);
+    }
+    Py_END_ALLOW_THREADS
+    mcpy_keys_free(&ids);
+    return PyLong_FromLong(first);
+}
+
+static PyObject *store_unmount_segment(PyObject *obj, PyObject *args, PyObject *kw)
+{
+    return unmount_ids(obj, args, kw, mc_store_unmount_segment);
+}
+
+static PyObject *store_unmount_and_free_segment(PyObject *obj, PyObject *args, PyObject *kw)
+{
+    return unmount_ids(obj, args, kw, mc_store_unmount_and_free_segment);
+}
+
+/* unmount_local_disk_segment(grace_period_seconds=0) -> int */
+static PyObject *store_unmount_local_disk_segment(PyObject *obj, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"grace_period_seconds", NULL};
+    PyObject *grace_obj = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O", kwlist, &grace_obj))
+        return NULL;
+    uint64_t grace_s = 0;
+    int rc = grace_obj
+                 ? mcpy_unsigned(grace_obj, UINT64_MAX / 1000, &grace_s, "grace_period_seconds")
+                 : 0;
+    if (rc == -1)
+        return NULL;
+    mc_store_t *s = mcpy_store((McStoreObject *)obj);
+    if (rc == 0) {
+        if (!s)
+            return PyLong_FromLong(-1); /* upstream: "Client not initialized" */
+        Py_BEGIN_ALLOW_THREADS
+        rc = mc_store_unmount_local_disk(s, grace_s * 1000);
+        Py_END_ALLOW_THREADS
+    }
+    return PyLong_FromLong(rc == 0 ? 0 : -1);
+}
+
+/* init_all(protocol, device_name, mount_segment_size=16 MiB) -> int: upstream's
+ * RealClient::initAll, i.e. setup("localhost:12345", <metadata>, mount_segment_size, 1 GiB,
+ * protocol, device_name) with the default master 127.0.0.1:50051. */
+static PyObject *store_init_all(PyObject *obj, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"protocol", "device_name", "mount_segment_size", NULL};
+    PyObject *protocol, *device, *size = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "UU|O", kwlist, &protocol, &device, &size))
+        return NULL;
+    McStoreObject *self = (McStoreObject *)obj;
+    if (self->state == MCPY_STORE_READY) {
+        /* a dummy is the only set-up store without a segment name (mc_store_get_hostname) */
+        int dummy = mc_store_get_hostname(self->store)[0] == '\0';
+        MC_ERROR("init_all: %s", dummy ? "not on a dummy client" : "this store is already set up");
+        /* upstream: -1 on a dummy (DummyClient::initAll), INVALID_PARAMS on a real client */
+        return PyLong_FromLong(dummy ? -1 : MC_ERR_INVALID_PARAMS);
+    }
+    PyObject *seg = size ? Py_NewRef(size) : PyLong_FromUnsignedLongLong(MCPY_INIT_ALL_SEGMENT);
+    if (!seg)
+        return NULL;
+    /* upstream passes the etcd address "127.0.0.1:2379"; this build has no etcd metadata, and
+     * P2PHANDSHAKE finds segments the same way for every peer */
+    PyObject *r = PyObject_CallMethod(obj, "setup", "ssOKOOs", "localhost:12345", "P2PHANDSHAKE",
+                                      seg, (unsigned long long)MCPY_INIT_ALL_BUFFER, protocol,
+                                      device, "127.0.0.1:50051");
+    Py_DECREF(seg);
+    return r;
+}
+
 /* ---- method table ------------------------------------------------------------------------ */
 
 #define EXIST_DOC                                                                                  \
@@ -541,6 +719,43 @@ PyMethodDef mcpy_store_meta_methods[] = {
      "peer's through the peer's offload server, or the distributed backend) since setup; 0\n"
      "when not set up. Upstream counts the offload-RPC reads of its real client (attempts, not\n"
      "successes); here only reads that returned the object count."},
+    {"mount_segment", MCPY_KW(store_mount_segment), METH_VARARGS | METH_KEYWORDS,
+     "mount_segment(path, size, offset=0, protocol=\"tcp\", location=\"\") -> dict\n\n"
+     "Maps [offset, offset+size) of the file at `path` (read-write, shared; e.g.\n"
+     "/dev/shm/<name>) and contributes it to the pool as a new segment of this client, reached\n"
+     "by peers through this client's endpoint. offset must be page-aligned and the range inside\n"
+     "the file. Returns {\"ret\": 0, \"segment_ids\": [id]} or {\"ret\": -1, \"segment_ids\": []}\n"
+     "(bad arguments, master refusal, not set up). protocol: \"tcp\" or the engine's;\n"
+     "location is accepted and unused. Matches upstream RealClient::mountSegment (one segment\n"
+     "per call here)."},
+    {"allocate_and_mount_segment", MCPY_KW(store_allocate_and_mount_segment),
+     METH_VARARGS | METH_KEYWORDS,
+     "allocate_and_mount_segment(size, protocol=\"tcp\", location=\"\") -> dict\n\n"
+     "Allocates size bytes rounded up to 4 MiB (upstream's slab) and mounts them as a new\n"
+     "segment. Returns {\"ret\": 0, \"segment_ids\": [id], \"allocated_size\": bytes}, or ret -1,\n"
+     "[] and 0 (size 0 or above 1 TiB, master refusal, not set up)."},
+    {"unmount_segment", MCPY_KW(store_unmount_segment), METH_VARARGS | METH_KEYWORDS,
+     "unmount_segment(segment_ids, grace_period_seconds=0) -> int\n\n"
+     "Unmounts segments of mount_segment. grace 0: their replicas are dropped at once (objects\n"
+     "without another replica are gone), then the file is unmapped. grace > 0: returns at once;\n"
+     "no new object is placed on them, their objects stay readable for the grace period, then\n"
+     "they are unmounted. 0, -1 for an id this client did not mount with mount_segment (the\n"
+     "others are still unmounted), or the master's error code; the first failure is returned."},
+    {"unmount_and_free_segment", MCPY_KW(store_unmount_and_free_segment),
+     METH_VARARGS | METH_KEYWORDS,
+     "unmount_and_free_segment(segment_ids, grace_period_seconds=0) -> int\n\n"
+     "unmount_segment for segments of allocate_and_mount_segment; their memory is freed."},
+    {"unmount_local_disk_segment", MCPY_KW(store_unmount_local_disk_segment),
+     METH_VARARGS | METH_KEYWORDS,
+     "unmount_local_disk_segment(grace_period_seconds=0) -> int\n\n"
+     "Stops this client's disk tier: offloading stops, the master drops its local-disk\n"
+     "replicas, then the call waits grace_period_seconds (<= 3600). 0 (also when this client\n"
+     "does not offload, as upstream), or -1."},
+    {"init_all", MCPY_KW(store_init_all), METH_VARARGS | METH_KEYWORDS,
+     "init_all(protocol, device_name, mount_segment_size=16777216) -> int\n\n"
+     "Upstream's shortcut: setup(\"localhost:12345\", \"P2PHANDSHAKE\", mount_segment_size,\n"
+     "1 GiB, protocol, device_name, \"127.0.0.1:50051\"). Upstream's metadata is etcd at\n"
+     "127.0.0.1:2379, which this build does not have. -600 when already set up."},
     {"is_exist", MCPY_KW(store_is_exist), METH_VARARGS | METH_KEYWORDS, "is_exist" EXIST_DOC},
     {"isExist", MCPY_KW(store_isExist), METH_VARARGS | METH_KEYWORDS,
      "isExist" EXIST_DOC "Alias of is_exist (store_kv_bench.py calls this name)."},

@@ -218,6 +218,15 @@ void mc_offload_get_stats(mc_offload_t *o, mc_store_offload_stats_t *out)
     }
 }
 
+int mc_offload_stop_worker(mc_offload_t *o)
+{
+    if (!o || !o->worker)
+        return 0;
+    mc_offload_worker_stop(o->worker, 0);
+    o->worker = NULL;
+    return 1;
+}
+
 void mc_offload_stop(mc_offload_t *o)
 {
     if (!o)

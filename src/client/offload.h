@@ -77,6 +77,14 @@ int mc_offload_set_offloading(mc_offload_t *o, int enabled);
 uint64_t mc_offload_fallback_reads(const mc_offload_t *o);
 void mc_offload_get_stats(mc_offload_t *o, mc_store_offload_stats_t *out);
 
+/*
+ * Stops the worker alone, without draining (for mc_store_unmount_local_disk, upstream's
+ * DrainLocalDiskSegment): its last heartbeat tells the master, which drops this client's
+ * local-disk replicas and hands it no more tasks; the fetch server keeps serving reads of its
+ * files until mc_offload_stop. Returns 1 when a worker was running, else 0.
+ */
+int mc_offload_stop_worker(mc_offload_t *o);
+
 /* Stops the worker (draining as configured) and the fetch server. Call before the Transfer
  * Engine is destroyed. */
 void mc_offload_stop(mc_offload_t *o);

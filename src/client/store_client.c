@@ -15,8 +15,13 @@
  * finds no memory while offloads are pending retries for as long as the master says freeing
  * memory may take (KeysResponse.offload_wait_ms) before returning -200.
  *
+ * Besides the segment of setup, a client may mount more at run time (mc_store_allocate_and_mount_
+ * segment, mc_store_mount_file_segment: mc_run_segment_t) and unmount them, at once or after a
+ * grace period; their freed addresses stay reserved for a while (mc_segment_hole_t).
+ *
  * A background thread pings the master every second; when the master answers NEED_REMOUNT (it
- * restarted, or this client was expired) the segment is mounted again. The ping also carries the
+ * restarted, or this client was expired) every segment is mounted again; it also unmounts and
+ * frees run-time segments whose grace period is over. The ping also carries the
  * count of disk reads, and its answer wakes the offload worker when tasks wait for it.
  */
 #include "mooncake/store.h"
@@ -43,7 +48,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define MC_PING_INTERVAL_MS 1000
@@ -63,6 +70,48 @@ typedef struct mc_buffer_range {
     uintptr_t addr;
     size_t length;
 } mc_buffer_range_t;
+
+/*
+ * A segment mounted at run time, beside the one of setup (upstream's mount_segment /
+ * allocate_and_mount_segment). Its memory is registered in this client's Transfer Engine, so
+ * peers reach it through the same endpoint ("host:port"); the master knows it by its own id.
+ * Invariant: while drain_until == 0 it is mounted (or, after a master restart, re-mounted by the
+ * ping thread) and its memory registered; once draining, no re-mount names it, and the ping
+ * thread unmounts and frees it at drain_until.
+ */
+typedef enum mc_run_segment_kind {
+    MC_RUN_SEGMENT_ALLOCATED = 1, /* engine memory (mc_te_alloc_segment_memory): shm-reachable */
+    MC_RUN_SEGMENT_FILE = 2,      /* an mmap(MAP_SHARED) of a file, registered with the engine */
+} mc_run_segment_kind_t;
+
+typedef struct mc_run_segment {
+    char id[MC_STORE_SEGMENT_ID_MAX];
+    void *base;
+    uint64_t size;
+    mc_run_segment_kind_t kind;
+    uint64_t drain_until; /* 0: mounted; else mc_now_ms() at which it is unmounted and freed */
+} mc_run_segment_t;
+
+/*
+ * Address range of an unmounted run-time segment, kept reserved (PROT_NONE, nothing registered
+ * there) until `until` so that no later mapping — above all a new segment — reuses the address
+ * while a peer's transfer that named the old segment (a read inside its lease, a write of a put
+ * the unmount revoked) may still arrive: such a transfer finds nothing registered and fails, it
+ * never reaches another object's bytes.
+ */
+typedef struct mc_segment_hole {
+    void *addr;
+    size_t length;
+    uint64_t until; /* mc_now_ms() */
+} mc_segment_hole_t;
+
+/* How long an unmounted segment's addresses stay reserved: the transfer timeout (30 s) plus a
+ * margin, which also covers the default read lease (10 s). */
+#define MC_SEGMENT_HOLE_MS 35000
+/* upstream's allocate_and_mount_segment rounds sizes up to its slab size (cachelib 4 MiB) */
+#define MC_RUN_SEGMENT_ALIGN (4ull << 20)
+/* upper bound of unmount_local_disk's wait (the REST service's limit: 3600 s) */
+#define MC_LOCAL_DISK_GRACE_MAX_MS 3600000
 
 struct mc_store {
     char client_id[40];
@@ -109,6 +158,16 @@ struct mc_store {
     pthread_rwlock_t buffers_lock; /* user buffers registered for the zero-copy calls */
     mc_buffer_range_t *buffers;
     size_t buffer_count, buffer_capacity;
+
+    /* Segments mounted at run time (mc_store_mount_file_segment & co.), and the holes their
+     * memory left (see mc_run_segment_t). segs_lock also serialises every mount, unmount and
+     * re-mount call to the master, so a re-mount never names a segment being unmounted. */
+    pthread_mutex_t segs_lock;
+    mc_run_segment_t *run_segs;
+    size_t run_seg_count, run_seg_cap;
+    mc_segment_hole_t *holes;
+    size_t hole_count, hole_cap;
+    uint64_t epoch; /* the epoch last given to the engine (0 none) */
 };
 
 /* ---- helpers ---------------------------------------------------------------------------- */
@@ -1281,35 +1340,469 @@ int64_t mc_store_remove_by_regex(mc_store_t *s, const char *regex, int force)
 
 /* ---- lifecycle -------------------------------------------------------------------------- */
 
+/* Gives the engine the master's epoch for this client's segments, unless it already has it
+ * (mc_te_set_epoch waits for older transfers: not for nothing). */
+static void store_set_epoch(mc_store_t *s, uint64_t epoch)
+{
+    if (epoch == s->epoch)
+        return;
+    mc_te_set_epoch(s->te, epoch);
+    s->epoch = epoch;
+}
+
+/* Fills one wire segment. */
+static void fill_pb_segment(mc_store_t *s, Mc__Segment *seg, const char *id, void *base,
+                            uint64_t size)
+{
+    seg->id = (char *)id;
+    seg->name = (char *)mc_te_local_segment_name(s->te);
+    seg->base_address = (uint64_t)(uintptr_t)base;
+    seg->size = size;
+    seg->protocol = (char *)mc_te_protocol(s->te);
+}
+
+/*
+ * Mount, re-mount or unmount at the master: the segment of setup, plus, for a re-mount, every
+ * run-time segment that is mounted (not draining). Caller holds segs_lock when run-time segments
+ * may exist (the ping thread and close do).
+ */
 static int segment_call(mc_store_t *s, uint16_t opcode)
+{
+    size_t extra = opcode == MC_RPC_REMOUNT_SEGMENT ? s->run_seg_count : 0;
+    Mc__Segment *pool = calloc(1 + extra, sizeof(*pool));
+    Mc__Segment **segs = calloc(1 + extra, sizeof(*segs));
+    if (!pool || !segs) {
+        free(pool);
+        free(segs);
+        return MC_ERR_INTERNAL_ERROR;
+    }
+    size_t n = 0;
+    if (s->segment) { /* none: a pure client registers itself for liveness */
+        mc__segment__init(&pool[n]);
+        fill_pb_segment(s, &pool[n], s->segment_id, s->segment, s->global_segment_size);
+        segs[n] = &pool[n];
+        n++;
+    }
+    for (size_t i = 0; i < extra; i++) {
+        const mc_run_segment_t *r = &s->run_segs[i];
+        if (r->drain_until)
+            continue;
+        mc__segment__init(&pool[n]);
+        fill_pb_segment(s, &pool[n], r->id, r->base, r->size);
+        segs[n] = &pool[n];
+        n++;
+    }
+    Mc__SegmentRequest req = MC__SEGMENT_REQUEST__INIT;
+    req.client_id = s->client_id;
+    req.n_segments = n;
+    req.segments = segs;
+    const char *name = n ? segs[0]->name : mc_te_local_segment_name(s->te);
+    Mc__StatusResponse *resp;
+    int rc = mc_master_call_segments(s->rpc, opcode, &req, &resp);
+    free(pool);
+    free(segs);
+    if (rc != 0)
+        return rc;
+    rc = resp->code;
+    if (rc == 0 && opcode != MC_RPC_UNMOUNT_SEGMENT && n > 0)
+        store_set_epoch(s, resp->epoch); /* transfers naming an older mount are refused */
+    if (rc == MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS)
+        MC_INFO("master defers the mount of segment %s until read leases on its previous "
+                "mount's memory end; retrying",
+                name);
+    else if (rc != 0)
+        MC_ERROR("master refused segment %s: %s %s", name, mc_error_name(rc),
+                 resp->message ? resp->message : "");
+    mc__status_response__free_unpacked(resp, NULL);
+    return rc;
+}
+
+/* ---- segments mounted at run time ------------------------------------------------------------ */
+
+/* Segment mounts and unmounts need a client with its own engine: refused on a dummy, as
+ * upstream (store_py.cpp: "requires RealClient"). */
+static int dummy_refuses(const char *what)
+{
+    MC_ERROR("%s: not on a dummy client (it owns no segment); call it on the real client", what);
+    return MC_ERR_UNAVAILABLE_IN_CURRENT_MODE;
+}
+
+/* Upstream's segment id form, "<u64>-<u64>" in decimal (UuidToString). */
+static void make_segment_id(char out[MC_STORE_SEGMENT_ID_MAX])
+{
+    uint64_t v[2] = {0, 0};
+    FILE *f = fopen("/dev/urandom", "rb");
+    if (!f || fread(v, sizeof(v), 1, f) != 1) {
+        v[0] = mc_now_ns() ^ ((uint64_t)getpid() << 32);
+        v[1] = (uint64_t)rand() << 31 ^ (uint64_t)rand();
+    }
+    if (f)
+        fclose(f);
+    snprintf(out, MC_STORE_SEGMENT_ID_MAX, "%" PRIu64 "-%" PRIu64, v[0], v[1]);
+}
+
+/* Keeps [addr, +length) reserved until now + MC_SEGMENT_HOLE_MS (see mc_segment_hole_t).
+ * `replace`: the range is still mapped (a file) and the reservation replaces it atomically. */
+static void hole_reserve(mc_store_t *s, void *addr, size_t length, int replace)
+{
+    int flags =
+        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | (replace ? MAP_FIXED : MAP_FIXED_NOREPLACE);
+    void *p = mmap(addr, length, PROT_NONE, flags, -1, 0);
+    if (p == MAP_FAILED || p != addr) {
+        if (p != MAP_FAILED)
+            munmap(p, length);
+        if (replace)
+            munmap(addr, length);
+        MC_WARN("cannot keep the addresses of unmounted segment memory %p (+%zu) reserved: %s",
+                addr, length, strerror(errno));
+        return;
+    }
+    if (s->hole_count == s->hole_cap) {
+        size_t cap = s->hole_cap ? s->hole_cap * 2 : 4;
+        mc_segment_hole_t *v = realloc(s->holes, cap * sizeof(*v));
+        if (!v) {
+            munmap(addr, length);
+            return;
+        }
+        s->holes = v;
+        s->hole_cap = cap;
+    }
+    s->holes[s->hole_count++] = (mc_segment_hole_t){addr, length, mc_now_ms() + MC_SEGMENT_HOLE_MS};
+}
+
+/* Releases the holes whose time is up (all with `all`). Caller holds segs_lock. */
+static void holes_release(mc_store_t *s, int all)
+{
+    uint64_t now = mc_now_ms();
+    size_t kept = 0;
+    for (size_t i = 0; i < s->hole_count; i++) {
+        if (all || now >= s->holes[i].until)
+            munmap(s->holes[i].addr, s->holes[i].length);
+        else
+            s->holes[kept++] = s->holes[i];
+    }
+    s->hole_count = kept;
+}
+
+/* Unregisters and frees the memory of run-time segment i (already unmounted at the master) and
+ * drops it from the list. Caller holds segs_lock. The engine waits for transfers in flight on
+ * the memory before it lets go of it; the addresses then stay reserved as a hole. */
+static void run_segment_free(mc_store_t *s, size_t i)
+{
+    mc_run_segment_t r = s->run_segs[i];
+    s->run_segs[i] = s->run_segs[--s->run_seg_count];
+    size_t length = r.kind == MC_RUN_SEGMENT_FILE
+                        ? (size_t)((r.size + (uint64_t)sysconf(_SC_PAGESIZE) - 1) &
+                                   ~((uint64_t)sysconf(_SC_PAGESIZE) - 1))
+                        : (size_t)r.size;
+    if (r.kind == MC_RUN_SEGMENT_ALLOCATED) {
+        mc_te_free_segment_memory(s->te, r.base);
+        hole_reserve(s, r.base, length, 0);
+    } else {
+        mc_te_unregister_memory(s->te, r.base);
+        hole_reserve(s, r.base, length, 1);
+    }
+    MC_INFO("segment %s (%" PRIu64 " bytes at %p) unmounted and its memory released", r.id, r.size,
+            r.base);
+}
+
+/* Unmounts run-time segment i at the master now (upstream's UnmountSegment: its replicas are
+ * dropped first). 0 also when the master no longer knows it. Caller holds segs_lock. */
+static int run_segment_unmount_now(mc_store_t *s, size_t i)
 {
     Mc__Segment seg = MC__SEGMENT__INIT;
     Mc__Segment *segs[1] = {&seg};
     Mc__SegmentRequest req = MC__SEGMENT_REQUEST__INIT;
-    seg.id = s->segment_id;
-    seg.name = (char *)mc_te_local_segment_name(s->te);
-    seg.base_address = (uint64_t)(uintptr_t)s->segment;
-    seg.size = s->global_segment_size;
-    seg.protocol = (char *)mc_te_protocol(s->te);
+    fill_pb_segment(s, &seg, s->run_segs[i].id, s->run_segs[i].base, s->run_segs[i].size);
     req.client_id = s->client_id;
-    req.n_segments = s->segment ? 1 : 0; /* none: a pure client registers itself for liveness */
+    req.n_segments = 1;
     req.segments = segs;
     Mc__StatusResponse *resp;
-    int rc = mc_master_call_segments(s->rpc, opcode, &req, &resp);
+    int rc = mc_master_call_segments(s->rpc, MC_RPC_UNMOUNT_SEGMENT, &req, &resp);
+    if (rc != 0)
+        return rc;
+    rc = resp->code == MC_ERR_SEGMENT_NOT_FOUND ? 0 : resp->code;
+    mc__status_response__free_unpacked(resp, NULL);
+    return rc;
+}
+
+/* Ping thread, every tick: draining segments whose grace is over are unmounted and freed. */
+static void run_segments_tick(mc_store_t *s)
+{
+    pthread_mutex_lock(&s->segs_lock);
+    uint64_t now = mc_now_ms();
+    for (size_t i = 0; i < s->run_seg_count;) {
+        const mc_run_segment_t *r = &s->run_segs[i];
+        if (r->drain_until && now >= r->drain_until && run_segment_unmount_now(s, i) == 0) {
+            run_segment_free(s, i); /* slot i now holds another segment */
+            continue;
+        }
+        i++;
+    }
+    holes_release(s, 0);
+    pthread_mutex_unlock(&s->segs_lock);
+}
+
+/* Adds memory [base, +size) as a new run-time segment mounted at the master. Caller holds
+ * segs_lock; on failure the caller still owns the memory (unregistered by the caller). */
+static int run_segment_mount(mc_store_t *s, void *base, uint64_t size, mc_run_segment_kind_t kind,
+                             char *id_out)
+{
+    if (s->run_seg_count == s->run_seg_cap) {
+        size_t cap = s->run_seg_cap ? s->run_seg_cap * 2 : 4;
+        mc_run_segment_t *v = realloc(s->run_segs, cap * sizeof(*v));
+        if (!v)
+            return MC_ERR_INTERNAL_ERROR;
+        s->run_segs = v;
+        s->run_seg_cap = cap;
+    }
+    mc_run_segment_t *r = &s->run_segs[s->run_seg_count];
+    memset(r, 0, sizeof(*r));
+    make_segment_id(r->id);
+    r->base = base;
+    r->size = size;
+    r->kind = kind;
+    Mc__Segment seg = MC__SEGMENT__INIT;
+    Mc__Segment *segs[1] = {&seg};
+    Mc__SegmentRequest req = MC__SEGMENT_REQUEST__INIT;
+    fill_pb_segment(s, &seg, r->id, base, size);
+    req.client_id = s->client_id;
+    req.n_segments = 1;
+    req.segments = segs;
+    Mc__StatusResponse *resp;
+    int rc = mc_master_call_segments(s->rpc, MC_RPC_MOUNT_SEGMENT, &req, &resp);
     if (rc != 0)
         return rc;
     rc = resp->code;
-    if (rc == 0 && opcode != MC_RPC_UNMOUNT_SEGMENT && s->segment)
-        mc_te_set_epoch(s->te, resp->epoch); /* transfers naming an older mount are refused */
-    if (rc == MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS)
-        MC_INFO("master defers the mount of segment %s until read leases on its previous "
-                "mount's memory end; retrying",
-                seg.name);
-    else if (rc != 0)
-        MC_ERROR("master refused segment %s: %s %s", seg.name, mc_error_name(rc),
-                 resp->message ? resp->message : "");
+    if (rc == 0)
+        store_set_epoch(s, resp->epoch);
+    else
+        MC_ERROR("master refused segment %s of %s (%" PRIu64 " bytes): %s %s", r->id, seg.name,
+                 size, mc_error_name(rc), resp->message ? resp->message : "");
     mc__status_response__free_unpacked(resp, NULL);
-    return rc;
+    if (rc != 0)
+        return rc;
+    s->run_seg_count++;
+    snprintf(id_out, MC_STORE_SEGMENT_ID_MAX, "%s", r->id);
+    return 0;
+}
+
+/* The protocol a caller asked for: "" / NULL, this engine's own, or "tcp" (upstream's default
+ * argument; every engine serves tcp). */
+static int protocol_ok(mc_store_t *s, const char *protocol)
+{
+    if (!protocol || !*protocol || !strcmp(protocol, "tcp") ||
+        !strcmp(protocol, mc_te_protocol(s->te)))
+        return 1;
+    MC_ERROR("segment protocol \"%s\": this client's Transfer Engine runs \"%s\"", protocol,
+             mc_te_protocol(s->te));
+    return 0;
+}
+
+int mc_store_allocate_and_mount_segment(mc_store_t *s, uint64_t size, const char *protocol,
+                                        char id_out[MC_STORE_SEGMENT_ID_MAX], uint64_t *allocated)
+{
+    DUMMY(s, dummy_refuses("allocate_and_mount_segment"));
+    int rc = enter(s, 0);
+    if (rc != 0)
+        return rc;
+    if (!id_out || size == 0 || size > MC_MAX_VALUE_SIZE || !protocol_ok(s, protocol)) {
+        MC_ERROR("allocate_and_mount_segment: size %" PRIu64 " is not in 1..2^40 bytes, or bad "
+                 "arguments",
+                 size);
+        return LEAVE(s, MC_ERR_INVALID_PARAMS);
+    }
+    uint64_t aligned = (size + MC_RUN_SEGMENT_ALIGN - 1) & ~(MC_RUN_SEGMENT_ALIGN - 1);
+    void *base = NULL;
+    pthread_mutex_lock(&s->segs_lock);
+    rc = mc_te_alloc_segment_memory(s->te, (size_t)aligned, &base);
+    if (rc == 0) {
+        rc = run_segment_mount(s, base, aligned, MC_RUN_SEGMENT_ALLOCATED, id_out);
+        if (rc != 0)
+            mc_te_free_segment_memory(s->te, base);
+    }
+    pthread_mutex_unlock(&s->segs_lock);
+    if (rc == 0 && allocated)
+        *allocated = aligned;
+    if (rc == 0)
+        MC_INFO("allocated and mounted segment %s: %" PRIu64 " bytes at %p", id_out, aligned, base);
+    return LEAVE(s, rc);
+}
+
+int mc_store_mount_file_segment(mc_store_t *s, const char *path, uint64_t offset, uint64_t size,
+                                const char *protocol, char id_out[MC_STORE_SEGMENT_ID_MAX])
+{
+    DUMMY(s, dummy_refuses("mount_segment"));
+    int rc = enter(s, 0);
+    if (rc != 0)
+        return rc;
+    long page = sysconf(_SC_PAGESIZE);
+    if (!path || !*path || !id_out || size == 0 || size > MC_MAX_VALUE_SIZE ||
+        offset % (uint64_t)page != 0 || !protocol_ok(s, protocol)) {
+        MC_ERROR("mount_segment: needs a path, a size in 1..2^40 bytes and an offset that is a "
+                 "multiple of the page size (%ld); got size %" PRIu64 ", offset %" PRIu64,
+                 page, size, offset);
+        return LEAVE(s, MC_ERR_INVALID_PARAMS);
+    }
+    int fd = open(path, O_RDWR | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        MC_ERROR("mount_segment: cannot open %s: %s", path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return LEAVE(s, MC_ERR_INVALID_PARAMS);
+    }
+    if (offset > (uint64_t)st.st_size || size > (uint64_t)st.st_size - offset) {
+        MC_ERROR("mount_segment: [%" PRIu64 ", +%" PRIu64 ") is beyond the end of %s (%lld bytes)",
+                 offset, size, path, (long long)st.st_size);
+        close(fd);
+        return LEAVE(s, MC_ERR_INVALID_PARAMS);
+    }
+    void *base = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)offset);
+    int err = errno;
+    close(fd); /* the mapping keeps the file */
+    if (base == MAP_FAILED) {
+        MC_ERROR("mount_segment: cannot map %s: %s", path, strerror(err));
+        return LEAVE(s, MC_ERR_INVALID_PARAMS);
+    }
+    pthread_mutex_lock(&s->segs_lock);
+    rc = mc_te_register_memory(s->te, base, (size_t)size);
+    if (rc == 0) {
+        rc = run_segment_mount(s, base, size, MC_RUN_SEGMENT_FILE, id_out);
+        if (rc != 0)
+            mc_te_unregister_memory(s->te, base);
+    }
+    pthread_mutex_unlock(&s->segs_lock);
+    if (rc != 0) {
+        munmap(base, (size_t)size);
+        return LEAVE(s, rc);
+    }
+    MC_INFO("mounted segment %s: %s [%" PRIu64 ", +%" PRIu64 ") at %p", id_out, path, offset, size,
+            base);
+    return LEAVE(s, 0);
+}
+
+/* Unmounts the run-time segment `id` of `kind`, now or after a grace period (see store.h). */
+static int unmount_run_segment(mc_store_t *s, const char *id, uint64_t grace_ms,
+                               mc_run_segment_kind_t kind)
+{
+    DUMMY(s, dummy_refuses("unmount_segment"));
+    int rc = enter(s, 0);
+    if (rc != 0)
+        return rc;
+    if (!id)
+        return LEAVE(s, MC_ERR_INVALID_PARAMS);
+    pthread_mutex_lock(&s->segs_lock);
+    size_t i = 0;
+    while (i < s->run_seg_count &&
+           (strcmp(s->run_segs[i].id, id) != 0 || s->run_segs[i].kind != kind))
+        i++;
+    if (i == s->run_seg_count || s->run_segs[i].drain_until) {
+        MC_ERROR("%s: no segment \"%.64s\" mounted by this client with %s", "unmount", id,
+                 kind == MC_RUN_SEGMENT_FILE ? "mount_segment" : "allocate_and_mount_segment");
+        pthread_mutex_unlock(&s->segs_lock);
+        return LEAVE(s, MC_ERR_INVALID_PARAMS);
+    }
+    if (grace_ms == 0) {
+        rc = run_segment_unmount_now(s, i);
+        if (rc == 0)
+            run_segment_free(s, i);
+    } else {
+        Mc__Segment seg = MC__SEGMENT__INIT;
+        Mc__Segment *segs[1] = {&seg};
+        Mc__SegmentRequest req = MC__SEGMENT_REQUEST__INIT;
+        fill_pb_segment(s, &seg, s->run_segs[i].id, s->run_segs[i].base, s->run_segs[i].size);
+        req.client_id = s->client_id;
+        req.n_segments = 1;
+        req.segments = segs;
+        req.grace_period_ms = grace_ms;
+        Mc__StatusResponse *resp;
+        rc = mc_master_call_segments(s->rpc, MC_RPC_GRACEFUL_UNMOUNT_SEGMENT, &req, &resp);
+        if (rc == 0) {
+            rc = resp->code;
+            mc__status_response__free_unpacked(resp, NULL);
+        }
+        if (rc == 0) {
+            uint64_t now = mc_now_ms();
+            s->run_segs[i].drain_until = grace_ms > UINT64_MAX - now ? UINT64_MAX : now + grace_ms;
+            MC_INFO("segment %s drains for %" PRIu64 " ms, then is unmounted and freed", id,
+                    grace_ms);
+        }
+    }
+    if (rc != 0)
+        MC_ERROR("unmount of segment %s: %s", id, mc_error_name(rc));
+    pthread_mutex_unlock(&s->segs_lock);
+    return LEAVE(s, rc);
+}
+
+int mc_store_unmount_segment(mc_store_t *s, const char *id, uint64_t grace_period_ms)
+{
+    return unmount_run_segment(s, id, grace_period_ms, MC_RUN_SEGMENT_FILE);
+}
+
+int mc_store_unmount_and_free_segment(mc_store_t *s, const char *id, uint64_t grace_period_ms)
+{
+    return unmount_run_segment(s, id, grace_period_ms, MC_RUN_SEGMENT_ALLOCATED);
+}
+
+int mc_store_unmount_local_disk(mc_store_t *s, uint64_t grace_period_ms)
+{
+    DUMMY(s, dummy_refuses("unmount_local_disk_segment"));
+    int rc = enter(s, 0);
+    if (rc != 0)
+        return rc;
+    if (grace_period_ms > MC_LOCAL_DISK_GRACE_MAX_MS) {
+        MC_ERROR("unmount_local_disk: grace period %" PRIu64 " ms is above %d ms", grace_period_ms,
+                 MC_LOCAL_DISK_GRACE_MAX_MS);
+        return LEAVE(s, MC_ERR_INVALID_PARAMS);
+    }
+    pthread_mutex_lock(&s->segs_lock);
+    int had = mc_offload_stop_worker(s->offload);
+    pthread_mutex_unlock(&s->segs_lock);
+    if (!had) {
+        MC_WARN("unmount_local_disk: this client does not offload; nothing to drain");
+        return LEAVE(s, 0);
+    }
+    MC_INFO("unmount_local_disk: offloading stopped, local-disk replicas dropped at the master; "
+            "reads of its files are served for %" PRIu64 " ms more",
+            grace_period_ms);
+    uint64_t until = mc_now_ms() + grace_period_ms;
+    while (mc_now_ms() < until && !atomic_load(&s->closing))
+        usleep(10 * 1000);
+    return LEAVE(s, 0);
+}
+
+/* close: every run-time segment is unmounted (best effort) and unregistered; file mappings are
+ * unmapped after the engine lets go of them (run_segments_unmap). */
+static void run_segments_unmount_all(mc_store_t *s)
+{
+    pthread_mutex_lock(&s->segs_lock);
+    for (size_t i = 0; s->rpc && i < s->run_seg_count; i++) {
+        int rc = run_segment_unmount_now(s, i);
+        if (rc != 0)
+            MC_WARN("unmounting segment %s at close: %s", s->run_segs[i].id, mc_error_name(rc));
+    }
+    pthread_mutex_unlock(&s->segs_lock);
+}
+
+/* close, after the master was told: the memory goes (engine memory with the engine when it is
+ * destroyed, else here; file mappings here). */
+static void run_segments_release(mc_store_t *s, int engine_destroyed)
+{
+    pthread_mutex_lock(&s->segs_lock);
+    for (size_t i = 0; i < s->run_seg_count; i++) {
+        mc_run_segment_t *r = &s->run_segs[i];
+        if (r->kind == MC_RUN_SEGMENT_FILE) {
+            if (!engine_destroyed)
+                mc_te_unregister_memory(s->te, r->base);
+            munmap(r->base, (size_t)r->size);
+        } else if (!engine_destroyed) {
+            mc_te_free_segment_memory(s->te, r->base);
+        }
+    }
+    s->run_seg_count = 0;
+    holes_release(s, 1);
+    pthread_mutex_unlock(&s->segs_lock);
 }
 
 static void *ping_main(void *arg)
@@ -1340,16 +1833,20 @@ static void *ping_main(void *arg)
                 /* Until the new mount's epoch is known, no transfer naming any epoch is served,
                  * and those admitted under the old one drain first: a late write of the old
                  * mount can then never land on memory the new mount hands out. */
-                if (s->segment)
-                    mc_te_set_epoch(s->te, UINT64_MAX);
+                pthread_mutex_lock(&s->segs_lock);
+                if (s->segment || s->run_seg_count)
+                    store_set_epoch(s, UINT64_MAX);
                 int mrc = segment_call(s, MC_RPC_REMOUNT_SEGMENT);
+                size_t nrun = s->run_seg_count;
+                pthread_mutex_unlock(&s->segs_lock);
                 s->remount_pending = mrc != 0;
                 /* A restarted master also lost its embedded metadata service's entries. */
                 mc_te_republish(s->te);
-                if (mrc == 0 && s->segment)
-                    MC_INFO("re-mounted segment %s (%s) at master %s",
-                            mc_te_local_segment_name(s->te), s->segment_id, s->master_addr);
+                if (mrc == 0 && (s->segment || nrun))
+                    MC_INFO("re-mounted segment %s (%s, and %zu mounted at run time) at master %s",
+                            mc_te_local_segment_name(s->te), s->segment_id, nrun, s->master_addr);
             }
+            run_segments_tick(s);
             if (!atomic_exchange(&s->master_reachable, 1))
                 MC_INFO("master %s reachable", s->master_addr);
             if (resp->offload_pending > 0)
@@ -1556,6 +2053,7 @@ static int setup_checked(mc_store_t *s, const mc_store_config_t *c)
 static void init_locks(mc_store_t *s)
 {
     pthread_mutex_init(&s->close_lock, NULL);
+    pthread_mutex_init(&s->segs_lock, NULL);
     pthread_mutex_init(&s->ping_lock, NULL);
     pthread_cond_init(&s->ping_cond, NULL);
     pthread_rwlock_init(&s->buffers_lock, NULL);
@@ -1694,6 +2192,7 @@ int mc_store_close(mc_store_t *s)
                 mc__ping_response__free_unpacked(resp, NULL);
         }
     }
+    run_segments_unmount_all(s);
     if (s->segment && s->rpc && s->segment_id[0]) {
         int rc = segment_call(s, MC_RPC_UNMOUNT_SEGMENT);
         if (rc != 0 && rc != MC_ERR_SEGMENT_NOT_FOUND)
@@ -1707,9 +2206,11 @@ int mc_store_close(mc_store_t *s)
         pthread_rwlock_unlock(&s->buffers_lock);
         if (s->segment)
             mc_te_free_segment_memory(s->te, s->segment);
+        run_segments_release(s, 0);
         mc_te_set_epoch(s->te, 0); /* the unmounted segment's epoch no longer applies */
     } else if (s->te) {
         mc_te_destroy(s->te); /* frees the segment memory and unregisters user buffers */
+        run_segments_release(s, 1);
     }
     s->te = NULL;
     mc_offload_free(s->offload);
@@ -1734,7 +2235,10 @@ void mc_store_free(mc_store_t *s)
     mc_dummy_free(s->dummy);
     mc_shared_free_owned(s);
     pthread_mutex_destroy(&s->close_lock);
+    pthread_mutex_destroy(&s->segs_lock);
     pthread_mutex_destroy(&s->ping_lock);
+    free(s->run_segs);
+    free(s->holes);
     pthread_cond_destroy(&s->ping_cond);
     pthread_rwlock_destroy(&s->buffers_lock);
     pthread_rwlock_destroy(&s->op_lock);

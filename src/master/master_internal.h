@@ -47,6 +47,14 @@ typedef struct mc_segment {
     mc_segment_info_t info; /* id, name, base, size, protocol, client_id (the owner) */
     mc_alloc_t *alloc;      /* over [info.base, info.base + info.size) */
     uint32_t gen;           /* mount generation, unique per mount (0-byte replicas refer to it) */
+    /* The generation its epoch is made of: its own, or that of the owner's segment of the same
+     * name already mounted (one Transfer Engine serves them all, and an engine holds one epoch:
+     * a client's segments share it; see mc_master_segment_epoch). */
+    uint32_t epoch_gen;
+    /* Graceful unmount (matches upstream GracefulUnmountSegment): 0, or the master clock ms at
+     * which the monitor unmounts it. Meanwhile no put is placed on it; its objects stay
+     * readable. */
+    uint64_t drain_until;
     struct mc_offloader *offloader; /* the owner, when it offloads; else NULL */
 } mc_segment_t;
 
@@ -346,7 +354,8 @@ void mc_offload_discard_locked(mc_master_t *m, mc_object_t *o);
 void mc_offload_source_lost_locked(mc_master_t *m, mc_object_t *o, uint32_t slot);
 /* `o` was moved to a new record `n` (regrow): fixes the task's back pointer. */
 void mc_offload_object_moved_locked(mc_object_t *n);
-/* A segment was mounted: link it to its owner's offloader record, if any. */
+/* A segment was mounted: link it to its owner's offloader record, if any, unless another of
+ * the owner's segments is linked (a worker offloads from one segment, that of its setup). */
 void mc_offload_segment_mounted_locked(mc_master_t *m, mc_segment_t *s);
 /* Client expiry: its offloader record, its tasks and its local-disk replicas go. */
 void mc_offload_client_gone_locked(mc_master_t *m, const char *client_id);

@@ -476,7 +476,7 @@ void mc_master_set_cookies_locked(mc_master_t *m, const mc_replica_ref_t *rep, u
 static void place_on(mc_master_t *m, uint32_t slot, mc_pending_put_t *p)
 {
     mc_segment_t *s = segment_at(m, slot);
-    if (!s || replicas_use_segment(p->rep, p->nrep, slot))
+    if (!s || s->drain_until || replicas_use_segment(p->rep, p->nrep, slot))
         return;
     mc_replica_ref_t ref = {.seg = slot, .handle = s->gen};
     if (p->size > 0) {
@@ -678,6 +678,14 @@ static int mount_locked(mc_master_t *m, const char *client_id, const mc_segment_
     snprintf(s->info.client_id, sizeof(s->info.client_id), "%s", client_id);
     s->info.used = 0;
     s->gen = ++m->mount_gen;
+    s->epoch_gen = s->gen;
+    for (size_t k = 0; k < m->seg_cap; k++) {
+        const mc_segment_t *o = m->segs[k];
+        if (o && !strcmp(o->info.client_id, client_id) && !strcmp(o->info.name, seg->name)) {
+            s->epoch_gen = o->epoch_gen; /* the owner's engine holds one epoch */
+            break;
+        }
+    }
     mc_offload_segment_mounted_locked(m, s);
     m->segs[slot] = s;
     m->seg_count++;
@@ -825,6 +833,33 @@ int mc_master_unmount_segment(mc_master_t *m, const char *client_id, const char 
     return rc;
 }
 
+int mc_master_graceful_unmount_segment(mc_master_t *m, const char *client_id,
+                                       const char *segment_id, uint64_t grace_period_ms)
+{
+    if (grace_period_ms == 0)
+        return mc_master_unmount_segment(m, client_id, segment_id);
+    if (!m || !segment_id)
+        return MC_ERR_INVALID_PARAMS;
+    if (!client_id || !client_id[0])
+        return MC_ERR_ILLEGAL_CLIENT;
+    pthread_mutex_lock(&m->lock);
+    int k = segment_find(m, segment_id);
+    int rc = MC_ERR_SEGMENT_NOT_FOUND;
+    if (k >= 0 && strcmp(m->segs[k]->info.client_id, client_id) == 0) {
+        mc_segment_t *s = m->segs[k];
+        if (!s->drain_until) {
+            uint64_t now = mc_master_now_locked(m);
+            s->drain_until =
+                grace_period_ms > UINT64_MAX - now ? UINT64_MAX : now + grace_period_ms;
+            MC_INFO("segment %s (%s) of client %s drains: unmounted in %" PRIu64 " ms", s->info.id,
+                    s->info.name, client_id, grace_period_ms);
+        }
+        rc = 0;
+    }
+    pthread_mutex_unlock(&m->lock);
+    return rc;
+}
+
 int mc_master_ping(mc_master_t *m, const char *client_id, uint64_t *view_version,
                    mc_client_status_t *status)
 {
@@ -880,11 +915,12 @@ static int config_ok(const mc_master_t *m, const mc_replicate_config_t *cfg)
     return cfg->preferred_segment_count == 0 || cfg->preferred_segments;
 }
 
-/* A mount's epoch: its generation, above this master instance's token so that epochs of two
- * master lifetimes never collide. */
+/* A mount's epoch: its epoch generation (its own, or shared with the owner's segments of the
+ * same name mounted before it), above this master instance's token so that epochs of two master
+ * lifetimes never collide. */
 static uint64_t segment_epoch(const mc_master_t *m, const mc_segment_t *s)
 {
-    return ((m->view_version >> 20) & 0xffffffffull) << 32 | s->gen;
+    return ((m->view_version >> 20) & 0xffffffffull) << 32 | s->epoch_gen;
 }
 
 uint64_t mc_master_segment_epoch(mc_master_t *m, const char *segment_id)
@@ -1726,6 +1762,11 @@ static void monitor_sweep_locked(mc_master_t *m, uint64_t now)
             __atomic_fetch_add(&m->ops.put_start_releases, 1, __ATOMIC_RELAXED);
             pending_revoke(m, p->obj, 1);
         }
+    }
+    for (size_t k = 0; k < m->seg_cap; k++) {
+        const mc_segment_t *s = m->segs[k];
+        if (s && s->drain_until && now >= s->drain_until)
+            unmount_locked(m, (uint32_t)k, 0); /* out of memory: again on the next sweep */
     }
     deferred_sweep(m, now);
     mc_tasks_sweep_locked(m, now);

@@ -139,6 +139,15 @@ int mc_master_remount_segments(mc_master_t *m, const char *client_id, const mc_s
  */
 int mc_master_unmount_segment(mc_master_t *m, const char *client_id, const char *segment_id);
 /*
+ * Graceful unmount (matches upstream MasterService::GracefulUnmountSegment): from now on no put is
+ * placed on the segment; its objects stay readable until grace_period_ms has passed, then the
+ * monitor unmounts it as mc_master_unmount_segment does (within its 1 s period). Asking again
+ * for a draining segment keeps its first deadline (upstream: idempotent). grace_period_ms 0 is
+ * an immediate unmount. Errors as mc_master_unmount_segment.
+ */
+int mc_master_graceful_unmount_segment(mc_master_t *m, const char *client_id,
+                                       const char *segment_id, uint64_t grace_period_ms);
+/*
  * The epoch of a mounted segment (0 when not mounted): unique per mount, also across master
  * restarts. Replica descriptors carry it; the owner's Transfer Engine refuses tcp transfers that
  * carry another one (mc_te_set_epoch), so a descriptor of a previous mount never reaches memory

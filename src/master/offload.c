@@ -323,10 +323,16 @@ static mc_offloader_t *offloader_add(mc_master_t *m, const char *client_id)
     ring_init(&o->leased);
     delq_init(&o->deletes);
     m->offloaders[m->n_offloaders++] = o;
+    /* The client's worker offloads from the segment of its setup, its first mount: segments it
+     * mounts at run time (mc_store_allocate_and_mount_segment) are not offloaded. */
+    mc_segment_t *first = NULL;
     for (size_t k = 0; k < m->seg_cap; k++) {
-        if (m->segs[k] && strcmp(m->segs[k]->info.client_id, client_id) == 0)
-            m->segs[k]->offloader = o;
+        mc_segment_t *s = m->segs[k];
+        if (s && strcmp(s->info.client_id, client_id) == 0 && (!first || s->gen < first->gen))
+            first = s;
     }
+    if (first)
+        first->offloader = o;
     return o;
 }
 
@@ -573,7 +579,12 @@ void mc_offload_object_moved_locked(mc_object_t *n)
 
 void mc_offload_segment_mounted_locked(mc_master_t *m, mc_segment_t *s)
 {
-    s->offloader = offloader_find(m, s->info.client_id);
+    mc_offloader_t *off = offloader_find(m, s->info.client_id);
+    for (size_t k = 0; off && k < m->seg_cap; k++) {
+        if (m->segs[k] && m->segs[k] != s && m->segs[k]->offloader == off)
+            return; /* it offloads from another segment (see offloader_add) */
+    }
+    s->offloader = off;
 }
 
 /* Drops an offloader: its tasks end (objects unpinned), its local-disk replicas go. */

@@ -166,9 +166,11 @@ static int rpc_run_segments(mc_master_t *m, uint16_t opcode, const Mc__SegmentRe
                  MC_RPC_MAX_SEGMENTS);
         return MC_ERR_INVALID_PARAMS;
     }
-    if (opcode == MC_RPC_UNMOUNT_SEGMENT) {
+    if (opcode == MC_RPC_UNMOUNT_SEGMENT || opcode == MC_RPC_GRACEFUL_UNMOUNT_SEGMENT) {
+        uint64_t grace = opcode == MC_RPC_GRACEFUL_UNMOUNT_SEGMENT ? req->grace_period_ms : 0;
         for (size_t i = 0; i < req->n_segments; i++) {
-            int rc = mc_master_unmount_segment(m, req->client_id, req->segments[i]->id);
+            int rc =
+                mc_master_graceful_unmount_segment(m, req->client_id, req->segments[i]->id, grace);
             if (rc != 0) {
                 snprintf(msg, msglen, "unmount of segment \"%s\": %s", req->segments[i]->id,
                          mc_error_name(rc));
@@ -210,13 +212,14 @@ static int handle_segments(rpc_conn_t *c, uint16_t opcode, uint64_t id, const ui
     char msg[512] = "";
     Mc__StatusResponse resp = MC__STATUS_RESPONSE__INIT;
     resp.code = rpc_run_segments(mc_rpc_conn_master(c), opcode, req, msg, sizeof(msg));
-    if (resp.code == 0 && opcode != MC_RPC_UNMOUNT_SEGMENT && req->n_segments > 0)
+    int unmount = opcode == MC_RPC_UNMOUNT_SEGMENT || opcode == MC_RPC_GRACEFUL_UNMOUNT_SEGMENT;
+    if (resp.code == 0 && !unmount && req->n_segments > 0)
         resp.epoch = mc_master_segment_epoch(mc_rpc_conn_master(c), req->segments[0]->id);
     resp.message = msg;
     mc_master_count_op(mc_rpc_conn_master(c),
-                       opcode == MC_RPC_MOUNT_SEGMENT     ? MC_OP_MOUNT_SEGMENT
-                       : opcode == MC_RPC_UNMOUNT_SEGMENT ? MC_OP_UNMOUNT_SEGMENT
-                                                          : MC_OP_REMOUNT_SEGMENT,
+                       opcode == MC_RPC_MOUNT_SEGMENT ? MC_OP_MOUNT_SEGMENT
+                       : unmount                      ? MC_OP_UNMOUNT_SEGMENT
+                                                      : MC_OP_REMOUNT_SEGMENT,
                        resp.code != 0);
     int rc = mc_rpc_conn_reply(c, opcode, id, &resp.base, resp.code == 0);
     mc__segment_request__free_unpacked(req, NULL);
@@ -985,6 +988,7 @@ const mc_rpc_method_t mc_rpc_methods[MC_RPC_METHOD_COUNT] = {
     {MC_RPC_MOUNT_SEGMENT, "MountSegment", handle_segments},
     {MC_RPC_REMOUNT_SEGMENT, "ReMountSegment", handle_segments},
     {MC_RPC_UNMOUNT_SEGMENT, "UnmountSegment", handle_segments},
+    {MC_RPC_GRACEFUL_UNMOUNT_SEGMENT, "GracefulUnmountSegment", handle_segments},
     {MC_RPC_PUT_START, "PutStart", handle_keys},
     {MC_RPC_PUT_END, "PutEnd", handle_keys},
     {MC_RPC_PUT_REVOKE, "PutRevoke", handle_keys},

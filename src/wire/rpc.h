@@ -57,6 +57,8 @@ enum mc_rpc_opcode {
     MC_RPC_FETCH_TASKS = 163,           /* FetchTasksRequest / FetchTasksResponse */
     MC_RPC_MARK_TASK_TO_COMPLETE = 164, /* TaskCompleteRequest / StatusResponse */
     MC_RPC_BATCH_REPLICA_CLEAR = 165,   /* ReplicaClearRequest / ReplicaClearResponse */
+    /* SegmentRequest (ids, grace_period_ms) / StatusResponse: upstream's GracefulUnmountSegment */
+    MC_RPC_GRACEFUL_UNMOUNT_SEGMENT = 170,
 };
 
 #define MC_RPC_REPLY 0x8000u

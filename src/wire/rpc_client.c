@@ -249,6 +249,8 @@ const char *mc_rpc_method_name(uint16_t opcode)
         return "ReMountSegment";
     case MC_RPC_UNMOUNT_SEGMENT:
         return "UnmountSegment";
+    case MC_RPC_GRACEFUL_UNMOUNT_SEGMENT:
+        return "GracefulUnmountSegment";
     case MC_RPC_PUT_START:
         return "PutStart";
     case MC_RPC_PUT_END:

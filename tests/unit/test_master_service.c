@@ -812,6 +812,61 @@ static void test_unmount_keeps_object_readable_from_remaining_replica(void **sta
     mc_master_destroy(m);
 }
 
+static void test_graceful_unmount_drains_then_unmounts_at_the_deadline(void **state)
+{
+    mc_master_t *m = new_quiet_master();
+    mount(m, "client-a", "seg-a", "host-a:1", 1 * MiB);
+    mc_segment_info_t b = segment("seg-b", "host-b:1", 1 * MiB);
+    assert_int_equal(mc_master_mount_segment(m, "client-b", &b), 0);
+    mc_replicate_config_t on_a = MC_REPLICATE_CONFIG_INIT;
+    on_a.preferred_segment = "host-a:1";
+    assert_int_equal(put(m, "c", "old", 1000, &on_a), 0);
+    assert_int_equal(mc_master_graceful_unmount_segment(m, "client-b", "seg-a", 5000),
+                     MC_ERR_SEGMENT_NOT_FOUND); /* only the owner */
+    assert_int_equal(mc_master_graceful_unmount_segment(m, "client-a", "seg-a", 5000), 0);
+    assert_int_equal(mc_master_graceful_unmount_segment(m, "client-a", "seg-a", 60000), 0);
+    /* draining: readable, and nothing new is placed there */
+    mc_replica_desc_t out[MC_MAX_REPLICAS];
+    size_t n;
+    assert_int_equal(put_start(m, "c", "new", 1000, &on_a, out, &n), 0);
+    assert_int_equal(n, 1);
+    assert_string_equal(out[0].segment_name, "host-b:1");
+    assert_int_equal(mc_master_put_end(m, "c", "new"), 0);
+    advance(4999);
+    mc_master_tick(m);
+    assert_int_equal(get_size(m, "old"), 1000);
+    advance(1); /* the first deadline holds (asking again does not extend it) */
+    mc_master_tick(m);
+    assert_int_equal(get_size(m, "old"), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc_master_unmount_segment(m, "client-a", "seg-a"), MC_ERR_SEGMENT_NOT_FOUND);
+    assert_int_equal(get_size(m, "new"), 1000);
+    /* grace 0: at once */
+    assert_int_equal(mc_master_graceful_unmount_segment(m, "client-b", "seg-b", 0), 0);
+    assert_int_equal(get_size(m, "new"), MC_ERR_OBJECT_NOT_FOUND);
+    mc_master_destroy(m);
+}
+
+static void test_segments_of_one_client_and_name_share_an_epoch(void **state)
+{
+    mc_master_t *m = new_quiet_master();
+    mc_segment_info_t a1 = segment("a1", "host-a:1", 1 * MiB), a2 = segment("a2", "host-a:1", MiB);
+    a2.base = SEG_BASE + 16 * MiB;
+    mc_segment_info_t c = segment("c1", "host-c:1", 1 * MiB);
+    assert_int_equal(mc_master_mount_segment(m, "client-a", &a1), 0);
+    assert_int_equal(mc_master_mount_segment(m, "client-a", &a2), 0);
+    assert_int_equal(mc_master_mount_segment(m, "client-c", &c), 0);
+    uint64_t e1 = mc_master_segment_epoch(m, "a1");
+    assert_true(e1 != 0);
+    assert_true(mc_master_segment_epoch(m, "a2") == e1); /* one engine, one epoch */
+    assert_true(mc_master_segment_epoch(m, "c1") != e1);
+    /* with no segment of the client left, a new mount gets a new epoch */
+    assert_int_equal(mc_master_unmount_segment(m, "client-a", "a1"), 0);
+    assert_int_equal(mc_master_unmount_segment(m, "client-a", "a2"), 0);
+    assert_int_equal(mc_master_mount_segment(m, "client-a", &a1), 0);
+    assert_true(mc_master_segment_epoch(m, "a1") != e1);
+    mc_master_destroy(m);
+}
+
 static void test_client_expiry_drops_segments_and_puts_then_remount(void **state)
 {
     mc_master_config_t cfg = quiet_config();
@@ -1225,6 +1280,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_put_then_get_returns_complete_replica),
+        cmocka_unit_test(test_graceful_unmount_drains_then_unmounts_at_the_deadline),
+        cmocka_unit_test(test_segments_of_one_client_and_name_share_an_epoch),
         cmocka_unit_test(test_processing_object_is_invisible_to_readers),
         cmocka_unit_test(test_put_of_complete_key_is_refused_and_value_kept),
         cmocka_unit_test(test_revoke_frees_the_space),
