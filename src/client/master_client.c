@@ -1,47 +1,27 @@
 /*
  * master_client.c — typed store.proto calls to the master (master_client.h).
  *
- * One generic pack/call/unpack routine serves every message pair; the typed functions only name
- * their descriptors.
+ * The generic pack/call/unpack routine (mc_rpc_call_pb, rpc.h) serves every message pair; the
+ * typed functions only name their descriptors.
  */
 #include "master_client.h"
 
 #include "mooncake/errors.h"
-#include "pb_decode.h"
 
 #include <stdlib.h>
-
-static int call(mc_rpc_client_t *rpc, uint16_t opcode, const ProtobufCMessage *req,
-                const ProtobufCMessageDescriptor *reply_desc, ProtobufCMessage **resp)
-{
-    size_t len = req ? protobuf_c_message_get_packed_size(req) : 0;
-    uint8_t *body = calloc(1, len ? len : 1);
-    if (!body)
-        return MC_ERR_INTERNAL_ERROR;
-    if (req)
-        protobuf_c_message_pack(req, body);
-    uint8_t *reply = NULL;
-    size_t reply_len = 0;
-    int rc = mc_rpc_call(rpc, opcode, body, len, &reply, &reply_len);
-    free(body);
-    if (rc != 0)
-        return rc;
-    rc = mc_pb_decode_reply(reply_desc, reply, reply_len, resp);
-    free(reply);
-    return rc == 0 ? 0 : MC_ERR_DESERIALIZE_FAIL;
-}
 
 int mc_master_call_keys(mc_rpc_client_t *rpc, uint16_t opcode, const Mc__KeysRequest *req,
                         Mc__KeysResponse **resp)
 {
-    return call(rpc, opcode, &req->base, &mc__keys_response__descriptor, (ProtobufCMessage **)resp);
+    return mc_rpc_call_pb(rpc, opcode, &req->base, &mc__keys_response__descriptor,
+                          (ProtobufCMessage **)resp);
 }
 
 int mc_master_call_segments(mc_rpc_client_t *rpc, uint16_t opcode, const Mc__SegmentRequest *req,
                             Mc__StatusResponse **resp)
 {
-    return call(rpc, opcode, &req->base, &mc__status_response__descriptor,
-                (ProtobufCMessage **)resp);
+    return mc_rpc_call_pb(rpc, opcode, &req->base, &mc__status_response__descriptor,
+                          (ProtobufCMessage **)resp);
 }
 
 int mc_master_call_ping(mc_rpc_client_t *rpc, const char *client_id, uint64_t fallback_reads,
@@ -51,40 +31,40 @@ int mc_master_call_ping(mc_rpc_client_t *rpc, const char *client_id, uint64_t fa
     req.client_id = (char *)client_id;
     req.fallback_reads = fallback_reads;
     req.checksum_mismatches = checksum_mismatches;
-    return call(rpc, MC_RPC_PING, &req.base, &mc__ping_response__descriptor,
-                (ProtobufCMessage **)resp);
+    return mc_rpc_call_pb(rpc, MC_RPC_PING, &req.base, &mc__ping_response__descriptor,
+                          (ProtobufCMessage **)resp);
 }
 
 int mc_master_call_service_ready(mc_rpc_client_t *rpc, Mc__ServiceReadyResponse **resp)
 {
-    return call(rpc, MC_RPC_SERVICE_READY, NULL, &mc__service_ready_response__descriptor,
-                (ProtobufCMessage **)resp);
+    return mc_rpc_call_pb(rpc, MC_RPC_SERVICE_READY, NULL, &mc__service_ready_response__descriptor,
+                          (ProtobufCMessage **)resp);
 }
 
 int mc_master_call_offload_heartbeat(mc_rpc_client_t *rpc, const Mc__OffloadHeartbeatRequest *req,
                                      Mc__OffloadHeartbeatResponse **resp)
 {
-    return call(rpc, MC_RPC_OFFLOAD_HEARTBEAT, &req->base,
-                &mc__offload_heartbeat_response__descriptor, (ProtobufCMessage **)resp);
+    return mc_rpc_call_pb(rpc, MC_RPC_OFFLOAD_HEARTBEAT, &req->base,
+                          &mc__offload_heartbeat_response__descriptor, (ProtobufCMessage **)resp);
 }
 
 int mc_master_call_notify_offload(mc_rpc_client_t *rpc, const Mc__NotifyOffloadRequest *req,
                                   Mc__CodesResponse **resp)
 {
-    return call(rpc, MC_RPC_NOTIFY_OFFLOAD_RESULT, &req->base, &mc__codes_response__descriptor,
-                (ProtobufCMessage **)resp);
+    return mc_rpc_call_pb(rpc, MC_RPC_NOTIFY_OFFLOAD_RESULT, &req->base,
+                          &mc__codes_response__descriptor, (ProtobufCMessage **)resp);
 }
 
 int mc_master_call_evict_disk(mc_rpc_client_t *rpc, const Mc__EvictDiskRequest *req,
                               Mc__CodesResponse **resp)
 {
-    return call(rpc, MC_RPC_EVICT_DISK_REPLICA, &req->base, &mc__codes_response__descriptor,
-                (ProtobufCMessage **)resp);
+    return mc_rpc_call_pb(rpc, MC_RPC_EVICT_DISK_REPLICA, &req->base,
+                          &mc__codes_response__descriptor, (ProtobufCMessage **)resp);
 }
 
 int mc_master_call_deletions_pending(mc_rpc_client_t *rpc, const Mc__DeletionsPendingRequest *req,
                                      Mc__DeletionsPendingResponse **resp)
 {
-    return call(rpc, MC_RPC_OFFLOAD_DELETIONS_PENDING, &req->base,
-                &mc__deletions_pending_response__descriptor, (ProtobufCMessage **)resp);
+    return mc_rpc_call_pb(rpc, MC_RPC_OFFLOAD_DELETIONS_PENDING, &req->base,
+                          &mc__deletions_pending_response__descriptor, (ProtobufCMessage **)resp);
 }

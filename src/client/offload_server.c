@@ -587,25 +587,6 @@ static mc_rpc_client_t *peer_rpc(mc_offload_peers_t *p, mc_transfer_engine_t *te
     return e ? e->rpc : NULL;
 }
 
-static int call(mc_rpc_client_t *rpc, uint16_t opcode, const ProtobufCMessage *req,
-                const ProtobufCMessageDescriptor *desc, ProtobufCMessage **resp)
-{
-    size_t len = protobuf_c_message_get_packed_size(req);
-    uint8_t *body = malloc(len ? len : 1);
-    if (!body)
-        return MC_ERR_INTERNAL_ERROR;
-    protobuf_c_message_pack(req, body);
-    uint8_t *reply = NULL;
-    size_t reply_len = 0;
-    int rc = mc_rpc_call(rpc, opcode, body, len, &reply, &reply_len);
-    free(body);
-    if (rc != 0)
-        return rc;
-    rc = mc_pb_decode_reply(desc, reply, reply_len, resp);
-    free(reply);
-    return rc == 0 ? 0 : MC_ERR_DESERIALIZE_FAIL;
-}
-
 /*
  * RELEASE of a staged read: 0 only when the owner still held the lease, which proves the staged
  * bytes did not change since the FETCH reply. Anything else (reclaimed, owner unreachable) is
@@ -616,8 +597,8 @@ static int release(mc_rpc_client_t *rpc, uint64_t lease_id)
     Mc__ReleaseRequest req = MC__RELEASE_REQUEST__INIT;
     req.lease_id = lease_id;
     Mc__CodesResponse *resp = NULL;
-    int rc = call(rpc, MC_RPC_OFFLOAD_RELEASE, &req.base, &mc__codes_response__descriptor,
-                  (ProtobufCMessage **)&resp);
+    int rc = mc_rpc_call_pb(rpc, MC_RPC_OFFLOAD_RELEASE, &req.base, &mc__codes_response__descriptor,
+                            (ProtobufCMessage **)&resp);
     if (rc != 0)
         return rc;
     rc = resp->code;
@@ -639,8 +620,8 @@ int mc_offload_fetch(mc_offload_peers_t *p, mc_transfer_engine_t *te, const char
     req.version = version;
     req.size = size;
     Mc__FetchResponse *resp = NULL;
-    int rc = call(rpc, MC_RPC_OFFLOAD_FETCH, &req.base, &mc__fetch_response__descriptor,
-                  (ProtobufCMessage **)&resp);
+    int rc = mc_rpc_call_pb(rpc, MC_RPC_OFFLOAD_FETCH, &req.base, &mc__fetch_response__descriptor,
+                            (ProtobufCMessage **)&resp);
     if (rc != 0)
         return rc;
     rc = resp->code;

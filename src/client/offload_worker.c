@@ -828,25 +828,6 @@ static int control_done_locked(mc_offload_worker_t *w)
  * client reports success; the master publishes the extent as a memory replica only then. Runs on
  * the control thread, at most promotion_max_per_heartbeat values per heartbeat. */
 
-static int promotion_call(mc_offload_worker_t *w, uint16_t opcode, const ProtobufCMessage *req,
-                          const ProtobufCMessageDescriptor *reply_desc, ProtobufCMessage **resp)
-{
-    size_t len = protobuf_c_message_get_packed_size(req);
-    uint8_t *body = calloc(1, len ? len : 1);
-    if (!body)
-        return MC_ERR_INTERNAL_ERROR;
-    protobuf_c_message_pack(req, body);
-    uint8_t *reply = NULL;
-    size_t reply_len = 0;
-    int rc = mc_rpc_call(w->rpc, opcode, body, len, &reply, &reply_len);
-    free(body);
-    if (rc != 0)
-        return rc;
-    rc = mc_pb_decode_reply(reply_desc, reply, reply_len, resp);
-    free(reply);
-    return rc == 0 ? 0 : MC_ERR_DESERIALIZE_FAIL;
-}
-
 /* Copies one promoted value into its extent; 0 when the extent holds its verified bytes. */
 static int promote_one(mc_offload_worker_t *w, const Mc__PromotionTask *t)
 {
@@ -872,7 +853,7 @@ static void promote(mc_offload_worker_t *w)
     req.client_id = w->client_id;
     req.max_tasks = 64; /* the master caps it at --promotion_max_per_heartbeat */
     Mc__PromotionTakeResponse *resp = NULL;
-    int rc = promotion_call(w, MC_RPC_PROMOTION_TAKE, &req.base,
+    int rc = mc_rpc_call_pb(w->rpc, MC_RPC_PROMOTION_TAKE, &req.base,
                             &mc__promotion_take_response__descriptor, (ProtobufCMessage **)&resp);
     if (rc != 0 || resp->code != 0) {
         MC_VLOG(1, "promotion: taking tasks failed: %s", mc_error_name(rc ? rc : resp->code));
@@ -888,8 +869,8 @@ static void promote(mc_offload_worker_t *w)
         r.key = t->key;
         r.code = promote_one(w, t);
         Mc__CodesResponse *cr = NULL;
-        rc = promotion_call(w, MC_RPC_PROMOTION_RESULT, &r.base, &mc__codes_response__descriptor,
-                            (ProtobufCMessage **)&cr);
+        rc = mc_rpc_call_pb(w->rpc, MC_RPC_PROMOTION_RESULT, &r.base,
+                            &mc__codes_response__descriptor, (ProtobufCMessage **)&cr);
         MC_VLOG(1, "promotion of %.64s: %s, master: %s", t->key, mc_error_name(r.code),
                 mc_error_name(rc ? rc : cr->code));
         if (cr)

@@ -29,26 +29,6 @@ struct mc_task_executor {
     int stop;
 };
 
-/* Packs req, calls, decodes the reply as reply_desc. 0 or a transport / decoding code. */
-static int call(mc_rpc_client_t *rpc, uint16_t opcode, const ProtobufCMessage *req,
-                const ProtobufCMessageDescriptor *reply_desc, ProtobufCMessage **resp)
-{
-    size_t len = protobuf_c_message_get_packed_size(req);
-    uint8_t *body = calloc(1, len ? len : 1);
-    if (!body)
-        return MC_ERR_INTERNAL_ERROR;
-    protobuf_c_message_pack(req, body);
-    uint8_t *reply = NULL;
-    size_t reply_len = 0;
-    int rc = mc_rpc_call(rpc, opcode, body, len, &reply, &reply_len);
-    free(body);
-    if (rc != 0)
-        return rc;
-    rc = mc_pb_decode_reply(reply_desc, reply, reply_len, resp);
-    free(reply);
-    return rc == 0 ? 0 : MC_ERR_DESERIALIZE_FAIL;
-}
-
 int mc_task_call_create(mc_rpc_client_t *rpc, int move, const char *key, const char *source,
                         const char *const *targets, size_t n, char *id_out)
 {
@@ -58,8 +38,9 @@ int mc_task_call_create(mc_rpc_client_t *rpc, int move, const char *key, const c
     req.targets = (char **)targets;
     req.n_targets = n;
     Mc__TaskCreateResponse *resp = NULL;
-    int rc = call(rpc, move ? MC_RPC_CREATE_MOVE_TASK : MC_RPC_CREATE_COPY_TASK, &req.base,
-                  &mc__task_create_response__descriptor, (ProtobufCMessage **)&resp);
+    int rc =
+        mc_rpc_call_pb(rpc, move ? MC_RPC_CREATE_MOVE_TASK : MC_RPC_CREATE_COPY_TASK, &req.base,
+                       &mc__task_create_response__descriptor, (ProtobufCMessage **)&resp);
     if (rc != 0)
         return rc;
     rc = resp->code;
@@ -76,8 +57,8 @@ int mc_task_call_query(mc_rpc_client_t *rpc, const char *task_id, mc_task_info_t
     Mc__TaskQueryRequest req = MC__TASK_QUERY_REQUEST__INIT;
     req.task_id = (char *)task_id;
     Mc__TaskQueryResponse *resp = NULL;
-    int rc = call(rpc, MC_RPC_QUERY_TASK, &req.base, &mc__task_query_response__descriptor,
-                  (ProtobufCMessage **)&resp);
+    int rc = mc_rpc_call_pb(rpc, MC_RPC_QUERY_TASK, &req.base, &mc__task_query_response__descriptor,
+                            (ProtobufCMessage **)&resp);
     if (rc != 0)
         return rc;
     rc = resp->code;
@@ -104,8 +85,8 @@ int mc_task_call_replica_clear(mc_rpc_client_t *rpc, const char *client_id, cons
     req.n_keys = n;
     req.segment_name = (char *)(segment_name ? segment_name : "");
     Mc__ReplicaClearResponse *resp = NULL;
-    int rc = call(rpc, MC_RPC_BATCH_REPLICA_CLEAR, &req.base,
-                  &mc__replica_clear_response__descriptor, (ProtobufCMessage **)&resp);
+    int rc = mc_rpc_call_pb(rpc, MC_RPC_BATCH_REPLICA_CLEAR, &req.base,
+                            &mc__replica_clear_response__descriptor, (ProtobufCMessage **)&resp);
     if (rc != 0)
         return rc;
     rc = resp->code;
@@ -134,8 +115,8 @@ static void report(mc_task_executor_t *e, const char *id, int code, const char *
     snprintf(message, sizeof(message), "%s: %s", mc_error_name(code), what);
     req.message = code == 0 ? "" : message;
     Mc__StatusResponse *resp = NULL;
-    int rc = call(e->rpc, MC_RPC_MARK_TASK_TO_COMPLETE, &req.base, &mc__status_response__descriptor,
-                  (ProtobufCMessage **)&resp);
+    int rc = mc_rpc_call_pb(e->rpc, MC_RPC_MARK_TASK_TO_COMPLETE, &req.base,
+                            &mc__status_response__descriptor, (ProtobufCMessage **)&resp);
     if (rc == 0) {
         rc = resp->code;
         mc__status_response__free_unpacked(resp, NULL);
@@ -212,8 +193,8 @@ static void *executor_main(void *arg)
         req.client_id = e->client_id;
         req.batch_size = MC_TASK_FETCH_BATCH;
         Mc__FetchTasksResponse *resp = NULL;
-        if (call(e->rpc, MC_RPC_FETCH_TASKS, &req.base, &mc__fetch_tasks_response__descriptor,
-                 (ProtobufCMessage **)&resp) != 0)
+        if (mc_rpc_call_pb(e->rpc, MC_RPC_FETCH_TASKS, &req.base,
+                           &mc__fetch_tasks_response__descriptor, (ProtobufCMessage **)&resp) != 0)
             continue; /* the master is away: the ping thread says so */
         for (size_t i = 0; i < resp->n_tasks; i++) {
             const Mc__TaskAssignment *t = resp->tasks[i];

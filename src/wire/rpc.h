@@ -14,6 +14,7 @@
 #ifndef MC_WIRE_RPC_H
 #define MC_WIRE_RPC_H
 
+#include <protobuf-c/protobuf-c.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -92,5 +93,13 @@ void mc_rpc_client_reset(mc_rpc_client_t *c);
  */
 int mc_rpc_call(mc_rpc_client_t *c, uint16_t opcode, const uint8_t *body, size_t len,
                 uint8_t **reply, size_t *reply_len);
+/*
+ * One call with protobuf bodies: packs req (NULL: an empty body), calls, and decodes the reply as
+ * reply_desc within the decoding budget (pb_decode.h). *resp is the caller's to free with
+ * protobuf_c_message_free_unpacked. 0, a transport code of mc_rpc_call, MC_ERR_DESERIALIZE_FAIL,
+ * MC_ERR_INTERNAL_ERROR (out of memory). Thread-safe.
+ */
+int mc_rpc_call_pb(mc_rpc_client_t *c, uint16_t opcode, const ProtobufCMessage *req,
+                   const ProtobufCMessageDescriptor *reply_desc, ProtobufCMessage **resp);
 
 #endif /* MC_WIRE_RPC_H */

@@ -17,6 +17,7 @@
 #include "log.h"
 #include "mooncake/errors.h"
 #include "net.h"
+#include "pb_decode.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -306,4 +307,24 @@ const char *mc_rpc_method_name(uint16_t opcode)
     default:
         return "Unknown";
     }
+}
+
+int mc_rpc_call_pb(mc_rpc_client_t *c, uint16_t opcode, const ProtobufCMessage *req,
+                   const ProtobufCMessageDescriptor *reply_desc, ProtobufCMessage **resp)
+{
+    size_t len = req ? protobuf_c_message_get_packed_size(req) : 0;
+    uint8_t *body = calloc(1, len ? len : 1);
+    if (!body)
+        return MC_ERR_INTERNAL_ERROR;
+    if (req)
+        protobuf_c_message_pack(req, body);
+    uint8_t *reply = NULL;
+    size_t reply_len = 0;
+    int rc = mc_rpc_call(c, opcode, body, len, &reply, &reply_len);
+    free(body);
+    if (rc != 0)
+        return rc;
+    rc = mc_pb_decode_reply(reply_desc, reply, reply_len, resp);
+    free(reply);
+    return rc == 0 ? 0 : MC_ERR_DESERIALIZE_FAIL;
 }
