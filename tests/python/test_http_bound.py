@@ -321,6 +321,25 @@ class Bound(unittest.TestCase):
         hdr = rest.auth_header(SECRET, "GET", "/api/get/httpbound%2Fk", nonce)
         self.assertEqual(get(P.rest, "/api/get/httpbound%2Fk", 10, {rest.AUTH_HEADER: hdr}),
                          (200, b"v"))
+        # a signed PUT whose body trickles in within the bound is stored whole
+        body = json.dumps({"key": "httpbound/slow", "value": "s" * 600}).encode()
+        nonce = json.loads(get(P.rest, "/api/auth_challenge")[1])["nonce"]
+        head = (f"PUT /api/put HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n"
+                f"{rest.AUTH_HEADER}: {rest.auth_header(SECRET, 'PUT', '/api/put', nonce, body)}"
+                "\r\nConnection: close\r\n\r\n").encode()
+        chunks = [head] + [body[i:i + 100] for i in range(0, len(body), 100)]
+        self.assertEqual(raw_exchange(P.rest, chunks, 0.2).split()[1:2], [b"200"])
+        nonce = json.loads(get(P.rest, "/api/auth_challenge")[1])["nonce"]
+        hdr = rest.auth_header(SECRET, "GET", "/api/get/httpbound%2Fslow", nonce)
+        self.assertEqual(get(P.rest, "/api/get/httpbound%2Fslow", 10, {rest.AUTH_HEADER: hdr}),
+                         (200, b"s" * 600))
+
+    def test_rest_request_timeout_must_be_positive(self):
+        env = dict(os.environ, PYTHONPATH=os.path.join(BUILD, "python"))
+        r = subprocess.run([sys.executable, "-m", "mooncake.mooncake_store_service",
+                            "--request-timeout", "0"], capture_output=True, env=env, timeout=60)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn(b"--request-timeout must be above 0", r.stderr)
 
 
 if __name__ == "__main__":
