@@ -22,7 +22,9 @@
  *                                           (507 Insufficient Storage: the request is fine, the
  *                                           store has no room; retrying after deletions works);
  *   more than max_connections open       -> the new connection is accepted and closed;
- *   a connection idle, or stalled mid-request, for connection_timeout_s -> closed;
+ *   a connection idle, or one request (from the accept or the previous response's completion
+ *   to its own response's completion, however the bytes trickle), past connection_timeout_s
+ *                                        -> closed (counted: requests_timed_out);
  *   request headers (URL included) above 64 KiB per connection -> refused by libmicrohttpd.
  * Thread-safe.
  *
@@ -63,7 +65,7 @@ typedef struct mc_http_metadata_limits {
     size_t max_keys;               /* keys held */
     size_t max_total_bytes;        /* keys + values held + bodies being received */
     unsigned max_connections;      /* open connections */
-    unsigned connection_timeout_s; /* idle or stalled connection */
+    unsigned connection_timeout_s; /* idle connection, and one request's whole time */
 } mc_http_metadata_limits_t;
 
 /* The counters of a server (mc_http_metadata_server_get_stats, GET /metrics). */
@@ -75,6 +77,7 @@ typedef struct mc_http_metadata_stats {
     uint64_t refused_full;      /* 507: max_keys or max_total_bytes */
     uint64_t connections_active;
     uint64_t connections_refused;     /* over max_connections */
+    uint64_t requests_timed_out;      /* connections closed past connection_timeout_s */
     mc_http_metadata_limits_t limits; /* in force (defaults filled in) */
 } mc_http_metadata_stats_t;
 

@@ -3,6 +3,7 @@
 
     python -m mooncake.mooncake_store_service [--config PATH] [-D key=value ...] [--port 8080]
         [--host 0.0.0.0] [--max-wait-time 60] [--cluster-secret-file PATH]
+        [--max-connections 16] [--request-timeout 30]
 
 Sets up one MooncakeDistributedStore from a MooncakeConfig (--config JSON file, else
 MooncakeConfig.load_from_env(); -D overrides fields, as strings), retrying setup once a second
@@ -46,10 +47,15 @@ MOONCAKE_CLUSTER_SECRET_FILE / MOONCAKE_CLUSTER_SECRET) every /api request must 
 "X-Mooncake-Auth: <nonce hex>.<mac hex>", where the nonce comes from GET /api/auth_challenge
 ({"nonce": "<64 hex>"}, single use, valid 30 s) and the MAC is
 HMAC-SHA-256(secret, "mc-auth-v1 rest" | method | path | nonce | SHA-256(body)) (auth_header()
-below computes it); anything else gets 401 and nothing happens. Costs are bounded: at most
---max-connections (16) connections are served at once (more are closed), so bodies held in
-memory are at most 16 x 100 MB; a connection idle for 30 s is closed; outstanding nonces are
-capped (oldest dropped).
+below computes it); anything else gets 401 and nothing happens. The header's format and its
+nonce are checked before the body is read (a request without a valid nonce gets 401, its body
+unread, and the connection closed), so without the secret nothing but the header is read. Costs
+are bounded: at most --max-connections (16) connections are served at once (more are closed),
+so bodies held in memory are at most 16 x 100 MB; a connection idle for 30 s is closed; every
+request has an absolute bound of --request-timeout seconds (30), counted from the connection's
+accept or the previous response on it, to its response sent, however slowly its bytes trickle
+(a watchdog shuts the socket down; one warning a second; a body cut short is never acted on);
+outstanding nonces are capped (oldest dropped). A 100 MB body needs 3.4 MB/s under the default.
 """
 import argparse
 import collections
@@ -73,6 +79,7 @@ __all__ = ["MooncakeStoreService", "auth_header", "load_cluster_secret", "main",
 
 MAX_BODY = 100 * 1024 * 1024  # bytes, upstream's client_max_size
 IDLE_TIMEOUT_S = 30
+REQUEST_TIMEOUT_S = 30  # one request's whole time (the watchdog's bound)
 NONCE_TTL_S = 30
 MAX_NONCES = 1024
 AUTH_HEADER = "X-Mooncake-Auth"
@@ -137,14 +144,57 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, address, handler, service, max_connections):
+    def __init__(self, address, handler, service, max_connections,
+                 request_timeout=REQUEST_TIMEOUT_S):
         host = address[0]
         if ":" in host.strip("[]"):
             self.address_family = socket.AF_INET6
             address = (host.strip("[]"), address[1])
         self.service = service
         self._slots = threading.BoundedSemaphore(max_connections)
+        self.request_timeout = request_timeout
+        self.timed_out = 0  # connections closed by the watchdog
+        self._watch_lock = threading.Lock()
+        self._watched = {}  # socket -> monotonic start of its current request
+        self._watch_stop = threading.Event()
+        self._last_timeout_log = 0.0
         super().__init__(address, handler)
+        threading.Thread(target=self._watchdog, name="mooncake-rest-watchdog",
+                         daemon=True).start()
+
+    # ---- the per-request bound: each handler reports when its request starts and ends -----
+
+    def request_started(self, sock):
+        with self._watch_lock:
+            self._watched[sock] = time.monotonic()
+
+    def request_ended(self, sock):
+        """Stops watching sock; called before the socket is closed, so the watchdog never
+        shuts down a closed socket's reused descriptor."""
+        with self._watch_lock:
+            self._watched.pop(sock, None)
+
+    def _watchdog(self):
+        period = min(max(self.request_timeout / 20, 0.05), 0.5)
+        while not self._watch_stop.wait(period):
+            now = time.monotonic()
+            with self._watch_lock:
+                late = [s for s, t in self._watched.items() if now - t >= self.request_timeout]
+                for sock in late:
+                    del self._watched[sock]
+                    try:
+                        sock.shutdown(socket.SHUT_RDWR)
+                    except OSError:
+                        pass
+                    self.timed_out += 1
+            if late and now - self._last_timeout_log >= 1.0:
+                self._last_timeout_log = now
+                logging.warning("REST API: closed a connection whose request took over %g s "
+                                "(%d closed so far)", self.request_timeout, self.timed_out)
+
+    def server_close(self):
+        self._watch_stop.set()
+        super().server_close()
 
     def process_request(self, request, client_address):
         if not self._slots.acquire(blocking=False):
@@ -165,6 +215,21 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     timeout = IDLE_TIMEOUT_S
     server_version = "mooncake-store-service"
+
+    def setup(self):
+        super().setup()
+        self.server.request_started(self.connection)
+
+    def handle_one_request(self):
+        # the bound runs from the end of the previous response (or the accept, via setup())
+        try:
+            super().handle_one_request()
+        finally:
+            self.server.request_started(self.connection)
+
+    def finish(self):
+        self.server.request_ended(self.connection)
+        super().finish()
 
     def log_message(self, fmt, *args):
         logging.debug("REST %s - %s", self.address_string(), fmt % args)
@@ -208,36 +273,56 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True  # the body is not read
             self._error(413, f"request body of {n} bytes is larger than {MAX_BODY}")
             return None
-        return self.rfile.read(n)
+        body = self.rfile.read(n)
+        if len(body) != n:  # the peer closed, or the watchdog cut the request: never act on it
+            self.close_connection = True
+            return None
+        return body
 
-    def _authorised(self, path, body):
-        secret = self.server.service.secret
-        if secret is None:
-            return True
+    def _unauthorised(self):
+        self.close_connection = True  # any body stays unread
+        self._error(401, f"missing or invalid {AUTH_HEADER} proof of the cluster secret "
+                         f"(GET /api/auth_challenge first; docs/security.md)")
+
+    def _take_proof(self):
+        """With a cluster secret: (nonce, mac) from a well-formed header whose nonce was issued,
+        is unexpired and is now spent; else None after answering 401. Reads no body."""
         proof = self.headers.get(AUTH_HEADER, "")
         nonce_hex, _, mac_hex = proof.partition(".")
+        if len(nonce_hex) != 64 or len(mac_hex) != 64:
+            return self._unauthorised()
         try:
             nonce, mac = bytes.fromhex(nonce_hex), bytes.fromhex(mac_hex)
         except ValueError:
-            nonce = mac = b""
-        if (len(nonce) != 32 or not self.server.service.nonces.take(nonce)
-                or not hmac.compare_digest(mac, _mac(secret, self.command, path, nonce, body))):
-            self._error(401, f"missing or invalid {AUTH_HEADER} proof of the cluster secret "
-                             f"(GET /api/auth_challenge first; docs/security.md)")
-            return False
-        return True
+            return self._unauthorised()
+        if not self.server.service.nonces.take(nonce):
+            return self._unauthorised()
+        return nonce, mac
+
+    def _body_unread(self):
+        """True when the request declares a body (it is then left unread)."""
+        return bool(self.headers.get("Transfer-Encoding")
+                    or self.headers.get("Content-Length", "0").strip() not in ("", "0"))
 
     def _dispatch(self):
         raw_path = urllib.parse.urlsplit(self.path).path
-        body = self._read_body()
-        if body is None:
-            return
         service = self.server.service
+        secret = service.secret
+        if secret is None:  # as upstream: the body is read first
+            body = self._read_body()
+            if body is None:
+                return None
+        keep_alive = not self.close_connection
+        if secret is not None and self._body_unread():
+            # with a secret, nothing is read before the proof: answers below close the connection
+            self.close_connection = True
         if raw_path == "/api/auth_challenge":
             if self.command != "GET":
                 return self._error(405, "method not allowed")
-            if service.secret is None:
+            if secret is None:
                 return self._error(404, "this service has no cluster secret")
+            if self._body_unread():
+                return self._error(400, "GET /api/auth_challenge takes no body")
             return self._send(200, {"nonce": service.nonces.issue().hex()})
         route, key = self._route(raw_path)
         if route is None:
@@ -246,8 +331,17 @@ class _Handler(BaseHTTPRequestHandler):
                    "remove_all": "DELETE"}.get(route, "POST")
         if self.command != allowed:
             return self._error(405, f"{raw_path}: use {allowed}")
-        if not self._authorised(raw_path, body):
-            return None
+        if secret is not None:
+            proof = self._take_proof()
+            if proof is None:
+                return None
+            self.close_connection = not keep_alive
+            body = self._read_body()
+            if body is None:
+                return None
+            nonce, mac = proof
+            if not hmac.compare_digest(mac, _mac(secret, self.command, raw_path, nonce, body)):
+                return self._unauthorised()
         try:
             return getattr(service, "handle_" + route)(self, key, body)
         except Exception as e:  # noqa: BLE001 — the service answers 500 as upstream does
@@ -348,10 +442,11 @@ class MooncakeStoreService:
             if stop_event is None:
                 time.sleep(min(1.0, remaining))
 
-    def start_http_service(self, port=8080, host="0.0.0.0", max_connections=16):
+    def start_http_service(self, port=8080, host="0.0.0.0", max_connections=16,
+                           request_timeout=REQUEST_TIMEOUT_S):
         """Listens on host:port (OSError when it cannot) and serves on a thread; returns the
-        port bound."""
-        self.httpd = _Server((host, port), _Handler, self, max_connections)
+        port bound. request_timeout: seconds one request may take in all (our addition)."""
+        self.httpd = _Server((host, port), _Handler, self, max_connections, request_timeout)
         if host.strip() in _WILDCARDS and self.secret is None:
             logging.warning("the REST API listens on all interfaces (port %d) with no cluster "
                             "secret: any host that can reach it can read, write and remove "
@@ -589,6 +684,9 @@ def parse_arguments(argv=None):
                    help="Maximum total wait time in seconds (default: 60)")
     p.add_argument("--max-connections", type=int, default=16,
                    help="connections served at once (more are closed)")
+    p.add_argument("--request-timeout", type=float, default=REQUEST_TIMEOUT_S,
+                   help="seconds one request may take, from its first byte to its response "
+                        "(default 30; slower ones are cut)")
     p.add_argument("--cluster-secret-file", type=str, default=None,
                    help="cluster secret every request must prove (docs/security.md)")
     return p.parse_args(argv)
@@ -607,6 +705,9 @@ def main(argv=None):
             logging.warning("Ignoring invalid CLI config: %s", item)
     if args.max_connections < 1:
         logging.error("--max-connections must be at least 1")
+        return 1
+    if not args.request_timeout > 0:
+        logging.error("--request-timeout must be above 0")
         return 1
     try:
         service = MooncakeStoreService(args.config, cli_config, args.cluster_secret_file)
@@ -628,7 +729,8 @@ def main(argv=None):
             logging.error("Failed to start store service")
             return 1
         try:
-            port = service.start_http_service(args.port, args.host, args.max_connections)
+            port = service.start_http_service(args.port, args.host, args.max_connections,
+                                              args.request_timeout)
         except OSError as e:
             logging.error("Failed to start HTTP service on %s:%d: %s", args.host, args.port, e)
             return 1

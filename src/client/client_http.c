@@ -25,6 +25,8 @@
 
 #define CLIENT_HTTP_BACKLOG 64
 #define CLIENT_HTTP_TIMEOUT_S 30u
+/* Absolute bound per request (http_guard.h): GETs only, so a live client needs far less. */
+#define CLIENT_HTTP_REQUEST_TIMEOUT_MS 10000u
 #define CLIENT_HTTP_MEMORY_LIMIT (32u << 10)
 #define CONTENT_PROMETHEUS "text/plain; version=0.0.4; charset=utf-8"
 #define CONTENT_TEXT "text/plain; charset=utf-8"
@@ -253,8 +255,25 @@ static void reply_fixed(reply_t *r, unsigned int status, const char *type, const
     r->len = r->body ? strlen(body) : 0;
 }
 
-static void reply_render(reply_t *r, mc_client_metrics_t *m, const char *type,
-                         void (*render)(mc_client_metrics_t *, FILE *))
+/* /metrics: the client's families, then this server's own counter. */
+static void render_metrics(mc_client_http_t *h, FILE *f)
+{
+    mc_client_metrics_render(h->metrics, f);
+    fprintf(f,
+            "# HELP mooncake_client_http_requests_timed_out_total Client HTTP connections closed "
+            "for a request over the time bound.\n"
+            "# TYPE mooncake_client_http_requests_timed_out_total counter\n"
+            "mooncake_client_http_requests_timed_out_total %" PRIu64 "\n",
+            mc_http_guard_timed_out(&h->guard));
+}
+
+static void render_summary(mc_client_http_t *h, FILE *f)
+{
+    mc_client_metrics_summary(h->metrics, f);
+}
+
+static void reply_render(reply_t *r, mc_client_http_t *m, const char *type,
+                         void (*render)(mc_client_http_t *, FILE *))
 {
     FILE *f = open_memstream(&r->body, &r->len);
     if (!f) {
@@ -283,9 +302,9 @@ static void route(mc_client_http_t *h, const char *url, reply_t *r)
         if (!h->metrics)
             reply_fixed(r, MHD_HTTP_SERVICE_UNAVAILABLE, CONTENT_TEXT, "metrics not available");
         else if (!strcmp(url, "/metrics"))
-            reply_render(r, h->metrics, CONTENT_PROMETHEUS, mc_client_metrics_render);
+            reply_render(r, h, CONTENT_PROMETHEUS, render_metrics);
         else
-            reply_render(r, h->metrics, CONTENT_TEXT, mc_client_metrics_summary);
+            reply_render(r, h, CONTENT_TEXT, render_summary);
     } else {
         reply_fixed(r, MHD_HTTP_NOT_FOUND, CONTENT_TEXT, "no such path");
     }
@@ -297,6 +316,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
 {
     mc_client_http_t *h = cls;
     reply_t r = {0};
+    if (!mc_http_request_whole(req_cls, upload_data_size))
+        return MHD_YES;
     if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
         reply_fixed(&r, MHD_HTTP_METHOD_NOT_ALLOWED, CONTENT_TEXT, "only GET is served");
     else
@@ -315,9 +336,14 @@ int mc_client_http_start(const mc_client_http_config_t *c, mc_client_http_t **ou
     h->metrics = c->metrics;
     h->health = c->health;
     h->health_arg = c->health_arg;
-    mc_http_guard_init(&h->guard, "client HTTP", MC_CLIENT_HTTP_MAX_CONNECTIONS);
+    if (mc_http_guard_init(&h->guard, "client HTTP", MC_CLIENT_HTTP_MAX_CONNECTIONS,
+                           CLIENT_HTTP_REQUEST_TIMEOUT_MS) != 0) {
+        free(h);
+        return MC_ERR_INTERNAL_ERROR;
+    }
     int fd = mc_net_listen_tcp(c->host, c->port, CLIENT_HTTP_BACKLOG, &h->port);
     if (fd < 0) {
+        mc_http_guard_destroy(&h->guard);
         free(h);
         return fd;
     }
@@ -329,10 +355,12 @@ int mc_client_http_start(const mc_client_http_config_t *c, mc_client_http_t **ou
         MHD_OPTION_CONNECTION_TIMEOUT, CLIENT_HTTP_TIMEOUT_S, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
         (size_t)CLIENT_HTTP_MEMORY_LIMIT, MHD_OPTION_CONNECTION_LIMIT,
         MC_HTTP_GUARD_HARD_LIMIT(MC_CLIENT_HTTP_MAX_CONNECTIONS), MHD_OPTION_NOTIFY_CONNECTION,
-        mc_http_guard_notify, &h->guard, MHD_OPTION_END);
+        mc_http_guard_notify, &h->guard, MHD_OPTION_NOTIFY_COMPLETED, mc_http_guard_completed,
+        &h->guard, MHD_OPTION_END);
     if (!h->daemon) {
         MC_ERROR("client HTTP: cannot start serving on %s:%d", c->host ? c->host : "", h->port);
         close(fd);
+        mc_http_guard_destroy(&h->guard);
         free(h);
         return MC_ERR_INTERNAL_ERROR;
     }
@@ -350,5 +378,6 @@ void mc_client_http_stop(mc_client_http_t *h)
     if (!h)
         return;
     MHD_stop_daemon(h->daemon);
+    mc_http_guard_destroy(&h->guard);
     free(h);
 }

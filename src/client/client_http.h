@@ -31,7 +31,9 @@
  *   /metrics/summary  the same numbers as a few human-readable lines; 503 likewise
  *   other paths 404, other methods 405.
  * At most MC_CLIENT_HTTP_MAX_CONNECTIONS connections (more are accepted and closed), 30 s
- * connection timeout, 32 KiB of request headers.
+ * connection timeout, 32 KiB of request headers, 10 s per request from the accept (or the
+ * previous response) to its response sent, however slowly it trickles (then the connection is
+ * closed, counted in /metrics' mooncake_client_http_requests_timed_out_total; http_guard.h).
  *
  * Thread-safety: mc_client_metrics_record from any thread; start/stop from one thread.
  * Ownership: the server borrows `metrics` and `health_arg`, which must outlive it.

@@ -27,6 +27,7 @@
 
 #define ADMIN_BACKLOG 128
 #define ADMIN_CONNECTION_TIMEOUT_S 30u
+#define ADMIN_REQUEST_TIMEOUT_MS 10000u /* absolute bound per request (http_guard.h); GETs only */
 #define ADMIN_CONNECTION_MEMORY_LIMIT (32u << 10) /* request line and headers */
 #define ADMIN_QUERY_REPLICAS 32
 #define ADMIN_CONTENT_PROMETHEUS "text/plain; version=0.0.4; charset=utf-8"
@@ -156,6 +157,9 @@ static void render_limit_metrics(mc_admin_http_t *a, FILE *f, const mc_master_st
     metric(f, "master_admin_http_connections_refused_total", "counter",
            "Admin HTTP connections refused over the connection limit.",
            mc_http_guard_refused(&a->guard));
+    metric(f, "master_admin_http_requests_timed_out_total", "counter",
+           "Admin HTTP connections closed for a request over the time bound.",
+           mc_http_guard_timed_out(&a->guard));
     if (!a->metadata)
         return;
     mc_http_metadata_stats_t ms;
@@ -171,6 +175,9 @@ static void render_limit_metrics(mc_admin_http_t *a, FILE *f, const mc_master_st
            "HTTP metadata PUTs refused with 507 (store full: keys or bytes).", ms.refused_full);
     metric(f, "master_http_metadata_connections_refused_total", "counter",
            "HTTP metadata connections refused over the connection limit.", ms.connections_refused);
+    metric(f, "master_http_metadata_requests_timed_out_total", "counter",
+           "HTTP metadata connections closed for a request over the time bound.",
+           ms.requests_timed_out);
 }
 
 /* ---- upstream's metric names (mooncake-interfaces-2.md §7.1) -------------------------------- */
@@ -939,6 +946,8 @@ static enum MHD_Result admin_handle(void *cls, struct MHD_Connection *conn, cons
     mc_admin_http_t *a = cls;
     admin_reply_t r = {0};
 
+    if (!mc_http_request_whole(req_cls, upload_data_size))
+        return MHD_YES;
     if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
         reply_error_json(&r, MHD_HTTP_METHOD_NOT_ALLOWED, "only GET is served", NULL);
     else
@@ -957,14 +966,20 @@ int mc_admin_http_start(const mc_admin_http_config_t *config, mc_admin_http_t **
     a->master = config->master;
     a->rpc = config->rpc;
     a->metadata = config->metadata;
-    mc_http_guard_init(&a->guard, "admin HTTP", MC_ADMIN_MAX_CONNECTIONS);
+    if (mc_http_guard_init(&a->guard, "admin HTTP", MC_ADMIN_MAX_CONNECTIONS,
+                           ADMIN_REQUEST_TIMEOUT_MS) != 0) {
+        free(a);
+        return MC_ERR_INTERNAL_ERROR;
+    }
     a->started_ms = mc_now_ms();
     if (config->settings && !(a->settings = strdup(config->settings))) {
+        mc_http_guard_destroy(&a->guard);
         free(a);
         return MC_ERR_INTERNAL_ERROR;
     }
     int fd = mc_net_listen_tcp(config->host, config->port, ADMIN_BACKLOG, &a->port);
     if (fd < 0) {
+        mc_http_guard_destroy(&a->guard);
         free(a->settings);
         free(a);
         return fd; /* mc_net_listen_tcp logged host:port and the reason */
@@ -978,11 +993,13 @@ int mc_admin_http_start(const mc_admin_http_config_t *config, mc_admin_http_t **
         MHD_OPTION_CONNECTION_TIMEOUT, ADMIN_CONNECTION_TIMEOUT_S,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)ADMIN_CONNECTION_MEMORY_LIMIT,
         MHD_OPTION_CONNECTION_LIMIT, MC_HTTP_GUARD_HARD_LIMIT(MC_ADMIN_MAX_CONNECTIONS),
-        MHD_OPTION_NOTIFY_CONNECTION, mc_http_guard_notify, &a->guard, MHD_OPTION_END);
+        MHD_OPTION_NOTIFY_CONNECTION, mc_http_guard_notify, &a->guard, MHD_OPTION_NOTIFY_COMPLETED,
+        mc_http_guard_completed, &a->guard, MHD_OPTION_END);
     if (!a->daemon) {
         MC_ERROR("admin HTTP: cannot start serving on %s:%d", config->host ? config->host : "",
                  a->port);
         close(fd);
+        mc_http_guard_destroy(&a->guard);
         free(a->settings);
         free(a);
         return MC_ERR_INTERNAL_ERROR;
@@ -1001,6 +1018,7 @@ void mc_admin_http_stop(mc_admin_http_t *server)
     if (!server)
         return;
     MHD_stop_daemon(server->daemon);
+    mc_http_guard_destroy(&server->guard);
     free(server->settings);
     free(server);
 }

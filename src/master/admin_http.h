@@ -23,8 +23,10 @@
  * key can always be recovered. Never a dropped connection.
  *
  * Limits: at most MC_ADMIN_MAX_CONNECTIONS open connections (more are accepted and closed,
- * counted in master_admin_http_connections_refused_total), a connection idle or stalled for
- * 30 s is closed, request headers of at most 32 KiB per connection.
+ * counted in master_admin_http_connections_refused_total), a connection idle for 30 s is
+ * closed, and so is one whose request takes over 10 s in all, from the accept (or the previous
+ * response) to its response sent (a trickle included; master_admin_http_requests_timed_out_total,
+ * http_guard.h), request headers of at most 32 KiB per connection.
  *
  * One libmicrohttpd polling thread serves every connection. Ownership: the server borrows
  * `master`, `rpc` and `metadata` (which must outlive it); `settings` is copied. Thread-safety:

@@ -540,11 +540,14 @@ static enum MHD_Result md_handle_metrics(mc_http_metadata_server_t *s, struct MH
         "mooncake_http_metadata_connections_active %llu\n"
         "# HELP mooncake_http_metadata_connections_refused_total Connections refused over the "
         "limit.\n# TYPE mooncake_http_metadata_connections_refused_total counter\n"
-        "mooncake_http_metadata_connections_refused_total %llu\n",
+        "mooncake_http_metadata_connections_refused_total %llu\n"
+        "# HELP mooncake_http_metadata_requests_timed_out_total Connections closed for a request "
+        "over the time bound.\n# TYPE mooncake_http_metadata_requests_timed_out_total counter\n"
+        "mooncake_http_metadata_requests_timed_out_total %llu\n",
         (unsigned long long)st.keys, (unsigned long long)st.bytes,
         (unsigned long long)st.receiving_bytes, (unsigned long long)st.refused_too_large,
         (unsigned long long)st.refused_full, (unsigned long long)st.connections_active,
-        (unsigned long long)st.connections_refused);
+        (unsigned long long)st.connections_refused, (unsigned long long)st.requests_timed_out);
     if (n < 0)
         return md_respond_text(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
     struct MHD_Response *r =
@@ -697,6 +700,8 @@ static enum MHD_Result md_handle(void *cls, struct MHD_Connection *conn, const c
 static void md_request_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
                                  enum MHD_RequestTerminationCode toe)
 {
+    mc_http_metadata_server_t *s = cls;
+    mc_http_guard_completed(&s->guard, conn, req_cls, toe);
     md_request_t *req = *req_cls;
     if (!req)
         return;
@@ -797,7 +802,15 @@ int mc_http_metadata_server_start_opts(const char *host, int port,
     }
     pthread_mutex_init(&s->lock, NULL);
     md_limits_resolve(limits, &s->limits);
-    mc_http_guard_init(&s->guard, "HTTP metadata server", s->limits.max_connections);
+    /* The idle timeout is also each request's absolute bound (http_guard.h: slow trickles). */
+    if (mc_http_guard_init(&s->guard, "HTTP metadata server", s->limits.max_connections,
+                           (uint64_t)s->limits.connection_timeout_s * 1000u) != 0) {
+        md_map_free(&s->map);
+        pthread_mutex_destroy(&s->lock);
+        mc_auth_destroy(s->auth);
+        free(s);
+        return MC_ERR_INTERNAL_ERROR;
+    }
 
     unsigned int flags =
         MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC | MHD_USE_ERROR_LOG;
@@ -814,6 +827,7 @@ int mc_http_metadata_server_start_opts(const char *host, int port,
         MHD_OPTION_NOTIFY_CONNECTION, mc_http_guard_notify, &s->guard, MHD_OPTION_END);
     if (!s->daemon) {
         MC_ERROR("HTTP metadata server: cannot listen on %s:%d", host ? host : "", port);
+        mc_http_guard_destroy(&s->guard);
         md_map_free(&s->map);
         pthread_mutex_destroy(&s->lock);
         mc_auth_destroy(s->auth);
@@ -856,6 +870,7 @@ void mc_http_metadata_server_get_stats(mc_http_metadata_server_t *server,
     pthread_mutex_unlock(&server->lock);
     out->connections_active = mc_http_guard_active(&server->guard);
     out->connections_refused = mc_http_guard_refused(&server->guard);
+    out->requests_timed_out = mc_http_guard_timed_out(&server->guard);
     out->limits = server->limits;
 }
 
@@ -864,6 +879,7 @@ void mc_http_metadata_server_stop(mc_http_metadata_server_t *server)
     if (!server)
         return;
     MHD_stop_daemon(server->daemon);
+    mc_http_guard_destroy(&server->guard);
     md_map_free(&server->map);
     pthread_mutex_destroy(&server->lock);
     mc_auth_destroy(server->auth);
