@@ -809,7 +809,7 @@ static int conn_refresh(mc_transfer_engine_t *te, mc_peer_t *peer, mc_rdma_conn_
 }
 
 int mc_rdma_transfer(mc_transfer_engine_t *te, size_t w, mc_peer_t *peer, int opcode, void *local,
-                     uint64_t remote, uint64_t len)
+                     uint64_t remote, uint64_t len, uint64_t deadline)
 {
     mc_rdma_t *r = te->rdma;
     if (!r || !peer->rdma_conns)
@@ -817,10 +817,9 @@ int mc_rdma_transfer(mc_transfer_engine_t *te, size_t w, mc_peer_t *peer, int op
     assert(w < r->worker_count);
     mc_rdma_conn_t *c = &peer->rdma_conns[w];
     ucs_status_t first = UCS_OK; /* what failed the first attempt, when it is retried */
-    /* One deadline for the whole slice — descriptor refresh, endpoint set-up and probe, the
-     * transfer, the one retry — as the tcp transport does: a request fails within the transfer
-     * timeout (plus the time to notice), never a multiple of it. */
-    uint64_t deadline = mc_now_ms() + (uint64_t)te->timeout_ms;
+    /* The request's deadline bounds the whole slice — descriptor refresh, endpoint set-up and
+     * probe, the transfer, the one retry — as in the tcp transport: a request fails by its
+     * deadline (plus the time to notice), never a multiple of the timeout. */
     for (int attempt = 0;; attempt++) {
         if (c->ep && c->failure != UCS_OK) { /* died since the last slice */
             conn_close(r, w, c, 1, NULL);
@@ -872,7 +871,8 @@ int mc_rdma_transfer(mc_transfer_engine_t *te, size_t w, mc_peer_t *peer, int op
         if (mc_peer_should_log(peer)) {
             char reason[160];
             if (why == UCS_ERR_TIMED_OUT)
-                snprintf(reason, sizeof(reason), "peer did not answer within %d ms",
+                snprintf(reason, sizeof(reason),
+                         "peer did not answer by the request's deadline (transfer timeout %d ms)",
                          te->timeout_ms);
             else if (why == UCS_ERR_UNREACHABLE)
                 snprintf(reason, sizeof(reason), "peer unreachable%s%s",
