@@ -249,7 +249,7 @@ typedef struct mc_req_state {
     /* mc_now_ms() by which every slice must be done (set at submit, see mc_te_deadline_ms):
      * a slice not started by then fails at once, one in flight gets only what is left. */
     uint64_t deadline_ms;
-    int has_crc32c;             /* set before the state is published (local / shm copies) */
+    int has_crc32c; /* set before the state is published (local / shm copies) */
     uint32_t crc32c;
 } mc_req_state_t;
 
@@ -337,8 +337,9 @@ void mc_rdma_peer_close(mc_transfer_engine_t *te, mc_peer_t *peer);
 /*
  * One read or write of [remote, remote+len) of the peer by engine worker thread `worker`, with
  * UCX put/get (+ endpoint flush for writes: done means remotely complete), done — descriptor
- * refresh, endpoint, probe, the one retry — by deadline_ms (the request's). Returns 0, a negative error, or 1 when the peer or this range is not
- * reachable by rdma (no rdma_address or no rkey in its descriptor: the caller uses tcp).
+ * refresh, endpoint, probe, the one retry — by deadline_ms (the request's). Returns 0, a negative
+ * error, or 1 when the peer or this range is not reachable by rdma (no rdma_address or no rkey in
+ * its descriptor: the caller uses tcp).
  */
 int mc_rdma_transfer(mc_transfer_engine_t *te, size_t worker, mc_peer_t *peer, int opcode,
                      void *local, uint64_t remote, uint64_t len, uint64_t deadline_ms);

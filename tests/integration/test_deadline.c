@@ -107,9 +107,9 @@ static void mixed_batch(mc_transfer_engine_t *te, int opcode, size_t nh, size_t 
     for (size_t i = 0; i < n; i++) {
         int h = i < nh;
         size_t slot = (h ? i : i - nh) % (PEER_PLAIN / len);
-        reqs[i] = (mc_transfer_req_t){opcode, buf + i * len, h ? hs : ss,
-                                      (h ? healthy.plain_addr : stalled.plain_addr) + slot * len,
-                                      len};
+        reqs[i] =
+            (mc_transfer_req_t){opcode, buf + i * len, h ? hs : ss,
+                                (h ? healthy.plain_addr : stalled.plain_addr) + slot * len, len};
     }
     mc_batch_t *b = NULL;
     assert_int_equal(mc_te_batch_create(te, n, &b), 0);
@@ -190,7 +190,12 @@ static void test_rdma_batches_to_a_stopped_peer_end_by_the_deadline(void **state
 }
 #endif
 
-/* 64 × 16 MiB (1 GiB) to a healthy peer over tcp with a 5 s timeout: completes, exact bytes. */
+/*
+ * 64 × 16 MiB (1 GiB) from and to a healthy peer over tcp with a 5 s timeout: completes (the
+ * deadline is 5 s + 1.07 s), exact bytes. Reads land in 8 local slots, each request i in slot
+ * i % 8 with the same remote bytes: reading into 1 GiB of distinct memory took 3.2-6.1 s on the
+ * loaded 2-core test machine (vs 1.8 s into 128 MiB), too close to the deadline to assert.
+ */
 static void test_tcp_healthy_big_batch_completes(void **state)
 {
     (void)state;
@@ -199,12 +204,12 @@ static void test_tcp_healthy_big_batch_completes(void **state)
     mc_segment_id_t hs;
     assert_int_equal(mc_te_open_segment(te, healthy.name, &hs), 0);
     const size_t n = 64, len = 16 * MIB, slots = PEER_PLAIN / len;
-    uint8_t *buf = malloc(n * len);
+    uint8_t *buf = malloc((slots + 1) * len);
     assert_non_null(buf);
-    memset(buf, 0x11, n * len); /* touched: no page faults in the timing */
+    memset(buf, 0x11, (slots + 1) * len); /* touched: no page faults in the timing */
     mc_transfer_req_t *reqs = calloc(n, sizeof(*reqs));
     for (size_t i = 0; i < n; i++)
-        reqs[i] = (mc_transfer_req_t){MC_TRANSFER_READ, buf + i * len, hs,
+        reqs[i] = (mc_transfer_req_t){MC_TRANSFER_READ, buf + (i % slots) * len, hs,
                                       healthy.plain_addr + (i % slots) * len, len};
     uint64_t t0 = now_ms();
     int rc = mc_te_transfer_sync(te, reqs, n);
@@ -212,8 +217,8 @@ static void test_tcp_healthy_big_batch_completes(void **state)
     print_message("tcp read 64 x 16 MiB from a healthy peer: %s in %llu ms\n", mc_error_name(rc),
                   (unsigned long long)took);
     assert_int_equal(rc, 0);
-    for (size_t i = 0; i < n; i++)
-        assert_int_equal(pattern_diff(buf + i * len, len, (i % slots) * len), len);
+    for (size_t i = 0; i < slots; i++)
+        assert_int_equal(pattern_diff(buf + i * len, len, i * len), len);
     /* Writes: every request writes the same 16 MiB source, so overlapping targets agree. */
     for (size_t i = 0; i < n; i++) {
         reqs[i].opcode = MC_TRANSFER_WRITE;
@@ -225,13 +230,13 @@ static void test_tcp_healthy_big_batch_completes(void **state)
     print_message("tcp write 64 x 16 MiB to a healthy peer: %s in %llu ms\n", mc_error_name(rc),
                   (unsigned long long)took);
     assert_int_equal(rc, 0);
-    for (size_t i = 0; i < slots; i++) {
+    for (size_t i = 0; i < slots; i++) { /* each remote slot, read back into slot 1 */
         reqs[i].opcode = MC_TRANSFER_READ;
-        reqs[i].source = buf + (1 + i) * len;
+        reqs[i].source = buf + len;
+        memset(buf + len, 0, len);
+        assert_int_equal(mc_te_transfer_sync(te, &reqs[i], 1), 0);
+        assert_memory_equal(buf + len, buf, len);
     }
-    assert_int_equal(mc_te_transfer_sync(te, reqs, slots), 0);
-    for (size_t i = 0; i < slots; i++)
-        assert_memory_equal(buf + (1 + i) * len, buf, len);
     free(reqs);
     free(buf);
     mc_te_destroy(te);
@@ -319,8 +324,7 @@ static int teardown(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_teardown(test_tcp_batches_to_a_stopped_peer_end_by_the_deadline,
-                                  teardown),
+        cmocka_unit_test_teardown(test_tcp_batches_to_a_stopped_peer_end_by_the_deadline, teardown),
 #ifdef MC_HAVE_RDMA
         cmocka_unit_test_teardown(test_rdma_batches_to_a_stopped_peer_end_by_the_deadline,
                                   teardown),
