@@ -160,28 +160,43 @@ static void *worker_main(void *p)
             pthread_mutex_unlock(&te->queue_lock);
             return NULL;
         }
-        mc_slice_t s = te->queue[te->queue_head];
-        te->queue_head = (te->queue_head + 1) % te->queue_capacity;
+        /* The first slice in the window whose peer is under its share, else the oldest; the
+         * oldest takes the picked one's place. */
+        unsigned share = te->worker_count > 1 ? (unsigned)(te->worker_count / 2) : 1;
+        size_t window = te->queue_count < MC_TE_SCHED_WINDOW ? te->queue_count : MC_TE_SCHED_WINDOW;
+        size_t head = te->queue_head, at = head;
+        for (size_t k = 0; k < window; k++) {
+            size_t pos = (head + k) % te->queue_capacity;
+            if (te->queue[pos].peer->busy_workers < share) {
+                at = pos;
+                break;
+            }
+        }
+        mc_slice_t s = te->queue[at];
+        te->queue[at] = te->queue[head];
+        te->queue_head = (head + 1) % te->queue_capacity;
         te->queue_count--;
+        s.peer->busy_workers++;
         pthread_mutex_unlock(&te->queue_lock);
 
         mc_req_state_t *r = &s.batch->reqs[s.index];
         int rc = MC_ERR_TRANSFER_FAIL;
         if (!atomic_load(&r->error)) { /* a failed request's remaining slices are skipped */
-            mc_peer_t *peer = mc_te_peer(te, r->req.target_id);
             int op = r->req.opcode == MC_TRANSFER_WRITE ? MC_TE_OP_WRITE : MC_TE_OP_READ;
-            rc = peer ? move_slice(te, arg.index, peer, op, (char *)r->req.source + s.offset,
-                                   r->req.target_offset + s.offset, s.length, r->req.epoch,
-                                   r->deadline_ms)
-                      : MC_ERR_SEGMENT_NOT_FOUND;
+            rc =
+                move_slice(te, arg.index, s.peer, op, (char *)r->req.source + s.offset,
+                           r->req.target_offset + s.offset, s.length, r->req.epoch, r->deadline_ms);
         }
+        pthread_mutex_lock(&te->queue_lock);
+        s.peer->busy_workers--;
+        pthread_mutex_unlock(&te->queue_lock);
         request_finish_slice(s.batch, s.index, rc, s.length);
     }
 }
 
 /* Queues the slices of one request. With queue_lock held. */
 static int enqueue_slices_locked(mc_transfer_engine_t *te, mc_batch_t *b, uint32_t index,
-                                 uint64_t nslices)
+                                 mc_peer_t *peer, uint64_t nslices)
 {
     if (te->queue_count + nslices > te->queue_capacity) {
         size_t cap = te->queue_capacity ? te->queue_capacity : 256;
@@ -201,7 +216,7 @@ static int enqueue_slices_locked(mc_transfer_engine_t *te, mc_batch_t *b, uint32
     for (uint64_t off = 0; off < req->length; off += te->slice_bytes) {
         uint64_t len = req->length - off < te->slice_bytes ? req->length - off : te->slice_bytes;
         size_t tail = (te->queue_head + te->queue_count) % te->queue_capacity;
-        te->queue[tail] = (mc_slice_t){b, index, off, len};
+        te->queue[tail] = (mc_slice_t){b, peer, index, off, len};
         te->queue_count++;
     }
     return 0;
@@ -719,7 +734,7 @@ int mc_te_submit(mc_batch_t *b, const mc_transfer_req_t *reqs, size_t n)
         uint64_t nslices = (r->req.length + te->slice_bytes - 1) / te->slice_bytes;
         atomic_store(&r->slices_left, (unsigned)nslices);
         pthread_mutex_lock(&te->queue_lock);
-        rc = enqueue_slices_locked(te, b, (uint32_t)(first + i), nslices);
+        rc = enqueue_slices_locked(te, b, (uint32_t)(first + i), peer, nslices);
         pthread_mutex_unlock(&te->queue_lock);
         if (rc != 0) {
             finish_now(b, r, rc);

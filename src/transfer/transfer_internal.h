@@ -45,6 +45,8 @@ enum mc_te_opcode {
 };
 
 #define MC_TE_MAX_REGIONS 4096
+/* How many of the oldest queued slices a worker looks through for a peer under its share. */
+#define MC_TE_SCHED_WINDOW 256
 /* Bound on a UCX worker address or packed rkey in a descriptor (bytes, before base64). */
 #define MC_TE_MAX_RDMA_BLOB 65536
 #define MC_TE_SHM_SOCKET_MAX 108
@@ -140,6 +142,7 @@ typedef struct mc_peer {
     int port;
     int is_self;
     atomic_uint_fast64_t last_error_log_ms; /* rate limit: one failure line per second per peer */
+    unsigned busy_workers; /* engine workers moving a slice of this peer now; under queue_lock */
 
     pthread_mutex_t lock; /* guards everything below up to shm_rw */
     mc_segment_desc_t desc;
@@ -168,6 +171,7 @@ typedef struct mc_peer {
 
 typedef struct mc_slice {
     mc_batch_t *batch;
+    mc_peer_t *peer; /* the request's target (peers live as long as the engine) */
     uint32_t index;  /* request index in the batch */
     uint64_t offset; /* within the request */
     uint64_t length;
@@ -230,7 +234,12 @@ struct mc_transfer_engine {
     mc_peer_t **peers;
     size_t peer_count, peer_capacity;
 
-    /* initiator workers */
+    /*
+     * Initiator workers. A worker takes the first of the MC_TE_SCHED_WINDOW oldest queued slices
+     * whose peer keeps fewer than half the workers busy, else the oldest: a stalled peer holds at
+     * most half the workers while other peers' slices wait (so they finish by their deadline),
+     * and a lone peer gets them all.
+     */
     pthread_mutex_t queue_lock;
     pthread_cond_t queue_cond;
     mc_slice_t *queue;

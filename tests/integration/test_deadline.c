@@ -310,6 +310,80 @@ static void test_store_batches_on_a_stopped_holder_end_by_the_deadline(void **st
     mc_cluster_kill_all();
 }
 
+/*
+ * Store fail-over: 32 keys of 4 KiB with two replicas, one on each of two holders. With holder A
+ * stopped a get_batch still returns every key's exact bytes (from B) within the timeout + 5 s;
+ * with both stopped it fails within two deadlines (one per replica) + 5 s: the other replicas of
+ * all keys are read in one call, not one call per key (32 × 5 s on the old code).
+ */
+static void test_store_get_batch_fails_over_in_one_call_per_replica(void **state)
+{
+    (void)state;
+    mc_master_t m;
+    assert_int_equal(mc_master_start(&m, 0, NULL), 0);
+    mc_holder_t ha, hb;
+    assert_int_equal(mc_holder_start(&ha, &m, "64MB", NULL, NULL, 30000), 0);
+    assert_int_equal(mc_holder_start(&hb, &m, "64MB", NULL, NULL, 30000), 0);
+    setenv("MC_TRANSFER_TIMEOUT", "5", 1);
+    mc_store_t *s = mc_test_client(&m, 1, 1);
+    assert_non_null(s);
+    enum { N = 32, LEN = 4096 };
+    char names[N][32];
+    const char *keys[N];
+    const void *vals[N];
+    void *bufs[N];
+    size_t sizes[N];
+    uint8_t *data = malloc(N * LEN), *got = malloc(N * LEN);
+    for (size_t i = 0; i < N * LEN; i++)
+        data[i] = (uint8_t)(i * 29 + 7);
+    for (int i = 0; i < N; i++) {
+        snprintf(names[i], sizeof(names[i]), "fo/%d", i);
+        keys[i] = names[i];
+        vals[i] = data + i * LEN;
+        bufs[i] = got + i * LEN;
+        sizes[i] = LEN;
+    }
+    int prc[N];
+    int64_t grc[N];
+    mc_replicate_config_t rc = MC_REPLICATE_CONFIG_INIT;
+    rc.replica_num = 2;
+    assert_int_equal(mc_store_put_batch(s, keys, vals, sizes, N, &rc, prc), 0);
+    mc_replica_desc_t d[4];
+    size_t count = 0;
+    assert_int_equal(mc_store_get_replica_desc(s, keys[0], d, 4, &count), 0);
+    assert_int_equal(count, 2);
+
+    assert_int_equal(kill(ha.proc.pid, SIGSTOP), 0);
+    uint64_t t0 = now_ms();
+    int r = mc_store_get_batch(s, keys, bufs, sizes, N, grc);
+    uint64_t took = now_ms() - t0;
+    print_message("get_batch of %d keys, one of two holders stopped: %s in %llu ms\n", N,
+                  mc_error_name(r), (unsigned long long)took);
+    assert_int_equal(r, 0);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(grc[i], LEN);
+    assert_memory_equal(got, data, N * LEN);
+    assert_true(took <= BOUND_MS);
+
+    assert_int_equal(kill(hb.proc.pid, SIGSTOP), 0);
+    t0 = now_ms();
+    r = mc_store_get_batch(s, keys, bufs, sizes, N, grc);
+    took = now_ms() - t0;
+    print_message("get_batch of %d keys, both holders stopped: %s in %llu ms\n", N,
+                  mc_error_name(r), (unsigned long long)took);
+    assert_true(r != 0);
+    for (int i = 0; i < N; i++)
+        assert_true(grc[i] < 0);
+    assert_true(took <= TIMEOUT_S * 1000 + BOUND_MS);
+
+    kill(ha.proc.pid, SIGCONT);
+    kill(hb.proc.pid, SIGCONT);
+    mc_store_free(s);
+    free(data);
+    free(got);
+    mc_cluster_kill_all();
+}
+
 static int teardown(void **state)
 {
     (void)state;
@@ -331,6 +405,8 @@ int main(void)
 #endif
         cmocka_unit_test_teardown(test_tcp_healthy_big_batch_completes, teardown),
         cmocka_unit_test_teardown(test_store_batches_on_a_stopped_holder_end_by_the_deadline,
+                                  teardown),
+        cmocka_unit_test_teardown(test_store_get_batch_fails_over_in_one_call_per_replica,
                                   teardown),
     };
     int failed = cmocka_run_group_tests_name("transfer deadlines", tests, NULL, NULL);
