@@ -28,18 +28,21 @@
  *           ("rdma transport not built").
  *
  * Time bounds: mc_te_submit() gives the requests it submits one deadline, from the call: the
- * transfer timeout (config.transfer_timeout_ms) plus 1 ns per byte of all those requests (1 GiB
- * per second; matches upstream's sync calls). Every slice of them (MC_SLICE_SIZE bytes, 4 MiB by
- * default; tcp and rdma) must end — connect, send, reply, one retry on a dead pooled connection
- * — by that deadline as a whole, not per socket call nor per slice; a slice still queued at the
- * deadline fails at once without touching the peer. Past it the request fails with
- * MC_ERR_TRANSFER_FAIL. So a call to a stalled peer fails about the deadline after it was made,
- * however many requests and slices it has, and a call must be able to move its bytes at about
- * 1 GiB/s after the timeout (a healthy slower call fails too). On the serving side a request must
- * arrive and be answered within the transfer timeout of the serving engine from when its header
- * started to arrive; a write whose payload is not fully received by then is never acknowledged.
- * Either side then aborts the connection (RST, no graceful close): bytes still queued are discarded
- * by the kernel, never delivered later (e.g. once a cut link comes back).
+ * transfer timeout (config.transfer_timeout_ms) plus 1 ns per byte of all those requests
+ * (matches upstream's sync calls). Every slice of them (MC_SLICE_SIZE bytes, 4 MiB by default;
+ * tcp and rdma) must end — connect, send, reply, one retry on a dead pooled connection — by that
+ * deadline as a whole, not per socket call nor per slice; a slice still queued at the deadline
+ * fails at once without touching the peer. Past it the request fails with MC_ERR_TRANSFER_FAIL.
+ * So a call to a stalled peer fails about the deadline after it was made, however many requests
+ * and slices it has; a healthy call too slow to finish by then (slower than about 1 GiB/s after
+ * the timeout) fails as well. Slices queued for several peers share the engine's worker threads:
+ * a peer keeps at most half of them busy while another peer's slices are among the 256 oldest
+ * queued, so a stalled peer does not make the requests to a healthy one miss the deadline. On
+ * the serving side a request must arrive and be answered within the transfer timeout of the
+ * serving engine from when its header started to arrive; a write whose payload is not fully
+ * received by then is never acknowledged. Either side then aborts the connection (RST, no
+ * graceful close): bytes still queued are discarded by the kernel, never delivered later (e.g.
+ * once a cut link comes back).
  *
  * Serving limits (tcp): at most config.max_connections (MC_TE_MAX_CONNECTIONS, default 4096)
  * connections are served; one more is accepted and closed at once, counted, with a WARNING at

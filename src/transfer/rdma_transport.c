@@ -15,7 +15,7 @@
  *     endpoint is torn down by the only thread that uses it.
  *
  * A new endpoint first proves the peer answers: a 1-byte get into engine-owned scratch memory.
- * Until it does the endpoint is kept, never closed, and slices fail after the transfer timeout:
+ * Until it does the endpoint is kept, never closed, and slices fail at their request's deadline:
  * UCX 1.13 aborts a peer (assertion in ucp_request_send_state_ff) that finds the connection of
  * an endpoint closed while its wire-up reply to it is still queued, which is what closing an
  * endpoint the peer has not answered yet (a stopped peer) leads to.
@@ -23,7 +23,7 @@
  * A slice: ucp_put_nbx / ucp_get_nbx (the local region's memh passed when the buffer lies in
  * registered memory), and for a write ucp_ep_flush_nbx, so a write is done only when it is
  * remotely complete. The thread progresses its worker and sleeps on the worker's event fd until
- * every request completed or the transfer timeout passed; on timeout the endpoint is force-closed,
+ * every request completed or the request's deadline passed; then the endpoint is force-closed,
  * which cancels its requests (UCX stops touching the buffer), and the slice fails with
  * MC_ERR_TRANSFER_FAIL. A peer that dies fails its endpoint (error callback) and requests; the
  * next slice to it re-reads its descriptor first (it may have restarted elsewhere) and connects
