@@ -27,14 +27,22 @@
  *           MC_ERR_NOT_SUPPORTED. In builds without it, "rdma" fails with MC_ERR_NOT_SUPPORTED
  *           ("rdma transport not built").
  *
- * Time bounds (tcp): each slice of a request (MC_SLICE_SIZE bytes, 4 MiB by default) must
- * complete — connect, send, reply, one retry on a dead pooled connection — within the transfer
- * timeout (config.transfer_timeout_ms) as a whole, not per socket call; past it the slice fails
- * with MC_ERR_TRANSFER_FAIL. On the serving side a request must arrive and be answered within
- * the transfer timeout of the serving engine from when its header started to arrive; a write
- * whose payload is not fully received by then is never acknowledged. Either side then aborts
- * the connection (RST, no graceful close): bytes still queued are discarded by the kernel,
- * never delivered later (e.g. once a cut link comes back).
+ * Time bounds: mc_te_submit() gives the requests it submits one deadline, from the call: the
+ * transfer timeout (config.transfer_timeout_ms) plus 1 ns per byte of all those requests
+ * (matches upstream's sync calls). Every slice of them (MC_SLICE_SIZE bytes, 4 MiB by default;
+ * tcp and rdma) must end — connect, send, reply, one retry on a dead pooled connection — by that
+ * deadline as a whole, not per socket call nor per slice; a slice still queued at the deadline
+ * fails at once without touching the peer. Past it the request fails with MC_ERR_TRANSFER_FAIL.
+ * So a call to a stalled peer fails about the deadline after it was made, however many requests
+ * and slices it has; a healthy call too slow to finish by then (slower than about 1 GiB/s after
+ * the timeout) fails as well. Slices queued for several peers share the engine's worker threads:
+ * a peer keeps at most half of them busy while another peer's slices are among the 256 oldest
+ * queued, so a stalled peer does not make the requests to a healthy one miss the deadline. On
+ * the serving side a request must arrive and be answered within the transfer timeout of the
+ * serving engine from when its header started to arrive; a write whose payload is not fully
+ * received by then is never acknowledged. Either side then aborts the connection (RST, no
+ * graceful close): bytes still queued are discarded by the kernel, never delivered later (e.g.
+ * once a cut link comes back).
  *
  * Serving limits (tcp): at most config.max_connections (MC_TE_MAX_CONNECTIONS, default 4096)
  * connections are served; one more is accepted and closed at once, counted, with a WARNING at

@@ -666,32 +666,6 @@ static void replica_request(mc_store_t *s, const Mc__Replica *rep, void *buf, ui
     out->want_crc32c = s->checksum && rep->has_checksum;
 }
 
-/* One memory replica, synchronously; *finish_ms receives when it ended. */
-static int read_one_replica(mc_store_t *s, const char *key, const Mc__Replica *rep, void *buf,
-                            uint64_t size, uint64_t *finish_ms)
-{
-    mc_segment_id_t seg;
-    int rc = mc_te_open_segment(s->te, rep->segment_name, &seg);
-    mc_transfer_status_t st = {MC_TRANSFER_FAILED, rc, 0, 0, 0, 0};
-    if (rc == 0) {
-        mc_transfer_req_t req;
-        replica_request(s, rep, buf, size, seg, &req);
-        mc_batch_t *b = NULL;
-        rc = mc_te_batch_create(s->te, 1, &b);
-        if (rc == 0)
-            rc = mc_te_submit(b, &req, 1);
-        if (rc == 0)
-            rc = mc_te_wait(b, -1);
-        if (rc == 0)
-            mc_te_get_status(b, 0, &st);
-        mc_te_batch_free(b);
-    }
-    *finish_ms = mc_now_ms();
-    if (rc != 0)
-        return MC_ERR_TRANSFER_FAIL;
-    return verify_replica(s, key, rep, buf, size, &st);
-}
-
 /* 1 when a memory read's result may still be bettered by another replica. */
 static int retryable(int64_t result)
 {
@@ -707,10 +681,11 @@ static int read_objects(mc_store_t *s, const char *const *keys, void *const *buf
     size_t *first = calloc(n ? n : 1, sizeof(size_t));      /* replica tried first, per valid key */
     char *from_disk = calloc(n ? n : 1, 1);                 /* per valid key: read from disk */
     uint64_t *finish = calloc(n ? n : 1, sizeof(uint64_t)); /* per valid key: last memory read */
+    size_t *alt = calloc(n ? n : 1, sizeof(size_t)); /* per valid key: replica of this round */
     Mc__KeysResponse *resp = NULL;
     mc_transfer_req_t *reqs = NULL;
     size_t *req_owner = NULL;
-    if (!ks || !idx || !first || !from_disk || !finish) {
+    if (!ks || !idx || !first || !from_disk || !finish || !alt) {
         rc = MC_ERR_INTERNAL_ERROR;
         goto done;
     }
@@ -793,26 +768,60 @@ static int read_objects(mc_store_t *s, const char *const *keys, void *const *buf
         }
         mc_te_batch_free(b);
     }
-    /* A failed or unverified read tries the object's other replicas, one at a time. */
-    for (size_t j = 0; j < m; j++) {
-        size_t i = idx[j];
-        Mc__KeyResult *r = resp->results[j];
-        if (r->code != 0 || !retryable(results[i]))
-            continue;
-        size_t order[MC_MAX_REPLICAS * 2];
-        size_t k = pick_order(s, r, order);
-        for (size_t t = 0; t < k; t++) {
-            if (order[t] == first[j])
+    /*
+     * A failed or unverified read tries the object's other replicas: round t reads, in one
+     * Transfer Engine call (one deadline), the t-th other replica of every key still failing.
+     * So a batch fails over within one deadline per replica, not one per key and replica.
+     */
+    for (size_t t = 0;; t++) {
+        size_t nalt = 0, any = 0;
+        for (size_t j = 0; j < m; j++) {
+            size_t i = idx[j];
+            Mc__KeyResult *r = resp->results[j];
+            if (r->code != 0 || !retryable(results[i]))
                 continue;
-            int orc =
-                read_one_replica(s, keys[i], r->replicas[order[t]], bufs[i], r->size, &finish[j]);
-            if (orc == 0) {
-                results[i] = (int64_t)r->size;
-                break;
+            size_t order[MC_MAX_REPLICAS * 2];
+            size_t k = pick_order(s, r, order), u = 0, pick = SIZE_MAX;
+            for (size_t o = 0; o < k && pick == SIZE_MAX; o++)
+                if (order[o] != first[j] && u++ == t)
+                    pick = order[o];
+            if (pick == SIZE_MAX)
+                continue;
+            any = 1;
+            mc_segment_id_t seg;
+            if (mc_te_open_segment(s->te, r->replicas[pick]->segment_name, &seg) != 0) {
+                finish[j] = mc_now_ms();
+                continue;
             }
-            if (orc == MC_ERR_CHECKSUM_MISMATCH)
-                results[i] = orc;
+            replica_request(s, r->replicas[pick], bufs[i], r->size, seg, &reqs[nalt]);
+            alt[j] = pick;
+            req_owner[nalt++] = j;
         }
+        if (!any)
+            break;
+        if (nalt == 0)
+            continue;
+        mc_batch_t *b = NULL;
+        int brc = mc_te_batch_create(s->te, nalt, &b);
+        if (brc == 0)
+            brc = mc_te_submit(b, reqs, nalt);
+        if (brc == 0)
+            mc_te_wait(b, -1);
+        uint64_t now = mc_now_ms();
+        for (size_t q = 0; q < nalt; q++) {
+            size_t j = req_owner[q], i = idx[j];
+            mc_transfer_status_t st = {MC_TRANSFER_FAILED, brc, 0, 0, 0, 0};
+            if (brc == 0)
+                mc_te_get_status(b, q, &st);
+            finish[j] = st.finish_ms ? st.finish_ms : now;
+            if (st.state != MC_TRANSFER_COMPLETED)
+                continue; /* the key keeps its error and tries its next replica */
+            Mc__KeyResult *r = resp->results[j];
+            results[i] = verify_replica(s, keys[i], r->replicas[alt[j]], bufs[i], r->size, &st)
+                             ? MC_ERR_CHECKSUM_MISMATCH
+                             : (int64_t)r->size;
+        }
+        mc_te_batch_free(b);
     }
     /* No memory replica left, or none readable: the disk replicas (offload). */
     for (size_t j = 0; j < m; j++) {
@@ -851,6 +860,7 @@ done:
     free(first);
     free(from_disk);
     free(finish);
+    free(alt);
     if (rc == 0) {
         for (size_t i = 0; i < n; i++) {
             if (results[i] < 0) {

@@ -15,7 +15,7 @@
  *     endpoint is torn down by the only thread that uses it.
  *
  * A new endpoint first proves the peer answers: a 1-byte get into engine-owned scratch memory.
- * Until it does the endpoint is kept, never closed, and slices fail after the transfer timeout:
+ * Until it does the endpoint is kept, never closed, and slices fail at their request's deadline:
  * UCX 1.13 aborts a peer (assertion in ucp_request_send_state_ff) that finds the connection of
  * an endpoint closed while its wire-up reply to it is still queued, which is what closing an
  * endpoint the peer has not answered yet (a stopped peer) leads to.
@@ -23,7 +23,7 @@
  * A slice: ucp_put_nbx / ucp_get_nbx (the local region's memh passed when the buffer lies in
  * registered memory), and for a write ucp_ep_flush_nbx, so a write is done only when it is
  * remotely complete. The thread progresses its worker and sleeps on the worker's event fd until
- * every request completed or the transfer timeout passed; on timeout the endpoint is force-closed,
+ * every request completed or the request's deadline passed; then the endpoint is force-closed,
  * which cancels its requests (UCX stops touching the buffer), and the slice fails with
  * MC_ERR_TRANSFER_FAIL. A peer that dies fails its endpoint (error callback) and requests; the
  * next slice to it re-reads its descriptor first (it may have restarted elsewhere) and connects
@@ -844,7 +844,7 @@ static int conn_refresh(mc_transfer_engine_t *te, mc_peer_t *peer, mc_rdma_conn_
 }
 
 int mc_rdma_transfer(mc_transfer_engine_t *te, size_t w, mc_peer_t *peer, int opcode, void *local,
-                     uint64_t remote, uint64_t len)
+                     uint64_t remote, uint64_t len, uint64_t deadline)
 {
     mc_rdma_t *r = te->rdma;
     if (!r || !peer->rdma_conns)
@@ -852,10 +852,9 @@ int mc_rdma_transfer(mc_transfer_engine_t *te, size_t w, mc_peer_t *peer, int op
     assert(w < r->worker_count);
     mc_rdma_conn_t *c = &peer->rdma_conns[w];
     ucs_status_t first = UCS_OK; /* what failed the first attempt, when it is retried */
-    /* One deadline for the whole slice — descriptor refresh, endpoint set-up and probe, the
-     * transfer, the one retry — as the tcp transport does: a request fails within the transfer
-     * timeout (plus the time to notice), never a multiple of it. */
-    uint64_t deadline = mc_now_ms() + (uint64_t)te->timeout_ms;
+    /* The request's deadline bounds the whole slice — descriptor refresh, endpoint set-up and
+     * probe, the transfer, the one retry — as in the tcp transport: a request fails by its
+     * deadline (plus the time to notice), never a multiple of the timeout. */
     for (int attempt = 0;; attempt++) {
         if (c->ep && c->failure != UCS_OK) { /* died since the last slice */
             conn_close(r, w, c, 1, NULL);
@@ -907,7 +906,8 @@ int mc_rdma_transfer(mc_transfer_engine_t *te, size_t w, mc_peer_t *peer, int op
         if (mc_peer_should_log(peer)) {
             char reason[160];
             if (why == UCS_ERR_TIMED_OUT)
-                snprintf(reason, sizeof(reason), "peer did not answer within %d ms",
+                snprintf(reason, sizeof(reason),
+                         "peer did not answer by the request's deadline (transfer timeout %d ms)",
                          te->timeout_ms);
             else if (why == UCS_ERR_UNREACHABLE)
                 snprintf(reason, sizeof(reason), "peer unreachable%s%s",

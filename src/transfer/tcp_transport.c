@@ -27,8 +27,9 @@
  * Client: a pool of idle connections per peer. A request borrows one (one the server closed
  * while idle is noticed and dropped first), and returns it only when the exchange completed
  * cleanly. A request on a pooled connection that turns out dead is retried once on a fresh
- * connection (reads and writes are idempotent). One deadline (the transfer timeout) bounds the
- * whole slice, retry included.
+ * connection (reads and writes are idempotent). The request's deadline (set when it was
+ * submitted: the transfer timeout plus 1 ns per byte of its call) bounds the whole slice, retry
+ * included; a slice picked up past it fails without connecting.
  *
  * Failed connections, on both ends, are aborted (SO_LINGER {on, 0}, mc_net_abort), never closed
  * gracefully: a graceful close lets the kernel deliver queued bytes later (after a cut link comes
@@ -755,15 +756,15 @@ static int exchange(int fd, int opcode, void *local, uint64_t remote, uint64_t l
 }
 
 /*
- * The whole slice — connecting, sending, the reply, a retry — is bounded by one deadline, the
- * transfer timeout from the start. A connection whose exchange failed in any way is aborted
+ * The whole slice — connecting, sending, the reply, a retry — is bounded by the request's
+ * deadline, not a fresh timeout per slice: slices queued behind a stalled peer's never wait a
+ * full timeout each. A connection whose exchange failed in any way is aborted
  * (RST): a graceful close would let the kernel deliver a write's queued bytes later, e.g. once
  * a cut link comes back, into memory the target may have given to another object since.
  */
 int mc_tcp_transfer(mc_transfer_engine_t *te, mc_peer_t *peer, int opcode, void *local,
-                    uint64_t remote, uint64_t len, uint64_t epoch)
+                    uint64_t remote, uint64_t len, uint64_t epoch, uint64_t deadline)
 {
-    uint64_t deadline = mc_now_ms() + (uint64_t)te->timeout_ms;
     for (int attempt = 0;; attempt++) {
         int pooled;
         int fd = pool_get(te, peer, &pooled, deadline);

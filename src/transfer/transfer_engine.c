@@ -121,13 +121,29 @@ typedef struct worker_arg {
     size_t index; /* which rdma worker (UCX) this thread owns */
 } worker_arg_t;
 
-/* One slice to a remote peer: rdma when both ends speak it, else tcp. */
-static int move_slice(mc_transfer_engine_t *te, size_t worker, mc_peer_t *peer, int op, void *local,
-                      uint64_t remote, uint64_t len, uint64_t epoch)
+uint64_t mc_te_deadline_ms(const mc_transfer_engine_t *te, uint64_t now, uint64_t bytes)
 {
-    int rc = mc_rdma_transfer(te, worker, peer, op, local, remote, len); /* epoch unchecked */
+    uint64_t extra = (uint64_t)te->timeout_ms + bytes / 1000000u + 1u;
+    return now < UINT64_MAX / 2 - extra ? now + extra : UINT64_MAX / 2; /* never wraps */
+}
+
+/* One slice to a remote peer by the request's deadline: rdma when both ends speak it, else tcp.
+ * Past the deadline it fails at once, without touching the peer. */
+static int move_slice(mc_transfer_engine_t *te, size_t worker, mc_peer_t *peer, int op, void *local,
+                      uint64_t remote, uint64_t len, uint64_t epoch, uint64_t deadline_ms)
+{
+    if (mc_now_ms() >= deadline_ms) {
+        if (mc_peer_should_log(peer))
+            MC_ERROR("%s of %llu bytes at %#llx on segment %s failed: its request's deadline "
+                     "passed before it could start",
+                     op == MC_TE_OP_WRITE ? "write" : "read", (unsigned long long)len,
+                     (unsigned long long)remote, peer->name);
+        return MC_ERR_TRANSFER_FAIL;
+    }
+    int rc = mc_rdma_transfer(te, worker, peer, op, local, remote, len,
+                              deadline_ms); /* epoch unchecked */
     if (rc == 1)
-        rc = mc_tcp_transfer(te, peer, op, local, remote, len, epoch);
+        rc = mc_tcp_transfer(te, peer, op, local, remote, len, epoch, deadline_ms);
     return rc;
 }
 
@@ -144,27 +160,43 @@ static void *worker_main(void *p)
             pthread_mutex_unlock(&te->queue_lock);
             return NULL;
         }
-        mc_slice_t s = te->queue[te->queue_head];
-        te->queue_head = (te->queue_head + 1) % te->queue_capacity;
+        /* The first slice in the window whose peer is under its share, else the oldest; the
+         * oldest takes the picked one's place. */
+        unsigned share = te->worker_count > 1 ? (unsigned)(te->worker_count / 2) : 1;
+        size_t window = te->queue_count < MC_TE_SCHED_WINDOW ? te->queue_count : MC_TE_SCHED_WINDOW;
+        size_t head = te->queue_head, at = head;
+        for (size_t k = 0; k < window; k++) {
+            size_t pos = (head + k) % te->queue_capacity;
+            if (te->queue[pos].peer->busy_workers < share) {
+                at = pos;
+                break;
+            }
+        }
+        mc_slice_t s = te->queue[at];
+        te->queue[at] = te->queue[head];
+        te->queue_head = (head + 1) % te->queue_capacity;
         te->queue_count--;
+        s.peer->busy_workers++;
         pthread_mutex_unlock(&te->queue_lock);
 
         mc_req_state_t *r = &s.batch->reqs[s.index];
         int rc = MC_ERR_TRANSFER_FAIL;
         if (!atomic_load(&r->error)) { /* a failed request's remaining slices are skipped */
-            mc_peer_t *peer = mc_te_peer(te, r->req.target_id);
             int op = r->req.opcode == MC_TRANSFER_WRITE ? MC_TE_OP_WRITE : MC_TE_OP_READ;
-            rc = peer ? move_slice(te, arg.index, peer, op, (char *)r->req.source + s.offset,
-                                   r->req.target_offset + s.offset, s.length, r->req.epoch)
-                      : MC_ERR_SEGMENT_NOT_FOUND;
+            rc =
+                move_slice(te, arg.index, s.peer, op, (char *)r->req.source + s.offset,
+                           r->req.target_offset + s.offset, s.length, r->req.epoch, r->deadline_ms);
         }
+        pthread_mutex_lock(&te->queue_lock);
+        s.peer->busy_workers--;
+        pthread_mutex_unlock(&te->queue_lock);
         request_finish_slice(s.batch, s.index, rc, s.length);
     }
 }
 
 /* Queues the slices of one request. With queue_lock held. */
 static int enqueue_slices_locked(mc_transfer_engine_t *te, mc_batch_t *b, uint32_t index,
-                                 uint64_t nslices)
+                                 mc_peer_t *peer, uint64_t nslices)
 {
     if (te->queue_count + nslices > te->queue_capacity) {
         size_t cap = te->queue_capacity ? te->queue_capacity : 256;
@@ -184,7 +216,7 @@ static int enqueue_slices_locked(mc_transfer_engine_t *te, mc_batch_t *b, uint32
     for (uint64_t off = 0; off < req->length; off += te->slice_bytes) {
         uint64_t len = req->length - off < te->slice_bytes ? req->length - off : te->slice_bytes;
         size_t tail = (te->queue_head + te->queue_count) % te->queue_capacity;
-        te->queue[tail] = (mc_slice_t){b, index, off, len};
+        te->queue[tail] = (mc_slice_t){b, peer, index, off, len};
         te->queue_count++;
     }
     return 0;
@@ -634,9 +666,9 @@ static int transfer_local(mc_transfer_engine_t *te, const mc_transfer_req_t *req
     return refused;
 }
 
-/* Range check against the peer's descriptor, refreshing it once on a miss. */
+/* Range check against the peer's descriptor, refreshing it once on a miss (by deadline_ms). */
 static int check_remote_range(mc_transfer_engine_t *te, mc_peer_t *peer,
-                              const mc_transfer_req_t *req)
+                              const mc_transfer_req_t *req, uint64_t deadline_ms)
 {
     for (int attempt = 0; attempt < 2; attempt++) {
         pthread_mutex_lock(&peer->lock);
@@ -644,7 +676,7 @@ static int check_remote_range(mc_transfer_engine_t *te, mc_peer_t *peer,
         pthread_mutex_unlock(&peer->lock);
         if (ok)
             return 0;
-        if (attempt == 0 && mc_peer_refresh(te, peer, 0) != 0)
+        if (attempt == 0 && mc_peer_refresh(te, peer, deadline_ms) != 0)
             break;
     }
     MC_ERROR("%s [%#llx, +%zu) is outside the registered memory of segment %s",
@@ -671,6 +703,12 @@ int mc_te_submit(mc_batch_t *b, const mc_transfer_req_t *reqs, size_t n)
             return MC_ERR_INVALID_PARAMS;
         }
     }
+    /* One deadline for the whole call, as upstream's sync calls: the transfer timeout plus 1 ns
+     * per byte of all its requests, from now. */
+    uint64_t total = 0;
+    for (size_t i = 0; i < n; i++)
+        total = total + reqs[i].length >= total ? total + reqs[i].length : UINT64_MAX;
+    uint64_t deadline = mc_te_deadline_ms(te, mc_now_ms(), total);
     size_t first = b->count;
     pthread_mutex_lock(&b->lock);
     b->outstanding += n;
@@ -682,6 +720,7 @@ int mc_te_submit(mc_batch_t *b, const mc_transfer_req_t *reqs, size_t n)
         atomic_store(&r->error, 0);
         atomic_store(&r->done_bytes, 0);
         atomic_store(&r->finish_ms, 0);
+        r->deadline_ms = deadline;
         r->has_crc32c = 0;
         r->crc32c = 0;
     }
@@ -698,7 +737,7 @@ int mc_te_submit(mc_batch_t *b, const mc_transfer_req_t *reqs, size_t n)
             finish_now(b, r, lrc);
             continue;
         }
-        int rc = check_remote_range(te, peer, &r->req);
+        int rc = check_remote_range(te, peer, &r->req, deadline);
         if (rc == 0) {
             int op = r->req.opcode == MC_TRANSFER_WRITE ? MC_TE_OP_WRITE : MC_TE_OP_READ;
             rc = mc_shm_transfer(te, peer, op, r->req.source, r->req.target_offset, r->req.length,
@@ -715,7 +754,7 @@ int mc_te_submit(mc_batch_t *b, const mc_transfer_req_t *reqs, size_t n)
         uint64_t nslices = (r->req.length + te->slice_bytes - 1) / te->slice_bytes;
         atomic_store(&r->slices_left, (unsigned)nslices);
         pthread_mutex_lock(&te->queue_lock);
-        rc = enqueue_slices_locked(te, b, (uint32_t)(first + i), nslices);
+        rc = enqueue_slices_locked(te, b, (uint32_t)(first + i), peer, nslices);
         pthread_mutex_unlock(&te->queue_lock);
         if (rc != 0) {
             finish_now(b, r, rc);

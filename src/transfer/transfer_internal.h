@@ -45,6 +45,8 @@ enum mc_te_opcode {
 };
 
 #define MC_TE_MAX_REGIONS 4096
+/* How many of the oldest queued slices a worker looks through for a peer under its share. */
+#define MC_TE_SCHED_WINDOW 256
 /* Bound on a UCX worker address or packed rkey in a descriptor (bytes, before base64). */
 #define MC_TE_MAX_RDMA_BLOB 65536
 #define MC_TE_SHM_SOCKET_MAX 108
@@ -140,6 +142,7 @@ typedef struct mc_peer {
     int port;
     int is_self;
     atomic_uint_fast64_t last_error_log_ms; /* rate limit: one failure line per second per peer */
+    unsigned busy_workers; /* engine workers moving a slice of this peer now; under queue_lock */
 
     pthread_mutex_t lock; /* guards everything below up to shm_rw */
     mc_segment_desc_t desc;
@@ -168,6 +171,7 @@ typedef struct mc_peer {
 
 typedef struct mc_slice {
     mc_batch_t *batch;
+    mc_peer_t *peer; /* the request's target (peers live as long as the engine) */
     uint32_t index;  /* request index in the batch */
     uint64_t offset; /* within the request */
     uint64_t length;
@@ -230,7 +234,12 @@ struct mc_transfer_engine {
     mc_peer_t **peers;
     size_t peer_count, peer_capacity;
 
-    /* initiator workers */
+    /*
+     * Initiator workers. A worker takes the first of the MC_TE_SCHED_WINDOW oldest queued slices
+     * whose peer keeps fewer than half the workers busy, else the oldest: a stalled peer holds at
+     * most half the workers while other peers' slices wait (so they finish by their deadline),
+     * and a lone peer gets them all.
+     */
     pthread_mutex_t queue_lock;
     pthread_cond_t queue_cond;
     mc_slice_t *queue;
@@ -246,7 +255,10 @@ typedef struct mc_req_state {
     atomic_size_t done_bytes;
     atomic_uint slices_left;
     _Atomic uint64_t finish_ms; /* mc_now_ms() when it reached COMPLETED or FAILED, else 0 */
-    int has_crc32c;             /* set before the state is published (local / shm copies) */
+    /* mc_now_ms() by which every slice must be done (set at submit, see mc_te_deadline_ms):
+     * a slice not started by then fails at once, one in flight gets only what is left. */
+    uint64_t deadline_ms;
+    int has_crc32c; /* set before the state is published (local / shm copies) */
     uint32_t crc32c;
 } mc_req_state_t;
 
@@ -260,9 +272,14 @@ struct mc_batch {
 };
 
 mc_peer_t *mc_te_peer(mc_transfer_engine_t *te, mc_segment_id_t id);
+/*
+ * The deadline (mc_now_ms clock) of requests submitted at `now` in one call moving `bytes` in
+ * all: now + the transfer timeout + 1 ns per byte (rounded up to a millisecond). Matches
+ * upstream's sync calls (transfer_engine_py.cpp: timeout + total length in ns).
+ */
+uint64_t mc_te_deadline_ms(const mc_transfer_engine_t *te, uint64_t now, uint64_t bytes);
 /* 1 when a failure about this peer may be logged now (at most one line per second). */
 int mc_peer_should_log(mc_peer_t *peer);
-/* Re-fetches a peer's descriptor (after a failed range check). */
 /* Re-reads a peer's descriptor; deadline_ms (0 = none) bounds a handshake it needs. */
 int mc_peer_refresh(mc_transfer_engine_t *te, mc_peer_t *peer, uint64_t deadline_ms);
 
@@ -273,10 +290,12 @@ void mc_tcp_server_stop(mc_transfer_engine_t *te);
 void mc_tcp_server_get_stats(mc_transfer_engine_t *te, mc_te_server_stats_t *out);
 /*
  * One read or write of [remote, remote+len) of the peer, through a pooled connection, carrying
- * `epoch` (0 = unchecked) for the owner to check. Bounded by the transfer timeout as a whole.
+ * `epoch` (0 = unchecked) for the owner to check. The whole of it — connect, exchange, the one
+ * retry — ends by deadline_ms (mc_now_ms clock: the request's deadline); MC_ERR_TRANSFER_FAIL
+ * at once, without connecting, when that has passed.
  */
 int mc_tcp_transfer(mc_transfer_engine_t *te, mc_peer_t *peer, int opcode, void *local,
-                    uint64_t remote, uint64_t len, uint64_t epoch);
+                    uint64_t remote, uint64_t len, uint64_t epoch, uint64_t deadline_ms);
 /* Direct handshake with host:port (fresh connection, pooled afterwards when peer != NULL). */
 /* deadline_ms (mc_now_ms clock; 0 = none): the handshake, connect included, ends by then. */
 int mc_tcp_handshake(mc_transfer_engine_t *te, const char *host, int port, mc_segment_desc_t *out,
@@ -327,12 +346,13 @@ int mc_rdma_peer_init(mc_transfer_engine_t *te, mc_peer_t *peer);
 void mc_rdma_peer_close(mc_transfer_engine_t *te, mc_peer_t *peer);
 /*
  * One read or write of [remote, remote+len) of the peer by engine worker thread `worker`, with
- * UCX put/get (+ endpoint flush for writes: done means remotely complete), bounded by the
- * transfer timeout. Returns 0, a negative error, or 1 when the peer or this range is not
- * reachable by rdma (no rdma_address or no rkey in its descriptor: the caller uses tcp).
+ * UCX put/get (+ endpoint flush for writes: done means remotely complete), done — descriptor
+ * refresh, endpoint, probe, the one retry — by deadline_ms (the request's). Returns 0, a negative
+ * error, or 1 when the peer or this range is not reachable by rdma (no rdma_address or no rkey in
+ * its descriptor: the caller uses tcp).
  */
 int mc_rdma_transfer(mc_transfer_engine_t *te, size_t worker, mc_peer_t *peer, int opcode,
-                     void *local, uint64_t remote, uint64_t len);
+                     void *local, uint64_t remote, uint64_t len, uint64_t deadline_ms);
 #else
 /* Built without UCX (-Wno-unused-parameter is on): protocol rdma is refused at create, and
  * nothing else ever sees rdma. */
@@ -365,7 +385,8 @@ static inline void mc_rdma_peer_close(mc_transfer_engine_t *te, mc_peer_t *peer)
 {
 }
 static inline int mc_rdma_transfer(mc_transfer_engine_t *te, size_t worker, mc_peer_t *peer,
-                                   int opcode, void *local, uint64_t remote, uint64_t len)
+                                   int opcode, void *local, uint64_t remote, uint64_t len,
+                                   uint64_t deadline_ms)
 {
     return 1;
 }
