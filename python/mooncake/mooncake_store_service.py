@@ -393,6 +393,10 @@ class MooncakeStoreService:
             else:
                 logging.warning("Ignoring unknown config field %s", key)
         self.secret = load_cluster_secret(cluster_secret_file)
+        if cluster_secret_file:
+            # The store client of this service proves the same secret to the master and its
+            # peers: the C library reads this variable when setup() names no secret.
+            os.environ["MOONCAKE_CLUSTER_SECRET_FILE"] = os.path.abspath(cluster_secret_file)
         self.nonces = _Nonces()
         self._lock = threading.Lock()
         # /api/reconfigure's state (upstream's): the decode segments mounted from a path

@@ -533,9 +533,12 @@ class StoreServiceLifecycleTest(unittest.TestCase):
             try:
                 wait_port(master_port, master)
                 path = self.config(tmp, master_server_address=f"127.0.0.1:{master_port}")
+                # the secret reaches the service by its flag only: its store client must prove
+                # it to the master too (a fresh-user attack found it did not)
                 child = Child("mooncake.mooncake_store_service",
-                              ["--config", path, "--port", "0", "--host", "0.0.0.0"],
-                              "REST API started on", env=env)
+                              ["--config", path, "--port", "0", "--host", "0.0.0.0",
+                               "--cluster-secret-file", secret_file],
+                              "REST API started on", env=PYTHON_ENV)
                 try:
                     base = f"http://127.0.0.1:{child.port}"
                     body = b'{"key": "rest/secret", "value": "v"}'
