@@ -733,14 +733,24 @@ static void test_rdma_stopped_peer_fails_within_the_timeout_then_recovers(void *
     assert_int_equal(one(te, seg, MC_TRANSFER_WRITE, src, d.shm_addr, len), 0);
 
     kill(d.proc.pid, SIGSTOP);
+    uint8_t *src2 = malloc(len);
+    fill_random(src2, len, 56);
+    memset(dst, 0, len);
     double t0 = now_s();
-    int w = one(te, seg, MC_TRANSFER_WRITE, src, d.shm_addr, len);
+    int w = one(te, seg, MC_TRANSFER_WRITE, src2, d.shm_addr, len);
     int r = one(te, seg, MC_TRANSFER_READ, dst, d.shm_addr, len);
     double took = now_s() - t0;
     kill(d.proc.pid, SIGCONT);
-    assert_int_equal(w, MC_ERR_TRANSFER_FAIL);
-    assert_int_equal(r, MC_ERR_TRANSFER_FAIL);
+    /* One-sided: UCX may complete a put or get without the target's CPU (on a NIC, or through
+     * its same-host transports, e.g. cross-memory attach), so a stopped target is not bound to
+     * fail them. What must hold: each ends within the timeout, and after a write that succeeded
+     * a read that succeeds returns exactly its bytes (a failed write may have landed in part). */
+    assert_true(w == 0 || w == MC_ERR_TRANSFER_FAIL);
+    assert_true(r == 0 || r == MC_ERR_TRANSFER_FAIL);
+    if (w == 0 && r == 0)
+        assert_memory_equal(dst, src2, len);
     assert_true(took < 20.0); /* each bounded by the 2 s timeout, plus reconnect attempts */
+    free(src2);
 
     /* Running again: the engine reconnects and moves bytes. */
     memset(dst, 0, len);
