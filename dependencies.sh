@@ -19,6 +19,7 @@ PKGS=(
   fio procps curl iproute2 util-linux
   clang-format cppcheck
   uuid-dev  # <uuid/uuid.h>: the libdfs test double's daos_types.h includes it, as DAOS's does
+  etcd-server etcd-client  # master HA and etcd:// metadata (issue 15); tests start their own
 )
 
 if [ "$(id -u)" -ne 0 ]; then
@@ -44,8 +45,43 @@ if [ ${#missing[@]} -eq 0 ]; then
   exit 0
 fi
 
+# etcd-server's maintainer scripts enable and start an etcd daemon on 127.0.0.1:2379 (systemd unit
+# and /etc/init.d/etcd). Nothing of ours asks for one: the tests start their own members on free
+# ports, and deployments run their etcd cluster as they choose. So while the packages install, a
+# policy-rc.d (exit 101: "action forbidden", honoured by invoke-rc.d and deb-systemd-invoke) keeps
+# the daemon from starting, and afterwards the service is disabled so that no boot starts it.
+installs_etcd_server=0
+for p in "${missing[@]}"; do
+  if [ "$p" = etcd-server ]; then installs_etcd_server=1; fi
+done
+our_policy=0
+if [ "$installs_etcd_server" = 1 ] && [ ! -e /usr/sbin/policy-rc.d ]; then
+  printf '#!/bin/sh\n# dependencies.sh (mooncake-c): no daemon starts while packages install\nexit 101\n' \
+    >/usr/sbin/policy-rc.d
+  chmod 755 /usr/sbin/policy-rc.d
+  our_policy=1
+  trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+fi
+
 echo "dependencies.sh: installing ${#missing[@]} package(s): ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq >/dev/null
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+
+if [ "$installs_etcd_server" = 1 ]; then
+  if [ -d /run/systemd/system ]; then
+    systemctl disable --now etcd.service >/dev/null 2>&1 || true
+  elif command -v deb-systemd-helper >/dev/null 2>&1; then
+    deb-systemd-helper disable etcd.service >/dev/null 2>&1 || true
+  fi
+  if [ -x /etc/init.d/etcd ]; then
+    /etc/init.d/etcd stop >/dev/null 2>&1 || true
+    update-rc.d etcd disable >/dev/null 2>&1 || true
+  fi
+  echo "dependencies.sh: etcd-server installed with its daemon stopped and disabled"
+fi
+if [ "$our_policy" = 1 ]; then
+  rm -f /usr/sbin/policy-rc.d
+  trap - EXIT
+fi
 echo "dependencies.sh: done"
