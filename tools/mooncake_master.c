@@ -31,7 +31,12 @@
 #include "admin_http.h"
 #include "auth.h"
 #include "flags.h"
+#include "ha.h"
+#include "journal.h"
+#include "oplog.h"
 #include "log.h"
+#include "master_view.h"
+#include "net.h"
 #include "master_service.h"
 #include "mooncake/errors.h"
 #include "mooncake/http_metadata.h"
@@ -51,6 +56,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -90,22 +97,14 @@ typedef struct compat_flag {
 #define WHY_NOF "there is no NVMe-oF tier here (no NoF segment can be mounted)"
 #define WHY_DYN "only used with --dynamic_replication_mode observe|enforce, which are refused"
 #define WHY_KV "only used with --enable_kv_events, which is refused"
-#define WHY_HA "only used with --enable_ha, which is refused (HA on etcd comes with issue 15)"
-#define WHY_OPLOG "only used with --enable_oplog, which is refused"
 #define WHY_DISK "only used with --root_fs_dir (legacy DISK tier), which is refused"
 #define WHY_TENANT "only used with --enable_multi_tenants, which is refused"
 #define WHY_SNAP "only used with --enable_snapshot/--enable_snapshot_restore, which are refused"
 #define WHY_CXL "only used with --enable_cxl, which is refused"
-#define WHY_K8S "names the k8s leader for --enable_ha, which is refused"
+#define WHY_K8S "names the k8s leader; only the etcd backend of --enable_ha is built here"
 
 /* clang-format off */
 static const compat_flag_t compat_flags[] = {
-    {"enable_ha", MC_FLAG_BOOL, "false", COMPAT_REFUSED,
-     "master high availability (leader election) is not implemented: HA on etcd is coming with "
-     "issue 15; run one master without --enable_ha"},
-    {"enable_oplog", MC_FLAG_BOOL, "false", COMPAT_REFUSED,
-     "metadata replication to standbys (OpLog) needs HA, which is not implemented (issue 15); "
-     "drop the flag"},
     {"enable_snapshot", MC_FLAG_BOOL, "false", COMPAT_REFUSED,
      "metadata snapshots are not implemented: a restarted master starts empty (clients remount "
      "their segments); drop the flag"},
@@ -160,16 +159,10 @@ static const compat_flag_t compat_flags[] = {
     {"kv_events_emit_legacy_compat", MC_FLAG_BOOL, "true", COMPAT_NOOP, WHY_KV},
     {"kv_events_emit_object_key", MC_FLAG_BOOL, "true", COMPAT_NOOP, WHY_KV},
     {"kv_events_queue_capacity", MC_FLAG_INT, "65536", COMPAT_NOOP, WHY_KV},
-    {"ha_backend_type", MC_FLAG_STRING, "etcd", COMPAT_NOOP, WHY_HA},
-    {"ha_backend_connstring", MC_FLAG_STRING, "", COMPAT_NOOP, WHY_HA},
-    {"etcd_endpoints", MC_FLAG_STRING, "", COMPAT_NOOP, WHY_HA},
     {"pod_name", MC_FLAG_STRING, "", COMPAT_NOOP, WHY_K8S},
     {"pod_namespace", MC_FLAG_STRING, "", COMPAT_NOOP, WHY_K8S},
-    {"cluster_id", MC_FLAG_STRING, "mooncake_cluster", COMPAT_NOOP,
-     "it names upstream's HA keys and legacy DISK subdirectory, neither of which exists here"},
-    {"oplog_poll_interval_ms", MC_FLAG_INT, "1000", COMPAT_NOOP, WHY_OPLOG},
-    {"oplog_batch_max_entries", MC_FLAG_INT, "1024", COMPAT_NOOP, WHY_OPLOG},
-    {"batch_oplog_retry_timeout_sec", MC_FLAG_INT, "180", COMPAT_NOOP, WHY_OPLOG},
+    {"batch_oplog_retry_timeout_sec", MC_FLAG_INT, "180", COMPAT_NOOP,
+     "a standby here retries a failing read of the operation log for as long as it runs"},
     {"global_file_segment_size", MC_FLAG_INT, "9223372036854775807", COMPAT_NOOP, WHY_DISK},
     {"enable_disk_eviction", MC_FLAG_BOOL, "true", COMPAT_NOOP, WHY_DISK},
     {"quota_bytes", MC_FLAG_INT, "0", COMPAT_NOOP, WHY_DISK},
@@ -250,6 +243,15 @@ typedef struct master_opts {
     char *distributed_root_dir; /* "" = $MOONCAKE_DISTRIBUTED_ROOT_DIR */
     char *cluster_secret;       /* "" = --cluster_secret_file, then the environment */
     char *cluster_secret_file;
+    int enable_ha;               /* leader election on etcd (ha.h) */
+    char *ha_backend_type;       /* "etcd" (redis and k8s are refused) */
+    char *ha_backend_connstring; /* etcd endpoints; "" = --etcd_endpoints */
+    char *etcd_endpoints;
+    char *cluster_id;
+    int64_t ha_lease_ttl_seconds; /* ours: the election lease TTL (upstream fixes it at 5 s) */
+    int enable_oplog;             /* the operation log in etcd (oplog.h) */
+    int64_t oplog_poll_interval_ms;
+    int64_t oplog_batch_max_entries;
     char *config_path;
     char *log_dir;
     int logtostderr;
@@ -260,6 +262,8 @@ typedef struct master_opts {
 
 static char empty_string[] = "";
 static char any_address[] = "0.0.0.0";
+static char etcd_string[] = "etcd";
+static char default_cluster[] = MC_DEFAULT_CLUSTER_ID;
 
 /* f's upstream default into *v (the texts in compat_flags always parse). */
 static void compat_parse_default(const compat_flag_t *f, compat_value_t *v)
@@ -342,6 +346,13 @@ static void opts_default(master_opts_t *o)
     o->log_dir = empty_string;
     o->rpc_interface = empty_string;
     o->rpc_enable_tcp_no_delay = 1;
+    o->ha_backend_type = etcd_string;
+    o->ha_backend_connstring = empty_string;
+    o->etcd_endpoints = empty_string;
+    o->cluster_id = default_cluster;
+    o->ha_lease_ttl_seconds = MC_MASTER_VIEW_LEASE_TTL_S;
+    o->oplog_poll_interval_ms = MC_OPLOG_DEFAULT_POLL_MS;
+    o->oplog_batch_max_entries = MC_OPLOG_DEFAULT_BATCH_MAX_ENTRIES;
     for (size_t i = 0; i < COMPAT_COUNT; i++)
         compat_parse_default(&compat_flags[i], &o->compat[i]);
 }
@@ -358,6 +369,24 @@ static size_t flags_table(master_opts_t *o, mc_flag_t *out, size_t cap)
         FLAG_INT("rpc_port", rpc_port, 0, PORT_MAX, "RPC port; 0 = use --port"),
         FLAG_INT("port", port, 0, PORT_MAX, "deprecated alias of --rpc_port"),
         FLAG("rpc_address", MC_FLAG_STRING, rpc_address, "address the RPC server binds"),
+        FLAG("enable_ha", MC_FLAG_BOOL, enable_ha,
+             "leader election on etcd: standbys wait, the leader serves (docs/ha.md)"),
+        FLAG("ha_backend_type", MC_FLAG_STRING, ha_backend_type,
+             "HA backend: etcd (upstream's redis and k8s are not built)"),
+        FLAG("ha_backend_connstring", MC_FLAG_STRING, ha_backend_connstring,
+             "etcd endpoints h:p;h:p (empty: --etcd_endpoints)"),
+        FLAG("etcd_endpoints", MC_FLAG_STRING, etcd_endpoints,
+             "etcd endpoints h:p;h:p or h:p,h:p (legacy spelling)"),
+        FLAG("cluster_id", MC_FLAG_STRING, cluster_id,
+             "names the HA keys mooncake-store/<id>/...; clients: MC_STORE_CLUSTER_ID"),
+        FLAG_INT("ha_lease_ttl_seconds", ha_lease_ttl_seconds, 1, 60,
+                 "election lease TTL (failover takes about one TTL)"),
+        FLAG("enable_oplog", MC_FLAG_BOOL, enable_oplog,
+             "log every object change in etcd so a new leader serves the objects (needs HA)"),
+        FLAG_INT("oplog_poll_interval_ms", oplog_poll_interval_ms, 10, 60000,
+                 "how often a standby reads new operation-log batches"),
+        FLAG_INT("oplog_batch_max_entries", oplog_batch_max_entries, 1, 100000,
+                 "entries in one operation-log batch at most"),
         FLAG("rpc_interface", MC_FLAG_STRING, rpc_interface,
              "NIC whose IPv4 address replaces --rpc_address (an unknown NIC is an error)"),
         FLAG("rpc_enable_tcp_no_delay", MC_FLAG_BOOL, rpc_enable_tcp_no_delay,
@@ -860,6 +889,46 @@ static int resolve_rpc_interface(master_opts_t *o, string_pool_t *pool, char *er
     return 0;
 }
 
+/* The etcd endpoints of --enable_ha: --ha_backend_connstring, else --etcd_endpoints. */
+static const char *ha_endpoints(const master_opts_t *o)
+{
+    return o->ha_backend_connstring[0] ? o->ha_backend_connstring : o->etcd_endpoints;
+}
+
+/* --enable_ha's start-up checks (upstream's are fatal too). */
+static int validate_ha(master_opts_t *o, char *err, size_t errlen)
+{
+    if (o->enable_oplog && !o->enable_ha)
+        return fail(err, errlen, "--enable_oplog needs --enable_ha (as upstream)");
+    if (!o->enable_ha)
+        return 0;
+    if (!o->enable_oplog)
+        MC_WARN("--enable_ha without --enable_oplog: a new leader starts empty and every object "
+                "is lost to readers at a failover (as upstream); add --enable_oplog=true");
+    if (strcmp(o->ha_backend_type, "etcd") != 0) {
+        o->refused = 1;
+        return fail(err, errlen,
+                    "--ha_backend_type=%s is not supported: only the etcd backend is built here "
+                    "(upstream also has redis and k8s); use --ha_backend_type=etcd",
+                    o->ha_backend_type);
+    }
+    if (!ha_endpoints(o)[0])
+        return fail(err, errlen, "--enable_ha needs the etcd endpoints: --etcd_endpoints=h:p;h:p "
+                                 "(or --ha_backend_connstring)");
+    if (mc_net_is_wildcard(o->rpc_address))
+        return fail(err, errlen,
+                    "--enable_ha publishes --rpc_address:--rpc_port as the leader's address, so it "
+                    "must be an address clients reach, not %s: set --rpc_address or "
+                    "--rpc_interface",
+                    o->rpc_address[0] ? o->rpc_address : "empty");
+    if (!(o->rpc_port ? o->rpc_port : o->port))
+        return fail(err, errlen, "--enable_ha needs a fixed --rpc_port (it is published)");
+    char key[512];
+    if (mc_master_view_key(o->cluster_id, key, sizeof(key)) != 0)
+        return fail(err, errlen, "--cluster_id=\"%s\" is empty or too long", o->cluster_id);
+    return 0;
+}
+
 static int validate(master_opts_t *o, char *err, size_t errlen)
 {
     static char posix[] = "posix";
@@ -907,7 +976,7 @@ static int validate(master_opts_t *o, char *err, size_t errlen)
         return fail(err, errlen,
                     "--offload-backend=distributed needs --distributed-root-dir (or $" ENV_DFS_ROOT
                     ")");
-    return 0;
+    return validate_ha(o, err, errlen);
 }
 
 static int64_t effective_rpc_threads(const master_opts_t *o)
@@ -1063,16 +1132,109 @@ typedef struct master_servers {
     mc_rpc_server_t *rpc;
     mc_admin_http_t *admin;
     mc_http_metadata_server_t *metadata;
+    mc_ha_t *ha;         /* --enable_ha: the election; NULL otherwise */
+    mc_etcd_t *log_etcd; /* --enable_oplog: the operation log's etcd handle */
+    mc_oplog_t *oplog;   /* --enable_oplog */
+    int deposed_efd; /* --enable_ha: written when this master lost leadership */
 } master_servers_t;
 
 static void servers_stop(master_servers_t *s)
 {
+    mc_ha_stop(s->ha); /* first: a leader hands over before it stops answering */
+    if (s->master)
+        mc_master_set_journal(s->master, NULL);
+    mc_oplog_destroy(s->oplog); /* a leader commits what is queued first (bounded) */
+    if (s->log_etcd)
+        mc_etcd_destroy(s->log_etcd);
     mc_http_metadata_server_stop(s->metadata);
     mc_admin_http_stop(s->admin);
     mc_rpc_server_stop(s->rpc);
     mc_master_destroy(s->master);
     mc_auth_destroy(s->auth);
+    int efd = s->deposed_efd;
     memset(s, 0, sizeof(*s));
+    s->deposed_efd = efd;
+}
+
+/* The journal (master lock held): into the operation log's queue. */
+static void journal_set(void *arg, uint64_t seq, const uint8_t *record, size_t len)
+{
+    mc_oplog_append(arg, seq, MC_OPLOG_SET, "", record, len);
+}
+
+static void journal_del(void *arg, uint64_t seq, const char *key, size_t key_len)
+{
+    char buf[MC_MAX_KEY_LEN + 1];
+    size_t n = key_len < MC_MAX_KEY_LEN ? key_len : MC_MAX_KEY_LEN;
+    memcpy(buf, key, n);
+    buf[n] = 0;
+    mc_oplog_append(arg, seq, MC_OPLOG_DEL, buf, NULL, 0);
+}
+
+/* Standby and catch-up: one log entry into this (not serving) master. */
+static int oplog_apply(void *arg, uint32_t type, const char *key, const uint8_t *record,
+                       size_t len)
+{
+    master_servers_t *s = arg;
+    if (type == MC_OPLOG_SET)
+        return mc_master_import(s->master, record, len);
+    if (type == MC_OPLOG_DEL)
+        return mc_master_import_del(s->master, key, strlen(key));
+    return MC_ERR_INVALID_PARAMS;
+}
+
+static void oplog_durable(void *arg, uint64_t local_seq)
+{
+    master_servers_t *s = arg;
+    mc_master_journal_durable(s->master, local_seq);
+}
+
+static void oplog_failed(void *arg, const char *why)
+{
+    master_servers_t *s = arg;
+    mc_ha_resign(s->ha, why);
+}
+
+/* HA: this master won; the RPC server (gated until now) serves from the moment this returns. */
+static int ha_elected(void *arg, int64_t view_version)
+{
+    master_servers_t *s = arg;
+    if (s->oplog) {
+        int rc = mc_oplog_promote(s->oplog, view_version);
+        if (rc != 0)
+            return rc;
+        /* The log was replayed to its head: what it restored is what the cluster acknowledged. */
+        mc_master_import_trust_all(s->master);
+        mc_master_journal_t j = {.set = journal_set, .del = journal_del, .arg = s->oplog};
+        rc = mc_master_set_journal(s->master, &j);
+        if (rc != 0)
+            return rc;
+    }
+    MC_INFO("leading the cluster (view_version %lld): serving on port %d", (long long)view_version,
+            mc_rpc_server_port(s->rpc));
+    return 0;
+}
+
+/* HA: leadership lost (HA thread). The gate already refuses every request; main restarts. */
+static void ha_deposed(void *arg, const char *why)
+{
+    master_servers_t *s = arg;
+    (void)why;
+    uint64_t one = 1;
+    if (write(s->deposed_efd, &one, sizeof(one)) != (ssize_t)sizeof(one))
+        MC_ERROR("cannot signal the loss of leadership: %s", strerror(errno));
+}
+
+static int ha_gate(void *arg)
+{
+    return mc_ha_may_serve(arg);
+}
+
+/* Until the election runs, serve nothing. */
+static int gate_closed(void *arg)
+{
+    (void)arg;
+    return 0;
 }
 
 /* Starts everything and logs the start-up line; on failure the reason is already logged. */
@@ -1107,6 +1269,9 @@ static int servers_start(const master_opts_t *o, master_servers_t *s)
     };
     rc = mc_rpc_server_start_limited(s->master, o->rpc_address, rpc_port, (int)threads, &limits,
                                      s->auth, &s->rpc);
+    /* With --enable_ha the RPC server answers nothing until this master leads (the gate). */
+    if (rc == 0 && o->enable_ha)
+        mc_rpc_server_set_gate(s->rpc, gate_closed, NULL);
     if (rc == 0 && o->enable_http_metadata_server) {
         mc_http_metadata_server_options_t mo = {.cluster_secret = o->cluster_secret,
                                                 .cluster_secret_file = o->cluster_secret_file,
@@ -1126,25 +1291,73 @@ static int servers_start(const master_opts_t *o, master_servers_t *s)
             mc_auth_warn_open_listener(s->auth, "the admin/metrics HTTP server", o->metrics_host,
                                        mc_admin_http_port(s->admin));
     }
+    if (rc == 0 && o->enable_oplog) {
+        rc = mc_etcd_create(ha_endpoints(o), 2000, &s->log_etcd);
+        mc_oplog_config_t lc = {.etcd = s->log_etcd,
+                                .cluster_id = o->cluster_id,
+                                .batch_max_entries = (uint32_t)o->oplog_batch_max_entries,
+                                .poll_interval_ms = (int)o->oplog_poll_interval_ms,
+                                .apply = oplog_apply,
+                                .durable = oplog_durable,
+                                .on_fail = oplog_failed,
+                                .arg = s};
+        if (rc == 0)
+            rc = mc_oplog_create(&lc, &s->oplog);
+        if (rc == 0)
+            rc = mc_oplog_start_standby(s->oplog);
+        if (rc != 0)
+            MC_ERROR("cannot start the operation log: %s", mc_error_name(rc));
+    }
+    if (rc == 0 && o->enable_ha) {
+        char advertise[MC_ENDPOINT_MAX];
+        snprintf(advertise, sizeof(advertise), "%s:%d", o->rpc_address, rpc_port);
+        mc_ha_config_t hc = {.endpoints = ha_endpoints(o),
+                             .cluster_id = o->cluster_id,
+                             .advertise = advertise,
+                             .lease_ttl_s = (int)o->ha_lease_ttl_seconds,
+                             .on_elected = ha_elected,
+                             .on_deposed = ha_deposed,
+                             .arg = s};
+        rc = mc_ha_start(&hc, &s->ha);
+        if (rc == 0)
+            mc_rpc_server_set_gate(s->rpc, ha_gate, s->ha);
+        else
+            MC_ERROR("cannot start the leader election: %s", mc_error_name(rc));
+    }
     if (rc != 0) {
         servers_stop(s);
         return rc;
     }
     format_settings(o, threads, mc_admin_http_port(s->admin), http_port, settings,
                     sizeof(settings));
-    MC_INFO("Master service started on port %d, %s", mc_rpc_server_port(s->rpc), settings);
+    MC_INFO("Master service started on port %d, %s%s", mc_rpc_server_port(s->rpc), settings,
+            o->enable_ha ? " (HA: standing by until elected)" : "");
     return 0;
 }
 
-/* Blocks until SIGINT or SIGTERM arrives on the signalfd; returns the signal number. */
-static int wait_for_stop(int sfd)
+/* Blocks until SIGINT or SIGTERM arrives on the signalfd (returns the signal number), or, with
+ * HA, until this master lost leadership (returns -1). */
+static int wait_for_stop(int sfd, int deposed_efd)
 {
-    struct signalfd_siginfo si;
+    struct pollfd p[2] = {{.fd = sfd, .events = POLLIN}, {.fd = deposed_efd, .events = POLLIN}};
     for (;;) {
+        if (poll(p, deposed_efd >= 0 ? 2 : 1, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            MC_ERROR("poll failed: %s; stopping", strerror(errno));
+            return 0;
+        }
+        if (deposed_efd >= 0 && (p[1].revents & POLLIN)) {
+            uint64_t v;
+            if (read(deposed_efd, &v, sizeof(v)) < 0)
+                MC_VLOG(1, "eventfd read: %s", strerror(errno));
+            return -1;
+        }
+        struct signalfd_siginfo si;
         ssize_t n = read(sfd, &si, sizeof(si));
         if (n == (ssize_t)sizeof(si))
             return (int)si.ssi_signo;
-        if (n < 0 && errno != EINTR) {
+        if (n < 0 && errno != EINTR && errno != EAGAIN) {
             MC_ERROR("reading the signalfd failed: %s; stopping", strerror(errno));
             return 0;
         }
@@ -1186,14 +1399,32 @@ int main(int argc, char **argv)
         return 1;
     }
 
-    master_servers_t servers = {0};
-    rc = servers_start(&o, &servers);
-    if (rc == 0) {
-        int sig = wait_for_stop(sfd);
+    master_servers_t servers = {.deposed_efd = -1};
+    if (o.enable_ha && (servers.deposed_efd = eventfd(0, EFD_CLOEXEC)) < 0) {
+        fprintf(stderr, PROGRAM ": eventfd: %s\n", strerror(errno));
+        close(sfd);
+        pool_free(&pool);
+        return 1;
+    }
+    for (;;) {
+        rc = servers_start(&o, &servers);
+        if (rc != 0)
+            break;
+        int sig = wait_for_stop(sfd, servers.deposed_efd);
+        if (sig < 0) {
+            /* Lost leadership: this master's index is stale. Start over, empty, as a standby
+             * (upstream's supervisor returns to standby the same way). */
+            MC_WARN("no longer the leader: restarting the master service as a standby");
+            servers_stop(&servers);
+            continue;
+        }
         MC_INFO("received signal %d (%s), stopping", sig, sig ? strsignal(sig) : "none");
         servers_stop(&servers);
         MC_INFO("Master service stopped");
+        break;
     }
+    if (servers.deposed_efd >= 0)
+        close(servers.deposed_efd);
     close(sfd);
     mc_log_set_file(NULL);
     pool_free(&pool);

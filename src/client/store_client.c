@@ -31,6 +31,7 @@
 #include "failpoint.h"
 #include "log.h"
 #include "master_client.h"
+#include "master_view.h"
 #include "mooncake/transfer_engine.h"
 #include "net.h"
 #include "checksum.h"
@@ -139,6 +140,11 @@ struct mc_store {
      * calls in flight and no call runs on a half-torn-down store. */
     pthread_rwlock_t op_lock;
     pthread_mutex_t close_lock;
+
+    /* Following an elected master (master address "etcd://...", issue 15): the etcd handle the
+     * RPC client's resolver reads the leader's address through. NULL: a fixed master. */
+    mc_etcd_t *view_etcd;
+    char view_cluster[256];
 
     pthread_t ping_thread;
     int ping_started;
@@ -1828,6 +1834,10 @@ static void *ping_main(void *arg)
             break;
         pthread_mutex_unlock(&s->ping_lock);
 
+        /* Following an elected master: a new leader is picked up within a ping period, also
+         * while the old one is stalled rather than dead (its calls would only time out). */
+        if (s->view_etcd)
+            mc_rpc_client_follow(s->rpc);
         Mc__PingResponse *resp = NULL;
         int rc = mc_master_call_ping(s->rpc, s->client_id, mc_offload_fallback_reads(s->offload),
                                      atomic_load(&s->checksum_mismatches), &resp);
@@ -1955,14 +1965,42 @@ static void warn_unreachable_publication(mc_store_t *s)
                 mc_te_local_segment_name(s->te), s->master_addr, local, pub, local);
 }
 
+/* The RPC client's resolver when following an elected master: the leader published in etcd. */
+static int resolve_leader(void *arg, char *out, size_t cap)
+{
+    mc_store_t *s = arg;
+    int64_t version = 0;
+    int rc = mc_master_view_read(s->view_etcd, s->view_cluster, out, cap, &version);
+    if (rc != 0) {
+        uint64_t now = mc_now_ms(), last = atomic_load(&s->last_master_error_ms);
+        if (now - last >= 1000 && atomic_compare_exchange_strong(&s->last_master_error_ms, &last, now))
+            MC_WARN("no elected master found through %s (cluster %s): %s",
+                    s->master_addr, s->view_cluster,
+                    rc == MC_ERR_ETCD_KEY_NOT_EXIST ? "none leads now" : mc_error_name(rc));
+    }
+    return rc;
+}
+
 static int setup_checked(mc_store_t *s, const mc_store_config_t *c)
 {
     int rc = mc_auth_resolve(c->cluster_secret, c->cluster_secret_file, &s->auth);
     if (rc != 0)
         return rc;
-    rc = mc_rpc_client_create(
-        c->master_server_addr && *c->master_server_addr ? c->master_server_addr : MC_DEFAULT_MASTER,
-        MC_RPC_DEFAULT_TIMEOUT_MS, &s->rpc);
+    const char *addr =
+        c->master_server_addr && *c->master_server_addr ? c->master_server_addr : MC_DEFAULT_MASTER;
+    char endpoints[4096];
+    int ha = mc_master_addr_parse(addr, endpoints, sizeof(endpoints));
+    if (ha < 0)
+        return MC_ERR_INVALID_PARAMS;
+    if (ha) {
+        snprintf(s->view_cluster, sizeof(s->view_cluster), "%s", mc_client_cluster_id());
+        rc = mc_etcd_create(endpoints, 2000, &s->view_etcd);
+        if (rc != 0)
+            return rc;
+        rc = mc_rpc_client_create_resolved(resolve_leader, s, MC_RPC_DEFAULT_TIMEOUT_MS, &s->rpc);
+    } else {
+        rc = mc_rpc_client_create(addr, MC_RPC_DEFAULT_TIMEOUT_MS, &s->rpc);
+    }
     if (rc != 0)
         return rc;
     mc_rpc_client_set_auth(s->rpc, s->auth, "master");
@@ -2231,6 +2269,9 @@ int mc_store_close(mc_store_t *s)
     s->local_buffer = NULL;
     mc_rpc_client_destroy(s->rpc);
     s->rpc = NULL;
+    if (s->view_etcd)
+        mc_etcd_destroy(s->view_etcd);
+    s->view_etcd = NULL;
     mc_auth_destroy(s->auth);
     s->auth = NULL;
     pthread_mutex_unlock(&s->close_lock);

@@ -127,6 +127,9 @@ struct mc_rpc_server {
     atomic_uint_fast64_t last_stall_log_ms, last_wait_log_ms;
     atomic_uint_fast64_t method_total[MC_RPC_METHOD_COUNT];
     atomic_uint_fast64_t method_success[MC_RPC_METHOD_COUNT];
+    _Atomic(mc_rpc_gate_fn) gate; /* NULL: always serve */
+    void *_Atomic gate_arg;
+    atomic_uint_fast64_t gate_refused;
 };
 
 /* ---- receive-buffer budget --------------------------------------------------------------- */
@@ -218,6 +221,22 @@ static void rpc_write_done(uv_write_t *req, int status)
         rpc_resume(c);
 }
 
+/* 0 when the gate (HA: not the leader, or past its lease deadline) refuses to serve now. */
+static int rpc_gate_open(mc_rpc_server_t *s)
+{
+    mc_rpc_gate_fn gate = atomic_load(&s->gate);
+    if (!gate || gate(atomic_load(&s->gate_arg)))
+        return 1;
+    atomic_fetch_add(&s->gate_refused, 1);
+    return 0;
+}
+
+void mc_rpc_server_set_gate(mc_rpc_server_t *server, mc_rpc_gate_fn gate, void *arg)
+{
+    atomic_store(&server->gate_arg, arg);
+    atomic_store(&server->gate, gate);
+}
+
 /* Counts one call of method idx (a valid index). */
 static void rpc_count(mc_rpc_server_t *s, int idx, int ok)
 {
@@ -235,6 +254,13 @@ int mc_rpc_conn_reply(rpc_conn_t *c, uint16_t opcode, uint64_t id, const Protobu
     rpc_reply_t *r = malloc(sizeof(*r) + MC_FRAME_HEADER_SIZE + body);
     if (!r)
         return MC_ERR_INTERNAL_ERROR;
+    if (!rpc_gate_open(c->worker->server)) {
+        /* Leadership ended while the request ran: its effect dies with this master's state, and
+         * the client, getting no answer, retries at the new leader. */
+        free(r);
+        rpc_conn_close(c);
+        return 0;
+    }
     int idx = mc_rpc_method_index(opcode);
     if (idx >= 0)
         rpc_count(c->worker->server, idx, ok);
@@ -330,6 +356,10 @@ static void rpc_conn_authenticate(rpc_conn_t *c, const mc_frame_header_t *h, con
 static void rpc_dispatch(rpc_conn_t *c, const mc_frame_header_t *h, const uint8_t *body)
 {
     mc_rpc_server_t *s = c->worker->server;
+    if (!rpc_gate_open(s)) { /* not leading: execute nothing, answer nothing */
+        rpc_conn_close(c);
+        return;
+    }
     if (s->auth && !c->authed) {
         rpc_conn_authenticate(c, h, body);
         return;
@@ -872,6 +902,7 @@ size_t mc_rpc_server_get_stats(const mc_rpc_server_t *server, mc_rpc_server_stat
             out->connections_rejected = atomic_load(&s->rejected);
             out->protocol_errors = atomic_load(&s->protocol_errors);
             out->auth_refused = atomic_load(&s->auth_refused);
+            out->gate_refused = atomic_load(&s->gate_refused);
             out->connections_stalled = atomic_load(&s->stalled);
             out->connections_idle_closed = atomic_load(&s->idle_closed);
             out->buffered_bytes = atomic_load(&s->buffered);

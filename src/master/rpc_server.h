@@ -89,6 +89,14 @@ int mc_rpc_server_start(mc_master_t *master, const char *host, int port, int thr
 int mc_rpc_server_start_limited(mc_master_t *master, const char *host, int port, int threads,
                                 const mc_rpc_limits_t *limits, const mc_auth_t *auth,
                                 mc_rpc_server_t **out);
+/*
+ * Master high availability (ha.h): gate(arg) is asked before each request is executed and again
+ * before its reply is queued; when it answers 0 the request gets no reply and its connection is
+ * closed (counted in gate_refused). NULL gate: always serve. Thread-safe; set it right after
+ * start. mooncake_master passes mc_ha_may_serve.
+ */
+typedef int (*mc_rpc_gate_fn)(void *arg);
+void mc_rpc_server_set_gate(mc_rpc_server_t *server, mc_rpc_gate_fn gate, void *arg);
 /* The port actually bound. */
 int mc_rpc_server_port(const mc_rpc_server_t *server);
 /* Closes every connection, stops and joins the threads, frees the server. NULL is a no-op. */
@@ -114,6 +122,7 @@ typedef struct mc_rpc_server_stats {
     uint64_t decode_refused; /* bodies over their decoding memory budget (pb_decode.h) */
     mc_rpc_limits_t limits;  /* in force */
     uint64_t auth_refused;   /* connections refused by the cluster-secret check */
+    uint64_t gate_refused;   /* requests not served: this master was not leading (HA) */
 } mc_rpc_server_stats_t;
 
 /* Number of methods; mc_rpc_server_get_methods fills up to that many entries. */

@@ -4,4 +4,6 @@
 set(MC_MASTER_SERVER_SOURCES
     ${CMAKE_CURRENT_SOURCE_DIR}/rpc_server.c
     ${CMAKE_CURRENT_SOURCE_DIR}/rpc_handlers.c
-    ${CMAKE_CURRENT_SOURCE_DIR}/admin_http.c)
+    ${CMAKE_CURRENT_SOURCE_DIR}/admin_http.c
+    ${CMAKE_CURRENT_SOURCE_DIR}/ha.c
+    ${CMAKE_CURRENT_SOURCE_DIR}/oplog.c)

@@ -73,6 +73,23 @@ typedef struct mc_rpc_client mc_rpc_client_t;
 
 /* address: "host:port". Does not connect yet. */
 int mc_rpc_client_create(const char *address, int timeout_ms, mc_rpc_client_t **out);
+/*
+ * A client that follows an elected master (HA, issue 15): resolve(arg, out, cap) writes the
+ * current leader's "host:port" into out and returns 0, or returns a negative code when no leader
+ * is known. It is asked before the first connection and after a call fails in transport
+ * (RPC_FAIL / RPC_TIMEOUT); when the address changed, the call is retried once at the new one
+ * (the store's masters never execute a request they do not answer while not leading, so a retry
+ * never runs a request twice). resolve may be called from any calling thread at once; arg is
+ * borrowed and must outlive the client.
+ */
+typedef int (*mc_rpc_resolve_fn)(void *arg, char *out, size_t cap);
+int mc_rpc_client_create_resolved(mc_rpc_resolve_fn resolve, void *arg, int timeout_ms,
+                                  mc_rpc_client_t **out);
+/* Re-resolves now (a periodic check for a new leader): 1 when the address changed, 0 when not
+ * (or the client has no resolver), a negative code when resolving failed. */
+int mc_rpc_client_follow(mc_rpc_client_t *c);
+/* The address in use, "host:port"; MC_ERR_RPC_FAIL while none is resolved. */
+int mc_rpc_client_address(mc_rpc_client_t *c, char *out, size_t cap);
 void mc_rpc_client_destroy(mc_rpc_client_t *c);
 /*
  * Connections made from now on run the cluster-secret handshake (auth.h) as `service` ("master",

@@ -9,6 +9,12 @@
  * connection the server already gave up. The one retry on a fresh connection covers a close
  * that races the check (the server closes an idle connection only when no request of it has
  * arrived, so the request was not executed).
+ *
+ * A client that follows an elected master (mc_rpc_client_set_resolver) asks its resolver for the
+ * leader's address before its first connection and after a call fails in transport (refused,
+ * reset, timed out): when the address changed, the pool is emptied and the call is retried once
+ * at the new address. A master that is not (or no longer) the leader closes the connection
+ * without executing the request, so that retry never runs a request twice.
  */
 #include "rpc.h"
 
@@ -35,8 +41,11 @@
 #define MC_RPC_MAX_IDLE 32
 
 struct mc_rpc_client {
-    char host[MC_HOST_MAX];
+    char host[MC_HOST_MAX]; /* under lock once a resolver is set; "" = not resolved yet */
     int port;
+    uint64_t generation; /* under lock: +1 at each change of address (pooled fds are per address) */
+    mc_rpc_resolve_fn resolve;
+    void *resolve_arg;
     int timeout_ms;
     pthread_mutex_t lock;
     int idle[MC_RPC_MAX_IDLE];
@@ -61,6 +70,75 @@ int mc_rpc_client_create(const char *address, int timeout_ms, mc_rpc_client_t **
     atomic_init(&c->next_id, 1);
     *out = c;
     return 0;
+}
+
+int mc_rpc_client_create_resolved(mc_rpc_resolve_fn resolve, void *arg, int timeout_ms,
+                                  mc_rpc_client_t **out)
+{
+    if (!resolve || !out)
+        return MC_ERR_INVALID_PARAMS;
+    mc_rpc_client_t *c = calloc(1, sizeof(*c));
+    if (!c)
+        return MC_ERR_INTERNAL_ERROR;
+    c->resolve = resolve;
+    c->resolve_arg = arg;
+    c->timeout_ms = timeout_ms > 0 ? timeout_ms : MC_RPC_DEFAULT_TIMEOUT_MS;
+    pthread_mutex_init(&c->lock, NULL);
+    atomic_init(&c->next_id, 1);
+    *out = c;
+    return 0;
+}
+
+/*
+ * Asks the resolver for the current address. 1 when it differs from the one in use (the pool is
+ * then emptied and later connections go to the new one), 0 when unchanged, a negative code when
+ * the resolver failed (no leader known) or gave something that is not host:port.
+ */
+static int re_resolve(mc_rpc_client_t *c)
+{
+    char addr[MC_ENDPOINT_MAX], host[MC_HOST_MAX];
+    int port = 0;
+    int rc = c->resolve(c->resolve_arg, addr, sizeof(addr));
+    if (rc != 0)
+        return rc;
+    if (mc_net_split_endpoint(addr, -1, host, &port) != 0 || port <= 0) {
+        MC_WARN("the elected master's address \"%s\" is not host:port", addr);
+        return MC_ERR_RPC_FAIL;
+    }
+    int changed = 0;
+    int stale[MC_RPC_MAX_IDLE];
+    size_t nstale = 0;
+    pthread_mutex_lock(&c->lock);
+    if (strcmp(host, c->host) != 0 || port != c->port) {
+        snprintf(c->host, sizeof(c->host), "%s", host);
+        c->port = port;
+        c->generation++;
+        memcpy(stale, c->idle, c->idle_count * sizeof(int));
+        nstale = c->idle_count;
+        c->idle_count = 0;
+        changed = 1;
+    }
+    pthread_mutex_unlock(&c->lock);
+    for (size_t i = 0; i < nstale; i++)
+        close(stale[i]);
+    if (changed)
+        MC_INFO("following the elected master at %s:%d", host, port);
+    return changed;
+}
+
+int mc_rpc_client_address(mc_rpc_client_t *c, char *out, size_t cap)
+{
+    pthread_mutex_lock(&c->lock);
+    int rc = c->host[0] ? 0 : MC_ERR_RPC_FAIL;
+    if (rc == 0)
+        snprintf(out, cap, "%s:%d", c->host, c->port);
+    pthread_mutex_unlock(&c->lock);
+    return rc;
+}
+
+int mc_rpc_client_follow(mc_rpc_client_t *c)
+{
+    return c->resolve ? re_resolve(c) : 0;
 }
 
 void mc_rpc_client_set_auth(mc_rpc_client_t *c, const mc_auth_t *auth, const char *service)
@@ -94,9 +172,23 @@ static int idle_usable(int fd)
     return poll(&p, 1, 0) == 0;
 }
 
-static int borrow(mc_rpc_client_t *c)
+/* A connection to the current address; *gen = the address generation it belongs to. */
+static int borrow_gen(mc_rpc_client_t *c, uint64_t *gen)
 {
+    if (c->resolve) {
+        pthread_mutex_lock(&c->lock);
+        int unresolved = !c->host[0];
+        pthread_mutex_unlock(&c->lock);
+        if (unresolved) {
+            int rc = re_resolve(c);
+            if (rc < 0)
+                return MC_ERR_RPC_FAIL;
+        }
+    }
+    char host[MC_HOST_MAX];
+    int port;
     pthread_mutex_lock(&c->lock);
+    *gen = c->generation;
     while (c->idle_count > 0) {
         int fd = c->idle[--c->idle_count];
         if (idle_usable(fd)) {
@@ -105,14 +197,16 @@ static int borrow(mc_rpc_client_t *c)
         }
         close(fd); /* closed by the server while idle */
     }
+    memcpy(host, c->host, sizeof(host));
+    port = c->port;
     pthread_mutex_unlock(&c->lock);
-    int fd = mc_net_connect_tcp(c->host, c->port, MC_RPC_CONNECT_TIMEOUT_MS);
+    int fd = mc_net_connect_tcp(host, port, MC_RPC_CONNECT_TIMEOUT_MS);
     if (fd < 0)
         return fd;
     mc_net_set_timeouts(fd, c->timeout_ms);
     if (c->auth) {
         char peer[MC_ENDPOINT_MAX];
-        snprintf(peer, sizeof(peer), "%s:%d", c->host, c->port);
+        snprintf(peer, sizeof(peer), "%s:%d", host, port);
         int rc =
             mc_auth_client(c->auth, fd, c->service, peer, mc_now_ms() + (uint64_t)c->timeout_ms);
         if (rc != 0) {
@@ -124,10 +218,11 @@ static int borrow(mc_rpc_client_t *c)
     return fd;
 }
 
-static void give_back(mc_rpc_client_t *c, int fd)
+/* Pools fd unless the address changed since it was borrowed (generation gen). */
+static void give_back_gen(mc_rpc_client_t *c, int fd, uint64_t gen)
 {
     pthread_mutex_lock(&c->lock);
-    if (c->idle_count < MC_RPC_MAX_IDLE) {
+    if (gen == c->generation && c->idle_count < MC_RPC_MAX_IDLE) {
         c->idle[c->idle_count++] = fd;
         fd = -1;
     }
@@ -135,6 +230,7 @@ static void give_back(mc_rpc_client_t *c, int fd)
     if (fd >= 0)
         close(fd);
 }
+
 
 static int exchange(mc_rpc_client_t *c, int fd, uint16_t opcode, const uint8_t *body, size_t len,
                     uint8_t **reply, size_t *reply_len)
@@ -176,7 +272,8 @@ static int exchange(mc_rpc_client_t *c, int fd, uint16_t opcode, const uint8_t *
         if (mc_net_recv_all(fd, why, h.body_len) != 0)
             h.body_len = 0;
         char peer[MC_ENDPOINT_MAX];
-        snprintf(peer, sizeof(peer), "%s:%d", c->host, c->port);
+        if (mc_rpc_client_address(c, peer, sizeof(peer)) != 0)
+            snprintf(peer, sizeof(peer), "?");
         return mc_auth_refused(peer, why, h.body_len);
     }
     if (mc_frame_decode(raw, MC_RPC_MAX_BODY, &h) != 0 || h.request_id != id ||
@@ -196,7 +293,8 @@ static int exchange(mc_rpc_client_t *c, int fd, uint16_t opcode, const uint8_t *
 
 int mc_rpc_client_local_host(mc_rpc_client_t *c, char *out, size_t cap)
 {
-    int fd = borrow(c);
+    uint64_t gen;
+    int fd = borrow_gen(c, &gen);
     if (fd < 0)
         return fd;
     struct sockaddr_storage ss;
@@ -209,7 +307,7 @@ int mc_rpc_client_local_host(mc_rpc_client_t *c, char *out, size_t cap)
         if (!inet_ntop(ss.ss_family, a, out, (socklen_t)cap))
             rc = MC_ERR_RPC_FAIL;
     }
-    give_back(c, fd);
+    give_back_gen(c, fd, gen);
     return rc;
 }
 
@@ -220,18 +318,34 @@ int mc_rpc_call(mc_rpc_client_t *c, uint16_t opcode, const uint8_t *body, size_t
         return MC_ERR_INVALID_PARAMS;
     *reply = NULL;
     *reply_len = 0;
-    /* A pooled connection may have been closed by a restarted server: one retry on a fresh one. */
+    /* A pooled connection may have been closed by a restarted server: one retry on a fresh one.
+     * Following an elected master, a transport failure re-resolves the leader instead, and the
+     * call is retried once there when it moved. */
+    int followed = 0;
     for (int attempt = 0; attempt < 2; attempt++) {
-        int fd = borrow(c);
-        if (fd < 0)
-            return fd == MC_ERR_RPC_TIMEOUT || fd == MC_ERR_ILLEGAL_CLIENT ? fd : MC_ERR_RPC_FAIL;
-        int rc = exchange(c, fd, opcode, body, len, reply, reply_len);
-        if (rc == 0) {
-            give_back(c, fd);
-            return 0;
+        uint64_t gen;
+        int fd = borrow_gen(c, &gen);
+        int rc;
+        if (fd < 0) {
+            rc = fd == MC_ERR_RPC_TIMEOUT || fd == MC_ERR_ILLEGAL_CLIENT ? fd : MC_ERR_RPC_FAIL;
+        } else {
+            rc = exchange(c, fd, opcode, body, len, reply, reply_len);
+            if (rc == 0) {
+                give_back_gen(c, fd, gen);
+                return 0;
+            }
+            close(fd);
         }
-        close(fd);
-        if (rc != MC_ERR_RPC_FAIL)
+        if (rc != MC_ERR_RPC_FAIL && rc != MC_ERR_RPC_TIMEOUT)
+            return rc;
+        if (c->resolve && !followed) {
+            followed = 1;
+            if (re_resolve(c) == 1) {
+                attempt = -1; /* a fresh pair of attempts at the new leader */
+                continue;
+            }
+        }
+        if (rc == MC_ERR_RPC_TIMEOUT || fd < 0)
             return rc;
     }
     return MC_ERR_RPC_FAIL;

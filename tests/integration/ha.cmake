@@ -1,0 +1,10 @@
+# Master high availability on a real 3-member etcd cluster (issue 15): failover under a verified
+# load, a stalled leader deposed, every master restarted from the operation log.
+mc_add_test(test_ha SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_ha.c
+            ${CMAKE_CURRENT_SOURCE_DIR}/../support/proc.c
+            ${CMAKE_CURRENT_SOURCE_DIR}/../support/cluster.c
+            ${CMAKE_CURRENT_SOURCE_DIR}/../support/etcd_cluster.c LIBS mc_store TIMEOUT 600)
+target_include_directories(test_ha PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/../support
+                           ${PROJECT_SOURCE_DIR}/src/common)
+add_dependencies(test_ha mooncake_client mooncake_master)
+set_tests_properties(test_ha PROPERTIES RUN_SERIAL TRUE)

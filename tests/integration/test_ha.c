@@ -1,0 +1,484 @@
+/*
+ * test_ha.c — master high availability on a real 3-member etcd cluster (issue 15).
+ *
+ * Every case runs real processes on loopback: etcd (Debian's 3.4), two or three mooncake_master
+ * with --enable_ha --enable_oplog, two mooncake_client memory holders and store clients that all
+ * follow the elected master through "etcd://...".
+ *
+ *  - failover_under_verified_load: 8 writer threads put values whose bytes derive from their key;
+ *    an etcd member is SIGKILLed mid-run, then the leader master. Every object acknowledged
+ *    before the kill reads back exact or is reported missing, never other bytes (read with
+ *    checksums on and off), and at least 99.9 % read back exact; every object acknowledged after
+ *    the failover reads back exact. The failover time (kill to the first acknowledged put) is
+ *    printed.
+ *  - stalled_leader_is_deposed: the leader SIGSTOPped; a standby takes over; once the old one
+ *    runs again it serves nothing (a client pointed at its address directly gets no answer) and
+ *    no object is lost or changed by it.
+ *  - planned_restart_of_every_master: every master stopped (SIGTERM) and started again: the new
+ *    leader replays the operation log and 100 % of the objects read back exact.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "cluster.h"
+#include "etcd.h"
+#include "etcd_cluster.h"
+#include "master_view.h"
+#include "mooncake/errors.h"
+#include "mooncake/store.h"
+#include "proc.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define NMASTERS 3
+#define NWRITERS 8
+#define MAX_PUTS_PER_WRITER 4000
+#define MAX_VALUE 16384
+
+static mc_etcd_cluster_t ec;
+static mc_master_t masters[NMASTERS];
+static int master_up[NMASTERS];
+static mc_holder_t holders[2];
+static int nholders;
+static char cluster_id[64];
+static char ha_addr[256];
+static mc_master_t ha_master; /* only .addr = ha_addr, for the holders' --master_server_address */
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* The value of key (thread t, index i): its length and bytes derive from both. */
+static size_t value_of(int t, int i, uint8_t *out)
+{
+    uint64_t x = (uint64_t)t * 1000003u + (uint64_t)i * 7919u + 17;
+    size_t len = 64 + (size_t)(x % (MAX_VALUE - 64));
+    for (size_t k = 0; k < len; k++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        out[k] = (uint8_t)(x >> 56);
+    }
+    return len;
+}
+
+static int start_master(int i)
+{
+    char ep[300], cid[100];
+    snprintf(ep, sizeof(ep), "--etcd_endpoints=%s", ec.endpoints);
+    snprintf(cid, sizeof(cid), "--cluster_id=%s", cluster_id);
+    const char *extra[] = {"--enable_ha=true", ep, cid, "--enable_oplog=true",
+                           "--oplog_poll_interval_ms=200", NULL};
+    int port = masters[i].rpc_port ? masters[i].rpc_port : mc_test_free_port();
+    int rc = mc_master_start_on(&masters[i], port, 0, extra);
+    master_up[i] = rc == 0;
+    return rc;
+}
+
+/* The index of the master the etcd view names, or -1 (none, or unknown). */
+static int leader_index(mc_etcd_t *e, int64_t *version)
+{
+    char leader[128];
+    if (mc_master_view_read(e, cluster_id, leader, sizeof(leader), version) != 0)
+        return -1;
+    for (int i = 0; i < NMASTERS; i++)
+        if (master_up[i] && !strcmp(masters[i].addr, leader))
+            return i;
+    return -1;
+}
+
+/* Waits up to ms for a leader other than `not` (-1: any) that serves; returns its index. */
+static int wait_leader(mc_etcd_t *e, int not, int ms)
+{
+    uint64_t end = now_ms() + (uint64_t)ms;
+    while (now_ms() < end) {
+        int64_t v;
+        int i = leader_index(e, &v);
+        if (i >= 0 && i != not)
+            return i;
+        usleep(50 * 1000);
+    }
+    return -1;
+}
+
+static mc_store_t *ha_client(int checksum)
+{
+    mc_store_config_t cfg = {.local_hostname = "127.0.0.1",
+                             .metadata_server = "P2PHANDSHAKE",
+                             .local_buffer_size = 32u << 20,
+                             .master_server_addr = ha_addr,
+                             .disable_checksum = !checksum};
+    mc_store_t *s = NULL;
+    return mc_store_setup(&cfg, &s) == 0 ? s : NULL;
+}
+
+static int group_setup(void **state)
+{
+    (void)state;
+    signal(SIGPIPE, SIG_IGN);
+    if (mc_etcd_cluster_start(&ec, 3) != 0)
+        return -1;
+    snprintf(cluster_id, sizeof(cluster_id), "test_ha_%d", (int)getpid());
+    snprintf(ha_addr, sizeof(ha_addr), "etcd://%s", ec.endpoints);
+    snprintf(ha_master.addr, sizeof(ha_master.addr), "%s", ha_addr);
+    setenv("MC_STORE_CLUSTER_ID", cluster_id, 1);
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    mc_cluster_kill_all();
+    mc_etcd_cluster_destroy(&ec);
+    return 0;
+}
+
+/* Starts the masters and the holders; waits for a leader. Returns the leader's index. */
+static int start_cluster(mc_etcd_t *e, int nmasters)
+{
+    for (int i = 0; i < nmasters; i++)
+        assert_int_equal(start_master(i), 0);
+    int leader = wait_leader(e, -1, 20000);
+    assert_true(leader >= 0);
+    const char *flags[] = {NULL};
+    for (nholders = 0; nholders < 2; nholders++)
+        assert_int_equal(
+            mc_holder_start(&holders[nholders], &ha_master, "256MB", flags, NULL, 30000), 0);
+    return leader;
+}
+
+static void stop_cluster(void)
+{
+    for (int i = 0; i < nholders; i++)
+        mc_proc_stop(&holders[i].proc, SIGTERM, 10000);
+    nholders = 0;
+    for (int i = 0; i < NMASTERS; i++) {
+        if (master_up[i])
+            mc_master_stop(&masters[i], SIGTERM);
+        master_up[i] = 0;
+        masters[i].rpc_port = 0;
+    }
+}
+
+/* ---- the verified load ------------------------------------------------------------------------ */
+
+typedef struct writer {
+    int t;
+    mc_store_t *s;
+    atomic_int *stop;
+    /* ack_ms[i]: when put i was acknowledged (0: it was not) */
+    uint64_t ack_ms[MAX_PUTS_PER_WRITER];
+    int nputs;
+    int failures;
+} writer_t;
+
+static atomic_uint_fast64_t first_ack_after_kill;
+static atomic_uint_fast64_t kill_time;
+
+static void *writer_main(void *arg)
+{
+    writer_t *w = arg;
+    uint8_t *buf = malloc(MAX_VALUE);
+    char key[64];
+    for (int i = 0; i < MAX_PUTS_PER_WRITER && !atomic_load(w->stop); i++) {
+        size_t len = value_of(w->t, i, buf);
+        snprintf(key, sizeof(key), "ha-%d-%d", w->t, i);
+        int rc = mc_store_put(w->s, key, buf, len, NULL);
+        w->nputs = i + 1;
+        if (rc == 0) {
+            uint64_t t = now_ms();
+            w->ack_ms[i] = t;
+            uint64_t k = atomic_load(&kill_time), zero = 0;
+            if (k && t > k)
+                atomic_compare_exchange_strong(&first_ack_after_kill, &zero, t);
+        } else {
+            w->failures++;
+            usleep(20 * 1000);
+        }
+    }
+    free(buf);
+    return NULL;
+}
+
+typedef struct verdict {
+    int exact, missing, wrong, mismatch, other;
+} verdict_t;
+
+/* Reads back (thread t, index i) with s: exact, missing, wrong bytes, checksum mismatch, other. */
+static void check_one(mc_store_t *s, int t, int i, uint8_t *want, uint8_t *got, verdict_t *v)
+{
+    char key[64];
+    snprintf(key, sizeof(key), "ha-%d-%d", t, i);
+    size_t len = value_of(t, i, want);
+    int64_t n = mc_store_get_into(s, key, got, MAX_VALUE);
+    if (n == (int64_t)len && !memcmp(got, want, len))
+        v->exact++;
+    else if (n == MC_ERR_OBJECT_NOT_FOUND)
+        v->missing++;
+    else if (n >= 0)
+        v->wrong++;
+    else if (n == MC_ERR_CHECKSUM_MISMATCH)
+        v->mismatch++;
+    else
+        v->other++;
+}
+
+/* Verifies every acknowledged put of the writers with reader s: those acknowledged before
+ * `split` into *before, the others into *after. Missing ones are retried for up to 15 s (the
+ * holders re-mount on the new leader within a few pings). */
+static void verify_all(mc_store_t *s, writer_t *w, int nw, uint64_t split, verdict_t *before,
+                       verdict_t *after)
+{
+    uint8_t *want = malloc(MAX_VALUE), *got = malloc(MAX_VALUE);
+    uint64_t end = now_ms() + 15000;
+    for (;;) {
+        verdict_t b = {0}, a = {0};
+        for (int k = 0; k < nw; k++)
+            for (int i = 0; i < w[k].nputs; i++)
+                if (w[k].ack_ms[i])
+                    check_one(s, w[k].t, i, want, got, w[k].ack_ms[i] < split ? &b : &a);
+        *before = b;
+        *after = a;
+        if ((b.missing == 0 && a.missing == 0 && b.other == 0 && a.other == 0) || now_ms() > end)
+            break;
+        usleep(500 * 1000);
+    }
+    free(want);
+    free(got);
+}
+
+static void print_verdict(const char *what, const verdict_t *v)
+{
+    int total = v->exact + v->missing + v->wrong + v->mismatch + v->other;
+    printf("  %-34s %6d acknowledged: %6d exact (%.3f %%), %d missing, %d wrong bytes, %d "
+           "checksum mismatch, %d other errors\n",
+           what, total, v->exact, total ? 100.0 * v->exact / total : 0.0, v->missing, v->wrong,
+           v->mismatch, v->other);
+    fflush(stdout);
+}
+
+static void failover_under_verified_load(void **state)
+{
+    (void)state;
+    mc_etcd_t *e;
+    assert_int_equal(mc_etcd_create(ec.endpoints, 2000, &e), 0);
+    int leader = start_cluster(e, NMASTERS);
+    printf("  leader: master %d at %s\n", leader, masters[leader].addr);
+
+    static writer_t w[NWRITERS];
+    pthread_t th[NWRITERS];
+    atomic_int stop = 0;
+    atomic_store(&kill_time, 0);
+    atomic_store(&first_ack_after_kill, 0);
+    for (int t = 0; t < NWRITERS; t++) {
+        memset(&w[t], 0, sizeof(w[t]));
+        w[t].t = t;
+        w[t].stop = &stop;
+        w[t].s = ha_client(1);
+        assert_non_null(w[t].s);
+    }
+    for (int t = 0; t < NWRITERS; t++)
+        assert_int_equal(pthread_create(&th[t], NULL, writer_main, &w[t]), 0);
+
+    sleep(3);
+    /* An etcd member dies mid-run: the cluster keeps its quorum, everything goes on. */
+    assert_int_equal(mc_etcd_cluster_kill(&ec, 0), 0);
+    sleep(4);
+    uint64_t kill = now_ms();
+    atomic_store(&kill_time, kill);
+    assert_int_equal(mc_master_stop(&masters[leader], SIGKILL), -1 /* killed, not exited */);
+    master_up[leader] = 0;
+    int next = wait_leader(e, leader, 30000);
+    assert_true(next >= 0);
+    uint64_t elected = now_ms();
+    /* Run on until puts succeed through the new leader for a few seconds. */
+    uint64_t end = now_ms() + 40000;
+    while (!atomic_load(&first_ack_after_kill) && now_ms() < end)
+        usleep(20 * 1000);
+    uint64_t first = atomic_load(&first_ack_after_kill);
+    sleep(3);
+    atomic_store(&stop, 1);
+    for (int t = 0; t < NWRITERS; t++)
+        pthread_join(th[t], NULL);
+    assert_true(first > 0);
+    printf("  failover: leader SIGKILLed; master %d elected after %.2f s, first acknowledged put "
+           "after %.2f s (lease TTL 5 s)\n",
+           next, (double)(elected - kill) / 1000.0, (double)(first - kill) / 1000.0);
+
+    verdict_t b, a;
+    mc_store_t *reader = ha_client(1);
+    assert_non_null(reader);
+    verify_all(reader, w, NWRITERS, kill, &b, &a);
+    print_verdict("before the kill (checksums on):", &b);
+    print_verdict("after the kill (checksums on):", &a);
+    mc_store_free(reader);
+    verdict_t b2, a2;
+    reader = ha_client(0);
+    assert_non_null(reader);
+    verify_all(reader, w, NWRITERS, kill, &b2, &a2);
+    print_verdict("before the kill (checksums off):", &b2);
+    print_verdict("after the kill (checksums off):", &a2);
+    mc_store_free(reader);
+    for (int t = 0; t < NWRITERS; t++)
+        mc_store_free(w[t].s);
+
+    assert_int_equal(b.wrong + b.mismatch + b2.wrong + b2.mismatch, 0);
+    assert_int_equal(a.wrong + a.mismatch + a2.wrong + a2.mismatch, 0);
+    int total = b.exact + b.missing + b.other;
+    assert_true(total > 1000);
+    assert_true((double)b.exact >= 0.999 * total);
+    assert_int_equal(a.exact, a.exact + a.missing + a.other); /* after failover: all exact */
+
+    stop_cluster();
+    assert_int_equal(mc_etcd_cluster_restart(&ec, 0), 0);
+    mc_etcd_destroy(e);
+}
+
+static void stalled_leader_is_deposed(void **state)
+{
+    (void)state;
+    mc_etcd_t *e;
+    assert_int_equal(mc_etcd_create(ec.endpoints, 2000, &e), 0);
+    snprintf(cluster_id, sizeof(cluster_id), "test_ha_stall_%d", (int)getpid());
+    setenv("MC_STORE_CLUSTER_ID", cluster_id, 1);
+    int leader = start_cluster(e, 2);
+    mc_store_t *s = ha_client(1);
+    assert_non_null(s);
+    uint8_t *buf = malloc(MAX_VALUE), *got = malloc(MAX_VALUE);
+    char key[64];
+    for (int i = 0; i < 200; i++) {
+        size_t len = value_of(100, i, buf);
+        snprintf(key, sizeof(key), "ha-100-%d", i);
+        assert_int_equal(mc_store_put(s, key, buf, len, NULL), 0);
+    }
+    /* A client bound to the old leader's address directly (no etcd). */
+    mc_store_t *direct = mc_test_client(&masters[leader], 1, 0);
+    assert_non_null(direct);
+    assert_int_equal(mc_store_is_exist(direct, "ha-100-0"), 1);
+
+    kill(masters[leader].pid, SIGSTOP);
+    uint64_t stopped = now_ms();
+    int next = wait_leader(e, leader, 30000);
+    assert_true(next >= 0);
+    printf("  stalled leader: master %d elected %.2f s after SIGSTOP\n", next,
+           (double)(now_ms() - stopped) / 1000.0);
+    /* Puts through the new leader (the follower client switches within a ping period). */
+    uint64_t end = now_ms() + 20000;
+    int ok = -1;
+    size_t len = value_of(101, 0, buf);
+    while (now_ms() < end && (ok = mc_store_put(s, "ha-101-0", buf, len, NULL)) != 0)
+        usleep(100 * 1000);
+    assert_int_equal(ok, 0);
+
+    kill(masters[leader].pid, SIGCONT);
+    /* The old leader runs again: whatever it still had queued, it answers nothing now. */
+    len = value_of(102, 0, buf);
+    int rc = mc_store_put(direct, "ha-102-0", buf, len, NULL);
+    printf("  put straight to the deposed leader: %d (%s)\n", rc, mc_error_name(rc));
+    assert_int_not_equal(rc, 0);
+    assert_int_equal(mc_store_is_exist(s, "ha-102-0"), 0);
+    mc_store_free(direct);
+
+    /* Nothing written before the stall is lost or changed. */
+    for (int i = 0; i < 200; i++) {
+        size_t l = value_of(100, i, buf);
+        snprintf(key, sizeof(key), "ha-100-%d", i);
+        int64_t n = -1;
+        uint64_t until = now_ms() + 15000;
+        while ((n = mc_store_get_into(s, key, got, MAX_VALUE)) == MC_ERR_OBJECT_NOT_FOUND &&
+               now_ms() < until)
+            usleep(200 * 1000);
+        assert_int_equal(n, (int64_t)l);
+        assert_memory_equal(got, buf, l);
+    }
+    /* The old leader came back as a standby: the view still names the new one. */
+    int64_t v;
+    sleep(2);
+    assert_int_equal(leader_index(e, &v), next);
+    free(buf);
+    free(got);
+    mc_store_free(s);
+    stop_cluster();
+    mc_etcd_destroy(e);
+}
+
+static void planned_restart_of_every_master(void **state)
+{
+    (void)state;
+    mc_etcd_t *e;
+    assert_int_equal(mc_etcd_create(ec.endpoints, 2000, &e), 0);
+    snprintf(cluster_id, sizeof(cluster_id), "test_ha_restart_%d", (int)getpid());
+    setenv("MC_STORE_CLUSTER_ID", cluster_id, 1);
+    start_cluster(e, 2);
+    mc_store_t *s = ha_client(1);
+    assert_non_null(s);
+    uint8_t *buf = malloc(MAX_VALUE), *got = malloc(MAX_VALUE);
+    char key[64];
+    const int n = 2000;
+    for (int i = 0; i < n; i++) {
+        size_t len = value_of(200, i, buf);
+        snprintf(key, sizeof(key), "ha-200-%d", i);
+        assert_int_equal(mc_store_put(s, key, buf, len, NULL), 0);
+    }
+    for (int i = 0; i < n; i += 10) { /* some removed: they must stay removed */
+        snprintf(key, sizeof(key), "ha-200-%d", i);
+        assert_int_equal(mc_store_remove(s, key), 0);
+    }
+    /* Stop every master (a planned maintenance), then start them all again. */
+    for (int i = 0; i < 2; i++) {
+        int st = mc_master_stop(&masters[i], SIGTERM);
+        assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+        master_up[i] = 0;
+    }
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(start_master(i), 0);
+    assert_true(wait_leader(e, -1, 20000) >= 0);
+    int exact = 0, removed = 0;
+    for (int i = 0; i < n; i++) {
+        size_t len = value_of(200, i, buf);
+        snprintf(key, sizeof(key), "ha-200-%d", i);
+        int64_t r;
+        uint64_t until = now_ms() + 15000;
+        while ((r = mc_store_get_into(s, key, got, MAX_VALUE)) < 0 && i % 10 != 0 &&
+               now_ms() < until)
+            usleep(200 * 1000);
+        if (i % 10 == 0) {
+            removed += r == MC_ERR_OBJECT_NOT_FOUND;
+        } else {
+            assert_int_equal(r, (int64_t)len);
+            exact += !memcmp(got, buf, len);
+        }
+    }
+    printf("  planned restart of every master: %d/%d exact, %d/%d removed stay removed\n", exact,
+           n - n / 10, removed, n / 10);
+    assert_int_equal(exact, n - n / 10);
+    assert_int_equal(removed, n / 10);
+    free(buf);
+    free(got);
+    mc_store_free(s);
+    stop_cluster();
+    mc_etcd_destroy(e);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(failover_under_verified_load),
+        cmocka_unit_test(stalled_leader_is_deposed),
+        cmocka_unit_test(planned_restart_of_every_master),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
