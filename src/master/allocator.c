@@ -286,6 +286,68 @@ int mc_alloc_alloc(mc_alloc_t *a, uint64_t size, void *cookie, uint64_t *addr, u
     return 0;
 }
 
+/* Splits off the head of free node idx (bin_removed) at `u` units: a new free node follows. */
+static void split_tail(mc_alloc_t *a, uint32_t idx, uint64_t u)
+{
+    uint32_t rest = take_spare(a);
+    struct node *n = &a->nodes[idx];
+    a->nodes[rest] = (struct node){
+        .offset = n->offset + u, .size = n->size - u, .prev = idx, .next = n->next, .cookie = NULL};
+    if (n->next != NODE_NONE)
+        a->nodes[n->next].prev = rest;
+    n->next = rest;
+    n->size = u;
+    bin_insert(a, rest);
+}
+
+int mc_alloc_reserve(mc_alloc_t *a, uint64_t addr, uint64_t size, void *cookie, uint32_t *handle,
+                     uint32_t *hint)
+{
+    if (size == 0 || size > MAX_REQUEST || addr % MC_ALLOC_ALIGN || addr < a->first)
+        return MC_ERR_INVALID_PARAMS;
+    uint64_t off = (addr - a->first) >> UNIT_SHIFT;
+    uint64_t u = (size + MC_ALLOC_ALIGN - 1) >> UNIT_SHIFT;
+    if (off >= a->units || u > a->units - off)
+        return MC_ERR_INVALID_PARAMS;
+    uint32_t idx = a->head;
+    if (hint && *hint != MC_ALLOC_HANDLE_NONE && *hint < a->node_cap &&
+        a->nodes[*hint].bin_prev != NODE_SPARE && a->nodes[*hint].offset <= off)
+        idx = *hint;
+    while (idx != NODE_NONE && a->nodes[idx].offset + a->nodes[idx].size <= off)
+        idx = a->nodes[idx].next;
+    if (idx == NODE_NONE || !node_is_free(&a->nodes[idx]) ||
+        a->nodes[idx].offset + a->nodes[idx].size < off + u)
+        return MC_ERR_NO_AVAILABLE_HANDLE;
+    /* up to two splits: a spare node each */
+    if (ensure_spare(a) != 0)
+        return MC_ERR_INTERNAL_ERROR;
+    uint32_t s1 = take_spare(a);
+    if (ensure_spare(a) != 0) {
+        release_node(a, s1);
+        return MC_ERR_INTERNAL_ERROR;
+    }
+    release_node(a, s1);
+    bin_remove(a, idx);
+    if (a->nodes[idx].offset < off) { /* free head stays free; idx moves to its tail */
+        uint32_t head = idx;
+        split_tail(a, head, off - a->nodes[head].offset);
+        idx = a->nodes[head].next;
+        bin_remove(a, idx);
+        bin_insert(a, head);
+    }
+    if (a->nodes[idx].size > u)
+        split_tail(a, idx, u);
+    struct node *n = &a->nodes[idx];
+    n->bin_prev = NODE_USED;
+    n->cookie = cookie;
+    a->used_units += u;
+    a->used_count++;
+    *handle = idx;
+    if (hint)
+        *hint = idx;
+    return 0;
+}
+
 int mc_alloc_is_live(const mc_alloc_t *a, uint32_t handle)
 {
     return handle < a->node_cap && a->nodes[handle].bin_prev == NODE_USED;

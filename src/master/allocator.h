@@ -39,6 +39,16 @@ void mc_alloc_destroy(mc_alloc_t *a);
  * size 0 or above 2^62, MC_ERR_INTERNAL_ERROR when the node pool cannot grow.
  */
 int mc_alloc_alloc(mc_alloc_t *a, uint64_t size, void *cookie, uint64_t *addr, uint32_t *handle);
+/*
+ * Allocates exactly [addr, addr + round_up(size)) (addr aligned to MC_ALLOC_ALIGN), which must
+ * lie in one free extent: for restoring extents a previous master handed out (journal.c).
+ * *hint: a handle to start the address walk from (MC_ALLOC_HANDLE_NONE: the first extent);
+ * reserving in increasing address order with the hint this returns keeps the total walk linear.
+ * 0, MC_ERR_INVALID_PARAMS (unaligned, empty, outside the range), MC_ERR_NO_AVAILABLE_HANDLE
+ * (some of it is allocated), MC_ERR_INTERNAL_ERROR (the node pool cannot grow).
+ */
+int mc_alloc_reserve(mc_alloc_t *a, uint64_t addr, uint64_t size, void *cookie, uint32_t *handle,
+                     uint32_t *hint);
 /* Frees an extent and merges it with free neighbours. MC_ERR_INVALID_PARAMS when `handle` does
  * not name an allocated extent (nothing changes then). */
 int mc_alloc_free(mc_alloc_t *a, uint32_t handle);

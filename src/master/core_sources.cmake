@@ -1,6 +1,6 @@
 # core_sources.cmake — sources of mc_master_core: the Master Service's logic without networking
 # (object index, per-segment allocator, placement, leases, eviction, liveness, offload tasks and
-# disk replicas, RemoveByRegex patterns on PCRE2).
+# disk replicas, RemoveByRegex patterns on PCRE2, the journal and snapshots of object records).
 set(MC_MASTER_CORE_SOURCES
     ${CMAKE_CURRENT_SOURCE_DIR}/allocator.c
     ${CMAKE_CURRENT_SOURCE_DIR}/object_index.c
@@ -9,4 +9,6 @@ set(MC_MASTER_CORE_SOURCES
     ${CMAKE_CURRENT_SOURCE_DIR}/offload.c
     ${CMAKE_CURRENT_SOURCE_DIR}/promotion.c
     ${CMAKE_CURRENT_SOURCE_DIR}/task_manager.c
+    ${CMAKE_CURRENT_SOURCE_DIR}/journal.c
+    ${CMAKE_CURRENT_SOURCE_DIR}/snapshot.c
     ${CMAKE_CURRENT_SOURCE_DIR}/master_service.c)

@@ -11,6 +11,7 @@
 
 #include "allocator.h"
 #include "master_service.h"
+#include "journal.h"
 #include "object_index.h"
 
 #include <pthread.h>
@@ -184,6 +185,10 @@ typedef struct mc_deferred_free {
     uint64_t lease_id;
     uint64_t free_at;
     uint64_t waited_from; /* when a put first waited for it; 0: none has yet */
+    /* With a journal attached (journal.c): the entry that dropped the extent; it is freed only
+     * once mc_master_journal_durable reached it. 0: no gate; UINT64_MAX: its entry is not
+     * assigned yet (the next journal entry tags it). */
+    uint64_t jseq;
 } mc_deferred_free_t;
 
 /* A put short of memory waits (the client retries) rather than evict live objects while fences
@@ -283,6 +288,15 @@ struct mc_master {
     /* promotion (promotion.c) */
     struct mc_promotion_state *promo; /* NULL unless enable_offload && promotion_on_hit */
     struct mc_task_manager *tasks;    /* replica copy/move tasks (task_manager.c) */
+
+    /* journal, export/import and restore (journal.c) */
+    mc_master_journal_t journal;      /* set == NULL: none attached */
+    uint64_t jseq;                    /* last sequence number assigned */
+    uint64_t jdurable;                /* highest seq declared durable */
+    size_t j_untagged;                /* deferred entries with jseq == UINT64_MAX */
+    struct mc_restore_table *restore; /* restored records not visible yet; NULL: none */
+    uint64_t restore_tag;             /* last tag handed to a restored value */
+    uint64_t restore_revived, restore_expired, restore_untrusted, restore_superseded;
 };
 
 uint64_t mc_master_now_locked(mc_master_t *m);
@@ -398,5 +412,24 @@ void mc_promotion_stats_locked(const mc_master_t *m, mc_master_stats_t *out);
 /* Debug invariant check of o's offload state; 1 when it holds. */
 int mc_offload_object_ok_locked(const mc_master_t *m, const mc_object_t *o);
 #endif
+
+/* ---- journal.c: journal entries, restore (lock held) --------------------------------------- */
+
+/* The durable state of COMPLETE `o` changed (committed, replica added or dropped): a SET entry
+ * (no-op without a journal). */
+void mc_journal_set_locked(mc_master_t *m, const mc_object_t *o);
+/* `key` lost its value: a DEL entry (no-op without a journal). */
+void mc_journal_del_locked(mc_master_t *m, const char *key, size_t len);
+/* Deferred-free gate: frees deferred entries whose readers are done and whose journal entry is
+ * durable (master_service.c). */
+void mc_master_deferred_sweep_locked(mc_master_t *m, uint64_t now);
+/* Segment `s` (in slot `slot`, just mounted, nothing allocated in it yet) belongs to
+ * `client_id`: restored replicas on it are reserved in its allocator and made visible. */
+void mc_restore_segment_mounted_locked(mc_master_t *m, uint32_t slot, const char *client_id);
+/* Monitor sweep: restored replicas past their bound are dropped. */
+void mc_restore_sweep_locked(mc_master_t *m, uint64_t now);
+/* `key` got a new value or was removed by this master: a restored record of it is stale. */
+void mc_restore_forget_locked(mc_master_t *m, const char *key, size_t len);
+void mc_restore_fini(mc_master_t *m);
 
 #endif /* MC_MASTER_INTERNAL_H */

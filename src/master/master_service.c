@@ -175,7 +175,8 @@ static void extent_free(mc_master_t *m, mc_replica_ref_t ref)
 /* Frees the extent now, or, while readers hold leases on `o`'s value, once they are done. */
 static void extent_release(mc_master_t *m, mc_replica_ref_t ref, const mc_object_t *o, uint64_t now)
 {
-    if (!mc_object_being_read(o, now)) {
+    int read = mc_object_being_read(o, now);
+    if (!read && !m->journal.set) {
         extent_free(m, ref);
         return;
     }
@@ -193,12 +194,24 @@ static void extent_release(mc_master_t *m, mc_replica_ref_t ref, const mc_object
         m->deferred = d;
         m->deferred_cap = cap;
     }
-    m->deferred[m->deferred_count++] = (mc_deferred_free_t){.seg = ref.seg,
-                                                            .handle = ref.handle,
-                                                            .readers = o->readers,
-                                                            .lease_id = o->read_lease_id,
-                                                            .free_at = o->read_until};
+    /* With a journal, the extent also waits for the entry that drops it to be durable
+     * (journal.h: the release gate); the entry tags it when it is assigned. */
+    m->deferred[m->deferred_count++] =
+        (mc_deferred_free_t){.seg = ref.seg,
+                             .handle = ref.handle,
+                             .readers = read ? o->readers : 0,
+                             .lease_id = read ? o->read_lease_id : 0,
+                             .free_at = read ? o->read_until : 0,
+                             .jseq = m->journal.set ? UINT64_MAX : 0};
+    if (m->journal.set)
+        m->j_untagged++;
     m->fenced_bytes += mc_alloc_extent_size(a, ref.handle);
+}
+
+/* 1 when deferred entry d's readers are done (now) and its journal entry is durable. */
+static int deferred_may_free(const mc_master_t *m, const mc_deferred_free_t *d, uint64_t now)
+{
+    return (d->free_at <= now || d->readers == 0) && d->jseq <= m->jdurable;
 }
 
 /* Frees deferred entry i (the last entry takes its place). */
@@ -208,6 +221,8 @@ static void deferred_free_at(mc_master_t *m, size_t i)
     mc_alloc_t *a = segment_at(m, d.seg)->alloc;
     m->fenced_bytes -= mc_alloc_extent_size(a, d.handle);
     extent_free(m, (mc_replica_ref_t){.seg = d.seg, .handle = d.handle});
+    if (d.jseq == UINT64_MAX)
+        m->j_untagged--;
     m->deferred[i] = m->deferred[--m->deferred_count];
 }
 
@@ -216,7 +231,7 @@ static size_t deferred_sweep(mc_master_t *m, uint64_t now)
 {
     size_t freed = 0;
     for (size_t i = 0; i < m->deferred_count;) {
-        if (m->deferred[i].free_at <= now) {
+        if (deferred_may_free(m, &m->deferred[i], now)) {
             deferred_free_at(m, i);
             freed++;
         } else {
@@ -224,6 +239,11 @@ static size_t deferred_sweep(mc_master_t *m, uint64_t now)
         }
     }
     return freed;
+}
+
+void mc_master_deferred_sweep_locked(mc_master_t *m, uint64_t now)
+{
+    deferred_sweep(m, now);
 }
 
 static int fence_worth_waiting(const mc_deferred_free_t *d, uint64_t now)
@@ -331,6 +351,7 @@ static int pending_revoke(mc_master_t *m, mc_object_t *o, int counted)
 /* The readable value is gone (its extents already released): PROCESSING again, or deleted. */
 static int value_lost(mc_master_t *m, mc_object_t *o)
 {
+    mc_journal_del_locked(m, mc_object_key(o), o->key_len);
     mc_offload_discard_locked(m, o); /* its files go with it */
     o->complete = 0;
     o->nrep = 0;
@@ -341,6 +362,7 @@ static int value_lost(mc_master_t *m, mc_object_t *o)
     o->has_checksum = 0;
     o->value_id = 0;
     o->writer = 0;
+    o->restore_tag = 0;
     m->complete_count--;
     if (o->pending)
         return 0;
@@ -362,6 +384,7 @@ void mc_master_drop_memory_locked(mc_master_t *m, mc_object_t *o, uint64_t now)
     }
     o->nrep = 0;
     readers_forget(o);
+    mc_journal_set_locked(m, o);
 }
 
 int mc_master_drop_value_locked(mc_master_t *m, mc_object_t *o, uint64_t now)
@@ -397,6 +420,7 @@ static mc_object_t *object_regrow(mc_master_t *m, mc_object_t *o, unsigned cap)
     n->checksum = o->checksum;
     n->value_id = o->value_id;
     n->writer = o->writer;
+    n->restore_tag = o->restore_tag;
     memcpy(n->rep, o->rep, o->nrep * sizeof(n->rep[0]));
     mc_index_replace(&m->index, o, n);
     mc_offload_object_moved_locked(n);
@@ -439,6 +463,8 @@ static int pending_commit(mc_master_t *m, mc_object_t *o, uint64_t now, const ui
     o->checksum = checksum ? *checksum : 0;
     o->value_id = 0; /* a new value: tasks of the old one no longer match (task_manager.c) */
     o->writer = mc_task_client_hash(p->client_id);
+    o->restore_tag = 0;
+    mc_restore_forget_locked(m, mc_object_key(o), o->key_len); /* a newer value */
     if (p->soft_pin_action == MC_SOFT_PIN_ENABLE)
         o->soft_pin_until = now + p->soft_pin_ttl_ms;
     else if (p->soft_pin_action == MC_SOFT_PIN_DISABLE)
@@ -449,6 +475,7 @@ static int pending_commit(mc_master_t *m, mc_object_t *o, uint64_t now, const ui
     o->pending = NULL;
     free(p);
     m->evict_retry_at = 0; /* a new eviction candidate exists */
+    mc_journal_set_locked(m, o);
     mc_offload_value_committed_locked(m, o, now);
     return 0;
 }
@@ -690,6 +717,7 @@ static int mount_locked(mc_master_t *m, const char *client_id, const mc_segment_
     m->segs[slot] = s;
     m->seg_count++;
     update_largest_capacity(m);
+    mc_restore_segment_mounted_locked(m, (uint32_t)slot, client_id); /* before any put */
     MC_INFO("mounted segment %s (%s, %" PRIu64 " bytes, %s) for client %s", seg->id, seg->name,
             seg->size, seg->protocol, client_id);
     return 0;
@@ -763,6 +791,8 @@ static void detach_segment(mc_master_t *m, mc_object_t *o, uint32_t slot, int co
     o->nrep = (uint8_t)kept;
     if (kept == 0 && mc_offload_ndisk(o) == 0)
         value_lost(m, o); /* else it stays readable from disk */
+    else
+        mc_journal_set_locked(m, o);
 }
 
 /*
@@ -1299,7 +1329,7 @@ static size_t release_deferred(mc_master_t *m, uint64_t *ids, size_t n)
         if (used)
             memset(used + at, 1, k);
         d->readers = k >= d->readers ? 0 : d->readers - (uint32_t)k;
-        if (d->readers == 0)
+        if (d->readers == 0 && d->jseq <= m->jdurable)
             deferred_free_at(m, i); /* entry i is now another one */
         else
             i++;
@@ -1393,6 +1423,8 @@ int mc_master_remove(mc_master_t *m, const char *key, int force)
         mc_master_drop_value_locked(m, o, now);
     else if (rc == 0)
         rc = MC_ERR_OBJECT_NOT_FOUND;
+    if (rc == MC_ERR_OBJECT_NOT_FOUND)
+        mc_restore_forget_locked(m, key, strlen(key)); /* a hidden restored record goes too */
     pthread_mutex_unlock(&m->lock);
     return rc;
 }
@@ -1769,6 +1801,7 @@ static void monitor_sweep_locked(mc_master_t *m, uint64_t now)
             unmount_locked(m, (uint32_t)k, 0); /* out of memory: again on the next sweep */
     }
     deferred_sweep(m, now);
+    mc_restore_sweep_locked(m, now);
     mc_tasks_sweep_locked(m, now);
     size_t kept = 0;
     for (size_t i = 0; i < m->fence_count; i++) {
@@ -1943,6 +1976,7 @@ static uint64_t instance_token(void)
 /* Frees all state; threads must be stopped. */
 static void master_free(mc_master_t *m)
 {
+    mc_restore_fini(m);
     mc_tasks_fini(m);
     mc_offload_fini(m);
     size_t cursor = 0;

@@ -624,6 +624,8 @@ static void offloader_remove(mc_master_t *m, mc_offloader_t *off)
         if (o->complete && o->nrep == 0 && mc_offload_ndisk(o) == 0) {
             mc_master_value_lost_locked(m, o);
             lost++;
+        } else {
+            mc_journal_set_locked(m, o);
         }
     }
     free(hit);
@@ -1125,6 +1127,7 @@ static int notify_one(mc_master_t *m, mc_offloader_t *off, const mc_offload_resu
         return rc == MC_ERR_REPLICA_ALREADY_EXISTS ? MC_ERR_TASK_NOT_FOUND : rc;
     m->offload_done++;
     m->offload_bytes += o->size;
+    mc_journal_set_locked(m, o);
     return 0;
 }
 
@@ -1163,6 +1166,8 @@ int mc_master_evict_disk_replicas(mc_master_t *m, const char *client_id,
         m->disk_evicted++;
         if (o->complete && o->nrep == 0 && mc_offload_ndisk(o) == 0)
             mc_master_value_lost_locked(m, o);
+        else
+            mc_journal_set_locked(m, o);
     }
     pthread_mutex_unlock(&m->lock);
     return rc;

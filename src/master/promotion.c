@@ -412,6 +412,7 @@ int mc_master_promotion_result(mc_master_t *m, const char *client_id, uint64_t t
         mc_alloc_set_cookie(s->alloc, p->dst.handle, o);
         o->rep[o->nrep++] = p->dst;
         p->has_dst = 0; /* the object owns it now */
+        mc_journal_set_locked(m, o);
         m->promo->completed++;
         m->promo->completed_bytes += o->size;
         m->evict_retry_at = 0; /* a new eviction candidate */

@@ -599,6 +599,7 @@ static int commit(mc_master_t *m, mc_task_t *t)
         }
         o->nrep = (uint8_t)kept;
     }
+    mc_journal_set_locked(m, o);
     snprintf(t->message, sizeof(t->message), "Task completed successfully");
     set_status(m, t, MC_TASK_SUCCESS);
     m->tasks->succeeded++;
@@ -657,6 +658,8 @@ static int clear_on_segment(mc_master_t *m, mc_object_t *o, const char *segment_
     o->nrep = (uint8_t)kept;
     if (kept == 0 && mc_offload_ndisk(o) == 0)
         mc_master_value_lost_locked(m, o);
+    else
+        mc_journal_set_locked(m, o);
     return 1;
 }
 

@@ -1,0 +1,716 @@
+/*
+ * journal.c — the master's durable object state (see journal.h): object records (protobuf-c
+ * mc.ObjectRecord), the journal of index changes and its release gate, export/import, and the
+ * restore table: imported records whose memory replicas wait for their owner's re-mount.
+ *
+ * Locking: everything here runs under the master's lock (functions named *_locked expect it;
+ * the public ones take it). Export takes it for one slice at a time.
+ */
+#include "journal.h"
+
+#include "log.h"
+#include "master_internal.h"
+#include "mooncake/errors.h"
+#include "snapshot.pb-c.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#define EXPORT_SLICE 1024    /* objects encoded per lock hold */
+#define RESTORE_TTL_FACTOR 3 /* restored replicas wait this many client TTLs for a re-mount */
+
+/* ---- the restore table ---------------------------------------------------------------------- */
+
+typedef struct mc_restore_mem {
+    char segment_id[MC_SEGMENT_ID_MAX];
+    char client_id[MC_CLIENT_ID_MAX];
+    char name[272];
+    uint64_t address;
+} mc_restore_mem_t;
+
+/* A restored record with memory replicas not visible yet (mem[0..nmem)). */
+typedef struct mc_restore_entry {
+    struct mc_restore_entry *next; /* hash chain */
+    uint64_t hash, size, soft_pin_ms, tag;
+    uint32_t checksum;
+    uint8_t has_checksum, hard_pinned, trusted, nmem;
+    mc_restore_mem_t mem[MC_MAX_REPLICAS];
+    size_t key_len;
+    char key[];
+} mc_restore_entry_t;
+
+/* Chained hash by key; cap is a power of two. */
+typedef struct mc_restore_table {
+    mc_restore_entry_t **b;
+    size_t cap, count;
+    uint64_t deadline; /* master clock ms: what is still hidden then is dropped */
+} mc_restore_table_t;
+
+static mc_restore_table_t *table(mc_master_t *m)
+{
+    if (!m->restore) {
+        m->restore = calloc(1, sizeof(*m->restore));
+        if (m->restore) {
+            m->restore->cap = 1024;
+            m->restore->b = calloc(m->restore->cap, sizeof(*m->restore->b));
+            if (!m->restore->b) {
+                free(m->restore);
+                m->restore = NULL;
+            }
+        }
+    }
+    return m->restore;
+}
+
+static mc_restore_entry_t **entry_slot(mc_restore_table_t *t, const char *key, size_t len,
+                                       uint64_t h)
+{
+    mc_restore_entry_t **p = &t->b[h & (t->cap - 1)];
+    while (*p && !((*p)->hash == h && (*p)->key_len == len && !memcmp((*p)->key, key, len)))
+        p = &(*p)->next;
+    return p;
+}
+
+static mc_restore_entry_t *entry_find(mc_master_t *m, const char *key, size_t len)
+{
+    if (!m->restore || m->restore->count == 0)
+        return NULL;
+    return *entry_slot(m->restore, key, len, XXH3_64bits(key, len));
+}
+
+static void entry_unlink(mc_restore_table_t *t, mc_restore_entry_t *e)
+{
+    mc_restore_entry_t **p = entry_slot(t, e->key, e->key_len, e->hash);
+    *p = e->next;
+    t->count--;
+}
+
+static void table_grow(mc_restore_table_t *t)
+{
+    size_t cap = t->cap * 2;
+    mc_restore_entry_t **b = calloc(cap, sizeof(*b));
+    if (!b)
+        return; /* longer chains, still correct */
+    for (size_t i = 0; i < t->cap; i++) {
+        for (mc_restore_entry_t *e = t->b[i], *n; e; e = n) {
+            n = e->next;
+            e->next = b[e->hash & (cap - 1)];
+            b[e->hash & (cap - 1)] = e;
+        }
+    }
+    free(t->b);
+    t->b = b;
+    t->cap = cap;
+}
+
+void mc_restore_forget_locked(mc_master_t *m, const char *key, size_t len)
+{
+    mc_restore_entry_t *e = entry_find(m, key, len);
+    if (!e)
+        return;
+    entry_unlink(m->restore, e);
+    m->restore_superseded++;
+    free(e);
+}
+
+void mc_restore_fini(mc_master_t *m)
+{
+    mc_restore_table_t *t = m->restore;
+    if (!t)
+        return;
+    for (size_t i = 0; i < t->cap; i++) {
+        for (mc_restore_entry_t *e = t->b[i], *n; e; e = n) {
+            n = e->next;
+            free(e);
+        }
+    }
+    free(t->b);
+    free(t);
+    m->restore = NULL;
+}
+
+/* ---- records --------------------------------------------------------------------------------- */
+
+/* Encodes the record of COMPLETE `o` (NULL: of `e` alone) plus e's hidden replicas (e may be
+ * NULL). Returns a malloc'd buffer, or NULL when out of memory. */
+static uint8_t *record_encode(const mc_master_t *m, const mc_object_t *o,
+                              const mc_restore_entry_t *e, uint64_t now, size_t *len)
+{
+    Mc__ObjectRecord r = MC__OBJECT_RECORD__INIT;
+    Mc__MemoryReplicaRecord mem[2 * MC_MAX_REPLICAS], *memp[2 * MC_MAX_REPLICAS];
+    Mc__DiskReplicaRecord disk[MC_MAX_DISK_REPLICAS], *diskp[MC_MAX_DISK_REPLICAS];
+    size_t nm = 0, nd = 0;
+    if (o) {
+        r.key = (char *)mc_object_key(o);
+        r.size = o->size;
+        r.has_checksum = o->has_checksum;
+        r.checksum = o->checksum;
+        r.soft_pin_remaining_ms = o->soft_pin_until > now ? o->soft_pin_until - now : 0;
+        r.hard_pinned = o->hard_pinned;
+        for (unsigned i = 0; i < o->nrep; i++) {
+            const mc_segment_t *s = mc_master_segment_locked(m, o->rep[i].seg);
+            if (!s || (o->size == 0 && s->gen != o->rep[i].handle))
+                continue; /* a 0-byte value's segment went */
+            mc__memory_replica_record__init(&mem[nm]);
+            mem[nm].segment_id = (char *)s->info.id;
+            mem[nm].client_id = (char *)s->info.client_id;
+            mem[nm].segment_name = (char *)s->info.name;
+            mem[nm].address =
+                o->size > 0 ? mc_alloc_extent_addr(s->alloc, o->rep[i].handle) : s->info.base;
+            mem[nm].length = o->size;
+            memp[nm] = &mem[nm];
+            nm++;
+        }
+        for (unsigned i = 0; i < mc_offload_ndisk(o); i++) {
+            const mc_disk_replica_t *d = &o->offload->disk[i];
+            mc__disk_replica_record__init(&disk[nd]);
+            disk[nd].type = d->type;
+            disk[nd].version = d->version;
+            disk[nd].owner_client = d->owner ? (char *)d->owner->client_id : (char *)"";
+            diskp[nd] = &disk[nd];
+            nd++;
+        }
+    } else {
+        r.key = (char *)e->key;
+        r.size = e->size;
+        r.has_checksum = e->has_checksum;
+        r.checksum = e->checksum;
+        r.soft_pin_remaining_ms = e->soft_pin_ms;
+        r.hard_pinned = e->hard_pinned;
+    }
+    for (unsigned i = 0; e && i < e->nmem && nm < 2 * MC_MAX_REPLICAS; i++) {
+        mc__memory_replica_record__init(&mem[nm]);
+        mem[nm].segment_id = (char *)e->mem[i].segment_id;
+        mem[nm].client_id = (char *)e->mem[i].client_id;
+        mem[nm].segment_name = (char *)e->mem[i].name;
+        mem[nm].address = e->mem[i].address;
+        mem[nm].length = e->size;
+        memp[nm] = &mem[nm];
+        nm++;
+    }
+    r.n_memory = nm;
+    r.memory = memp;
+    r.n_disk = nd;
+    r.disk = diskp;
+    *len = mc__object_record__get_packed_size(&r);
+    uint8_t *buf = malloc(*len ? *len : 1);
+    if (buf)
+        mc__object_record__pack(&r, buf);
+    return buf;
+}
+
+/* The restore entry whose hidden replicas belong to o's record, or NULL. */
+static mc_restore_entry_t *entry_of(mc_master_t *m, const mc_object_t *o)
+{
+    if (!o->restore_tag)
+        return NULL;
+    mc_restore_entry_t *e = entry_find(m, mc_object_key(o), o->key_len);
+    return e && e->tag == o->restore_tag ? e : NULL;
+}
+
+/* ---- the journal ----------------------------------------------------------------------------- */
+
+/* Deferred frees released by the entry just assigned wait for it (they are at the tail of the
+ * deferred list: nothing frees in between within one locked operation). */
+static void tag_deferred(mc_master_t *m, uint64_t seq)
+{
+    for (size_t i = m->deferred_count; i-- > 0 && m->j_untagged > 0;) {
+        if (m->deferred[i].jseq == UINT64_MAX) {
+            m->deferred[i].jseq = seq;
+            m->j_untagged--;
+        }
+    }
+}
+
+void mc_journal_set_locked(mc_master_t *m, const mc_object_t *o)
+{
+    if (!m->journal.set || !o->complete)
+        return;
+    size_t len = 0;
+    uint8_t *buf = record_encode(m, o, entry_of(m, o), mc_master_now_locked(m), &len);
+    uint64_t seq = ++m->jseq;
+    tag_deferred(m, seq);
+    if (!buf) {
+        MC_ERROR("journal: out of memory encoding the record of %.64s (entry %" PRIu64
+                 " lost: a failover may miss this change)",
+                 mc_object_key(o), seq);
+        return;
+    }
+    m->journal.set(m->journal.arg, seq, buf, len);
+    free(buf);
+}
+
+void mc_journal_del_locked(mc_master_t *m, const char *key, size_t len)
+{
+    if (!m->journal.set)
+        return;
+    uint64_t seq = ++m->jseq;
+    tag_deferred(m, seq);
+    m->journal.del(m->journal.arg, seq, key, len);
+}
+
+int mc_master_set_journal(mc_master_t *m, const mc_master_journal_t *j)
+{
+    if (!m || (j && (!j->set || !j->del)))
+        return MC_ERR_INVALID_PARAMS;
+    pthread_mutex_lock(&m->lock);
+    if (j) {
+        m->journal = *j;
+    } else {
+        memset(&m->journal, 0, sizeof(m->journal));
+        m->jdurable = UINT64_MAX - 1; /* no gate: everything counts as durable */
+        for (size_t i = 0; i < m->deferred_count; i++)
+            m->deferred[i].jseq = 0;
+        m->j_untagged = 0;
+        mc_master_deferred_sweep_locked(m, mc_master_now_locked(m));
+        m->jdurable = m->jseq;
+    }
+    pthread_mutex_unlock(&m->lock);
+    return 0;
+}
+
+void mc_master_journal_durable(mc_master_t *m, uint64_t seq)
+{
+    if (!m)
+        return;
+    pthread_mutex_lock(&m->lock);
+    if (seq > m->jdurable) {
+        m->jdurable = seq;
+        mc_master_deferred_sweep_locked(m, mc_master_now_locked(m));
+    }
+    pthread_mutex_unlock(&m->lock);
+}
+
+uint64_t mc_master_journal_seq(mc_master_t *m)
+{
+    if (!m)
+        return 0;
+    pthread_mutex_lock(&m->lock);
+    uint64_t seq = m->jseq;
+    pthread_mutex_unlock(&m->lock);
+    return seq;
+}
+
+/* ---- export ---------------------------------------------------------------------------------- */
+
+typedef struct enc_list {
+    uint8_t **buf;
+    size_t *len;
+    size_t n, cap;
+    int oom;
+} enc_list_t;
+
+static void enc_add(enc_list_t *l, uint8_t *buf, size_t len)
+{
+    if (!buf) {
+        l->oom = 1;
+        return;
+    }
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 64;
+        uint8_t **b = realloc(l->buf, cap * sizeof(*b));
+        size_t *n = b ? realloc(l->len, cap * sizeof(*n)) : NULL;
+        if (b)
+            l->buf = b;
+        if (!n) {
+            free(buf);
+            l->oom = 1;
+            return;
+        }
+        l->len = n;
+        l->cap = cap;
+    }
+    l->buf[l->n] = buf;
+    l->len[l->n++] = len;
+}
+
+typedef struct export_scan {
+    mc_master_t *m;
+    enc_list_t *out;
+    uint64_t now;
+} export_scan_t;
+
+static void export_object(void *arg, mc_object_t *o)
+{
+    export_scan_t *x = arg;
+    if (!o->complete || x->out->oom)
+        return;
+    size_t len;
+    uint8_t *buf = record_encode(x->m, o, entry_of(x->m, o), x->now, &len);
+    enc_add(x->out, buf, len);
+}
+
+/* Hands the slice's records to cb and empties the list; cb's first non-zero value. */
+static int enc_flush(enc_list_t *l, mc_master_export_fn cb, void *arg)
+{
+    int rc = 0;
+    for (size_t i = 0; i < l->n; i++) {
+        if (rc == 0 && !l->oom)
+            rc = cb(arg, l->buf[i], l->len[i]);
+        free(l->buf[i]);
+    }
+    l->n = 0;
+    return rc;
+}
+
+int mc_master_export(mc_master_t *m, uint64_t *start_seq, mc_master_export_fn cb, void *arg)
+{
+    if (!m || !cb)
+        return MC_ERR_INVALID_PARAMS;
+    enc_list_t l = {0};
+    int rc = 0;
+    pthread_mutex_lock(&m->lock);
+    if (start_seq)
+        *start_seq = m->jseq;
+    pthread_mutex_unlock(&m->lock);
+    size_t cursor = 0;
+    do { /* objects of the index */
+        pthread_mutex_lock(&m->lock);
+        export_scan_t x = {.m = m, .out = &l, .now = mc_master_now_locked(m)};
+        do
+            cursor = mc_index_scan(&m->index, cursor, export_object, &x);
+        while (cursor != 0 && l.n < EXPORT_SLICE && !l.oom);
+        pthread_mutex_unlock(&m->lock);
+        rc = enc_flush(&l, cb, arg);
+    } while (cursor != 0 && rc == 0 && !l.oom);
+    /* restored records with no visible replica yet (the table's buckets, a slice at a time;
+     * a bucket changed meanwhile may be missed or seen twice: the journal fixes that too) */
+    for (size_t bucket = 0; rc == 0 && !l.oom;) {
+        pthread_mutex_lock(&m->lock);
+        mc_restore_table_t *t = m->restore;
+        if (!t || bucket >= t->cap) {
+            pthread_mutex_unlock(&m->lock);
+            break;
+        }
+        for (; bucket < t->cap && l.n < EXPORT_SLICE && !l.oom; bucket++) {
+            for (const mc_restore_entry_t *e = t->b[bucket]; e; e = e->next) {
+                const mc_object_t *o = mc_index_find(&m->index, e->key, e->key_len);
+                if (o && o->complete && o->restore_tag == e->tag)
+                    continue; /* exported with its object */
+                size_t len;
+                uint8_t *buf = record_encode(m, NULL, e, 0, &len);
+                enc_add(&l, buf, len);
+            }
+        }
+        pthread_mutex_unlock(&m->lock);
+        rc = enc_flush(&l, cb, arg);
+    }
+    int oom = l.oom;
+    enc_flush(&l, cb, arg);
+    free(l.buf);
+    free(l.len);
+    return rc ? rc : oom ? MC_ERR_INTERNAL_ERROR : 0;
+}
+
+/* ---- import ---------------------------------------------------------------------------------- */
+
+static int text_fits(const char *s, size_t cap)
+{
+    return s && strnlen(s, cap) < cap;
+}
+
+static void extend_deadline(mc_master_t *m)
+{
+    uint64_t until = mc_master_now_locked(m) + RESTORE_TTL_FACTOR * m->cfg.client_ttl_ms;
+    if (m->restore && m->restore->deadline < until)
+        m->restore->deadline = until;
+}
+
+static int import(mc_master_t *m, const uint8_t *record, size_t len, int trusted)
+{
+    if (!m || !record)
+        return MC_ERR_INVALID_PARAMS;
+    Mc__ObjectRecord *r = mc__object_record__unpack(NULL, len, record);
+    if (!r)
+        return MC_ERR_INVALID_PARAMS;
+    int rc = MC_ERR_INVALID_PARAMS;
+    size_t klen = r->key ? strlen(r->key) : 0;
+    if (klen == 0 || klen > MC_MAX_KEY_LEN || r->n_memory > MC_MAX_REPLICAS)
+        goto out;
+    for (size_t i = 0; i < r->n_memory; i++) {
+        const Mc__MemoryReplicaRecord *x = r->memory[i];
+        if (!text_fits(x->segment_id, MC_SEGMENT_ID_MAX) || !x->segment_id[0] ||
+            !text_fits(x->client_id, MC_CLIENT_ID_MAX) || !text_fits(x->segment_name, 272) ||
+            x->length != r->size || (r->size > 0 && x->address % MC_ALLOC_ALIGN))
+            goto out;
+    }
+    mc_restore_entry_t *e = calloc(1, sizeof(*e) + klen + 1);
+    rc = MC_ERR_INTERNAL_ERROR;
+    if (!e)
+        goto out;
+    memcpy(e->key, r->key, klen + 1);
+    e->key_len = klen;
+    e->hash = XXH3_64bits(r->key, klen);
+    e->size = r->size;
+    e->has_checksum = r->has_checksum;
+    e->checksum = r->checksum;
+    e->soft_pin_ms = r->soft_pin_remaining_ms;
+    e->hard_pinned = r->hard_pinned;
+    e->trusted = (uint8_t)trusted;
+    for (size_t i = 0; i < r->n_memory; i++) {
+        mc_restore_mem_t *x = &e->mem[e->nmem++];
+        snprintf(x->segment_id, sizeof(x->segment_id), "%s", r->memory[i]->segment_id);
+        snprintf(x->client_id, sizeof(x->client_id), "%s", r->memory[i]->client_id);
+        snprintf(x->name, sizeof(x->name), "%s", r->memory[i]->segment_name);
+        x->address = r->memory[i]->address;
+    }
+    pthread_mutex_lock(&m->lock);
+    mc_restore_table_t *t = table(m);
+    if (!t) {
+        pthread_mutex_unlock(&m->lock);
+        free(e);
+        goto out;
+    }
+    e->tag = ++m->restore_tag;
+    mc_restore_entry_t **p = entry_slot(t, e->key, e->key_len, e->hash);
+    if (*p) { /* SET replaces */
+        mc_restore_entry_t *old = *p;
+        e->next = old->next;
+        free(old);
+        *p = e;
+    } else if (e->nmem > 0) {
+        e->next = NULL;
+        *p = e;
+        if (++t->count > t->cap)
+            table_grow(t);
+    } else {
+        free(e); /* disk-only: the file rescan brings it back (journal.h) */
+    }
+    extend_deadline(m);
+    pthread_mutex_unlock(&m->lock);
+    rc = 0;
+out:
+    mc__object_record__free_unpacked(r, NULL);
+    return rc;
+}
+
+int mc_master_import(mc_master_t *m, const uint8_t *record, size_t len)
+{
+    return import(m, record, len, 1);
+}
+
+int mc_master_import_untrusted(mc_master_t *m, const uint8_t *record, size_t len)
+{
+    return import(m, record, len, 0);
+}
+
+int mc_master_import_del(mc_master_t *m, const char *key, size_t key_len)
+{
+    if (!m || !key || key_len == 0 || key_len > MC_MAX_KEY_LEN)
+        return MC_ERR_INVALID_PARAMS;
+    pthread_mutex_lock(&m->lock);
+    mc_restore_entry_t *e = entry_find(m, key, key_len);
+    if (e) {
+        entry_unlink(m->restore, e);
+        free(e);
+    }
+    pthread_mutex_unlock(&m->lock);
+    return 0;
+}
+
+void mc_master_import_trust_all(mc_master_t *m)
+{
+    if (!m)
+        return;
+    pthread_mutex_lock(&m->lock);
+    mc_restore_table_t *t = m->restore;
+    for (size_t i = 0; t && i < t->cap; i++) {
+        for (mc_restore_entry_t *e = t->b[i]; e; e = e->next)
+            e->trusted = 1;
+    }
+    extend_deadline(m);
+    pthread_mutex_unlock(&m->lock);
+}
+
+void mc_master_restore_stats(mc_master_t *m, mc_restore_stats_t *out)
+{
+    if (!m || !out)
+        return;
+    pthread_mutex_lock(&m->lock);
+    out->pending = m->restore ? m->restore->count : 0;
+    out->revived = m->restore_revived;
+    out->expired = m->restore_expired;
+    out->untrusted = m->restore_untrusted;
+    out->superseded = m->restore_superseded;
+    pthread_mutex_unlock(&m->lock);
+}
+
+/* ---- revival at re-mount --------------------------------------------------------------------- */
+
+typedef struct revive {
+    mc_restore_entry_t *e;
+    uint64_t address;
+    char segment_id[MC_SEGMENT_ID_MAX];
+} revive_t;
+
+static int revive_cmp(const void *a, const void *b)
+{
+    uint64_t x = ((const revive_t *)a)->address, y = ((const revive_t *)b)->address;
+    return (x > y) - (x < y);
+}
+
+/* Drops e's hidden replica on `segment_id` (and e once it has none). */
+static void entry_drop_mem(mc_master_t *m, mc_restore_entry_t *e, const char *segment_id)
+{
+    for (unsigned i = 0; i < e->nmem; i++) {
+        if (!strcmp(e->mem[i].segment_id, segment_id)) {
+            e->mem[i] = e->mem[--e->nmem];
+            break;
+        }
+    }
+    if (e->nmem == 0) {
+        entry_unlink(m->restore, e);
+        free(e);
+    }
+}
+
+/* Makes e's replica at `address` in segment `slot` visible: 0, or -1 (dropped). */
+static int revive_one(mc_master_t *m, mc_restore_entry_t *e, uint32_t slot, uint64_t address,
+                      uint32_t *hint, uint64_t now)
+{
+    mc_segment_t *s = mc_master_segment_locked(m, slot);
+    mc_object_t *o = mc_index_find(&m->index, e->key, e->key_len);
+    if (o && !(o->complete && o->restore_tag == e->tag)) {
+        m->restore_superseded++; /* written (or being written) since: the newer value wins */
+        return -1;
+    }
+    if (o && o->nrep >= o->rep_cap) {
+        mc_object_t *n = mc_master_object_regrow_locked(m, o, o->nrep + 1u);
+        if (!n)
+            return -1;
+        o = n;
+    }
+    mc_replica_ref_t ref = {.seg = slot, .handle = s->gen};
+    if (e->size > 0) {
+        int rc = mc_alloc_reserve(s->alloc, address, e->size, NULL, &ref.handle, hint);
+        if (rc != 0) {
+            MC_WARN("restore: %.64s at 0x%" PRIx64 " (+%" PRIu64 ") in segment %s does not fit "
+                    "its free space (%d): replica dropped",
+                    e->key, address, e->size, s->info.id, rc);
+            m->restore_expired++;
+            return -1;
+        }
+    }
+    if (!o) {
+        o = mc_object_new(e->key, e->key_len, e->nmem);
+        if (!o || mc_index_insert(&m->index, o) != 0) {
+            mc_object_free(o);
+            if (e->size > 0)
+                mc_alloc_free(s->alloc, ref.handle);
+            return -1;
+        }
+        o->size = e->size;
+        o->complete = 1;
+        o->complete_ms = now;
+        o->access_ms = now;
+        o->has_checksum = e->has_checksum;
+        o->checksum = e->checksum;
+        o->hard_pinned = e->hard_pinned;
+        o->soft_pin_until = e->soft_pin_ms ? now + e->soft_pin_ms : 0;
+        /* upstream §5.4: restored objects get a fresh lease */
+        o->lease_timeout =
+            m->cfg.default_kv_lease_ttl_ms ? now + m->cfg.default_kv_lease_ttl_ms : 0;
+        o->restore_tag = e->tag;
+        m->complete_count++;
+        m->evict_retry_at = 0;
+    }
+    o->rep[o->nrep++] = ref;
+    mc_master_set_cookies_locked(m, &ref, 1, o->size, o);
+    m->restore_revived++;
+    return 0;
+}
+
+void mc_restore_segment_mounted_locked(mc_master_t *m, uint32_t slot, const char *client_id)
+{
+    mc_restore_table_t *t = m->restore;
+    if (!t || t->count == 0)
+        return;
+    const mc_segment_t *s = mc_master_segment_locked(m, slot);
+    revive_t *v = NULL;
+    size_t n = 0, cap = 0;
+    for (size_t i = 0; i < t->cap; i++) {
+        for (mc_restore_entry_t *e = t->b[i]; e; e = e->next) {
+            for (unsigned k = 0; k < e->nmem; k++) {
+                if (strcmp(e->mem[k].segment_id, s->info.id) ||
+                    strcmp(e->mem[k].client_id, client_id))
+                    continue;
+                if (n == cap) {
+                    cap = cap ? cap * 2 : 256;
+                    revive_t *nv = realloc(v, cap * sizeof(*nv));
+                    if (!nv) {
+                        MC_ERROR("restore: out of memory reviving segment %s: its restored "
+                                 "replicas stay hidden",
+                                 s->info.id);
+                        free(v);
+                        return;
+                    }
+                    v = nv;
+                }
+                v[n].e = e;
+                v[n].address = e->mem[k].address;
+                snprintf(v[n].segment_id, sizeof(v[n].segment_id), "%s", s->info.id);
+                n++;
+            }
+        }
+    }
+    qsort(v, n, sizeof(*v), revive_cmp);
+    uint64_t now = mc_master_now_locked(m);
+    uint32_t hint = MC_ALLOC_HANDLE_NONE;
+    size_t revived = 0, untrusted = 0;
+    for (size_t i = 0; i < n; i++) {
+        mc_restore_entry_t *e = v[i].e;
+        int ok = -1;
+        if (!e->trusted) {
+            m->restore_untrusted++;
+            untrusted++;
+        } else {
+            ok = revive_one(m, e, slot, v[i].address, &hint, now);
+        }
+        char key[MC_MAX_KEY_LEN + 1];
+        size_t klen = e->key_len;
+        memcpy(key, e->key, klen + 1);
+        entry_drop_mem(m, e, v[i].segment_id); /* e may be freed */
+        mc_object_t *o = mc_index_find(&m->index, key, klen);
+        if (ok == 0) {
+            revived++;
+            mc_journal_set_locked(m, o);
+        } else if (!entry_find(m, key, klen) && !o) {
+            mc_journal_del_locked(m, key, klen); /* none of it is left */
+        }
+    }
+    free(v);
+    if (n > 0)
+        MC_INFO("restore: segment %s of client %s re-mounted: %zu restored replicas visible, %zu "
+                "dropped (untrusted: %zu)",
+                s->info.id, client_id, revived, n - revived, untrusted);
+}
+
+void mc_restore_sweep_locked(mc_master_t *m, uint64_t now)
+{
+    mc_restore_table_t *t = m->restore;
+    if (!t || t->count == 0 || now < t->deadline)
+        return;
+    uint64_t dropped = 0;
+    for (size_t i = 0; i < t->cap; i++) {
+        for (mc_restore_entry_t *e = t->b[i], *n; e; e = n) {
+            n = e->next;
+            dropped += e->nmem;
+            m->restore_expired += e->nmem;
+            t->b[i] = n;
+            t->count--;
+            mc_object_t *o = mc_index_find(&m->index, e->key, e->key_len);
+            if (o && o->complete && o->restore_tag == e->tag)
+                mc_journal_set_locked(m, o); /* its hidden replicas are gone */
+            else if (!o || !o->complete)
+                mc_journal_del_locked(m, e->key, e->key_len);
+            free(e);
+        }
+    }
+    MC_WARN("restore: %" PRIu64 " restored memory replicas were not re-mounted by their owners "
+            "within %d client TTLs: dropped",
+            dropped, RESTORE_TTL_FACTOR);
+}
