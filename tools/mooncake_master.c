@@ -1135,15 +1135,30 @@ typedef struct master_servers {
     mc_ha_t *ha;         /* --enable_ha: the election; NULL otherwise */
     mc_etcd_t *log_etcd; /* --enable_oplog: the operation log's etcd handle */
     mc_oplog_t *oplog;   /* --enable_oplog */
+    uint64_t oplog_backlog; /* new writes wait while more entries than this wait for etcd */
     int deposed_efd; /* --enable_ha: written when this master lost leadership */
 } master_servers_t;
 
+/* Until the election runs, serve nothing. */
+static int gate_closed(void *arg, uint16_t opcode)
+{
+    (void)arg;
+    (void)opcode;
+    return 0;
+}
+
 static void servers_stop(master_servers_t *s)
 {
-    mc_ha_stop(s->ha); /* first: a leader hands over before it stops answering */
-    if (s->master)
+    /* A leader: stop answering, commit what the operation log still holds (bounded), then
+     * hand leadership over (the lease revoked: a standby takes over at once). */
+    if (s->rpc && s->ha)
+        mc_rpc_server_set_gate(s->rpc, gate_closed, NULL);
+    if (s->master && s->oplog)
         mc_master_set_journal(s->master, NULL);
-    mc_oplog_destroy(s->oplog); /* a leader commits what is queued first (bounded) */
+    mc_oplog_destroy(s->oplog);
+    s->oplog = NULL;
+    mc_ha_stop(s->ha);
+    s->ha = NULL;
     if (s->log_etcd)
         mc_etcd_destroy(s->log_etcd);
     mc_http_metadata_server_stop(s->metadata);
@@ -1225,17 +1240,20 @@ static void ha_deposed(void *arg, const char *why)
         MC_ERROR("cannot signal the loss of leadership: %s", strerror(errno));
 }
 
-static int ha_gate(void *arg)
+/* The operation log's backlog a new write waits for (bounds what a crash can lose). */
+#define OPLOG_MAX_BACKLOG_BATCHES 1
+#define OPLOG_BACKPRESSURE_MS 2000
+
+static int ha_gate(void *arg, uint16_t opcode)
 {
-    return mc_ha_may_serve(arg);
+    master_servers_t *s = arg;
+    if (!mc_ha_may_serve(s->ha))
+        return 0;
+    if (s->oplog && (opcode == MC_RPC_PUT_START || opcode == MC_RPC_UPSERT_START))
+        mc_oplog_wait_room(s->oplog, s->oplog_backlog, OPLOG_BACKPRESSURE_MS);
+    return mc_ha_may_serve(s->ha);
 }
 
-/* Until the election runs, serve nothing. */
-static int gate_closed(void *arg)
-{
-    (void)arg;
-    return 0;
-}
 
 /* Starts everything and logs the start-up line; on failure the reason is already logged. */
 static int servers_start(const master_opts_t *o, master_servers_t *s)
@@ -1301,8 +1319,11 @@ static int servers_start(const master_opts_t *o, master_servers_t *s)
                                 .durable = oplog_durable,
                                 .on_fail = oplog_failed,
                                 .arg = s};
+        s->oplog_backlog = (uint64_t)o->oplog_batch_max_entries * OPLOG_MAX_BACKLOG_BATCHES;
         if (rc == 0)
             rc = mc_oplog_create(&lc, &s->oplog);
+        if (rc == 0) /* a standby: what it applies waits for owners only once it leads */
+            rc = mc_master_restore_hold(s->master);
         if (rc == 0)
             rc = mc_oplog_start_standby(s->oplog);
         if (rc != 0)
@@ -1320,7 +1341,7 @@ static int servers_start(const master_opts_t *o, master_servers_t *s)
                              .arg = s};
         rc = mc_ha_start(&hc, &s->ha);
         if (rc == 0)
-            mc_rpc_server_set_gate(s->rpc, ha_gate, s->ha);
+            mc_rpc_server_set_gate(s->rpc, ha_gate, s);
         else
             MC_ERROR("cannot start the leader election: %s", mc_error_name(rc));
     }

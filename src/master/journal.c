@@ -48,6 +48,7 @@ typedef struct mc_restore_table {
     mc_restore_entry_t **b;
     size_t cap, count;
     uint64_t deadline; /* master clock ms: what is still hidden then is dropped */
+    int hold;          /* a standby: nothing expires until it takes over (trust_all) */
 } mc_restore_table_t;
 
 static mc_restore_table_t *table(mc_master_t *m)
@@ -512,6 +513,18 @@ int mc_master_import_del(mc_master_t *m, const char *key, size_t key_len)
     return 0;
 }
 
+int mc_master_restore_hold(mc_master_t *m)
+{
+    if (!m)
+        return MC_ERR_INVALID_PARAMS;
+    pthread_mutex_lock(&m->lock);
+    mc_restore_table_t *t = table(m);
+    if (t)
+        t->hold = 1;
+    pthread_mutex_unlock(&m->lock);
+    return t ? 0 : MC_ERR_INTERNAL_ERROR;
+}
+
 void mc_master_import_trust_all(mc_master_t *m)
 {
     if (!m)
@@ -522,6 +535,8 @@ void mc_master_import_trust_all(mc_master_t *m)
         for (mc_restore_entry_t *e = t->b[i]; e; e = e->next)
             e->trusted = 1;
     }
+    if (t)
+        t->hold = 0; /* serving now: owners have 3 client TTLs from here to re-mount */
     extend_deadline(m);
     pthread_mutex_unlock(&m->lock);
 }
@@ -692,7 +707,7 @@ void mc_restore_segment_mounted_locked(mc_master_t *m, uint32_t slot, const char
 void mc_restore_sweep_locked(mc_master_t *m, uint64_t now)
 {
     mc_restore_table_t *t = m->restore;
-    if (!t || t->count == 0 || now < t->deadline)
+    if (!t || t->count == 0 || t->hold || now < t->deadline)
         return;
     uint64_t dropped = 0;
     for (size_t i = 0; i < t->cap; i++) {

@@ -51,7 +51,8 @@ struct mc_oplog {
     pthread_t thread;
     int thread_running, leading;
     atomic_uint_fast64_t durable_seq, batches_committed, entries_applied, write_failures,
-        checksum_failures;
+        checksum_failures, bp_waits, bp_timeouts;
+    pthread_cond_t room; /* signalled when a batch committed */
 };
 
 static void batch_key(const mc_oplog_t *log, uint64_t id, char *out, size_t cap)
@@ -86,6 +87,7 @@ int mc_oplog_create(const mc_oplog_config_t *config, mc_oplog_t **out)
     }
     pthread_mutex_init(&log->lock, NULL);
     pthread_cond_init(&log->cond, NULL);
+    pthread_cond_init(&log->room, NULL);
     *out = log;
     return 0;
 }
@@ -247,6 +249,32 @@ static void free_entries(pending_entry_t *e)
         free(e);
         e = next;
     }
+}
+
+int mc_oplog_wait_room(mc_oplog_t *log, uint64_t max_pending, int timeout_ms)
+{
+    pthread_mutex_lock(&log->lock);
+    if (log->npending <= max_pending || !log->leading) {
+        pthread_mutex_unlock(&log->lock);
+        return 1;
+    }
+    atomic_fetch_add(&log->bp_waits, 1);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += timeout_ms / 1000;
+    ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    int rc = 0;
+    while (log->npending > max_pending && !log->failed && rc == 0)
+        rc = pthread_cond_timedwait(&log->room, &log->lock, &ts);
+    int room = log->npending <= max_pending;
+    pthread_mutex_unlock(&log->lock);
+    if (!room)
+        atomic_fetch_add(&log->bp_timeouts, 1);
+    return room;
 }
 
 void mc_oplog_append(mc_oplog_t *log, uint64_t local_seq, uint32_t type, const char *key,
@@ -445,6 +473,7 @@ static void *append_main(void *arg)
             pthread_mutex_lock(&log->lock);
             log->last_batch_id = id;
             log->npending -= n;
+            pthread_cond_broadcast(&log->room);
             pthread_mutex_unlock(&log->lock);
             atomic_store(&log->durable_seq, last_seq);
             atomic_fetch_add(&log->batches_committed, 1);
@@ -489,6 +518,7 @@ void mc_oplog_destroy(mc_oplog_t *log)
     free_entries(log->head);
     pthread_mutex_destroy(&log->lock);
     pthread_cond_destroy(&log->cond);
+    pthread_cond_destroy(&log->room);
     free(log->cluster_id);
     free(log);
 }
@@ -506,4 +536,6 @@ void mc_oplog_get_stats(mc_oplog_t *log, mc_oplog_stats_t *out)
     out->entries_applied = atomic_load(&log->entries_applied);
     out->write_failures = atomic_load(&log->write_failures);
     out->checksum_failures = atomic_load(&log->checksum_failures);
+    out->backpressure_waits = atomic_load(&log->bp_waits);
+    out->backpressure_timeouts = atomic_load(&log->bp_timeouts);
 }

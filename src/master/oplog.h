@@ -70,6 +70,12 @@ int mc_oplog_start_standby(mc_oplog_t *log);
  * the last batch. 0, or an error (the caller gives leadership up).
  */
 int mc_oplog_promote(mc_oplog_t *log, int64_t view_version);
+/*
+ * Leader, before admitting a new write: waits (up to timeout_ms) until at most max_pending
+ * entries wait for etcd, so that what a crash can lose stays bounded. 1 when there is room,
+ * 0 after the timeout (counted in backpressure_timeouts).
+ */
+int mc_oplog_wait_room(mc_oplog_t *log, uint64_t max_pending, int timeout_ms);
 /* Leader: queues one entry (copied). local_seq: the master's journal sequence number. */
 void mc_oplog_append(mc_oplog_t *log, uint64_t local_seq, uint32_t type, const char *key,
                      const uint8_t *record, size_t len);
@@ -83,6 +89,8 @@ typedef struct mc_oplog_stats {
     uint64_t entries_applied;   /* standby + catch-up */
     uint64_t write_failures;    /* etcd transactions that failed (retried) */
     uint64_t checksum_failures; /* batches whose CRC32C did not match */
+    uint64_t backpressure_waits;    /* writes held back while the log was behind */
+    uint64_t backpressure_timeouts; /* ... that were let through after the timeout */
 } mc_oplog_stats_t;
 void mc_oplog_get_stats(mc_oplog_t *log, mc_oplog_stats_t *out);
 

@@ -222,10 +222,10 @@ static void rpc_write_done(uv_write_t *req, int status)
 }
 
 /* 0 when the gate (HA: not the leader, or past its lease deadline) refuses to serve now. */
-static int rpc_gate_open(mc_rpc_server_t *s)
+static int rpc_gate_open(mc_rpc_server_t *s, uint16_t opcode)
 {
     mc_rpc_gate_fn gate = atomic_load(&s->gate);
-    if (!gate || gate(atomic_load(&s->gate_arg)))
+    if (!gate || gate(atomic_load(&s->gate_arg), opcode))
         return 1;
     atomic_fetch_add(&s->gate_refused, 1);
     return 0;
@@ -254,7 +254,7 @@ int mc_rpc_conn_reply(rpc_conn_t *c, uint16_t opcode, uint64_t id, const Protobu
     rpc_reply_t *r = malloc(sizeof(*r) + MC_FRAME_HEADER_SIZE + body);
     if (!r)
         return MC_ERR_INTERNAL_ERROR;
-    if (!rpc_gate_open(c->worker->server)) {
+    if (!rpc_gate_open(c->worker->server, 0)) {
         /* Leadership ended while the request ran: its effect dies with this master's state, and
          * the client, getting no answer, retries at the new leader. */
         free(r);
@@ -356,7 +356,7 @@ static void rpc_conn_authenticate(rpc_conn_t *c, const mc_frame_header_t *h, con
 static void rpc_dispatch(rpc_conn_t *c, const mc_frame_header_t *h, const uint8_t *body)
 {
     mc_rpc_server_t *s = c->worker->server;
-    if (!rpc_gate_open(s)) { /* not leading: execute nothing, answer nothing */
+    if (!rpc_gate_open(s, h->opcode)) { /* not leading: execute nothing, answer nothing */
         rpc_conn_close(c);
         return;
     }

@@ -90,12 +90,13 @@ int mc_rpc_server_start_limited(mc_master_t *master, const char *host, int port,
                                 const mc_rpc_limits_t *limits, const mc_auth_t *auth,
                                 mc_rpc_server_t **out);
 /*
- * Master high availability (ha.h): gate(arg) is asked before each request is executed and again
- * before its reply is queued; when it answers 0 the request gets no reply and its connection is
- * closed (counted in gate_refused). NULL gate: always serve. Thread-safe; set it right after
- * start. mooncake_master passes mc_ha_may_serve.
+ * Master high availability (ha.h): gate(arg, opcode) is asked before each request is executed and
+ * again (opcode 0) before its reply is queued; when it answers 0 the request gets no reply and its
+ * connection is closed (counted in gate_refused). It runs on the loop thread and may block it
+ * briefly (mooncake_master holds new puts back while the operation log is behind). NULL gate:
+ * always serve. Thread-safe; set it right after start.
  */
-typedef int (*mc_rpc_gate_fn)(void *arg);
+typedef int (*mc_rpc_gate_fn)(void *arg, uint16_t opcode);
 void mc_rpc_server_set_gate(mc_rpc_server_t *server, mc_rpc_gate_fn gate, void *arg);
 /* The port actually bound. */
 int mc_rpc_server_port(const mc_rpc_server_t *server);
