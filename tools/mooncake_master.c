@@ -252,6 +252,7 @@ typedef struct master_opts {
     int enable_oplog;             /* the operation log in etcd (oplog.h) */
     int64_t oplog_poll_interval_ms;
     int64_t oplog_batch_max_entries;
+    int oplog_sync_ack; /* ours: acknowledge a change only once it is in etcd */
     char *config_path;
     char *log_dir;
     int logtostderr;
@@ -353,6 +354,7 @@ static void opts_default(master_opts_t *o)
     o->ha_lease_ttl_seconds = MC_MASTER_VIEW_LEASE_TTL_S;
     o->oplog_poll_interval_ms = MC_OPLOG_DEFAULT_POLL_MS;
     o->oplog_batch_max_entries = MC_OPLOG_DEFAULT_BATCH_MAX_ENTRIES;
+    o->oplog_sync_ack = 1;
     for (size_t i = 0; i < COMPAT_COUNT; i++)
         compat_parse_default(&compat_flags[i], &o->compat[i]);
 }
@@ -387,6 +389,9 @@ static size_t flags_table(master_opts_t *o, mc_flag_t *out, size_t cap)
                  "how often a standby reads new operation-log batches"),
         FLAG_INT("oplog_batch_max_entries", oplog_batch_max_entries, 1, 100000,
                  "entries in one operation-log batch at most"),
+        FLAG("oplog_sync_ack", MC_FLAG_BOOL, oplog_sync_ack,
+             "acknowledge a put/remove only once it is in etcd (false: at once, as upstream; "
+             "a failover then loses the last unlogged ones)"),
         FLAG("rpc_interface", MC_FLAG_STRING, rpc_interface,
              "NIC whose IPv4 address replaces --rpc_address (an unknown NIC is an error)"),
         FLAG("rpc_enable_tcp_no_delay", MC_FLAG_BOOL, rpc_enable_tcp_no_delay,
@@ -1135,6 +1140,8 @@ typedef struct master_servers {
     mc_ha_t *ha;         /* --enable_ha: the election; NULL otherwise */
     mc_etcd_t *log_etcd; /* --enable_oplog: the operation log's etcd handle */
     mc_oplog_t *oplog;   /* --enable_oplog */
+    int sync_ack;        /* --oplog_sync_ack */
+    atomic_uint_fast64_t durable_local; /* the master's journal seq committed in etcd */
     uint64_t oplog_backlog; /* new writes wait while more entries than this wait for etcd */
     int deposed_efd; /* --enable_ha: written when this master lost leadership */
 } master_servers_t;
@@ -1201,7 +1208,22 @@ static int oplog_apply(void *arg, uint32_t type, const char *key, const uint8_t 
 static void oplog_durable(void *arg, uint64_t local_seq)
 {
     master_servers_t *s = arg;
+    atomic_store(&s->durable_local, local_seq);
     mc_master_journal_durable(s->master, local_seq);
+    if (s->sync_ack)
+        mc_rpc_server_durable_advanced(s->rpc);
+}
+
+static uint64_t barrier_seq(void *arg)
+{
+    master_servers_t *s = arg;
+    return mc_master_journal_seq(s->master);
+}
+
+static uint64_t barrier_durable(void *arg)
+{
+    master_servers_t *s = arg;
+    return atomic_load(&s->durable_local);
 }
 
 static void oplog_failed(void *arg, const char *why)
@@ -1224,6 +1246,8 @@ static int ha_elected(void *arg, int64_t view_version)
         rc = mc_master_set_journal(s->master, &j);
         if (rc != 0)
             return rc;
+        if (s->sync_ack) /* from now on a change is acknowledged once it is in etcd */
+            mc_rpc_server_set_barrier(s->rpc, barrier_seq, barrier_durable, s);
     }
     MC_INFO("leading the cluster (view_version %lld): serving on port %d", (long long)view_version,
             mc_rpc_server_port(s->rpc));
@@ -1320,6 +1344,7 @@ static int servers_start(const master_opts_t *o, master_servers_t *s)
                                 .on_fail = oplog_failed,
                                 .arg = s};
         s->oplog_backlog = (uint64_t)o->oplog_batch_max_entries * OPLOG_MAX_BACKLOG_BATCHES;
+        s->sync_ack = o->oplog_sync_ack;
         if (rc == 0)
             rc = mc_oplog_create(&lc, &s->oplog);
         if (rc == 0) /* a standby: what it applies waits for owners only once it leads */

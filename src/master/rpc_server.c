@@ -63,6 +63,14 @@
 
 typedef struct rpc_worker rpc_worker_t;
 
+typedef struct rpc_reply {
+    uv_write_t req;
+    struct rpc_reply *next; /* held replies (see mc_rpc_server_set_barrier) */
+    size_t len;             /* frame bytes */
+    uint64_t need;          /* held until the barrier's durable sequence reaches this */
+    uint8_t bytes[];        /* frame header + body */
+} rpc_reply_t;
+
 struct rpc_conn {
     uv_tcp_t tcp; /* tcp.data points back here */
     rpc_worker_t *worker;
@@ -82,12 +90,12 @@ struct rpc_conn {
     size_t reserved;           /* bytes charged to server->buffered; >= cap */
     int mem_wait;              /* reading stopped: the buffer budget had no room */
     uint64_t last_progress_ms; /* last byte received or reply written; 0 = not yet swept */
+    /* durability barrier: replies held until what they acknowledge is durable, in order */
+    uint64_t dispatch_seq; /* the barrier's sequence when the current request began */
+    rpc_reply_t *held, *held_tail;
+    size_t held_bytes;
 };
 
-typedef struct rpc_reply {
-    uv_write_t req;
-    uint8_t bytes[]; /* frame header + body */
-} rpc_reply_t;
 
 struct rpc_worker {
     mc_rpc_server_t *server;
@@ -130,6 +138,11 @@ struct mc_rpc_server {
     _Atomic(mc_rpc_gate_fn) gate; /* NULL: always serve */
     void *_Atomic gate_arg;
     atomic_uint_fast64_t gate_refused;
+    /* durability barrier (NULL seq: none) */
+    _Atomic(mc_rpc_seq_fn) barrier_seq;
+    _Atomic(mc_rpc_seq_fn) barrier_durable;
+    void *_Atomic barrier_arg;
+    atomic_uint_fast64_t replies_held;
 };
 
 /* ---- receive-buffer budget --------------------------------------------------------------- */
@@ -164,6 +177,10 @@ static void rpc_release_to(rpc_conn_t *c, size_t keep)
 static void rpc_conn_closed(uv_handle_t *h)
 {
     rpc_conn_t *c = h->data;
+    for (rpc_reply_t *r = c->held, *n; r; r = n) { /* never acknowledged: never durable */
+        n = r->next;
+        free(r);
+    }
     atomic_fetch_sub(&c->worker->server->active, 1);
     rpc_release_to(c, 0);
     free(c->buf);
@@ -231,6 +248,23 @@ static int rpc_gate_open(mc_rpc_server_t *s, uint16_t opcode)
     return 0;
 }
 
+void mc_rpc_server_set_barrier(mc_rpc_server_t *server, mc_rpc_seq_fn seq, mc_rpc_seq_fn durable,
+                               void *arg)
+{
+    atomic_store(&server->barrier_arg, arg);
+    atomic_store(&server->barrier_durable, durable);
+    atomic_store(&server->barrier_seq, seq);
+}
+
+void mc_rpc_server_durable_advanced(mc_rpc_server_t *server)
+{
+    if (!server || atomic_load(&server->stopping))
+        return;
+    for (int i = 0; i < server->nworkers; i++)
+        if (server->workers[i].loop_ready)
+            uv_async_send(&server->workers[i].wakeup);
+}
+
 void mc_rpc_server_set_gate(mc_rpc_server_t *server, mc_rpc_gate_fn gate, void *arg)
 {
     atomic_store(&server->gate_arg, arg);
@@ -266,8 +300,36 @@ int mc_rpc_conn_reply(rpc_conn_t *c, uint16_t opcode, uint64_t id, const Protobu
         rpc_count(c->worker->server, idx, ok);
     mc_frame_encode((uint16_t)(opcode | MC_RPC_REPLY), id, (uint32_t)body, 0, r->bytes);
     protobuf_c_message_pack(msg, r->bytes + MC_FRAME_HEADER_SIZE);
+    r->len = MC_FRAME_HEADER_SIZE + body;
+    r->next = NULL;
+    r->need = 0;
+    mc_rpc_server_t *srv = c->worker->server;
+    mc_rpc_seq_fn seq = atomic_load(&srv->barrier_seq);
+    if (seq) {
+        /* What this request changed must be durable before it is acknowledged; replies of
+         * the connection leave in order, so one held reply holds the ones after it. */
+        void *arg = atomic_load(&srv->barrier_arg);
+        uint64_t now = seq(arg);
+        r->need = now > c->dispatch_seq ? now : 0;
+        if (c->held && c->held_tail->need > r->need)
+            r->need = c->held_tail->need;
+        if (c->held || (r->need && r->need > atomic_load(&srv->barrier_durable)(arg))) {
+            if (c->held_tail)
+                c->held_tail->next = r;
+            else
+                c->held = r;
+            c->held_tail = r;
+            c->held_bytes += r->len;
+            atomic_fetch_add(&srv->replies_held, 1);
+            if (!c->paused && c->held_bytes > MC_RPC_MAX_PENDING_REPLY_BYTES) {
+                c->paused = 1;
+                uv_read_stop((uv_stream_t *)&c->tcp);
+            }
+            return 0;
+        }
+    }
     r->req.data = r;
-    uv_buf_t b = uv_buf_init((char *)r->bytes, (unsigned int)(MC_FRAME_HEADER_SIZE + body));
+    uv_buf_t b = uv_buf_init((char *)r->bytes, (unsigned int)r->len);
     int rc = uv_write(&r->req, (uv_stream_t *)&c->tcp, &b, 1, rpc_write_done);
     if (rc < 0) {
         free(r);
@@ -379,6 +441,8 @@ static void rpc_dispatch(rpc_conn_t *c, const mc_frame_header_t *h, const uint8_
         rpc_conn_reject(c, "unknown opcode %u (request id %" PRIu64 ")", h->opcode, h->request_id);
         return;
     }
+    mc_rpc_seq_fn seq = atomic_load(&s->barrier_seq);
+    c->dispatch_seq = seq ? seq(atomic_load(&s->barrier_arg)) : 0;
     int rc = mc_rpc_methods[idx].handler(c, h->opcode, h->request_id, body, h->body_len);
     if (rc == MC_ERR_DESERIALIZE_FAIL) {
         rpc_conn_reject(c, "%s (opcode %u): body of %u bytes does not decode",
@@ -646,11 +710,53 @@ static void rpc_close_walk(uv_handle_t *h, void *arg)
         uv_close(h, NULL);
 }
 
+/* Writes a connection's held replies that became durable (in order); closes the connection
+ * instead when this master may no longer answer (the gate). */
+static void rpc_flush_held(rpc_conn_t *c, uint64_t durable)
+{
+    while (c->held && c->held->need <= durable && !c->closing) {
+        rpc_reply_t *r = c->held;
+        if (!rpc_gate_open(c->worker->server, 0)) {
+            rpc_conn_close(c);
+            return;
+        }
+        c->held = r->next;
+        if (!c->held)
+            c->held_tail = NULL;
+        c->held_bytes -= r->len;
+        r->req.data = r;
+        uv_buf_t b = uv_buf_init((char *)r->bytes, (unsigned int)r->len);
+        if (uv_write(&r->req, (uv_stream_t *)&c->tcp, &b, 1, rpc_write_done) < 0) {
+            free(r);
+            rpc_conn_close(c);
+            return;
+        }
+    }
+    if (c->paused && !c->closing && c->held_bytes <= MC_RPC_MAX_PENDING_REPLY_BYTES / 2 &&
+        uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) <=
+            MC_RPC_MAX_PENDING_REPLY_BYTES / 2)
+        rpc_resume(c);
+}
+
+static void rpc_flush_walk(uv_handle_t *h, void *arg)
+{
+    if (h->type != UV_TCP || !h->data || uv_is_closing(h))
+        return;
+    rpc_conn_t *c = h->data;
+    if (c->held)
+        rpc_flush_held(c, *(const uint64_t *)arg);
+}
+
 /* Takes every queued fd (closing them when stopping). */
 static void rpc_worker_wakeup(uv_async_t *a)
 {
     rpc_worker_t *w = a->data;
     int stopping = atomic_load(&w->server->stopping);
+    mc_rpc_seq_fn durable = atomic_load(&w->server->barrier_durable);
+    if (durable && !stopping) {
+        uint64_t d = durable(atomic_load(&w->server->barrier_arg));
+        uv_walk(&w->loop, rpc_flush_walk, &d);
+    }
     for (;;) {
         pthread_mutex_lock(&w->lock);
         int fd = w->npending ? w->pending[--w->npending] : -1;
@@ -903,6 +1009,7 @@ size_t mc_rpc_server_get_stats(const mc_rpc_server_t *server, mc_rpc_server_stat
             out->protocol_errors = atomic_load(&s->protocol_errors);
             out->auth_refused = atomic_load(&s->auth_refused);
             out->gate_refused = atomic_load(&s->gate_refused);
+            out->replies_held = atomic_load(&s->replies_held);
             out->connections_stalled = atomic_load(&s->stalled);
             out->connections_idle_closed = atomic_load(&s->idle_closed);
             out->buffered_bytes = atomic_load(&s->buffered);

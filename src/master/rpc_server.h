@@ -98,6 +98,20 @@ int mc_rpc_server_start_limited(mc_master_t *master, const char *host, int port,
  */
 typedef int (*mc_rpc_gate_fn)(void *arg, uint16_t opcode);
 void mc_rpc_server_set_gate(mc_rpc_server_t *server, mc_rpc_gate_fn gate, void *arg);
+/*
+ * Durability barrier (HA with the operation log): seq(arg) is the master's journal sequence now,
+ * durable(arg) the highest one committed in etcd. A reply to a request during which seq advanced
+ * is held until durable reaches it (and so are the replies after it on that connection, which
+ * keep their order); mc_rpc_server_durable_advanced, called when durable moved, writes the held
+ * replies that may go (each loop thread walks its connections), or closes the connection when
+ * the gate no longer lets this master answer. A held reply is never sent by a master that is not
+ * leading: an acknowledged write is in the log. Both functions must be cheap and thread-safe.
+ * Call set_barrier right after start (seq NULL: none).
+ */
+typedef uint64_t (*mc_rpc_seq_fn)(void *arg);
+void mc_rpc_server_set_barrier(mc_rpc_server_t *server, mc_rpc_seq_fn seq, mc_rpc_seq_fn durable,
+                               void *arg);
+void mc_rpc_server_durable_advanced(mc_rpc_server_t *server);
 /* The port actually bound. */
 int mc_rpc_server_port(const mc_rpc_server_t *server);
 /* Closes every connection, stops and joins the threads, frees the server. NULL is a no-op. */
@@ -124,6 +138,7 @@ typedef struct mc_rpc_server_stats {
     mc_rpc_limits_t limits;  /* in force */
     uint64_t auth_refused;   /* connections refused by the cluster-secret check */
     uint64_t gate_refused;   /* requests not served: this master was not leading (HA) */
+    uint64_t replies_held;   /* replies held until their changes were durable (HA) */
 } mc_rpc_server_stats_t;
 
 /* Number of methods; mc_rpc_server_get_methods fills up to that many entries. */

@@ -75,13 +75,20 @@ static size_t value_of(int t, int i, uint8_t *out)
     return len;
 }
 
+static int sync_ack = 1; /* --oplog_sync_ack of the masters started from now on */
+
 static int start_master(int i)
 {
     char ep[300], cid[100];
     snprintf(ep, sizeof(ep), "--etcd_endpoints=%s", ec.endpoints);
     snprintf(cid, sizeof(cid), "--cluster_id=%s", cluster_id);
-    const char *extra[] = {"--enable_ha=true", ep, cid, "--enable_oplog=true",
-                           "--oplog_poll_interval_ms=200", NULL};
+    const char *extra[] = {"--enable_ha=true",
+                           ep,
+                           cid,
+                           "--enable_oplog=true",
+                           "--oplog_poll_interval_ms=200",
+                           sync_ack ? "--oplog_sync_ack=true" : "--oplog_sync_ack=false",
+                           NULL};
     int port = masters[i].rpc_port ? masters[i].rpc_port : mc_test_free_port();
     int rc = mc_master_start_on(&masters[i], port, 0, extra);
     master_up[i] = rc == 0;
@@ -292,10 +299,13 @@ static void print_verdict(const char *what, const verdict_t *v)
     fflush(stdout);
 }
 
-static void failover_under_verified_load(void **state)
+static void failover_under_load(int sync)
 {
-    (void)state;
     mc_etcd_t *e;
+    sync_ack = sync;
+    snprintf(cluster_id, sizeof(cluster_id), "test_ha_%s_%d", sync ? "sync" : "async",
+             (int)getpid());
+    setenv("MC_STORE_CLUSTER_ID", cluster_id, 1);
     assert_int_equal(mc_etcd_create(ec.endpoints, 2000, &e), 0);
     int leader = start_cluster(e, NMASTERS);
     printf("  leader: master %d at %s\n", leader, masters[leader].addr);
@@ -361,15 +371,33 @@ static void failover_under_verified_load(void **state)
     for (int t = 0; t < NWRITERS; t++)
         mc_store_free(w[t].s);
 
+    /* Never another object's bytes, in either mode. */
     assert_int_equal(b.wrong + b.mismatch + b2.wrong + b2.mismatch, 0);
     assert_int_equal(a.wrong + a.mismatch + a2.wrong + a2.mismatch, 0);
     int total = b.exact + b.missing + b.other;
     assert_true(total > 1000);
-    assert_true((double)b.exact >= 0.999 * total);
+    if (sync) /* acknowledged = in the log: all of it survives (the issue asks >= 99.9 %) */
+        assert_true((double)b.exact >= 0.999 * total);
+    /* async: what the leader acknowledged in its last commit window is missing (printed) */
     assert_int_equal(a.exact, a.exact + a.missing + a.other); /* after failover: all exact */
 
     stop_cluster();
     mc_etcd_destroy(e);
+}
+
+/* --oplog_sync_ack=true (the default): every acknowledged put survives. */
+static void failover_under_verified_load(void **state)
+{
+    (void)state;
+    failover_under_load(1);
+}
+
+/* --oplog_sync_ack=false (upstream's behaviour): exact or missing, never wrong bytes. */
+static void failover_async_ack_never_wrong(void **state)
+{
+    (void)state;
+    failover_under_load(0);
+    sync_ack = 1;
 }
 
 static void stalled_leader_is_deposed(void **state)
@@ -502,6 +530,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(failover_under_verified_load, test_teardown),
+        cmocka_unit_test_teardown(failover_async_ack_never_wrong, test_teardown),
         cmocka_unit_test_teardown(stalled_leader_is_deposed, test_teardown),
         cmocka_unit_test_teardown(planned_restart_of_every_master, test_teardown),
     };
