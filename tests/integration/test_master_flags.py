@@ -35,8 +35,6 @@ except ImportError:
 
 # Upstream flags we refuse, with a value that is not upstream's default, and the default.
 REFUSED = [
-    ("enable_ha", "true", "false"),
-    ("enable_oplog", "true", "false"),
     ("enable_snapshot", "true", "false"),
     ("enable_snapshot_restore", "true", "false"),
     ("root_fs_dir", "/tmp/mc_root", ""),
@@ -62,10 +60,8 @@ NOOP = [
     "kv_events_model_name=m", "kv_events_backend_id=b", "kv_events_tenant_id=t",
     "kv_events_additional_salt=s", "kv_events_lora_name=l", "kv_events_block_size=16",
     "kv_events_dp_rank=1", "kv_events_emit_legacy_compat=false",
-    "kv_events_emit_object_key=false", "kv_events_queue_capacity=10", "ha_backend_type=redis",
-    "ha_backend_connstring=x", "etcd_endpoints=127.0.0.1:2379", "pod_name=p",
-    "pod_namespace=n", "cluster_id=c1", "oplog_poll_interval_ms=10",
-    "oplog_batch_max_entries=10", "batch_oplog_retry_timeout_sec=10",
+    "kv_events_emit_object_key=false", "kv_events_queue_capacity=10", "pod_name=p",
+    "pod_namespace=n", "batch_oplog_retry_timeout_sec=10",
     "global_file_segment_size=1000", "enable_disk_eviction=false", "quota_bytes=10",
     "tenant_quota_connector_type=etcd", "tenant_quota_connector_uri=x",
     "snapshot_backup_dir=/tmp", "snapshot_interval_seconds=5",
@@ -306,19 +302,33 @@ class RefusedFlags(unittest.TestCase):
                 self.assertEqual(len(lines), 1, err)
                 self.assertIn(f"--{name}={bad} is not supported: ", lines[0])
 
-    def test_enable_ha_names_issue_15(self):
-        rc, err = run_master(["--enable_ha"])
-        self.assertEqual(rc, 2)
-        self.assertIn("--enable_ha=true is not supported", err)
-        self.assertIn("issue 15", err)
+    def test_ha_start_up_checks(self):
+        # --enable_ha (issue 15): upstream's fatal start-up checks, each with one clear line.
+        cases = [
+            (["--enable_ha"], 1, "--enable_ha needs the etcd endpoints"),
+            (["--enable_ha", "--etcd_endpoints=127.0.0.1:2379"], 1,
+             "must be an address clients reach, not 0.0.0.0"),
+            (["--enable_ha", "--etcd_endpoints=127.0.0.1:2379", "--rpc_address=127.0.0.1",
+              "--ha_backend_type=redis"], 2, "--ha_backend_type=redis is not supported"),
+            (["--enable_oplog"], 1, "--enable_oplog needs --enable_ha"),
+            (["--enable_ha", "--etcd_endpoints=127.0.0.1:2379", "--rpc_address=127.0.0.1",
+              "--cluster_id=/"], 1, "--cluster_id=\"/\" is empty"),
+        ]
+        for args, code, text in cases:
+            with self.subTest(args=args):
+                rc, err = run_master(args + ["--rpc_port=0", "--metrics_port=0"]
+                                     if "--rpc_address=127.0.0.1" not in args
+                                     else args + ["--rpc_port=1", "--metrics_port=0"])
+                self.assertEqual(rc, code, err)
+                self.assertIn(text, err)
 
     def test_refused_in_the_config_file_exits_2(self):
         with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f:
-            f.write("enable_ha: true\nrpc_port: 0\n")
+            f.write("enable_cxl: true\nrpc_port: 0\n")
             f.flush()
             rc, err = run_master([f"--config_path={f.name}", "--metrics_port=0"])
         self.assertEqual(rc, 2, err)
-        self.assertIn("--enable_ha=true is not supported", err)
+        self.assertIn("--enable_cxl=true is not supported", err)
 
     def test_refused_flags_at_their_default_start(self):
         args = [f"--{name}={default}" for name, _, default in REFUSED]
