@@ -59,7 +59,8 @@ int main(int argc, char **argv)
     int64_t http_port = 9300;
     mc_flag_t flags[] = {
         {"master_server_address", MC_FLAG_STRING, &master, "mooncake_master address host:port"},
-        {"metadata_server", MC_FLAG_STRING, &metadata, "P2PHANDSHAKE or http://host:port/metadata"},
+        {"metadata_server", MC_FLAG_STRING, &metadata,
+         "P2PHANDSHAKE, http://host:port/metadata or etcd://host:port[;host:port]"},
         {"host", MC_FLAG_STRING, &host,
          "address peers reach this client at (0.0.0.0 = this machine's primary address); "
          "host:port fixes the port too"},

@@ -41,7 +41,7 @@ typedef struct mc_store mc_store_t; /* handle */
 
 typedef struct mc_store_config {
     const char *local_hostname;     /* "host" or "host:port" this client serves its segment on */
-    const char *metadata_server;    /* "P2PHANDSHAKE" or "http://host:port/metadata" */
+    const char *metadata_server;    /* P2PHANDSHAKE, http://h:p/metadata, etcd://h:p[;h:p], h:p */
     uint64_t global_segment_size;   /* bytes contributed to the pool; 0 = pure client */
     uint64_t local_buffer_size;     /* bytes of local staging; 0 = pure server (no put/get) */
     const char *protocol;           /* "tcp" (default) or "rdma" */

@@ -59,9 +59,16 @@
  * shm and rdma are NOT checked: the initiator copies straight to/from the owner's memory
  * without the owner taking part. The store's end-to-end checksum covers those.
  *
- * Metadata (how peers find a segment's descriptor): "P2PHANDSHAKE" (ask the endpoint itself) or
- * "http://host:port/metadata" (descriptors published with PUT, looked up with GET; a segment not
- * found there is still asked directly, so HTTP and P2PHANDSHAKE peers interoperate).
+ * Metadata (how peers find a segment's descriptor): "P2PHANDSHAKE" (ask the endpoint itself),
+ * "http://host:port/metadata" (descriptors published with PUT, looked up with GET), or etcd:
+ * "etcd://h1:2379[;h2:2379...]" (',' also separates endpoints) or a string without a scheme
+ * ("h1:2379"), which upstream also reads as etcd. In etcd, the keys are upstream's
+ * (mooncake/[<MC_METADATA_CLUSTER_ID>/]ram/<segment> and .../rpc_meta/<segment>), put under an
+ * etcd lease of the engine (TTL: env MC_ETCD_METADATA_LEASE_TTL seconds, default 10) that a
+ * thread keeps alive every TTL/3, re-granting it and publishing again if it was lost; the
+ * descriptor of a process that died disappears after the TTL (differs: upstream puts them with
+ * no lease). mc_te_destroy revokes the lease. A segment not found in the metadata service is
+ * still asked directly, so HTTP, etcd and P2PHANDSHAKE peers interoperate.
  *
  * Errors: every function returns 0 or a negative store code (mooncake/errors.h):
  *   MC_ERR_INVALID_PARAMS    bad argument (NULL, zero length, unknown protocol or rdma device,
@@ -102,7 +109,10 @@ typedef int64_t mc_segment_id_t;                        /* an opened segment */
 typedef struct mc_transfer_engine_config {
     /* "host:port" this engine serves on; host may be 0.0.0.0; port 0 = any free port. */
     const char *local_server_name;
-    /* "P2PHANDSHAKE" (default when NULL) or "http://host:port/metadata". */
+    /* "P2PHANDSHAKE" (default when NULL), "http://host:port/metadata", or etcd:
+     * "etcd://host:port[;host:port...]" or "host:port[;...]" (no scheme). With etcd, mc_te_create
+     * fails with MC_ERR_ETCD_OPERATION_ERROR when no endpoint grants the engine's lease and with
+     * MC_ERR_INVALID_PARAMS on a malformed endpoint list. */
     const char *metadata_server;
     /* "tcp" (default when NULL) or "rdma". */
     const char *protocol;
@@ -204,9 +214,10 @@ const char *mc_te_protocol(const mc_transfer_engine_t *te);
 int mc_te_get_server_stats(mc_transfer_engine_t *te, mc_te_server_stats_t *out);
 
 /*
- * Publishes this engine's segment descriptor to the HTTP metadata service again (a no-op for
- * P2PHANDSHAKE): for when the service lost it, e.g. the master embedding it restarted.
- * Returns 0 or MC_ERR_RPC_FAIL (service unreachable).
+ * Publishes this engine's segment descriptor to the HTTP metadata service (or etcd) again (a
+ * no-op for P2PHANDSHAKE): for when the service lost it, e.g. the master embedding it restarted.
+ * Returns 0 or MC_ERR_RPC_FAIL (HTTP service unreachable) / MC_ERR_ETCD_OPERATION_ERROR (no etcd
+ * endpoint answered).
  */
 int mc_te_republish(mc_transfer_engine_t *te);
 

@@ -176,16 +176,13 @@ static int do_initialize(McEngineObject *self, const char *local_hostname, const
         return -1;
     }
     int p2p = !strcmp(metadata, "P2PHANDSHAKE");
-    if (!p2p && strncmp(metadata, "http://", 7) != 0) {
-        if (!strstr(metadata, "://") || !strncmp(metadata, "etcd://", 7))
-            MC_ERROR("initialize: metadata server \"%s\" means etcd (upstream treats a string "
-                     "without a scheme as etcd); etcd metadata is not implemented yet in "
-                     "mooncake-c (issue 15): use \"P2PHANDSHAKE\" or \"http://host:port/metadata\"",
-                     metadata);
-        else
-            MC_ERROR("initialize: metadata server \"%s\": only \"P2PHANDSHAKE\" and "
-                     "\"http://host:port/metadata\" are supported by mooncake-c",
-                     metadata);
+    /* etcd: "etcd://h:p[;h:p]" or no scheme (upstream reads a string without one as etcd) */
+    int etcd = !p2p && (!strncmp(metadata, "etcd://", 7) || !strstr(metadata, "://"));
+    if (!p2p && !etcd && strncmp(metadata, "http://", 7) != 0) {
+        MC_ERROR("initialize: metadata server \"%s\": only \"P2PHANDSHAKE\", "
+                 "\"http://host:port/metadata\" and etcd (\"etcd://host:port[;host:port]\" or "
+                 "\"host:port\") are supported by mooncake-c",
+                 metadata);
         return -1;
     }
     char host[MC_HOST_MAX];
@@ -195,8 +192,8 @@ static int do_initialize(McEngineObject *self, const char *local_hostname, const
         return -1;
     }
     /* P2PHANDSHAKE: always a random port in the RPC range (upstream ignores a port in
-     * local_hostname there). HTTP metadata: the port in local_hostname when there is one (our
-     * segment name is the endpoint, so it stays local_hostname verbatim), else random. */
+     * local_hostname there). HTTP or etcd metadata: the port in local_hostname when there is
+     * one (our segment name is the endpoint, so it stays local_hostname verbatim), else random. */
     int random_port = p2p || port == 0;
     int lo = env_port("MC_MIN_RPC_PORT", RPC_PORT_MIN_DEFAULT);
     int hi = env_port("MC_MAX_RPC_PORT", RPC_PORT_MAX_DEFAULT);
@@ -852,10 +849,12 @@ static PyMethodDef engine_methods[] = {
      "\"P2PHANDSHAKE\" listens on a random free port in [MC_MIN_RPC_PORT=15000,\n"
      "MC_MAX_RPC_PORT=17000] of local_hostname's host (a port in local_hostname is ignored)\n"
      "and names the segment \"<host>:<rpc_port>\": peers use f\"{host}:{get_rpc_port()}\".\n"
-     "\"http://host:port/metadata\": the segment is named local_hostname verbatim when it\n"
-     "has a port (the engine listens there), else \"<host>:<random port>\" (differs: upstream\n"
-     "keeps the bare host). Differs: a metadata server without a scheme (upstream: etcd),\n"
-     "etcd:// and redis:// give -1 (etcd is not implemented yet, issue 15). protocol \"tcp\"\n"
+     "\"http://host:port/metadata\" and etcd (\"etcd://h:p[;h:p]\", or \"h:p\" without a\n"
+     "scheme, as upstream): the segment is named local_hostname verbatim when it has a port\n"
+     "(the engine listens there), else \"<host>:<random port>\" (differs: upstream keeps the\n"
+     "bare host). In etcd the descriptor lives under a lease of the engine (TTL\n"
+     "MC_ETCD_METADATA_LEASE_TTL s, default 10; differs: upstream uses none). redis:// gives\n"
+     "-1. protocol \"tcp\"\n"
      "or \"rdma\" (UCX; without an RDMA device it runs over UCX's tcp/shm); others give -1\n"
      "(differs: upstream falls back to tcp). device_name: comma list of RDMA devices, \"\" =\n"
      "automatic. The cluster secret comes from MOONCAKE_CLUSTER_SECRET[_FILE]. Once only.\n"

@@ -353,6 +353,29 @@ const mc_remote_region_t *mc_desc_find(const mc_segment_desc_t *d, uint64_t addr
     return NULL;
 }
 
+/* The metadata service's put/del/get: etcd (etcd_metadata.c) or HTTP (http_metadata_client.c). */
+static int md_put(mc_transfer_engine_t *te, const char *key, const char *value, size_t len)
+{
+    if (te->etcd_md)
+        return mc_etcd_md_put(te->etcd_md, key, value, len);
+    return mc_http_metadata_put_auth(te->auth, te->metadata_url, key, value, len);
+}
+
+static void md_del(mc_transfer_engine_t *te, const char *key)
+{
+    if (te->etcd_md)
+        mc_etcd_md_del(te->etcd_md, key);
+    else
+        mc_http_metadata_del_auth(te->auth, te->metadata_url, key);
+}
+
+static int md_get(mc_transfer_engine_t *te, const char *key, char **value, size_t *len)
+{
+    if (te->etcd_md)
+        return mc_etcd_md_get(te->etcd_md, key, value, len);
+    return mc_http_metadata_get(te->metadata_url, key, value, len);
+}
+
 int mc_metadata_publish(mc_transfer_engine_t *te)
 {
     if (!te->metadata_url[0])
@@ -378,7 +401,7 @@ int mc_metadata_publish(mc_transfer_engine_t *te)
     if (rc != 0)
         return rc;
     snprintf(key, sizeof(key), MC_RAM_KEY_PREFIX "%s", te->name);
-    rc = mc_http_metadata_put_auth(te->auth, te->metadata_url, key, json, strlen(json));
+    rc = md_put(te, key, json, strlen(json));
     free(json);
     if (rc != 0) {
         MC_ERROR("cannot publish segment %s to metadata server %s: %s", te->name, te->metadata_url,
@@ -390,7 +413,7 @@ int mc_metadata_publish(mc_transfer_engine_t *te)
     mc_net_split_endpoint(te->name, 0, host, &port);
     snprintf(key, sizeof(key), MC_RPC_META_KEY_PREFIX "%s", te->name);
     snprintf(rpc, sizeof(rpc), "{\"ip_or_host_name\":\"%s\",\"rpc_port\":%d}", host, port);
-    rc = mc_http_metadata_put_auth(te->auth, te->metadata_url, key, rpc, strlen(rpc));
+    rc = md_put(te, key, rpc, strlen(rpc));
     if (rc != 0)
         MC_WARN("cannot publish rpc_meta of %s to %s: %s", te->name, te->metadata_url,
                 mc_error_name(rc));
@@ -403,9 +426,9 @@ void mc_metadata_unpublish(mc_transfer_engine_t *te)
         return;
     char key[512];
     snprintf(key, sizeof(key), MC_RAM_KEY_PREFIX "%s", te->name);
-    mc_http_metadata_del_auth(te->auth, te->metadata_url, key);
+    md_del(te, key);
     snprintf(key, sizeof(key), MC_RPC_META_KEY_PREFIX "%s", te->name);
-    mc_http_metadata_del_auth(te->auth, te->metadata_url, key);
+    md_del(te, key);
 }
 
 int mc_metadata_lookup(mc_transfer_engine_t *te, const char *name, mc_segment_desc_t *out,
@@ -424,7 +447,7 @@ int mc_metadata_lookup(mc_transfer_engine_t *te, const char *name, mc_segment_de
         char key[512], *json = NULL;
         size_t len = 0;
         snprintf(key, sizeof(key), MC_RAM_KEY_PREFIX "%s", name);
-        int rc = mc_http_metadata_get(te->metadata_url, key, &json, &len);
+        int rc = md_get(te, key, &json, &len);
         if (rc == 0) {
             rc = mc_desc_from_json(json, len, out);
             free(json);

@@ -63,9 +63,14 @@ static int configure(mc_transfer_engine_t *te, const mc_transfer_engine_config_t
         if (strlen(meta) >= sizeof(te->metadata_url))
             return MC_ERR_INVALID_PARAMS;
         snprintf(te->metadata_url, sizeof(te->metadata_url), "%s", meta);
+    } else if (mc_etcd_md_is_etcd(meta)) {
+        /* "etcd://h:p[;h:p]", or no scheme (upstream: etcd); opened in mc_te_create */
+        if (strlen(meta) >= sizeof(te->metadata_url))
+            return MC_ERR_INVALID_PARAMS;
+        snprintf(te->metadata_url, sizeof(te->metadata_url), "%s", meta);
     } else {
-        MC_ERROR("metadata server \"%s\" is not supported: use P2PHANDSHAKE or "
-                 "http://host:port/metadata",
+        MC_ERROR("metadata server \"%s\" is not supported: use P2PHANDSHAKE, "
+                 "http://host:port/metadata or etcd://host:port[;host:port...]",
                  meta);
         return MC_ERR_INVALID_PARAMS;
     }
@@ -248,6 +253,8 @@ int mc_te_create(const mc_transfer_engine_config_t *config, mc_transfer_engine_t
     int rc = configure(te, config, bind_host, &port);
     if (rc == 0)
         rc = mc_auth_resolve(config->cluster_secret, config->cluster_secret_file, &te->auth);
+    if (rc == 0 && mc_etcd_md_is_etcd(te->metadata_url))
+        rc = mc_etcd_md_open(te->metadata_url, &te->etcd_md); /* lease + keep-alive thread */
     if (rc == 0 && !strcmp(te->protocol, "rdma"))
         rc = mc_rdma_start(te, config->device_names, bind_host);
     if (rc != 0) {
@@ -335,6 +342,7 @@ void mc_te_destroy(mc_transfer_engine_t *te)
     pthread_cond_destroy(&te->queue_cond);
     pthread_mutex_destroy(&te->shm_lock);
     mc_auth_destroy(te->auth);
+    mc_etcd_md_close(te->etcd_md); /* revokes the lease: whatever unpublish missed goes too */
     free(te);
 }
 

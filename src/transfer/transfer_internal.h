@@ -7,6 +7,7 @@
  *   shm_transport.c      memfd-backed segment memory and the same-host mapping of peers' memory
  *   rdma_transport.c     the rdma transport on UCX (built with USE_RDMA=ON, MC_HAVE_RDMA defined)
  *   transfer_engine.c    the engine, opened segments (peers), batches, worker threads
+ *   etcd_metadata.c      segment descriptors in etcd (etcd:// metadata) under a kept-alive lease
  *
  * Invariants:
  *  - A local region is never unmapped or unregistered while a transfer touches it: transfers hold
@@ -124,7 +125,25 @@ const mc_remote_region_t *mc_desc_find(const mc_segment_desc_t *d, uint64_t addr
 int mc_http_metadata_put_auth(const mc_auth_t *a, const char *url, const char *key,
                               const char *value, size_t len);
 int mc_http_metadata_del_auth(const mc_auth_t *a, const char *url, const char *key);
-/* Publishes the local descriptor to the HTTP metadata service (no-op for P2PHANDSHAKE). */
+/*
+ * etcd metadata (etcd_metadata.c). mc_etcd_md_is_etcd: 1 when a metadata string means etcd
+ * ("etcd://h:p[;h:p]" or no scheme, as upstream). open: connects, grants the engine's lease and
+ * starts its keep-alive thread (MC_INVALID_PARAMS on a bad endpoint list or cluster id,
+ * MC_ERR_ETCD_OPERATION_ERROR when etcd does not answer). put/del: the key (segment_metadata.c's
+ * "mooncake/..." form; MC_METADATA_CLUSTER_ID is inserted here) under the lease, remembered to be
+ * re-published after the lease is lost. get: *value malloc'd (NUL-terminated), len bytes;
+ * MC_ERR_ETCD_KEY_NOT_EXIST when absent. close: stops the thread and revokes the lease (its keys
+ * go). Thread-safe.
+ */
+typedef struct mc_etcd_md mc_etcd_md_t;
+int mc_etcd_md_is_etcd(const char *metadata);
+int mc_etcd_md_open(const char *metadata, mc_etcd_md_t **out);
+int mc_etcd_md_put(mc_etcd_md_t *m, const char *key, const char *value, size_t len);
+int mc_etcd_md_get(mc_etcd_md_t *m, const char *key, char **value, size_t *len);
+int mc_etcd_md_del(mc_etcd_md_t *m, const char *key);
+void mc_etcd_md_close(mc_etcd_md_t *m);
+/* Publishes the local descriptor to the metadata service: HTTP or etcd (no-op for
+ * P2PHANDSHAKE). */
 int mc_metadata_publish(mc_transfer_engine_t *te);
 void mc_metadata_unpublish(mc_transfer_engine_t *te);
 /* Finds a peer's descriptor: HTTP metadata first (when configured), else a direct handshake. */
@@ -181,7 +200,8 @@ struct mc_transfer_engine {
     char name[MC_ENDPOINT_MAX]; /* advertised "host:port" */
     char host_id[MC_HOST_MAX];
     char protocol[16];
-    char metadata_url[1024]; /* empty for P2PHANDSHAKE */
+    char metadata_url[1024]; /* empty for P2PHANDSHAKE; the etcd endpoint list for etcd */
+    mc_etcd_md_t *etcd_md;   /* non-NULL for etcd metadata */
     int disable_shm;
     int timeout_ms;
     /*

@@ -11,18 +11,16 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #define ETCD_BIN "/usr/bin/etcd"
 #define ETCD_READY_TIMEOUT_MS 30000
-
-extern char **environ;
 
 static long long ec_now_ms(void)
 {
@@ -71,18 +69,23 @@ static int ec_spawn(mc_etcd_cluster_t *c, int i)
             close(devnull);
         return -1;
     }
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, devnull, STDIN_FILENO);
-    posix_spawn_file_actions_adddup2(&fa, fd, STDOUT_FILENO);
-    posix_spawn_file_actions_adddup2(&fa, fd, STDERR_FILENO);
-    pid_t pid;
-    int rc = posix_spawn(&pid, argv[0], &fa, NULL, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
+    /* fork + exec rather than posix_spawn: the member gets SIGKILL when the test process dies
+     * (PR_SET_PDEATHSIG), so even a test killed by ctest's timeout leaves no etcd running. */
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
+            _exit(127);
+        if (dup2(devnull, STDIN_FILENO) < 0 || dup2(fd, STDOUT_FILENO) < 0 ||
+            dup2(fd, STDERR_FILENO) < 0)
+            _exit(127);
+        execv(argv[0], argv);
+        _exit(127);
+    }
     close(fd);
     close(devnull);
-    if (rc != 0) {
-        fprintf(stderr, "etcd_cluster: cannot start %s: %s\n", ETCD_BIN, strerror(rc));
+    if (pid < 0) {
+        fprintf(stderr, "etcd_cluster: cannot start %s: %s\n", ETCD_BIN, strerror(errno));
         return -1;
     }
     c->pid[i] = pid;

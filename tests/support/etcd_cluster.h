@@ -5,7 +5,9 @@
  * Every member is recorded with mc_cluster_track (cluster.h), so mc_cluster_kill_all() in a test's
  * teardown kills what a failed assertion left running; mc_etcd_cluster_destroy() also removes the
  * temp dir. Each member's stderr/stdout go to <dir>/mN.log (appended across restarts).
- * Not thread-safe: one test thread drives a cluster.
+ * Members die with the test process (PR_SET_PDEATHSIG: also when ctest's timeout kills it).
+ * Not thread-safe: one thread drives a cluster, and it must be the thread that lives as long as
+ * the cluster (the test's main thread: the death signal follows the thread that started a member).
  */
 #ifndef MC_TEST_ETCD_CLUSTER_H
 #define MC_TEST_ETCD_CLUSTER_H
