@@ -31,13 +31,18 @@ static long long ec_now_ms(void)
 
 static int ec_spawn(mc_etcd_cluster_t *c, int i)
 {
-    char name[16], data[300], client[64], peer[64],
+    char name[16], data[300], client[64], listen[128], peer[64],
         initial[MC_ETCD_CLUSTER_MAX * 64] = "", token[64], log[300];
     snprintf(name, sizeof(name), "m%d", i);
     snprintf(data, sizeof(data), "%s/m%d", c->dir, i);
     snprintf(log, sizeof(log), "%s/m%d.log", c->dir, i);
     snprintf(client, sizeof(client), "http://127.0.0.1:%d", c->client_port[i]);
     snprintf(peer, sizeof(peer), "http://127.0.0.1:%d", c->peer_port[i]);
+    if (c->extra_host[0])
+        snprintf(listen, sizeof(listen), "%s,http://%s:%d", client, c->extra_host,
+                 c->client_port[i]);
+    else
+        snprintf(listen, sizeof(listen), "%s", client);
     snprintf(token, sizeof(token), "mc-test-%d-%d", (int)getpid(), c->client_port[0]);
     for (int k = 0; k < c->n; k++) {
         size_t len = strlen(initial);
@@ -48,7 +53,7 @@ static int ec_spawn(mc_etcd_cluster_t *c, int i)
     char *argv[] = {ETCD_BIN, "--name",
                     name,     "--data-dir",
                     data,     "--listen-client-urls",
-                    client,   "--advertise-client-urls",
+                    listen,   "--advertise-client-urls",
                     client,   "--listen-peer-urls",
                     peer,     "--initial-advertise-peer-urls",
                     peer,     "--initial-cluster",
@@ -125,7 +130,14 @@ static int ec_wait_member(mc_etcd_cluster_t *c, int i)
 
 int mc_etcd_cluster_start(mc_etcd_cluster_t *c, int n)
 {
+    return mc_etcd_cluster_start_at(c, n, NULL);
+}
+
+int mc_etcd_cluster_start_at(mc_etcd_cluster_t *c, int n, const char *extra_host)
+{
     memset(c, 0, sizeof(*c));
+    if (extra_host)
+        snprintf(c->extra_host, sizeof(c->extra_host), "%s", extra_host);
     if (n < 1 || n > MC_ETCD_CLUSTER_MAX)
         return -1;
     c->n = n;

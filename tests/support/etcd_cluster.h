@@ -24,6 +24,7 @@ typedef struct mc_etcd_cluster {
     int peer_port[MC_ETCD_CLUSTER_MAX];
     char endpoint[MC_ETCD_CLUSTER_MAX][32];   /* "127.0.0.1:port" */
     char endpoints[MC_ETCD_CLUSTER_MAX * 32]; /* "127.0.0.1:p1;127.0.0.1:p2;..." */
+    char extra_host[32]; /* "" or an IPv4 address each member also serves clients on */
 } mc_etcd_cluster_t;
 
 /*
@@ -31,6 +32,9 @@ typedef struct mc_etcd_cluster {
  * put + get through its own endpoint. 0 when up; -1 otherwise (logs printed, everything torn down).
  */
 int mc_etcd_cluster_start(mc_etcd_cluster_t *c, int n);
+/* The same, each member also serving clients on extra_host (e.g. the root end of a veth pair,
+ * for a process in a network namespace), on the same client port. */
+int mc_etcd_cluster_start_at(mc_etcd_cluster_t *c, int n, const char *extra_host);
 /* SIGKILLs member i and reaps it; 0, or -1 when it was not running. */
 int mc_etcd_cluster_kill(mc_etcd_cluster_t *c, int i);
 /* SIGSTOP / SIGCONT member i; 0, or -1 when it is not running. */
