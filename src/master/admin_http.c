@@ -8,6 +8,7 @@
  * the same words as the RPC server's.
  */
 #include "admin_http.h"
+#include "journal.h"
 
 #include "http_guard.h"
 #include "log.h"
@@ -571,6 +572,24 @@ static void render_metrics(mc_admin_http_t *a, FILE *f)
     metric(f, "master_revoked_puts_total", "counter",
            "Puts revoked by timeout or client expiry since start.", st.revoked_puts);
     render_offload_metrics(f, &st);
+    mc_restore_stats_t rst = {0};
+    mc_master_restore_stats(a->master, &rst);
+    metric(f, "master_restore_pending_records", "gauge",
+           "Restored object records with a memory replica not re-mounted by its owner yet.",
+           rst.pending);
+    metric(f, "master_restore_revived_replicas_total", "counter",
+           "Restored memory replicas made visible when their owner re-mounted the segment.",
+           rst.revived);
+    metric(
+        f, "master_restore_expired_replicas_total", "counter",
+        "Restored memory replicas dropped: not re-mounted within 3 client TTLs (or not fitting).",
+        rst.expired);
+    metric(f, "master_restore_untrusted_replicas_total", "counter",
+           "Restored memory replicas dropped at re-mount: from a snapshot not marked clean.",
+           rst.untrusted);
+    metric(f, "master_restore_superseded_total", "counter",
+           "Restored records dropped because the key was written or removed meanwhile.",
+           rst.superseded);
     metric(f, "master_rpc_connections_active", "gauge", "Open RPC connections.",
            rs.connections_active);
     metric(f, "master_rpc_connections_total", "counter", "RPC connections accepted since start.",

@@ -117,6 +117,11 @@ void mc_restore_forget_locked(mc_master_t *m, const char *key, size_t len)
     free(e);
 }
 
+int mc_restore_pending_locked(const mc_master_t *m)
+{
+    return m->restore && m->restore->count > 0;
+}
+
 void mc_restore_fini(mc_master_t *m)
 {
     mc_restore_table_t *t = m->restore;

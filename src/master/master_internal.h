@@ -431,5 +431,7 @@ void mc_restore_sweep_locked(mc_master_t *m, uint64_t now);
 /* `key` got a new value or was removed by this master: a restored record of it is stale. */
 void mc_restore_forget_locked(mc_master_t *m, const char *key, size_t len);
 void mc_restore_fini(mc_master_t *m);
+/* 1 while restored records wait for a re-mount. */
+int mc_restore_pending_locked(const mc_master_t *m);
 
 #endif /* MC_MASTER_INTERNAL_H */
