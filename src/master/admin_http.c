@@ -585,8 +585,16 @@ static void render_metrics(mc_admin_http_t *a, FILE *f)
         "Restored memory replicas dropped: not re-mounted within 3 client TTLs (or not fitting).",
         rst.expired);
     metric(f, "master_restore_untrusted_replicas_total", "counter",
-           "Restored memory replicas dropped at re-mount: from a snapshot not marked clean.",
+           "Restored memory replicas dropped at re-mount: from a snapshot not marked clean, with "
+           "no checksum to verify them by.",
            rst.untrusted);
+    metric(f, "master_restore_verified_replicas_total", "counter",
+           "Restored memory replicas from a snapshot not marked clean that their owner verified "
+           "(CRC32C of its memory) and made visible.",
+           rst.verified);
+    metric(f, "master_restore_verify_failed_total", "counter",
+           "Restored memory replicas whose owner's bytes did not match their checksum: dropped.",
+           rst.verify_failed);
     metric(f, "master_restore_superseded_total", "counter",
            "Restored records dropped because the key was written or removed meanwhile.",
            rst.superseded);

@@ -30,6 +30,10 @@ typedef struct mc_restore_mem {
     char client_id[MC_CLIENT_ID_MAX];
     char name[272];
     uint64_t address;
+    /* 1: re-mounted from an untrusted record, its extent reserved (handle in segment `slot` of
+     * mount generation `gen`) until the owner verifies its checksum (verify items below) */
+    uint8_t verifying;
+    uint32_t slot, gen, handle;
 } mc_restore_mem_t;
 
 /* A restored record with memory replicas not visible yet (mem[0..nmem)). */
@@ -43,12 +47,45 @@ typedef struct mc_restore_entry {
     char key[];
 } mc_restore_entry_t;
 
+/* An extent the owner is asked to verify (its id is its index + 1); the entry of (key, tag)
+ * holds the reservation: an item whose entry or mem is gone is skipped. */
+typedef struct verify_item {
+    char *key;
+    size_t key_len;
+    uint64_t tag, address, size;
+    uint32_t checksum, slot, gen;
+    uint8_t done;
+} verify_item_t;
+
 /* Chained hash by key; cap is a power of two. */
 typedef struct mc_restore_table {
     mc_restore_entry_t **b;
     size_t cap, count;
     uint64_t deadline; /* master clock ms: what is still hidden then is dropped */
+    verify_item_t *items;
+    size_t nitems, items_cap, items_open;
 } mc_restore_table_t;
+
+#define VERIFY_PAGE 1024       /* extents per fetch reply */
+#define VERIFY_SCAN (4 * 1024) /* items looked at per fetch */
+
+/* Frees the reservation of a mem being verified (when its segment is still that mount). */
+static void mem_release(mc_master_t *m, const mc_restore_mem_t *x)
+{
+    if (!x->verifying)
+        return;
+    mc_segment_t *s = mc_master_segment_locked(m, x->slot);
+    if (s && s->gen == x->gen)
+        mc_alloc_free(s->alloc, x->handle);
+}
+
+/* Frees e and the reservations it holds. */
+static void entry_free(mc_master_t *m, mc_restore_entry_t *e)
+{
+    for (unsigned i = 0; i < e->nmem; i++)
+        mem_release(m, &e->mem[i]);
+    free(e);
+}
 
 static mc_restore_table_t *table(mc_master_t *m)
 {
@@ -114,7 +151,7 @@ void mc_restore_forget_locked(mc_master_t *m, const char *key, size_t len)
         return;
     entry_unlink(m->restore, e);
     m->restore_superseded++;
-    free(e);
+    entry_free(m, e);
 }
 
 int mc_restore_pending_locked(const mc_master_t *m)
@@ -130,9 +167,12 @@ void mc_restore_fini(mc_master_t *m)
     for (size_t i = 0; i < t->cap; i++) {
         for (mc_restore_entry_t *e = t->b[i], *n; e; e = n) {
             n = e->next;
-            free(e);
+            free(e); /* the segments go with the master: nothing to release */
         }
     }
+    for (size_t i = 0; i < t->nitems; i++)
+        free(t->items[i].key);
+    free(t->items);
     free(t->b);
     free(t);
     m->restore = NULL;
@@ -475,7 +515,7 @@ static int import(mc_master_t *m, const uint8_t *record, size_t len, int trusted
     if (*p) { /* SET replaces */
         mc_restore_entry_t *old = *p;
         e->next = old->next;
-        free(old);
+        entry_free(m, old);
         *p = e;
     } else if (e->nmem > 0) {
         e->next = NULL;
@@ -511,7 +551,7 @@ int mc_master_import_del(mc_master_t *m, const char *key, size_t key_len)
     mc_restore_entry_t *e = entry_find(m, key, key_len);
     if (e) {
         entry_unlink(m->restore, e);
-        free(e);
+        entry_free(m, e);
     }
     pthread_mutex_unlock(&m->lock);
     return 0;
@@ -541,6 +581,8 @@ void mc_master_restore_stats(mc_master_t *m, mc_restore_stats_t *out)
     out->expired = m->restore_expired;
     out->untrusted = m->restore_untrusted;
     out->superseded = m->restore_superseded;
+    out->verified = m->restore_verified;
+    out->verify_failed = m->restore_verify_failed;
     pthread_mutex_unlock(&m->lock);
 }
 
@@ -569,28 +611,32 @@ static void entry_drop_mem(mc_master_t *m, mc_restore_entry_t *e, const char *se
     }
     if (e->nmem == 0) {
         entry_unlink(m->restore, e);
-        free(e);
+        entry_free(m, e);
     }
 }
 
-/* Makes e's replica at `address` in segment `slot` visible: 0, or -1 (dropped). */
+/* Makes e's replica at `address` in segment `slot` visible: 0, or -1 (dropped). `handle`:
+ * the extent already reserved for it, or MC_ALLOC_HANDLE_NONE (reserved here). */
 static int revive_one(mc_master_t *m, mc_restore_entry_t *e, uint32_t slot, uint64_t address,
-                      uint32_t *hint, uint64_t now)
+                      uint32_t handle, uint32_t *hint, uint64_t now)
 {
     mc_segment_t *s = mc_master_segment_locked(m, slot);
     mc_object_t *o = mc_index_find(&m->index, e->key, e->key_len);
+    int reserved = handle != MC_ALLOC_HANDLE_NONE;
     if (o && !(o->complete && o->restore_tag == e->tag)) {
         m->restore_superseded++; /* written (or being written) since: the newer value wins */
-        return -1;
+        goto drop;
     }
     if (o && o->nrep >= o->rep_cap) {
         mc_object_t *n = mc_master_object_regrow_locked(m, o, o->nrep + 1u);
         if (!n)
-            return -1;
+            goto drop;
         o = n;
     }
     mc_replica_ref_t ref = {.seg = slot, .handle = s->gen};
-    if (e->size > 0) {
+    if (e->size > 0 && reserved) {
+        ref.handle = handle;
+    } else if (e->size > 0) {
         int rc = mc_alloc_reserve(s->alloc, address, e->size, NULL, &ref.handle, hint);
         if (rc != 0) {
             MC_WARN("restore: %.64s at 0x%" PRIx64 " (+%" PRIu64 ") in segment %s does not fit "
@@ -627,6 +673,61 @@ static int revive_one(mc_master_t *m, mc_restore_entry_t *e, uint32_t slot, uint
     mc_master_set_cookies_locked(m, &ref, 1, o->size, o);
     m->restore_revived++;
     return 0;
+drop:
+    if (reserved && e->size > 0)
+        mc_alloc_free(s->alloc, handle);
+    return -1;
+}
+
+/* After e's replica on `segment_id` was revived (ok) or dropped: e forgets it, and the journal
+ * gets the key's new state. */
+static void replica_settled(mc_master_t *m, mc_restore_entry_t *e, const char *segment_id, int ok)
+{
+    char key[MC_MAX_KEY_LEN + 1];
+    size_t klen = e->key_len;
+    memcpy(key, e->key, klen + 1);
+    entry_drop_mem(m, e, segment_id); /* e may be freed */
+    mc_object_t *o = mc_index_find(&m->index, key, klen);
+    if (ok)
+        mc_journal_set_locked(m, o);
+    else if (!entry_find(m, key, klen) && !o)
+        mc_journal_del_locked(m, key, klen); /* none of it is left */
+}
+
+/* Holds e's replica k (on segment `slot`, reserved as `handle`) for the owner to verify. */
+static int verify_hold(mc_master_t *m, mc_restore_entry_t *e, unsigned k, uint32_t slot,
+                       uint32_t handle)
+{
+    mc_restore_table_t *t = m->restore;
+    const mc_segment_t *s = mc_master_segment_locked(m, slot);
+    if (t->nitems == t->items_cap) {
+        size_t cap = t->items_cap ? t->items_cap * 2 : 256;
+        verify_item_t *v = realloc(t->items, cap * sizeof(*v));
+        if (!v)
+            return -1;
+        t->items = v;
+        t->items_cap = cap;
+    }
+    verify_item_t *it = &t->items[t->nitems];
+    it->key = malloc(e->key_len + 1);
+    if (!it->key)
+        return -1;
+    memcpy(it->key, e->key, e->key_len + 1);
+    it->key_len = e->key_len;
+    it->tag = e->tag;
+    it->address = e->mem[k].address;
+    it->size = e->size;
+    it->checksum = e->checksum;
+    it->slot = slot;
+    it->gen = s->gen;
+    it->done = 0;
+    t->nitems++;
+    t->items_open++;
+    e->mem[k].verifying = 1;
+    e->mem[k].slot = slot;
+    e->mem[k].gen = s->gen;
+    e->mem[k].handle = handle;
+    return 0;
 }
 
 void mc_restore_segment_mounted_locked(mc_master_t *m, uint32_t slot, const char *client_id)
@@ -640,7 +741,7 @@ void mc_restore_segment_mounted_locked(mc_master_t *m, uint32_t slot, const char
     for (size_t i = 0; i < t->cap; i++) {
         for (mc_restore_entry_t *e = t->b[i]; e; e = e->next) {
             for (unsigned k = 0; k < e->nmem; k++) {
-                if (strcmp(e->mem[k].segment_id, s->info.id) ||
+                if (e->mem[k].verifying || strcmp(e->mem[k].segment_id, s->info.id) ||
                     strcmp(e->mem[k].client_id, client_id))
                     continue;
                 if (n == cap) {
@@ -665,33 +766,180 @@ void mc_restore_segment_mounted_locked(mc_master_t *m, uint32_t slot, const char
     qsort(v, n, sizeof(*v), revive_cmp);
     uint64_t now = mc_master_now_locked(m);
     uint32_t hint = MC_ALLOC_HANDLE_NONE;
-    size_t revived = 0, untrusted = 0;
+    size_t revived = 0, untrusted = 0, held = 0;
     for (size_t i = 0; i < n; i++) {
         mc_restore_entry_t *e = v[i].e;
+        if (!e->trusted && e->has_checksum && e->size > 0) {
+            /* the owner verifies its bytes first (fetch/confirm); reserved meanwhile */
+            uint32_t handle;
+            unsigned k = 0;
+            while (k < e->nmem && strcmp(e->mem[k].segment_id, v[i].segment_id))
+                k++;
+            if (mc_alloc_reserve(s->alloc, v[i].address, e->size, NULL, &handle, &hint) == 0) {
+                if (verify_hold(m, e, k, slot, handle) == 0) {
+                    held++;
+                    continue;
+                }
+                mc_alloc_free(s->alloc, handle);
+            }
+            m->restore_expired++;
+            replica_settled(m, e, v[i].segment_id, 0);
+            continue;
+        }
         int ok = -1;
         if (!e->trusted) {
-            m->restore_untrusted++;
+            m->restore_untrusted++; /* no checksum to verify it by */
             untrusted++;
         } else {
-            ok = revive_one(m, e, slot, v[i].address, &hint, now);
+            ok = revive_one(m, e, slot, v[i].address, MC_ALLOC_HANDLE_NONE, &hint, now);
         }
-        char key[MC_MAX_KEY_LEN + 1];
-        size_t klen = e->key_len;
-        memcpy(key, e->key, klen + 1);
-        entry_drop_mem(m, e, v[i].segment_id); /* e may be freed */
-        mc_object_t *o = mc_index_find(&m->index, key, klen);
-        if (ok == 0) {
-            revived++;
-            mc_journal_set_locked(m, o);
-        } else if (!entry_find(m, key, klen) && !o) {
-            mc_journal_del_locked(m, key, klen); /* none of it is left */
-        }
+        revived += ok == 0;
+        replica_settled(m, e, v[i].segment_id, ok == 0);
     }
     free(v);
     if (n > 0)
         MC_INFO("restore: segment %s of client %s re-mounted: %zu restored replicas visible, %zu "
-                "dropped (untrusted: %zu)",
-                s->info.id, client_id, revived, n - revived, untrusted);
+                "held for the owner to verify, %zu dropped (untrusted without checksum: %zu)",
+                s->info.id, client_id, revived, held, n - revived - held, untrusted);
+}
+
+/* The mounted segment `segment_id` when `client_id` owns it, else NULL (*rc says why). */
+static mc_segment_t *owned_segment(mc_master_t *m, const char *client_id, const char *segment_id,
+                                   uint32_t *slot, int *rc)
+{
+    for (size_t k = 0; k < m->seg_cap; k++) {
+        mc_segment_t *s = m->segs[k];
+        if (s && !strcmp(s->info.id, segment_id)) {
+            if (strcmp(s->info.client_id, client_id) != 0) {
+                *rc = MC_ERR_ILLEGAL_CLIENT;
+                return NULL;
+            }
+            *slot = (uint32_t)k;
+            return s;
+        }
+    }
+    *rc = MC_ERR_SEGMENT_NOT_FOUND;
+    return NULL;
+}
+
+int mc_master_restore_verify_fetch(mc_master_t *m, const char *client_id, const char *segment_id,
+                                   uint64_t from, mc_restore_extent_t *out, size_t capacity,
+                                   size_t *n, uint64_t *next)
+{
+    if (!m || !client_id || !segment_id || !n || !next || (capacity && !out))
+        return MC_ERR_INVALID_PARAMS;
+    *n = 0;
+    *next = 0;
+    pthread_mutex_lock(&m->lock);
+    int rc = 0;
+    uint32_t slot;
+    mc_segment_t *s = owned_segment(m, client_id, segment_id, &slot, &rc);
+    mc_restore_table_t *t = m->restore;
+    if (s && t && t->items_open > 0) {
+        size_t i = (size_t)(from < t->nitems ? from : t->nitems), scanned = 0;
+        for (; i < t->nitems && *n < capacity && scanned < VERIFY_SCAN; i++, scanned++) {
+            const verify_item_t *it = &t->items[i];
+            if (it->done || it->slot != slot || it->gen != s->gen)
+                continue;
+            out[*n] = (mc_restore_extent_t){
+                .id = i + 1, .address = it->address, .size = it->size, .checksum = it->checksum};
+            (*n)++;
+        }
+        *next = i < t->nitems ? i : 0;
+    }
+    pthread_mutex_unlock(&m->lock);
+    return rc;
+}
+
+int mc_master_restore_verify_confirm(mc_master_t *m, const char *client_id, const char *segment_id,
+                                     const uint64_t *ids, const uint8_t *ok, size_t n,
+                                     size_t *confirmed)
+{
+    if (!m || !client_id || !segment_id || (n && (!ids || !ok)))
+        return MC_ERR_INVALID_PARAMS;
+    if (confirmed)
+        *confirmed = 0;
+    pthread_mutex_lock(&m->lock);
+    int rc = 0;
+    uint32_t slot;
+    mc_segment_t *s = owned_segment(m, client_id, segment_id, &slot, &rc);
+    mc_restore_table_t *t = m->restore;
+    uint64_t now = mc_master_now_locked(m);
+    for (size_t j = 0; s && t && j < n; j++) {
+        if (ids[j] == 0 || ids[j] > t->nitems)
+            continue;
+        verify_item_t *it = &t->items[ids[j] - 1];
+        if (it->done || it->slot != slot || it->gen != s->gen)
+            continue;
+        it->done = 1;
+        t->items_open--;
+        mc_restore_entry_t *e = entry_find(m, it->key, it->key_len);
+        unsigned k = 0;
+        while (e && k < e->nmem &&
+               !(e->mem[k].verifying && e->mem[k].slot == slot && e->mem[k].gen == s->gen))
+            k++;
+        if (!e || e->tag != it->tag || k == e->nmem)
+            continue; /* superseded or dropped meanwhile: its reservation went with it */
+        mc_restore_mem_t x = e->mem[k];
+        e->mem[k].verifying = 0; /* the reservation passes to the object, or is freed here */
+        int good = -1;
+        if (ok[j]) {
+            uint32_t hint = MC_ALLOC_HANDLE_NONE;
+            good = revive_one(m, e, slot, x.address, x.handle, &hint, now);
+            m->restore_verified += good == 0;
+        } else {
+            mc_alloc_free(s->alloc, x.handle);
+            m->restore_verify_failed++;
+        }
+        if (confirmed && good == 0)
+            (*confirmed)++;
+        replica_settled(m, e, x.segment_id, good == 0);
+    }
+    if (t && t->items_open == 0 && t->nitems > 0) { /* all settled: start afresh */
+        for (size_t i = 0; i < t->nitems; i++)
+            free(t->items[i].key);
+        t->nitems = 0;
+    }
+    pthread_mutex_unlock(&m->lock);
+    return rc;
+}
+
+void mc_restore_segment_gone_locked(mc_master_t *m, uint32_t slot)
+{
+    mc_restore_table_t *t = m->restore;
+    if (!t || t->items_open == 0)
+        return;
+    const mc_segment_t *s = mc_master_segment_locked(m, slot);
+    for (size_t i = 0; i < t->cap; i++) {
+        for (mc_restore_entry_t *e = t->b[i]; e; e = e->next) {
+            for (unsigned k = 0; k < e->nmem; k++) {
+                if (e->mem[k].verifying && e->mem[k].slot == slot && e->mem[k].gen == s->gen)
+                    e->mem[k].verifying = 0; /* the extent goes with the segment; it may be
+                                                re-mounted (and verified) again */
+            }
+        }
+    }
+    for (size_t i = 0; i < t->nitems; i++) {
+        verify_item_t *it = &t->items[i];
+        if (!it->done && it->slot == slot && it->gen == s->gen) {
+            it->done = 1;
+            t->items_open--;
+        }
+    }
+}
+
+void mc_restore_account_locked(const mc_master_t *m, uint64_t *seg_used)
+{
+    const mc_restore_table_t *t = m->restore;
+    for (size_t i = 0; t && t->items_open && i < t->cap; i++) {
+        for (const mc_restore_entry_t *e = t->b[i]; e; e = e->next) {
+            for (unsigned k = 0; k < e->nmem; k++) {
+                const mc_segment_t *s = mc_master_segment_locked(m, e->mem[k].slot);
+                if (e->mem[k].verifying && s && s->gen == e->mem[k].gen)
+                    seg_used[e->mem[k].slot] += mc_alloc_extent_size(s->alloc, e->mem[k].handle);
+            }
+        }
+    }
 }
 
 void mc_restore_sweep_locked(mc_master_t *m, uint64_t now)
@@ -712,9 +960,12 @@ void mc_restore_sweep_locked(mc_master_t *m, uint64_t now)
                 mc_journal_set_locked(m, o); /* its hidden replicas are gone */
             else if (!o || !o->complete)
                 mc_journal_del_locked(m, e->key, e->key_len);
-            free(e);
+            entry_free(m, e);
         }
     }
+    for (size_t i = 0; i < t->nitems; i++)
+        free(t->items[i].key);
+    t->nitems = t->items_open = 0; /* their entries are gone */
     MC_WARN("restore: %" PRIu64 " restored memory replicas were not re-mounted by their owners "
             "within %d client TTLs: dropped",
             dropped, RESTORE_TTL_FACTOR);
