@@ -763,6 +763,10 @@ void mc_restore_segment_mounted_locked(mc_master_t *m, uint32_t slot, const char
             }
         }
     }
+    if (n == 0) {
+        free(v);
+        return;
+    }
     qsort(v, n, sizeof(*v), revive_cmp);
     uint64_t now = mc_master_now_locked(m);
     uint32_t hint = MC_ALLOC_HANDLE_NONE;
