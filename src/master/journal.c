@@ -154,6 +154,21 @@ void mc_restore_forget_locked(mc_master_t *m, const char *key, size_t len)
     entry_free(m, e);
 }
 
+void mc_restore_clear_locked(mc_master_t *m)
+{
+    mc_restore_table_t *t = m->restore;
+    for (size_t i = 0; t && t->count && i < t->cap; i++) {
+        for (mc_restore_entry_t *e = t->b[i], *n; e; e = n) {
+            n = e->next;
+            t->b[i] = n;
+            t->count--;
+            m->restore_superseded++;
+            mc_journal_del_locked(m, e->key, e->key_len);
+            entry_free(m, e);
+        }
+    }
+}
+
 int mc_restore_pending_locked(const mc_master_t *m)
 {
     return m->restore && m->restore->count > 0;
@@ -327,6 +342,18 @@ void mc_master_journal_durable(mc_master_t *m, uint64_t seq)
         m->jdurable = seq;
         mc_master_deferred_sweep_locked(m, mc_master_now_locked(m));
     }
+    pthread_mutex_unlock(&m->lock);
+}
+
+void mc_master_journal_start_at(mc_master_t *m, uint64_t seq)
+{
+    if (!m)
+        return;
+    pthread_mutex_lock(&m->lock);
+    if (seq > m->jseq)
+        m->jseq = seq;
+    if (seq > m->jdurable)
+        m->jdurable = seq;
     pthread_mutex_unlock(&m->lock);
 }
 

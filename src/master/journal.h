@@ -61,6 +61,9 @@ typedef struct mc_master_journal {
 int mc_master_set_journal(mc_master_t *m, const mc_master_journal_t *j);
 /* Entries up to `seq` are durable (the operation log committed them): gated extents free. */
 void mc_master_journal_durable(mc_master_t *m, uint64_t seq);
+/* The next entry gets seq + 1 (when seq is above the last assigned), and entries up to seq count
+ * as durable: a master restored from a snapshot or an operation log continues its numbering. */
+void mc_master_journal_start_at(mc_master_t *m, uint64_t seq);
 /* The last sequence number assigned (0: none yet). */
 uint64_t mc_master_journal_seq(mc_master_t *m);
 

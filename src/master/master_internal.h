@@ -436,6 +436,8 @@ void mc_restore_fini(mc_master_t *m);
 void mc_restore_segment_gone_locked(mc_master_t *m, uint32_t slot);
 /* Adds the bytes of restored extents being verified per segment slot (debug invariant check). */
 void mc_restore_account_locked(const mc_master_t *m, uint64_t *seg_used);
+/* remove_all: every restored record not visible yet goes too. */
+void mc_restore_clear_locked(mc_master_t *m);
 /* 1 while restored records wait for a re-mount. */
 int mc_restore_pending_locked(const mc_master_t *m);
 

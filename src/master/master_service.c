@@ -1495,6 +1495,8 @@ int64_t mc_master_remove_all(mc_master_t *m, int force)
         uint64_t now = mc_master_now_locked(m);
         for (size_t i = 0; !l.oom && i < l.n; i++)
             removed += remove_if_removable(m, l.v[i], force, now);
+        if (cursor == 0)
+            mc_restore_clear_locked(m); /* hidden restored records (journal.h) go too */
         pthread_mutex_unlock(&m->lock);
     } while (cursor != 0 && !l.oom);
     free(l.v);

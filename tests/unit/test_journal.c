@@ -513,6 +513,36 @@ static void test_restore_verification(void **state)
     free(r);
 }
 
+/* A remove (or remove_all) while a restored record is hidden: its owner's re-mount does not
+ * bring the value back. */
+static void test_remove_forgets_hidden_records(void **state)
+{
+    (void)state;
+    mc_master_t *m = new_master(10000, 1.0);
+    assert_int_equal(mount_as(m, "c1", "seg-1", 64 * KiB), 0);
+    assert_int_equal(put(m, "x", 100, NULL), 0);
+    assert_int_equal(put(m, "y", 100, NULL), 0);
+    mc_master_t *b = new_master(10000, 1.0);
+    assert_int_equal(mc_master_export(m, NULL, import_cb, b), 0);
+    mc_master_destroy(m);
+    assert_int_equal(mc_master_remove(b, "x", 0), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mount_as(b, "c1", "seg-1", 64 * KiB), 0);
+    assert_int_equal(get_addr(b, "x", NULL), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(get_addr(b, "y", NULL), 0);
+    mc_master_destroy(b);
+
+    m = new_master(10000, 1.0);
+    assert_int_equal(mount_as(m, "c1", "seg-1", 64 * KiB), 0);
+    assert_int_equal(put(m, "x", 100, NULL), 0);
+    b = new_master(10000, 1.0);
+    assert_int_equal(mc_master_export(m, NULL, import_cb, b), 0);
+    mc_master_destroy(m);
+    assert_int_equal(mc_master_remove_all(b, 1), 0);
+    assert_int_equal(mount_as(b, "c1", "seg-1", 64 * KiB), 0);
+    assert_int_equal(get_addr(b, "x", NULL), MC_ERR_OBJECT_NOT_FOUND);
+    mc_master_destroy(b);
+}
+
 static void test_snapshot_files(void **state)
 {
     (void)state;
@@ -576,6 +606,7 @@ int main(void)
         cmocka_unit_test(test_restore_with_remount),
         cmocka_unit_test(test_restore_untrusted_and_expired),
         cmocka_unit_test(test_restore_verification),
+        cmocka_unit_test(test_remove_forgets_hidden_records),
         cmocka_unit_test(test_snapshot_files),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
