@@ -125,7 +125,18 @@ int mc_master_restore_verify_confirm(mc_master_t *m, const char *client_id, cons
                                      const uint64_t *ids, const uint8_t *ok, size_t n,
                                      size_t *confirmed);
 
-/* ---- snapshots (snapshot.c) ---------------------------------------------------------------- */
+/* ---- snapshots (snapshot.c) ----------------------------------------------------------------- */
+
+/* upstream's master_snapshot_duration_ms buckets (ms); one more count for +Inf */
+#define MC_SNAPSHOT_MS_BUCKETS 11
+extern const double mc_snapshot_ms_bounds[MC_SNAPSHOT_MS_BUCKETS];
+typedef struct mc_snapshot_stats {
+    uint64_t success, fail; /* snapshots written / failed since start */
+    uint64_t ms_counts[MC_SNAPSHOT_MS_BUCKETS + 1], ms_sum; /* durations (non-cumulative) */
+} mc_snapshot_stats_t;
+void mc_master_snapshot_stats(mc_master_t *m, mc_snapshot_stats_t *out);
+
+/* ---- ---------------------------------------------------------------- */
 
 /*
  * Writes a snapshot under `root`: `<root>/<YYYYMMDD_HHMMSS_mmm>/` holding records.bin

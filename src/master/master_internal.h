@@ -298,6 +298,9 @@ struct mc_master {
     uint64_t restore_tag;             /* last tag handed to a restored value */
     uint64_t restore_revived, restore_expired, restore_untrusted, restore_superseded;
     uint64_t restore_verified, restore_verify_failed;
+    /* snapshots written (snapshot.c; upstream's master_snapshot_* families) */
+    uint64_t snap_success, snap_fail, snap_ms_sum;
+    uint64_t snap_ms_counts[MC_SNAPSHOT_MS_BUCKETS + 1];
 };
 
 uint64_t mc_master_now_locked(mc_master_t *m);

@@ -218,6 +218,7 @@ static void test_planned_restart_brings_back_every_object(void **state)
     latest(name, sizeof(name));
     assert_true(name[0] != '\0');
     assert_int_equal(mc_master_start_on(&m, port, 0, snap_flags), 0);
+    assert_int_equal(mc_master_metric(&m, "master_snapshot_success"), 0); /* a new master */
     /* the holders re-mount by themselves: every record becomes visible */
     assert_int_equal(wait_metric(&m, "master_restore_pending_records", 0, 30000), 0);
     assert_int_equal(mc_master_metric(&m, "master_restore_untrusted_replicas_total"), 0);
@@ -281,6 +282,8 @@ static void test_crash_restore_never_returns_wrong_bytes(void **state)
         assert_int_equal(ta.failed + tb.failed, 0);
         mc_store_free(r);
     }
+    assert_true(mc_master_metric(&m, "master_snapshot_success") >= 1); /* periodic ones */
+    assert_int_equal(mc_master_metric(&m, "master_snapshot_fail"), 0);
     /* the periodic snapshot was not trusted: each replica was verified by its owner; those
      * whose extents b reused failed, the others are back (values removed after the snapshot
      * whose extents were not reused may come back too: stale, but their exact bytes) */
