@@ -25,11 +25,16 @@
 
 /* ---- the restore table ---------------------------------------------------------------------- */
 
-typedef struct mc_restore_mem {
-    char segment_id[MC_SEGMENT_ID_MAX];
+/* A segment restored records name (interned: records share a few segments). */
+typedef struct seg_ref {
+    char id[MC_SEGMENT_ID_MAX];
     char client_id[MC_CLIENT_ID_MAX];
     char name[272];
+} seg_ref_t;
+
+typedef struct mc_restore_mem {
     uint64_t address;
+    uint32_t ref; /* index into the table's seg_refs */
     /* 1: re-mounted from an untrusted record, its extent reserved (handle in segment `slot` of
      * mount generation `gen`) until the owner verifies its checksum (verify items below) */
     uint8_t verifying;
@@ -42,9 +47,9 @@ typedef struct mc_restore_entry {
     uint64_t hash, size, soft_pin_ms, tag;
     uint32_t checksum;
     uint8_t has_checksum, hard_pinned, trusted, nmem;
-    mc_restore_mem_t mem[MC_MAX_REPLICAS];
     size_t key_len;
-    char key[];
+    char *key;              /* after mem[] in the same block */
+    mc_restore_mem_t mem[]; /* room for the record's replicas */
 } mc_restore_entry_t;
 
 /* An extent the owner is asked to verify (its id is its index + 1); the entry of (key, tag)
@@ -64,7 +69,33 @@ typedef struct mc_restore_table {
     uint64_t deadline; /* master clock ms: what is still hidden then is dropped */
     verify_item_t *items;
     size_t nitems, items_cap, items_open;
+    seg_ref_t *refs;
+    size_t nrefs, refs_cap;
 } mc_restore_table_t;
+
+/* Index of the interned (id, client, name), added if new; UINT32_MAX when out of memory. */
+static uint32_t ref_intern(mc_restore_table_t *t, const char *id, const char *client,
+                           const char *name)
+{
+    for (size_t i = t->nrefs; i-- > 0;) {
+        const seg_ref_t *r = &t->refs[i];
+        if (!strcmp(r->id, id) && !strcmp(r->client_id, client) && !strcmp(r->name, name))
+            return (uint32_t)i;
+    }
+    if (t->nrefs == t->refs_cap) {
+        size_t cap = t->refs_cap ? t->refs_cap * 2 : 16;
+        seg_ref_t *v = cap < UINT32_MAX ? realloc(t->refs, cap * sizeof(*v)) : NULL;
+        if (!v)
+            return UINT32_MAX;
+        t->refs = v;
+        t->refs_cap = cap;
+    }
+    seg_ref_t *r = &t->refs[t->nrefs];
+    snprintf(r->id, sizeof(r->id), "%s", id);
+    snprintf(r->client_id, sizeof(r->client_id), "%s", client);
+    snprintf(r->name, sizeof(r->name), "%s", name);
+    return (uint32_t)t->nrefs++;
+}
 
 #define VERIFY_PAGE 1024       /* extents per fetch reply */
 #define VERIFY_SCAN (4 * 1024) /* items looked at per fetch */
@@ -188,6 +219,7 @@ void mc_restore_fini(mc_master_t *m)
     for (size_t i = 0; i < t->nitems; i++)
         free(t->items[i].key);
     free(t->items);
+    free(t->refs);
     free(t->b);
     free(t);
     m->restore = NULL;
@@ -243,10 +275,11 @@ static uint8_t *record_encode(const mc_master_t *m, const mc_object_t *o,
         r.hard_pinned = e->hard_pinned;
     }
     for (unsigned i = 0; e && i < e->nmem && nm < 2 * MC_MAX_REPLICAS; i++) {
+        const seg_ref_t *ref = &m->restore->refs[e->mem[i].ref];
         mc__memory_replica_record__init(&mem[nm]);
-        mem[nm].segment_id = (char *)e->mem[i].segment_id;
-        mem[nm].client_id = (char *)e->mem[i].client_id;
-        mem[nm].segment_name = (char *)e->mem[i].name;
+        mem[nm].segment_id = (char *)ref->id;
+        mem[nm].client_id = (char *)ref->client_id;
+        mem[nm].segment_name = (char *)ref->name;
         mem[nm].address = e->mem[i].address;
         mem[nm].length = e->size;
         memp[nm] = &mem[nm];
@@ -510,10 +543,11 @@ static int import(mc_master_t *m, const uint8_t *record, size_t len, int trusted
             x->length != r->size || (r->size > 0 && x->address % MC_ALLOC_ALIGN))
             goto out;
     }
-    mc_restore_entry_t *e = calloc(1, sizeof(*e) + klen + 1);
+    mc_restore_entry_t *e = calloc(1, sizeof(*e) + r->n_memory * sizeof(e->mem[0]) + klen + 1);
     rc = MC_ERR_INTERNAL_ERROR;
     if (!e)
         goto out;
+    e->key = (char *)(e->mem + r->n_memory);
     memcpy(e->key, r->key, klen + 1);
     e->key_len = klen;
     e->hash = XXH3_64bits(r->key, klen);
@@ -523,15 +557,16 @@ static int import(mc_master_t *m, const uint8_t *record, size_t len, int trusted
     e->soft_pin_ms = r->soft_pin_remaining_ms;
     e->hard_pinned = r->hard_pinned;
     e->trusted = (uint8_t)trusted;
-    for (size_t i = 0; i < r->n_memory; i++) {
-        mc_restore_mem_t *x = &e->mem[e->nmem++];
-        snprintf(x->segment_id, sizeof(x->segment_id), "%s", r->memory[i]->segment_id);
-        snprintf(x->client_id, sizeof(x->client_id), "%s", r->memory[i]->client_id);
-        snprintf(x->name, sizeof(x->name), "%s", r->memory[i]->segment_name);
-        x->address = r->memory[i]->address;
-    }
     pthread_mutex_lock(&m->lock);
     mc_restore_table_t *t = table(m);
+    for (size_t i = 0; t && i < r->n_memory; i++) {
+        mc_restore_mem_t *x = &e->mem[e->nmem++];
+        x->ref = ref_intern(t, r->memory[i]->segment_id, r->memory[i]->client_id,
+                            r->memory[i]->segment_name);
+        x->address = r->memory[i]->address;
+        if (x->ref == UINT32_MAX)
+            t = NULL;
+    }
     if (!t) {
         pthread_mutex_unlock(&m->lock);
         free(e);
@@ -618,7 +653,7 @@ void mc_master_restore_stats(mc_master_t *m, mc_restore_stats_t *out)
 typedef struct revive {
     mc_restore_entry_t *e;
     uint64_t address;
-    char segment_id[MC_SEGMENT_ID_MAX];
+    uint32_t ref;
 } revive_t;
 
 static int revive_cmp(const void *a, const void *b)
@@ -627,11 +662,11 @@ static int revive_cmp(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* Drops e's hidden replica on `segment_id` (and e once it has none). */
-static void entry_drop_mem(mc_master_t *m, mc_restore_entry_t *e, const char *segment_id)
+/* Drops e's hidden replica on segment `ref` (and e once it has none). */
+static void entry_drop_mem(mc_master_t *m, mc_restore_entry_t *e, uint32_t ref)
 {
     for (unsigned i = 0; i < e->nmem; i++) {
-        if (!strcmp(e->mem[i].segment_id, segment_id)) {
+        if (e->mem[i].ref == ref) {
             e->mem[i] = e->mem[--e->nmem];
             break;
         }
@@ -706,14 +741,14 @@ drop:
     return -1;
 }
 
-/* After e's replica on `segment_id` was revived (ok) or dropped: e forgets it, and the journal
+/* After e's replica on segment `ref` was revived (ok) or dropped: e forgets it, and the journal
  * gets the key's new state. */
-static void replica_settled(mc_master_t *m, mc_restore_entry_t *e, const char *segment_id, int ok)
+static void replica_settled(mc_master_t *m, mc_restore_entry_t *e, uint32_t ref, int ok)
 {
     char key[MC_MAX_KEY_LEN + 1];
     size_t klen = e->key_len;
     memcpy(key, e->key, klen + 1);
-    entry_drop_mem(m, e, segment_id); /* e may be freed */
+    entry_drop_mem(m, e, ref); /* e may be freed */
     mc_object_t *o = mc_index_find(&m->index, key, klen);
     if (ok)
         mc_journal_set_locked(m, o);
@@ -765,11 +800,24 @@ void mc_restore_segment_mounted_locked(mc_master_t *m, uint32_t slot, const char
     const mc_segment_t *s = mc_master_segment_locked(m, slot);
     revive_t *v = NULL;
     size_t n = 0, cap = 0;
+    uint8_t *match = calloc(t->nrefs + 1, 1); /* refs naming this segment of this owner */
+    size_t nmatch = 0;
+    for (size_t i = 0; match && i < t->nrefs; i++) {
+        match[i] = !strcmp(t->refs[i].id, s->info.id) && !strcmp(t->refs[i].client_id, client_id);
+        nmatch += match[i];
+    }
+    if (!match || nmatch == 0) {
+        if (!match)
+            MC_ERROR("restore: out of memory reviving segment %s: its restored replicas stay "
+                     "hidden",
+                     s->info.id);
+        free(match);
+        return;
+    }
     for (size_t i = 0; i < t->cap; i++) {
         for (mc_restore_entry_t *e = t->b[i]; e; e = e->next) {
             for (unsigned k = 0; k < e->nmem; k++) {
-                if (e->mem[k].verifying || strcmp(e->mem[k].segment_id, s->info.id) ||
-                    strcmp(e->mem[k].client_id, client_id))
+                if (e->mem[k].verifying || !match[e->mem[k].ref])
                     continue;
                 if (n == cap) {
                     cap = cap ? cap * 2 : 256;
@@ -779,17 +827,19 @@ void mc_restore_segment_mounted_locked(mc_master_t *m, uint32_t slot, const char
                                  "replicas stay hidden",
                                  s->info.id);
                         free(v);
+                        free(match);
                         return;
                     }
                     v = nv;
                 }
                 v[n].e = e;
                 v[n].address = e->mem[k].address;
-                snprintf(v[n].segment_id, sizeof(v[n].segment_id), "%s", s->info.id);
+                v[n].ref = e->mem[k].ref;
                 n++;
             }
         }
     }
+    free(match);
     if (n == 0) {
         free(v);
         return;
@@ -804,7 +854,7 @@ void mc_restore_segment_mounted_locked(mc_master_t *m, uint32_t slot, const char
             /* the owner verifies its bytes first (fetch/confirm); reserved meanwhile */
             uint32_t handle;
             unsigned k = 0;
-            while (k < e->nmem && strcmp(e->mem[k].segment_id, v[i].segment_id))
+            while (k < e->nmem && e->mem[k].ref != v[i].ref)
                 k++;
             if (mc_alloc_reserve(s->alloc, v[i].address, e->size, NULL, &handle, &hint) == 0) {
                 if (verify_hold(m, e, k, slot, handle) == 0) {
@@ -814,7 +864,7 @@ void mc_restore_segment_mounted_locked(mc_master_t *m, uint32_t slot, const char
                 mc_alloc_free(s->alloc, handle);
             }
             m->restore_expired++;
-            replica_settled(m, e, v[i].segment_id, 0);
+            replica_settled(m, e, v[i].ref, 0);
             continue;
         }
         int ok = -1;
@@ -825,7 +875,7 @@ void mc_restore_segment_mounted_locked(mc_master_t *m, uint32_t slot, const char
             ok = revive_one(m, e, slot, v[i].address, MC_ALLOC_HANDLE_NONE, &hint, now);
         }
         revived += ok == 0;
-        replica_settled(m, e, v[i].segment_id, ok == 0);
+        replica_settled(m, e, v[i].ref, ok == 0);
     }
     free(v);
     if (n > 0)
@@ -924,7 +974,7 @@ int mc_master_restore_verify_confirm(mc_master_t *m, const char *client_id, cons
         }
         if (confirmed && good == 0)
             (*confirmed)++;
-        replica_settled(m, e, x.segment_id, good == 0);
+        replica_settled(m, e, x.ref, good == 0);
     }
     if (t && t->items_open == 0 && t->nitems > 0) { /* all settled: start afresh */
         for (size_t i = 0; i < t->nitems; i++)
