@@ -60,6 +60,7 @@
 #include <sys/eventfd.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include <yaml.h>
 
@@ -84,7 +85,8 @@
  * flag, why and what to do: ignoring it would change what the user gets. A NO-OP flag is
  * accepted with one WARNING saying why it changes nothing here. docs/master-flags.md lists both.
  */
-typedef enum compat_kind { COMPAT_NOOP, COMPAT_REFUSED } compat_kind_t;
+/* COMPAT_SNAPSHOT: upstream's snapshot flags, implemented here (snapshot_check, snapshotter). */
+typedef enum compat_kind { COMPAT_NOOP, COMPAT_REFUSED, COMPAT_SNAPSHOT } compat_kind_t;
 
 typedef struct compat_flag {
     const char *name;
@@ -99,17 +101,17 @@ typedef struct compat_flag {
 #define WHY_KV "only used with --enable_kv_events, which is refused"
 #define WHY_DISK "only used with --root_fs_dir (legacy DISK tier), which is refused"
 #define WHY_TENANT "only used with --enable_multi_tenants, which is refused"
-#define WHY_SNAP "only used with --enable_snapshot/--enable_snapshot_restore, which are refused"
+#define WHY_SNAP "only used by upstream's snapshot catalog and payload stores (ours: local files)"
 #define WHY_CXL "only used with --enable_cxl, which is refused"
 #define WHY_K8S "names the k8s leader; only the etcd backend of --enable_ha is built here"
 
 /* clang-format off */
 static const compat_flag_t compat_flags[] = {
-    {"enable_snapshot", MC_FLAG_BOOL, "false", COMPAT_REFUSED,
-     "metadata snapshots are not implemented: a restarted master starts empty (clients remount "
-     "their segments); drop the flag"},
-    {"enable_snapshot_restore", MC_FLAG_BOOL, "false", COMPAT_REFUSED,
-     "metadata snapshots are not implemented, so there is nothing to restore; drop the flag"},
+    {"enable_snapshot", MC_FLAG_BOOL, "false", COMPAT_SNAPSHOT,
+     "periodic snapshots of the object records under $MOONCAKE_SNAPSHOT_LOCAL_PATH, and a clean "
+     "one at SIGTERM/SIGINT (docs/master-flags.md)"},
+    {"enable_snapshot_restore", MC_FLAG_BOOL, "false", COMPAT_SNAPSHOT,
+     "at start, restore the newest snapshot that verifies (else the next older, else empty)"},
     {"root_fs_dir", MC_FLAG_STRING, "", COMPAT_REFUSED,
      "the legacy shared-filesystem DISK tier is not implemented; use --enable_offload with "
      "--offload-backend=distributed --distributed-root-dir=DIR (docs/offload.md)"},
@@ -168,11 +170,15 @@ static const compat_flag_t compat_flags[] = {
     {"quota_bytes", MC_FLAG_INT, "0", COMPAT_NOOP, WHY_DISK},
     {"tenant_quota_connector_type", MC_FLAG_STRING, "file", COMPAT_NOOP, WHY_TENANT},
     {"tenant_quota_connector_uri", MC_FLAG_STRING, "", COMPAT_NOOP, WHY_TENANT},
-    {"snapshot_backup_dir", MC_FLAG_STRING, "", COMPAT_NOOP, WHY_SNAP},
-    {"snapshot_interval_seconds", MC_FLAG_INT, "600", COMPAT_NOOP, WHY_SNAP},
-    {"snapshot_child_timeout_seconds", MC_FLAG_INT, "300", COMPAT_NOOP, WHY_SNAP},
-    {"snapshot_retention_count", MC_FLAG_INT, "2", COMPAT_NOOP, WHY_SNAP},
-    {"snapshot_object_store_type", MC_FLAG_STRING, "", COMPAT_NOOP, WHY_SNAP},
+    {"snapshot_backup_dir", MC_FLAG_STRING, "", COMPAT_SNAPSHOT,
+     "a second copy of every snapshot under this directory"},
+    {"snapshot_interval_seconds", MC_FLAG_INT, "600", COMPAT_SNAPSHOT,
+     "seconds between periodic snapshots"},
+    {"snapshot_child_timeout_seconds", MC_FLAG_INT, "300", COMPAT_SNAPSHOT,
+     "a snapshot taking longer is abandoned (no child is forked: the write itself is bounded)"},
+    {"snapshot_retention_count", MC_FLAG_INT, "2", COMPAT_SNAPSHOT, "snapshots kept"},
+    {"snapshot_object_store_type", MC_FLAG_STRING, "", COMPAT_SNAPSHOT,
+     "local (or empty): files under $MOONCAKE_SNAPSHOT_LOCAL_PATH; s3 is refused"},
     {"snapshot_payload_store_type", MC_FLAG_STRING, "", COMPAT_NOOP, WHY_SNAP},
     {"snapshot_payload_backend_type", MC_FLAG_STRING, "", COMPAT_NOOP, WHY_SNAP},
     {"snapshot_catalog_store_type", MC_FLAG_STRING, "", COMPAT_NOOP, WHY_SNAP},
@@ -259,6 +265,12 @@ typedef struct master_opts {
     int64_t v;
     compat_value_t compat[COMPAT_COUNT]; /* compat_flags[i] */
     int refused;                         /* validate() failed on a refused flag: exit 2 */
+    /* snapshots (snapshot_check): from the COMPAT_SNAPSHOT flags and the environment */
+    struct {
+        int enable, restore;
+        int64_t interval_s, timeout_s, retention;
+        const char *root, *backup_dir;
+    } snap;
 } master_opts_t;
 
 static char empty_string[] = "";
@@ -502,6 +514,9 @@ static size_t flags_table(master_opts_t *o, mc_flag_t *out, size_t cap)
         if (c->kind == COMPAT_REFUSED)
             snprintf(help[i], sizeof(help[i]), "upstream's; refused unless %s: %s",
                      c->def[0] ? c->def : "empty", c->why);
+        else if (c->kind == COMPAT_SNAPSHOT)
+            snprintf(help[i], sizeof(help[i]), "%s (default %s)", c->why,
+                     c->def[0] ? c->def : "empty");
         else
             snprintf(help[i], sizeof(help[i]), "upstream's; accepted, no effect: %s", c->why);
         void *value = c->type == MC_FLAG_BOOL     ? (void *)&o->compat[i].b
@@ -816,6 +831,128 @@ static int one_of(const char *value, const char *const *allowed)
     return 0;
 }
 
+/* ---- snapshots ------------------------------------------------------------------------------ */
+
+#define ENV_SNAPSHOT_ROOT "MOONCAKE_SNAPSHOT_LOCAL_PATH"
+
+/*
+ * The snapshot flags (upstream's, mooncake-interfaces-2.md §5.5/§6): values into o->snap.
+ * --snapshot_object_store_type=s3 is refused (exit 2); with --enable_snapshot or
+ * --enable_snapshot_restore, $MOONCAKE_SNAPSHOT_LOCAL_PATH must name the root (fatal if unset,
+ * as upstream).
+ */
+static int snapshot_check(master_opts_t *o, char *err, size_t errlen)
+{
+    o->snap.enable = compat_value(o, "enable_snapshot")->b;
+    o->snap.restore = compat_value(o, "enable_snapshot_restore")->b;
+    o->snap.interval_s = compat_value(o, "snapshot_interval_seconds")->i;
+    o->snap.timeout_s = compat_value(o, "snapshot_child_timeout_seconds")->i;
+    o->snap.retention = compat_value(o, "snapshot_retention_count")->i;
+    o->snap.backup_dir = compat_value(o, "snapshot_backup_dir")->s;
+    const char *store = compat_value(o, "snapshot_object_store_type")->s;
+    if (strcmp(store, "s3") == 0) {
+        o->refused = 1;
+        return fail(err, errlen,
+                    "--snapshot_object_store_type=s3 is not supported: snapshots are written to "
+                    "local files only; use local with $" ENV_SNAPSHOT_ROOT);
+    }
+    if (store[0] && strcmp(store, "local") != 0)
+        return fail(err, errlen, "--snapshot_object_store_type=%s: expected local or s3", store);
+    if (o->snap.interval_s < 1 || o->snap.interval_s > 31536000)
+        return fail(err, errlen, "--snapshot_interval_seconds=%" PRId64 ": expected 1..31536000",
+                    o->snap.interval_s);
+    if (o->snap.timeout_s < 1 || o->snap.timeout_s > 31536000)
+        return fail(err, errlen,
+                    "--snapshot_child_timeout_seconds=%" PRId64 ": expected 1..31536000",
+                    o->snap.timeout_s);
+    if (o->snap.retention < 1 || o->snap.retention > 1000)
+        return fail(err, errlen, "--snapshot_retention_count=%" PRId64 ": expected 1..1000",
+                    o->snap.retention);
+    if (!o->snap.enable && !o->snap.restore)
+        return 0;
+    o->snap.root = getenv(ENV_SNAPSHOT_ROOT);
+    if (!o->snap.root || !o->snap.root[0])
+        return fail(err, errlen,
+                    "--enable_snapshot/--enable_snapshot_restore need $" ENV_SNAPSHOT_ROOT
+                    " (the snapshot root directory), which is unset");
+    if (o->snap.root[0] != '/' || strlen(o->snap.root) > 4000)
+        return fail(err, errlen, "$" ENV_SNAPSHOT_ROOT "=%s: expected an absolute path",
+                    o->snap.root);
+    return 0;
+}
+
+/* The periodic snapshot thread (--enable_snapshot). */
+typedef struct snapshotter {
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv; /* CLOCK_MONOTONIC */
+    int stop, started;
+    mc_master_t *master;
+    const master_opts_t *o;
+} snapshotter_t;
+
+static int take_snapshot(const master_opts_t *o, mc_master_t *m, int clean)
+{
+    return mc_master_snapshot_write(m, o->snap.root, o->snap.backup_dir,
+                                    (unsigned)o->snap.retention, clean,
+                                    (uint64_t)o->snap.timeout_s * 1000, NULL);
+}
+
+static void *snapshot_loop(void *arg)
+{
+    snapshotter_t *t = arg;
+    pthread_mutex_lock(&t->mu);
+    while (!t->stop) {
+        struct timespec until;
+        clock_gettime(CLOCK_MONOTONIC, &until);
+        until.tv_sec += t->o->snap.interval_s;
+        while (!t->stop && pthread_cond_timedwait(&t->cv, &t->mu, &until) != ETIMEDOUT)
+            ;
+        if (t->stop)
+            break;
+        pthread_mutex_unlock(&t->mu);
+        take_snapshot(t->o, t->master, 0); /* failures are logged; the next one retries */
+        pthread_mutex_lock(&t->mu);
+    }
+    pthread_mutex_unlock(&t->mu);
+    return NULL;
+}
+
+static int snapshotter_start(snapshotter_t *t, const master_opts_t *o, mc_master_t *m)
+{
+    memset(t, 0, sizeof(*t));
+    if (!o->snap.enable)
+        return 0;
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_mutex_init(&t->mu, NULL);
+    pthread_cond_init(&t->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    t->master = m;
+    t->o = o;
+    if (pthread_create(&t->thread, NULL, snapshot_loop, t) != 0) {
+        MC_ERROR("cannot start the snapshot thread");
+        return MC_ERR_INTERNAL_ERROR;
+    }
+    t->started = 1;
+    return 0;
+}
+
+static void snapshotter_stop(snapshotter_t *t)
+{
+    if (!t->started)
+        return;
+    pthread_mutex_lock(&t->mu);
+    t->stop = 1;
+    pthread_cond_signal(&t->cv);
+    pthread_mutex_unlock(&t->mu);
+    pthread_join(t->thread, NULL); /* a snapshot under way ends within its timeout */
+    pthread_cond_destroy(&t->cv);
+    pthread_mutex_destroy(&t->mu);
+    t->started = 0;
+}
+
 /*
  * The upstream flags of compat_flags: values upstream rejects are bad values (exit 1, as its
  * validators abort), a refused flag away from its default is refused (exit 2), a given no-op flag
@@ -858,6 +995,8 @@ static int check_compat(master_opts_t *o, mc_flag_t *flags, size_t n, char *err,
             MC_WARN("flag --%s is accepted for compatibility and has no effect: %s", c->name,
                     c->why);
     }
+    if (snapshot_check(o, err, errlen) != 0)
+        return MC_ERR_INVALID_PARAMS;
     if (o->promotion_on_hit && !o->enable_offload)
         MC_WARN("flag --promotion_on_hit=true has no effect without --enable_offload (as "
                 "upstream): there are no disk replicas to promote");
@@ -907,6 +1046,13 @@ static int validate_ha(master_opts_t *o, char *err, size_t errlen)
         return fail(err, errlen, "--enable_oplog needs --enable_ha (as upstream)");
     if (!o->enable_ha)
         return 0;
+    if (compat_value(o, "enable_snapshot_restore")->b) {
+        o->refused = 1;
+        return fail(err, errlen,
+                    "--enable_snapshot_restore=true is not supported with --enable_ha: a new "
+                    "leader is restored from the operation log (--enable_oplog), not from a "
+                    "snapshot (docs/ha.md); drop one of the two");
+    }
     if (!o->enable_oplog)
         MC_WARN("--enable_ha without --enable_oplog: a new leader starts empty and every object "
                 "is lost to readers at a failover (as upstream); add --enable_oplog=true");
@@ -1154,7 +1300,8 @@ static int gate_closed(void *arg, uint16_t opcode)
     return 0;
 }
 
-static void servers_stop(master_servers_t *s)
+/* Stops the listeners (the master itself stays, unchanged by any request from now on). */
+static void servers_stop_listeners(master_servers_t *s)
 {
     /* A leader: stop answering, commit what the operation log still holds (bounded), then
      * hand leadership over (the lease revoked: a standby takes over at once). */
@@ -1171,6 +1318,14 @@ static void servers_stop(master_servers_t *s)
     mc_http_metadata_server_stop(s->metadata);
     mc_admin_http_stop(s->admin);
     mc_rpc_server_stop(s->rpc);
+    s->metadata = NULL;
+    s->admin = NULL;
+    s->rpc = NULL;
+}
+
+static void servers_stop(master_servers_t *s)
+{
+    servers_stop_listeners(s);
     mc_master_destroy(s->master);
     mc_auth_destroy(s->auth);
     int efd = s->deposed_efd;
@@ -1297,6 +1452,10 @@ static int servers_start(const master_opts_t *o, master_servers_t *s)
     if (rc != 0) {
         MC_ERROR("cannot create the master service: %s", mc_error_name(rc));
         return rc;
+    }
+    if (o->snap.restore) { /* before anything serves: clients re-mount into the restored index */
+        uint64_t seq = 0;
+        mc_master_snapshot_restore(s->master, o->snap.root, &seq); /* else starts empty (logged) */
     }
     mc_rpc_limits_t limits = {
         .max_connections = (uint32_t)o->max_connections,
@@ -1446,6 +1605,7 @@ int main(int argc, char **argv)
     }
 
     master_servers_t servers = {.deposed_efd = -1};
+    snapshotter_t snap = {0};
     if (o.enable_ha && (servers.deposed_efd = eventfd(0, EFD_CLOEXEC)) < 0) {
         fprintf(stderr, PROGRAM ": eventfd: %s\n", strerror(errno));
         close(sfd);
@@ -1454,6 +1614,8 @@ int main(int argc, char **argv)
     }
     for (;;) {
         rc = servers_start(&o, &servers);
+        if (rc == 0 && (rc = snapshotter_start(&snap, &o, servers.master)) != 0)
+            servers_stop(&servers);
         if (rc != 0)
             break;
         int sig = wait_for_stop(sfd, servers.deposed_efd);
@@ -1461,10 +1623,16 @@ int main(int argc, char **argv)
             /* Lost leadership: this master's index is stale. Start over, empty, as a standby
              * (upstream's supervisor returns to standby the same way). */
             MC_WARN("no longer the leader: restarting the master service as a standby");
+            snapshotter_stop(&snap);
             servers_stop(&servers);
             continue;
         }
         MC_INFO("received signal %d (%s), stopping", sig, sig ? strsignal(sig) : "none");
+        snapshotter_stop(&snap);
+        if (o.snap.enable) { /* a clean snapshot: nothing can change after it */
+            servers_stop_listeners(&servers);
+            take_snapshot(&o, servers.master, 1);
+        }
         servers_stop(&servers);
         MC_INFO("Master service stopped");
         break;

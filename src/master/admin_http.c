@@ -8,6 +8,7 @@
  * the same words as the RPC server's.
  */
 #include "admin_http.h"
+#include "journal.h"
 
 #include "http_guard.h"
 #include "log.h"
@@ -379,8 +380,6 @@ static void render_promotion_metrics(FILE *f, const mc_master_stats_t *st)
 static void render_upstream_absent(FILE *f)
 {
     static const double nof_ms[] = {1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000};
-    static const double snap_ms[] = {0,     500,    1000,   5000,   10000, 30000,
-                                     60000, 120000, 180000, 240000, 300000};
     static const double us_write[] = {100,   500,    1000,   5000,    10000,
                                       50000, 100000, 500000, 1000000, 5000000};
     static const double us_apply[] = {10, 50, 100, 500, 1000, 5000, 10000, 50000, 100000};
@@ -418,8 +417,6 @@ static void render_upstream_absent(FILE *f)
         "master_promotion_candidate_expired_evaluated_total",
         "master_promotion_candidate_expired_unevaluated_total",
         "master_promotion_candidate_dropped_limit_total",
-        "master_snapshot_success",
-        "master_snapshot_fail",
         "ha_oplog_skipped_entries_total",
         "ha_oplog_checksum_failures_total",
         "ha_oplog_gap_resolve_attempts_total",
@@ -442,7 +439,7 @@ static void render_upstream_absent(FILE *f)
                0);
     for (size_t i = 0; zero_counters[i]; i++)
         metric(f, zero_counters[i], "counter",
-               "Upstream's; always 0 here (no NVMe-oF tier, promotion, snapshots or HA).", 0);
+               "Upstream's; always 0 here (no NVMe-oF tier, promotion retry candidates or HA).", 0);
     family_empty(f, "nof_segment_allocated_bytes", "gauge",
                  "Upstream's per NVMe-oF segment; no such segments here.");
     family_empty(f, "nof_segment_total_capacity_bytes", "gauge",
@@ -453,8 +450,6 @@ static void render_upstream_absent(FILE *f)
                  "Upstream's per tenant; no tenants here.");
     histogram_zero(f, "master_nof_heartbeat_probe_latency_ms", "Upstream's; no NVMe-oF probes.",
                    nof_ms, NBOUNDS(nof_ms));
-    histogram_zero(f, "master_snapshot_duration_ms", "Upstream's; no snapshots here.", snap_ms,
-                   NBOUNDS(snap_ms));
     histogram_zero(f, "ha_oplog_etcd_write_latency_us", "Upstream's; no HA here.", us_write,
                    NBOUNDS(us_write));
     histogram_zero(f, "ha_oplog_apply_latency_us", "Upstream's; no HA here.", us_apply,
@@ -571,6 +566,40 @@ static void render_metrics(mc_admin_http_t *a, FILE *f)
     metric(f, "master_revoked_puts_total", "counter",
            "Puts revoked by timeout or client expiry since start.", st.revoked_puts);
     render_offload_metrics(f, &st);
+    mc_restore_stats_t rst = {0};
+    mc_master_restore_stats(a->master, &rst);
+    metric(f, "master_restore_pending_records", "gauge",
+           "Restored object records with a memory replica not re-mounted by its owner yet.",
+           rst.pending);
+    metric(f, "master_restore_revived_replicas_total", "counter",
+           "Restored memory replicas made visible when their owner re-mounted the segment.",
+           rst.revived);
+    metric(
+        f, "master_restore_expired_replicas_total", "counter",
+        "Restored memory replicas dropped: not re-mounted within 3 client TTLs (or not fitting).",
+        rst.expired);
+    metric(f, "master_restore_untrusted_replicas_total", "counter",
+           "Restored memory replicas dropped at re-mount: from a snapshot not marked clean, with "
+           "no checksum to verify them by.",
+           rst.untrusted);
+    mc_snapshot_stats_t sst = {0};
+    mc_master_snapshot_stats(a->master, &sst);
+    metric(f, "master_snapshot_success", "counter",
+           "Snapshots written (--enable_snapshot: periodic and the clean one at shutdown).",
+           sst.success);
+    metric(f, "master_snapshot_fail", "counter", "Snapshots that failed (nothing kept).", sst.fail);
+    histogram(f, "master_snapshot_duration_ms", "Time to write a snapshot (ms).",
+              mc_snapshot_ms_bounds, MC_SNAPSHOT_MS_BUCKETS, sst.ms_counts, (double)sst.ms_sum);
+    metric(f, "master_restore_verified_replicas_total", "counter",
+           "Restored memory replicas from a snapshot not marked clean that their owner verified "
+           "(CRC32C of its memory) and made visible.",
+           rst.verified);
+    metric(f, "master_restore_verify_failed_total", "counter",
+           "Restored memory replicas whose owner's bytes did not match their checksum: dropped.",
+           rst.verify_failed);
+    metric(f, "master_restore_superseded_total", "counter",
+           "Restored records dropped because the key was written or removed meanwhile.",
+           rst.superseded);
     metric(f, "master_rpc_connections_active", "gauge", "Open RPC connections.",
            rs.connections_active);
     metric(f, "master_rpc_connections_total", "counter", "RPC connections accepted since start.",

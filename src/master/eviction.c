@@ -157,6 +157,11 @@ size_t mc_eviction_run_locked(mc_master_t *m, uint64_t now, int needed, int *ran
     double high = m->cfg.eviction_high_watermark_ratio;
     if (!needed && !(ratio > high))
         return 0;
+    /* While restored records wait for their owners to re-mount, the mounted segments carry more
+     * than their share of the restored objects: no watermark pass until they are all back (or
+     * dropped); a put that finds no room still evicts. */
+    if (!needed && mc_restore_pending_locked(m))
+        return 0;
     if (ran)
         *ran = 1;
     m->eviction_runs++;

@@ -25,11 +25,20 @@
 
 /* ---- the restore table ---------------------------------------------------------------------- */
 
-typedef struct mc_restore_mem {
-    char segment_id[MC_SEGMENT_ID_MAX];
+/* A segment restored records name (interned: records share a few segments). */
+typedef struct seg_ref {
+    char id[MC_SEGMENT_ID_MAX];
     char client_id[MC_CLIENT_ID_MAX];
     char name[272];
+} seg_ref_t;
+
+typedef struct mc_restore_mem {
     uint64_t address;
+    uint32_t ref; /* index into the table's seg_refs */
+    /* 1: re-mounted from an untrusted record, its extent reserved (handle in segment `slot` of
+     * mount generation `gen`) until the owner verifies its checksum (verify items below) */
+    uint8_t verifying;
+    uint32_t slot, gen, handle;
 } mc_restore_mem_t;
 
 /* A restored record with memory replicas not visible yet (mem[0..nmem)). */
@@ -38,10 +47,20 @@ typedef struct mc_restore_entry {
     uint64_t hash, size, soft_pin_ms, tag;
     uint32_t checksum;
     uint8_t has_checksum, hard_pinned, trusted, nmem;
-    mc_restore_mem_t mem[MC_MAX_REPLICAS];
     size_t key_len;
-    char key[];
+    char *key;              /* after mem[] in the same block */
+    mc_restore_mem_t mem[]; /* room for the record's replicas */
 } mc_restore_entry_t;
+
+/* An extent the owner is asked to verify (its id is its index + 1); the entry of (key, tag)
+ * holds the reservation: an item whose entry or mem is gone is skipped. */
+typedef struct verify_item {
+    char *key;
+    size_t key_len;
+    uint64_t tag, address, size;
+    uint32_t checksum, slot, gen;
+    uint8_t done;
+} verify_item_t;
 
 /* Chained hash by key; cap is a power of two. */
 typedef struct mc_restore_table {
@@ -49,7 +68,56 @@ typedef struct mc_restore_table {
     size_t cap, count;
     uint64_t deadline; /* master clock ms: what is still hidden then is dropped */
     int hold;          /* a standby: nothing expires until it takes over (trust_all) */
+    verify_item_t *items;
+    size_t nitems, items_cap, items_open;
+    seg_ref_t *refs;
+    size_t nrefs, refs_cap;
 } mc_restore_table_t;
+
+/* Index of the interned (id, client, name), added if new; UINT32_MAX when out of memory. */
+static uint32_t ref_intern(mc_restore_table_t *t, const char *id, const char *client,
+                           const char *name)
+{
+    for (size_t i = t->nrefs; i-- > 0;) {
+        const seg_ref_t *r = &t->refs[i];
+        if (!strcmp(r->id, id) && !strcmp(r->client_id, client) && !strcmp(r->name, name))
+            return (uint32_t)i;
+    }
+    if (t->nrefs == t->refs_cap) {
+        size_t cap = t->refs_cap ? t->refs_cap * 2 : 16;
+        seg_ref_t *v = cap < UINT32_MAX ? realloc(t->refs, cap * sizeof(*v)) : NULL;
+        if (!v)
+            return UINT32_MAX;
+        t->refs = v;
+        t->refs_cap = cap;
+    }
+    seg_ref_t *r = &t->refs[t->nrefs];
+    snprintf(r->id, sizeof(r->id), "%s", id);
+    snprintf(r->client_id, sizeof(r->client_id), "%s", client);
+    snprintf(r->name, sizeof(r->name), "%s", name);
+    return (uint32_t)t->nrefs++;
+}
+
+#define VERIFY_PAGE 1024       /* extents per fetch reply */
+#define VERIFY_SCAN (4 * 1024) /* items looked at per fetch */
+
+/* Frees the reservation of a mem being verified (when its segment is still that mount). */
+static void mem_release(mc_master_t *m, const mc_restore_mem_t *x)
+{
+    if (!x->verifying)
+        return;
+    mc_segment_t *s = mc_master_segment_locked(m, x->slot);
+    if (s && s->gen == x->gen)
+        mc_alloc_free(s->alloc, x->handle);
+}
+
+/* Frees e and the reservations it holds. */
+static void entry_free(mc_master_t *m, mc_restore_entry_t *e)
+{
+    for (unsigned i = 0; i < e->nmem; i++)
+        mem_release(m, &e->mem[i]);
+    free(e);
+}
 
 static mc_restore_table_t *table(mc_master_t *m)
 {
@@ -115,7 +183,27 @@ void mc_restore_forget_locked(mc_master_t *m, const char *key, size_t len)
         return;
     entry_unlink(m->restore, e);
     m->restore_superseded++;
-    free(e);
+    entry_free(m, e);
+}
+
+void mc_restore_clear_locked(mc_master_t *m)
+{
+    mc_restore_table_t *t = m->restore;
+    for (size_t i = 0; t && t->count && i < t->cap; i++) {
+        for (mc_restore_entry_t *e = t->b[i], *n; e; e = n) {
+            n = e->next;
+            t->b[i] = n;
+            t->count--;
+            m->restore_superseded++;
+            mc_journal_del_locked(m, e->key, e->key_len);
+            entry_free(m, e);
+        }
+    }
+}
+
+int mc_restore_pending_locked(const mc_master_t *m)
+{
+    return m->restore && m->restore->count > 0;
 }
 
 void mc_restore_fini(mc_master_t *m)
@@ -126,9 +214,13 @@ void mc_restore_fini(mc_master_t *m)
     for (size_t i = 0; i < t->cap; i++) {
         for (mc_restore_entry_t *e = t->b[i], *n; e; e = n) {
             n = e->next;
-            free(e);
+            free(e); /* the segments go with the master: nothing to release */
         }
     }
+    for (size_t i = 0; i < t->nitems; i++)
+        free(t->items[i].key);
+    free(t->items);
+    free(t->refs);
     free(t->b);
     free(t);
     m->restore = NULL;
@@ -184,10 +276,11 @@ static uint8_t *record_encode(const mc_master_t *m, const mc_object_t *o,
         r.hard_pinned = e->hard_pinned;
     }
     for (unsigned i = 0; e && i < e->nmem && nm < 2 * MC_MAX_REPLICAS; i++) {
+        const seg_ref_t *ref = &m->restore->refs[e->mem[i].ref];
         mc__memory_replica_record__init(&mem[nm]);
-        mem[nm].segment_id = (char *)e->mem[i].segment_id;
-        mem[nm].client_id = (char *)e->mem[i].client_id;
-        mem[nm].segment_name = (char *)e->mem[i].name;
+        mem[nm].segment_id = (char *)ref->id;
+        mem[nm].client_id = (char *)ref->client_id;
+        mem[nm].segment_name = (char *)ref->name;
         mem[nm].address = e->mem[i].address;
         mem[nm].length = e->size;
         memp[nm] = &mem[nm];
@@ -283,6 +376,18 @@ void mc_master_journal_durable(mc_master_t *m, uint64_t seq)
         m->jdurable = seq;
         mc_master_deferred_sweep_locked(m, mc_master_now_locked(m));
     }
+    pthread_mutex_unlock(&m->lock);
+}
+
+void mc_master_journal_start_at(mc_master_t *m, uint64_t seq)
+{
+    if (!m)
+        return;
+    pthread_mutex_lock(&m->lock);
+    if (seq > m->jseq)
+        m->jseq = seq;
+    if (seq > m->jdurable)
+        m->jdurable = seq;
     pthread_mutex_unlock(&m->lock);
 }
 
@@ -439,10 +544,11 @@ static int import(mc_master_t *m, const uint8_t *record, size_t len, int trusted
             x->length != r->size || (r->size > 0 && x->address % MC_ALLOC_ALIGN))
             goto out;
     }
-    mc_restore_entry_t *e = calloc(1, sizeof(*e) + klen + 1);
+    mc_restore_entry_t *e = calloc(1, sizeof(*e) + r->n_memory * sizeof(e->mem[0]) + klen + 1);
     rc = MC_ERR_INTERNAL_ERROR;
     if (!e)
         goto out;
+    e->key = (char *)(e->mem + r->n_memory);
     memcpy(e->key, r->key, klen + 1);
     e->key_len = klen;
     e->hash = XXH3_64bits(r->key, klen);
@@ -452,15 +558,16 @@ static int import(mc_master_t *m, const uint8_t *record, size_t len, int trusted
     e->soft_pin_ms = r->soft_pin_remaining_ms;
     e->hard_pinned = r->hard_pinned;
     e->trusted = (uint8_t)trusted;
-    for (size_t i = 0; i < r->n_memory; i++) {
-        mc_restore_mem_t *x = &e->mem[e->nmem++];
-        snprintf(x->segment_id, sizeof(x->segment_id), "%s", r->memory[i]->segment_id);
-        snprintf(x->client_id, sizeof(x->client_id), "%s", r->memory[i]->client_id);
-        snprintf(x->name, sizeof(x->name), "%s", r->memory[i]->segment_name);
-        x->address = r->memory[i]->address;
-    }
     pthread_mutex_lock(&m->lock);
     mc_restore_table_t *t = table(m);
+    for (size_t i = 0; t && i < r->n_memory; i++) {
+        mc_restore_mem_t *x = &e->mem[e->nmem++];
+        x->ref = ref_intern(t, r->memory[i]->segment_id, r->memory[i]->client_id,
+                            r->memory[i]->segment_name);
+        x->address = r->memory[i]->address;
+        if (x->ref == UINT32_MAX)
+            t = NULL;
+    }
     if (!t) {
         pthread_mutex_unlock(&m->lock);
         free(e);
@@ -471,7 +578,7 @@ static int import(mc_master_t *m, const uint8_t *record, size_t len, int trusted
     if (*p) { /* SET replaces */
         mc_restore_entry_t *old = *p;
         e->next = old->next;
-        free(old);
+        entry_free(m, old);
         *p = e;
     } else if (e->nmem > 0) {
         e->next = NULL;
@@ -507,7 +614,7 @@ int mc_master_import_del(mc_master_t *m, const char *key, size_t key_len)
     mc_restore_entry_t *e = entry_find(m, key, key_len);
     if (e) {
         entry_unlink(m->restore, e);
-        free(e);
+        entry_free(m, e);
     }
     pthread_mutex_unlock(&m->lock);
     return 0;
@@ -551,6 +658,8 @@ void mc_master_restore_stats(mc_master_t *m, mc_restore_stats_t *out)
     out->expired = m->restore_expired;
     out->untrusted = m->restore_untrusted;
     out->superseded = m->restore_superseded;
+    out->verified = m->restore_verified;
+    out->verify_failed = m->restore_verify_failed;
     pthread_mutex_unlock(&m->lock);
 }
 
@@ -559,7 +668,7 @@ void mc_master_restore_stats(mc_master_t *m, mc_restore_stats_t *out)
 typedef struct revive {
     mc_restore_entry_t *e;
     uint64_t address;
-    char segment_id[MC_SEGMENT_ID_MAX];
+    uint32_t ref;
 } revive_t;
 
 static int revive_cmp(const void *a, const void *b)
@@ -568,39 +677,43 @@ static int revive_cmp(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* Drops e's hidden replica on `segment_id` (and e once it has none). */
-static void entry_drop_mem(mc_master_t *m, mc_restore_entry_t *e, const char *segment_id)
+/* Drops e's hidden replica on segment `ref` (and e once it has none). */
+static void entry_drop_mem(mc_master_t *m, mc_restore_entry_t *e, uint32_t ref)
 {
     for (unsigned i = 0; i < e->nmem; i++) {
-        if (!strcmp(e->mem[i].segment_id, segment_id)) {
+        if (e->mem[i].ref == ref) {
             e->mem[i] = e->mem[--e->nmem];
             break;
         }
     }
     if (e->nmem == 0) {
         entry_unlink(m->restore, e);
-        free(e);
+        entry_free(m, e);
     }
 }
 
-/* Makes e's replica at `address` in segment `slot` visible: 0, or -1 (dropped). */
+/* Makes e's replica at `address` in segment `slot` visible: 0, or -1 (dropped). `handle`:
+ * the extent already reserved for it, or MC_ALLOC_HANDLE_NONE (reserved here). */
 static int revive_one(mc_master_t *m, mc_restore_entry_t *e, uint32_t slot, uint64_t address,
-                      uint32_t *hint, uint64_t now)
+                      uint32_t handle, uint32_t *hint, uint64_t now)
 {
     mc_segment_t *s = mc_master_segment_locked(m, slot);
     mc_object_t *o = mc_index_find(&m->index, e->key, e->key_len);
+    int reserved = handle != MC_ALLOC_HANDLE_NONE;
     if (o && !(o->complete && o->restore_tag == e->tag)) {
         m->restore_superseded++; /* written (or being written) since: the newer value wins */
-        return -1;
+        goto drop;
     }
     if (o && o->nrep >= o->rep_cap) {
         mc_object_t *n = mc_master_object_regrow_locked(m, o, o->nrep + 1u);
         if (!n)
-            return -1;
+            goto drop;
         o = n;
     }
     mc_replica_ref_t ref = {.seg = slot, .handle = s->gen};
-    if (e->size > 0) {
+    if (e->size > 0 && reserved) {
+        ref.handle = handle;
+    } else if (e->size > 0) {
         int rc = mc_alloc_reserve(s->alloc, address, e->size, NULL, &ref.handle, hint);
         if (rc != 0) {
             MC_WARN("restore: %.64s at 0x%" PRIx64 " (+%" PRIu64 ") in segment %s does not fit "
@@ -637,6 +750,61 @@ static int revive_one(mc_master_t *m, mc_restore_entry_t *e, uint32_t slot, uint
     mc_master_set_cookies_locked(m, &ref, 1, o->size, o);
     m->restore_revived++;
     return 0;
+drop:
+    if (reserved && e->size > 0)
+        mc_alloc_free(s->alloc, handle);
+    return -1;
+}
+
+/* After e's replica on segment `ref` was revived (ok) or dropped: e forgets it, and the journal
+ * gets the key's new state. */
+static void replica_settled(mc_master_t *m, mc_restore_entry_t *e, uint32_t ref, int ok)
+{
+    char key[MC_MAX_KEY_LEN + 1];
+    size_t klen = e->key_len;
+    memcpy(key, e->key, klen + 1);
+    entry_drop_mem(m, e, ref); /* e may be freed */
+    mc_object_t *o = mc_index_find(&m->index, key, klen);
+    if (ok)
+        mc_journal_set_locked(m, o);
+    else if (!entry_find(m, key, klen) && !o)
+        mc_journal_del_locked(m, key, klen); /* none of it is left */
+}
+
+/* Holds e's replica k (on segment `slot`, reserved as `handle`) for the owner to verify. */
+static int verify_hold(mc_master_t *m, mc_restore_entry_t *e, unsigned k, uint32_t slot,
+                       uint32_t handle)
+{
+    mc_restore_table_t *t = m->restore;
+    const mc_segment_t *s = mc_master_segment_locked(m, slot);
+    if (t->nitems == t->items_cap) {
+        size_t cap = t->items_cap ? t->items_cap * 2 : 256;
+        verify_item_t *v = realloc(t->items, cap * sizeof(*v));
+        if (!v)
+            return -1;
+        t->items = v;
+        t->items_cap = cap;
+    }
+    verify_item_t *it = &t->items[t->nitems];
+    it->key = malloc(e->key_len + 1);
+    if (!it->key)
+        return -1;
+    memcpy(it->key, e->key, e->key_len + 1);
+    it->key_len = e->key_len;
+    it->tag = e->tag;
+    it->address = e->mem[k].address;
+    it->size = e->size;
+    it->checksum = e->checksum;
+    it->slot = slot;
+    it->gen = s->gen;
+    it->done = 0;
+    t->nitems++;
+    t->items_open++;
+    e->mem[k].verifying = 1;
+    e->mem[k].slot = slot;
+    e->mem[k].gen = s->gen;
+    e->mem[k].handle = handle;
+    return 0;
 }
 
 void mc_restore_segment_mounted_locked(mc_master_t *m, uint32_t slot, const char *client_id)
@@ -647,11 +815,24 @@ void mc_restore_segment_mounted_locked(mc_master_t *m, uint32_t slot, const char
     const mc_segment_t *s = mc_master_segment_locked(m, slot);
     revive_t *v = NULL;
     size_t n = 0, cap = 0;
+    uint8_t *match = calloc(t->nrefs + 1, 1); /* refs naming this segment of this owner */
+    size_t nmatch = 0;
+    for (size_t i = 0; match && i < t->nrefs; i++) {
+        match[i] = !strcmp(t->refs[i].id, s->info.id) && !strcmp(t->refs[i].client_id, client_id);
+        nmatch += match[i];
+    }
+    if (!match || nmatch == 0) {
+        if (!match)
+            MC_ERROR("restore: out of memory reviving segment %s: its restored replicas stay "
+                     "hidden",
+                     s->info.id);
+        free(match);
+        return;
+    }
     for (size_t i = 0; i < t->cap; i++) {
         for (mc_restore_entry_t *e = t->b[i]; e; e = e->next) {
             for (unsigned k = 0; k < e->nmem; k++) {
-                if (strcmp(e->mem[k].segment_id, s->info.id) ||
-                    strcmp(e->mem[k].client_id, client_id))
+                if (e->mem[k].verifying || !match[e->mem[k].ref])
                     continue;
                 if (n == cap) {
                     cap = cap ? cap * 2 : 256;
@@ -661,47 +842,200 @@ void mc_restore_segment_mounted_locked(mc_master_t *m, uint32_t slot, const char
                                  "replicas stay hidden",
                                  s->info.id);
                         free(v);
+                        free(match);
                         return;
                     }
                     v = nv;
                 }
                 v[n].e = e;
                 v[n].address = e->mem[k].address;
-                snprintf(v[n].segment_id, sizeof(v[n].segment_id), "%s", s->info.id);
+                v[n].ref = e->mem[k].ref;
                 n++;
             }
         }
     }
+    free(match);
+    if (n == 0) {
+        free(v);
+        return;
+    }
     qsort(v, n, sizeof(*v), revive_cmp);
     uint64_t now = mc_master_now_locked(m);
     uint32_t hint = MC_ALLOC_HANDLE_NONE;
-    size_t revived = 0, untrusted = 0;
+    size_t revived = 0, untrusted = 0, held = 0;
     for (size_t i = 0; i < n; i++) {
         mc_restore_entry_t *e = v[i].e;
+        if (!e->trusted && e->has_checksum && e->size > 0) {
+            /* the owner verifies its bytes first (fetch/confirm); reserved meanwhile */
+            uint32_t handle;
+            unsigned k = 0;
+            while (k < e->nmem && e->mem[k].ref != v[i].ref)
+                k++;
+            if (mc_alloc_reserve(s->alloc, v[i].address, e->size, NULL, &handle, &hint) == 0) {
+                if (verify_hold(m, e, k, slot, handle) == 0) {
+                    held++;
+                    continue;
+                }
+                mc_alloc_free(s->alloc, handle);
+            }
+            m->restore_expired++;
+            replica_settled(m, e, v[i].ref, 0);
+            continue;
+        }
         int ok = -1;
         if (!e->trusted) {
-            m->restore_untrusted++;
+            m->restore_untrusted++; /* no checksum to verify it by */
             untrusted++;
         } else {
-            ok = revive_one(m, e, slot, v[i].address, &hint, now);
+            ok = revive_one(m, e, slot, v[i].address, MC_ALLOC_HANDLE_NONE, &hint, now);
         }
-        char key[MC_MAX_KEY_LEN + 1];
-        size_t klen = e->key_len;
-        memcpy(key, e->key, klen + 1);
-        entry_drop_mem(m, e, v[i].segment_id); /* e may be freed */
-        mc_object_t *o = mc_index_find(&m->index, key, klen);
-        if (ok == 0) {
-            revived++;
-            mc_journal_set_locked(m, o);
-        } else if (!entry_find(m, key, klen) && !o) {
-            mc_journal_del_locked(m, key, klen); /* none of it is left */
-        }
+        revived += ok == 0;
+        replica_settled(m, e, v[i].ref, ok == 0);
     }
     free(v);
     if (n > 0)
         MC_INFO("restore: segment %s of client %s re-mounted: %zu restored replicas visible, %zu "
-                "dropped (untrusted: %zu)",
-                s->info.id, client_id, revived, n - revived, untrusted);
+                "held for the owner to verify, %zu dropped (untrusted without checksum: %zu)",
+                s->info.id, client_id, revived, held, n - revived - held, untrusted);
+}
+
+/* The mounted segment `segment_id` when `client_id` owns it, else NULL (*rc says why). */
+static mc_segment_t *owned_segment(mc_master_t *m, const char *client_id, const char *segment_id,
+                                   uint32_t *slot, int *rc)
+{
+    for (size_t k = 0; k < m->seg_cap; k++) {
+        mc_segment_t *s = m->segs[k];
+        if (s && !strcmp(s->info.id, segment_id)) {
+            if (strcmp(s->info.client_id, client_id) != 0) {
+                *rc = MC_ERR_ILLEGAL_CLIENT;
+                return NULL;
+            }
+            *slot = (uint32_t)k;
+            return s;
+        }
+    }
+    *rc = MC_ERR_SEGMENT_NOT_FOUND;
+    return NULL;
+}
+
+int mc_master_restore_verify_fetch(mc_master_t *m, const char *client_id, const char *segment_id,
+                                   uint64_t from, mc_restore_extent_t *out, size_t capacity,
+                                   size_t *n, uint64_t *next)
+{
+    if (!m || !client_id || !segment_id || !n || !next || (capacity && !out))
+        return MC_ERR_INVALID_PARAMS;
+    *n = 0;
+    *next = 0;
+    pthread_mutex_lock(&m->lock);
+    int rc = 0;
+    uint32_t slot;
+    mc_segment_t *s = owned_segment(m, client_id, segment_id, &slot, &rc);
+    mc_restore_table_t *t = m->restore;
+    if (s && t && t->items_open > 0) {
+        size_t i = (size_t)(from < t->nitems ? from : t->nitems), scanned = 0;
+        for (; i < t->nitems && *n < capacity && scanned < VERIFY_SCAN; i++, scanned++) {
+            const verify_item_t *it = &t->items[i];
+            if (it->done || it->slot != slot || it->gen != s->gen)
+                continue;
+            out[*n] = (mc_restore_extent_t){
+                .id = i + 1, .address = it->address, .size = it->size, .checksum = it->checksum};
+            (*n)++;
+        }
+        *next = i < t->nitems ? i : 0;
+    }
+    pthread_mutex_unlock(&m->lock);
+    return rc;
+}
+
+int mc_master_restore_verify_confirm(mc_master_t *m, const char *client_id, const char *segment_id,
+                                     const uint64_t *ids, const uint8_t *ok, size_t n,
+                                     size_t *confirmed)
+{
+    if (!m || !client_id || !segment_id || (n && (!ids || !ok)))
+        return MC_ERR_INVALID_PARAMS;
+    if (confirmed)
+        *confirmed = 0;
+    pthread_mutex_lock(&m->lock);
+    int rc = 0;
+    uint32_t slot;
+    mc_segment_t *s = owned_segment(m, client_id, segment_id, &slot, &rc);
+    mc_restore_table_t *t = m->restore;
+    uint64_t now = mc_master_now_locked(m);
+    for (size_t j = 0; s && t && j < n; j++) {
+        if (ids[j] == 0 || ids[j] > t->nitems)
+            continue;
+        verify_item_t *it = &t->items[ids[j] - 1];
+        if (it->done || it->slot != slot || it->gen != s->gen)
+            continue;
+        it->done = 1;
+        t->items_open--;
+        mc_restore_entry_t *e = entry_find(m, it->key, it->key_len);
+        unsigned k = 0;
+        while (e && k < e->nmem &&
+               !(e->mem[k].verifying && e->mem[k].slot == slot && e->mem[k].gen == s->gen))
+            k++;
+        if (!e || e->tag != it->tag || k == e->nmem)
+            continue; /* superseded or dropped meanwhile: its reservation went with it */
+        mc_restore_mem_t x = e->mem[k];
+        e->mem[k].verifying = 0; /* the reservation passes to the object, or is freed here */
+        int good = -1;
+        if (ok[j]) {
+            uint32_t hint = MC_ALLOC_HANDLE_NONE;
+            good = revive_one(m, e, slot, x.address, x.handle, &hint, now);
+            m->restore_verified += good == 0;
+        } else {
+            mc_alloc_free(s->alloc, x.handle);
+            m->restore_verify_failed++;
+        }
+        if (confirmed && good == 0)
+            (*confirmed)++;
+        replica_settled(m, e, x.ref, good == 0);
+    }
+    if (t && t->items_open == 0 && t->nitems > 0) { /* all settled: start afresh */
+        for (size_t i = 0; i < t->nitems; i++)
+            free(t->items[i].key);
+        t->nitems = 0;
+    }
+    pthread_mutex_unlock(&m->lock);
+    return rc;
+}
+
+void mc_restore_segment_gone_locked(mc_master_t *m, uint32_t slot)
+{
+    mc_restore_table_t *t = m->restore;
+    if (!t || t->items_open == 0)
+        return;
+    const mc_segment_t *s = mc_master_segment_locked(m, slot);
+    for (size_t i = 0; i < t->cap; i++) {
+        for (mc_restore_entry_t *e = t->b[i]; e; e = e->next) {
+            for (unsigned k = 0; k < e->nmem; k++) {
+                if (e->mem[k].verifying && e->mem[k].slot == slot && e->mem[k].gen == s->gen)
+                    e->mem[k].verifying = 0; /* the extent goes with the segment; it may be
+                                                re-mounted (and verified) again */
+            }
+        }
+    }
+    for (size_t i = 0; i < t->nitems; i++) {
+        verify_item_t *it = &t->items[i];
+        if (!it->done && it->slot == slot && it->gen == s->gen) {
+            it->done = 1;
+            t->items_open--;
+        }
+    }
+}
+
+void mc_restore_account_locked(const mc_master_t *m, uint64_t *seg_used)
+{
+    const mc_restore_table_t *t = m->restore;
+    for (size_t i = 0; t && t->items_open && i < t->cap; i++) {
+        for (const mc_restore_entry_t *e = t->b[i]; e; e = e->next) {
+            for (unsigned k = 0; k < e->nmem; k++) {
+                const mc_segment_t *s = mc_master_segment_locked(m, e->mem[k].slot);
+                if (e->mem[k].verifying && s && s->gen == e->mem[k].gen)
+                    seg_used[e->mem[k].slot] += mc_alloc_extent_size(s->alloc, e->mem[k].handle);
+            }
+        }
+    }
 }
 
 void mc_restore_sweep_locked(mc_master_t *m, uint64_t now)
@@ -722,9 +1056,12 @@ void mc_restore_sweep_locked(mc_master_t *m, uint64_t now)
                 mc_journal_set_locked(m, o); /* its hidden replicas are gone */
             else if (!o || !o->complete)
                 mc_journal_del_locked(m, e->key, e->key_len);
-            free(e);
+            entry_free(m, e);
         }
     }
+    for (size_t i = 0; i < t->nitems; i++)
+        free(t->items[i].key);
+    t->nitems = t->items_open = 0; /* their entries are gone */
     MC_WARN("restore: %" PRIu64 " restored memory replicas were not re-mounted by their owners "
             "within %d client TTLs: dropped",
             dropped, RESTORE_TTL_FACTOR);

@@ -22,9 +22,8 @@
  * master's existing file rescan (offload.c) recovers them as before.
  *
  * Untrusted records (from a snapshot not marked clean: a crash may have let their extents be
- * freed and reused after it) never become visible: their memory replicas are dropped at
- * re-mount (restore_untrusted). Re-mount verification by the owner's CRC32C (opcodes 230-239)
- * is not built yet.
+ * freed and reused after it) become visible only once the owner verified their bytes against
+ * the record's CRC32C (below); without a CRC32C they are dropped at re-mount.
  *
  * Thread-safety: every function may be called from any thread.
  */
@@ -62,6 +61,9 @@ typedef struct mc_master_journal {
 int mc_master_set_journal(mc_master_t *m, const mc_master_journal_t *j);
 /* Entries up to `seq` are durable (the operation log committed them): gated extents free. */
 void mc_master_journal_durable(mc_master_t *m, uint64_t seq);
+/* The next entry gets seq + 1 (when seq is above the last assigned), and entries up to seq count
+ * as durable: a master restored from a snapshot or an operation log continues its numbering. */
+void mc_master_journal_start_at(mc_master_t *m, uint64_t seq);
 /* The last sequence number assigned (0: none yet). */
 uint64_t mc_master_journal_seq(mc_master_t *m);
 
@@ -94,15 +96,51 @@ void mc_master_import_trust_all(mc_master_t *m);
 
 /* Counters of restored records (the stats' restore_* fields). */
 typedef struct mc_restore_stats {
-    uint64_t pending;    /* records with a replica not visible yet */
-    uint64_t revived;    /* memory replicas made visible at re-mount */
-    uint64_t expired;    /* memory replicas dropped: not re-mounted in time */
-    uint64_t untrusted;  /* memory replicas dropped: untrusted record */
-    uint64_t superseded; /* records dropped: the key was written meanwhile */
+    uint64_t pending;       /* records with a replica not visible yet */
+    uint64_t revived;       /* memory replicas made visible at re-mount */
+    uint64_t expired;       /* memory replicas dropped: not re-mounted in time */
+    uint64_t untrusted;     /* memory replicas dropped: untrusted record */
+    uint64_t superseded;    /* records dropped: the key was written meanwhile */
+    uint64_t verified;      /* untrusted replicas the owner's checksum confirmed: visible */
+    uint64_t verify_failed; /* untrusted replicas whose bytes did not match: dropped */
 } mc_restore_stats_t;
 void mc_master_restore_stats(mc_master_t *m, mc_restore_stats_t *out);
 
-/* ---- snapshots (snapshot.c) ---------------------------------------------------------------- */
+/*
+ * Re-mount verification (opcodes 230/231, RestoreVerifyRequest/Response): a re-mount of a
+ * segment holding replicas of untrusted records that carry a CRC32C reserves their extents and
+ * holds them hidden; the owner (only the client that mounted the segment: else
+ * MC_ERR_ILLEGAL_CLIENT; MC_ERR_SEGMENT_NOT_FOUND when not mounted) fetches them in pages
+ * (from: 0, then *next; *next 0 = no more; at most `capacity` per call, ~4096 looked at), computes
+ * the CRC32C of its own memory for each, and confirms: ok ones become visible (counted in
+ * restore_verified), others are freed (restore_verify_failed). Untrusted records without a
+ * checksum are dropped at re-mount (restore_untrusted). What is not confirmed within the restore
+ * bound (3 x client_ttl_ms) is dropped and its extents freed.
+ */
+typedef struct mc_restore_extent {
+    uint64_t id, address, size;
+    uint32_t checksum;
+} mc_restore_extent_t;
+int mc_master_restore_verify_fetch(mc_master_t *m, const char *client_id, const char *segment_id,
+                                   uint64_t from, mc_restore_extent_t *out, size_t capacity,
+                                   size_t *n, uint64_t *next);
+/* ok[i] != 0: extent ids[i] matched. *confirmed (may be NULL): replicas made visible. */
+int mc_master_restore_verify_confirm(mc_master_t *m, const char *client_id, const char *segment_id,
+                                     const uint64_t *ids, const uint8_t *ok, size_t n,
+                                     size_t *confirmed);
+
+/* ---- snapshots (snapshot.c) ----------------------------------------------------------------- */
+
+/* upstream's master_snapshot_duration_ms buckets (ms); one more count for +Inf */
+#define MC_SNAPSHOT_MS_BUCKETS 11
+extern const double mc_snapshot_ms_bounds[MC_SNAPSHOT_MS_BUCKETS];
+typedef struct mc_snapshot_stats {
+    uint64_t success, fail; /* snapshots written / failed since start */
+    uint64_t ms_counts[MC_SNAPSHOT_MS_BUCKETS + 1], ms_sum; /* durations (non-cumulative) */
+} mc_snapshot_stats_t;
+void mc_master_snapshot_stats(mc_master_t *m, mc_snapshot_stats_t *out);
+
+/* ---- ---------------------------------------------------------------- */
 
 /*
  * Writes a snapshot under `root`: `<root>/<YYYYMMDD_HHMMSS_mmm>/` holding records.bin

@@ -297,6 +297,10 @@ struct mc_master {
     struct mc_restore_table *restore; /* restored records not visible yet; NULL: none */
     uint64_t restore_tag;             /* last tag handed to a restored value */
     uint64_t restore_revived, restore_expired, restore_untrusted, restore_superseded;
+    uint64_t restore_verified, restore_verify_failed;
+    /* snapshots written (snapshot.c; upstream's master_snapshot_* families) */
+    uint64_t snap_success, snap_fail, snap_ms_sum;
+    uint64_t snap_ms_counts[MC_SNAPSHOT_MS_BUCKETS + 1];
 };
 
 uint64_t mc_master_now_locked(mc_master_t *m);
@@ -431,5 +435,13 @@ void mc_restore_sweep_locked(mc_master_t *m, uint64_t now);
 /* `key` got a new value or was removed by this master: a restored record of it is stale. */
 void mc_restore_forget_locked(mc_master_t *m, const char *key, size_t len);
 void mc_restore_fini(mc_master_t *m);
+/* Segment `slot` is being unmounted: restored extents being verified there are dropped. */
+void mc_restore_segment_gone_locked(mc_master_t *m, uint32_t slot);
+/* Adds the bytes of restored extents being verified per segment slot (debug invariant check). */
+void mc_restore_account_locked(const mc_master_t *m, uint64_t *seg_used);
+/* remove_all: every restored record not visible yet goes too. */
+void mc_restore_clear_locked(mc_master_t *m);
+/* 1 while restored records wait for a re-mount. */
+int mc_restore_pending_locked(const mc_master_t *m);
 
 #endif /* MC_MASTER_INTERNAL_H */

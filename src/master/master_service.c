@@ -837,6 +837,7 @@ static int unmount_locked(mc_master_t *m, uint32_t slot, int counted)
     }
     m->deferred_count = kept;
     mc_promotion_segment_gone_locked(m, slot); /* promotion.c: its extents go with it */
+    mc_restore_segment_gone_locked(m, slot);   /* journal.c: restored extents being verified */
 
     MC_INFO("unmounted segment %s (%s) of client %s: %zu objects affected", s->info.id,
             s->info.name, s->info.client_id, owners.n);
@@ -1494,6 +1495,8 @@ int64_t mc_master_remove_all(mc_master_t *m, int force)
         uint64_t now = mc_master_now_locked(m);
         for (size_t i = 0; !l.oom && i < l.n; i++)
             removed += remove_if_removable(m, l.v[i], force, now);
+        if (cursor == 0)
+            mc_restore_clear_locked(m); /* hidden restored records (journal.h) go too */
         pthread_mutex_unlock(&m->lock);
     } while (cursor != 0 && !l.oom);
     free(l.v);
@@ -1864,10 +1867,12 @@ static int invariants_hold(mc_master_t *m)
     }
     uint64_t fenced = 0;
     mc_promotion_account_locked(m, seg_used); /* promotion.c: PROCESSING extents */
+    mc_restore_account_locked(m, seg_used);   /* journal.c: restored extents being verified */
     for (size_t i = 0; ok && i < m->deferred_count; i++) {
         mc_segment_t *s = segment_at(m, m->deferred[i].seg);
         ok = s && mc_alloc_is_live(s->alloc, m->deferred[i].handle) &&
-             !mc_alloc_cookie(s->alloc, m->deferred[i].handle) && m->deferred[i].readers > 0;
+             !mc_alloc_cookie(s->alloc, m->deferred[i].handle) &&
+             (m->deferred[i].readers > 0 || m->deferred[i].jseq != 0);
         if (ok) {
             seg_used[m->deferred[i].seg] += mc_alloc_extent_size(s->alloc, m->deferred[i].handle);
             fenced += mc_alloc_extent_size(s->alloc, m->deferred[i].handle);

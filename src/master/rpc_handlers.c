@@ -21,6 +21,8 @@
  * outlives a reply the client never saw.
  */
 #include "rpc_internal.h"
+#include "snapshot.pb-c.h"
+#include "journal.h"
 
 #include "log.h"
 #include "mooncake/errors.h"
@@ -982,6 +984,62 @@ static int handle_replica_clear(rpc_conn_t *c, uint16_t opcode, uint64_t id, con
 
 /* ---- method table ------------------------------------------------------------------------ */
 
+/* ---- re-mount verification of restored extents (journal.h) ----------------------------- */
+
+#define VERIFY_PAGE_MAX 1024
+
+static int handle_restore_verify(rpc_conn_t *c, uint16_t opcode, uint64_t id, const uint8_t *body,
+                                 size_t len)
+{
+    Mc__RestoreVerifyRequest *req = mc__restore_verify_request__unpack(NULL, len, body);
+    if (!req)
+        return MC_ERR_DESERIALIZE_FAIL;
+    Mc__RestoreVerifyResponse resp = MC__RESTORE_VERIFY_RESPONSE__INIT;
+    mc_master_t *m = mc_rpc_conn_master(c);
+    mc_restore_extent_t *ext = NULL;
+    Mc__RestoreExtent *pb = NULL, **pbp = NULL;
+    uint8_t *ok = NULL;
+    if (!req->client_id || !req->segment_id) {
+        resp.code = MC_ERR_INVALID_PARAMS;
+    } else if (opcode == MC_RPC_RESTORE_VERIFY_FETCH) {
+        ext = calloc(VERIFY_PAGE_MAX, sizeof(*ext));
+        pb = calloc(VERIFY_PAGE_MAX, sizeof(*pb));
+        pbp = calloc(VERIFY_PAGE_MAX, sizeof(*pbp));
+        size_t n = 0;
+        resp.code =
+            !ext || !pb || !pbp
+                ? MC_ERR_INTERNAL_ERROR
+                : mc_master_restore_verify_fetch(m, req->client_id, req->segment_id, req->from, ext,
+                                                 VERIFY_PAGE_MAX, &n, &resp.next);
+        for (size_t i = 0; resp.code == 0 && i < n; i++) {
+            mc__restore_extent__init(&pb[i]);
+            pb[i].id = ext[i].id;
+            pb[i].address = ext[i].address;
+            pb[i].size = ext[i].size;
+            pb[i].checksum = ext[i].checksum;
+            pbp[i] = &pb[i];
+        }
+        resp.n_extents = resp.code == 0 ? n : 0;
+        resp.extents = pbp;
+    } else if (req->n_ids != req->n_ok || req->n_ids > VERIFY_PAGE_MAX) {
+        resp.code = MC_ERR_INVALID_PARAMS;
+    } else {
+        ok = calloc(req->n_ids + 1, 1);
+        for (size_t i = 0; ok && i < req->n_ids; i++)
+            ok[i] = req->ok[i] ? 1 : 0;
+        resp.code = !ok ? MC_ERR_INTERNAL_ERROR
+                        : mc_master_restore_verify_confirm(m, req->client_id, req->segment_id,
+                                                           req->ids, ok, req->n_ids, NULL);
+    }
+    int rc = mc_rpc_conn_reply(c, opcode, id, &resp.base, resp.code == 0);
+    free(ext);
+    free(pb);
+    free(pbp);
+    free(ok);
+    mc__restore_verify_request__free_unpacked(req, NULL);
+    return rc;
+}
+
 const mc_rpc_method_t mc_rpc_methods[MC_RPC_METHOD_COUNT] = {
     {MC_RPC_SERVICE_READY, "ServiceReady", handle_service_ready},
     {MC_RPC_PING, "Ping", handle_ping},
@@ -1013,6 +1071,8 @@ const mc_rpc_method_t mc_rpc_methods[MC_RPC_METHOD_COUNT] = {
     {MC_RPC_FETCH_TASKS, "FetchTasks", handle_fetch_tasks},
     {MC_RPC_MARK_TASK_TO_COMPLETE, "MarkTaskToComplete", handle_complete_task},
     {MC_RPC_BATCH_REPLICA_CLEAR, "BatchReplicaClear", handle_replica_clear},
+    {MC_RPC_RESTORE_VERIFY_FETCH, "RestoreVerifyFetch", handle_restore_verify},
+    {MC_RPC_RESTORE_VERIFY_CONFIRM, "RestoreVerifyConfirm", handle_restore_verify},
 };
 
 int mc_rpc_method_index(uint16_t opcode)

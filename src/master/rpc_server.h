@@ -142,7 +142,7 @@ typedef struct mc_rpc_server_stats {
 } mc_rpc_server_stats_t;
 
 /* Number of methods; mc_rpc_server_get_methods fills up to that many entries. */
-#define MC_RPC_METHOD_COUNT 30
+#define MC_RPC_METHOD_COUNT 32
 
 /* Fills out (may be NULL) and up to `capacity` method entries (methods may be NULL); returns the
  * number of methods written. A NULL server gives zero counters for every method. */

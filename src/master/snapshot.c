@@ -20,12 +20,14 @@
 
 #include "checksum.h"
 #include "log.h"
+#include "master_internal.h"
 #include "mooncake/errors.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,6 +84,37 @@ static void remove_dir(const char *path)
         closedir(d);
     }
     rmdir(path);
+}
+
+const double mc_snapshot_ms_bounds[MC_SNAPSHOT_MS_BUCKETS] = {
+    0, 500, 1000, 5000, 10000, 30000, 60000, 120000, 180000, 240000, 300000};
+
+static void count_snapshot(mc_master_t *m, int ok, uint64_t ms)
+{
+    pthread_mutex_lock(&m->lock);
+    if (ok) {
+        m->snap_success++;
+        size_t b = 0;
+        while (b < MC_SNAPSHOT_MS_BUCKETS && (double)ms > mc_snapshot_ms_bounds[b])
+            b++;
+        m->snap_ms_counts[b]++;
+        m->snap_ms_sum += ms;
+    } else {
+        m->snap_fail++;
+    }
+    pthread_mutex_unlock(&m->lock);
+}
+
+void mc_master_snapshot_stats(mc_master_t *m, mc_snapshot_stats_t *out)
+{
+    if (!m || !out)
+        return;
+    pthread_mutex_lock(&m->lock);
+    out->success = m->snap_success;
+    out->fail = m->snap_fail;
+    memcpy(out->ms_counts, m->snap_ms_counts, sizeof(out->ms_counts));
+    out->ms_sum = m->snap_ms_sum;
+    pthread_mutex_unlock(&m->lock);
 }
 
 /* ---- writing --------------------------------------------------------------------------------- */
@@ -217,11 +250,9 @@ static int publish(const char *dir_root, const char *name, const char *records_s
     return 0;
 }
 
-int mc_master_snapshot_write(mc_master_t *m, const char *root, const char *backup_dir,
-                             unsigned retention, int clean, uint64_t timeout_ms, char *name_out)
+static int snapshot_write(mc_master_t *m, const char *root, const char *backup_dir,
+                          unsigned retention, int clean, uint64_t timeout_ms, char *name_out)
 {
-    if (!m || !root || !root[0] || retention == 0)
-        return MC_ERR_INVALID_PARAMS;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     struct tm tm;
@@ -312,6 +343,17 @@ int mc_master_snapshot_write(mc_master_t *m, const char *root, const char *backu
     if (name_out)
         snprintf(name_out, 32, "%.19s", name);
     return 0;
+}
+
+int mc_master_snapshot_write(mc_master_t *m, const char *root, const char *backup_dir,
+                             unsigned retention, int clean, uint64_t timeout_ms, char *name_out)
+{
+    if (!m || !root || !root[0] || retention == 0)
+        return MC_ERR_INVALID_PARAMS;
+    uint64_t started = mono_ms();
+    int rc = snapshot_write(m, root, backup_dir, retention, clean, timeout_ms, name_out);
+    count_snapshot(m, rc == 0, mono_ms() - started);
+    return rc;
 }
 
 /* ---- restoring ------------------------------------------------------------------------------- */

@@ -60,6 +60,10 @@ enum mc_rpc_opcode {
     MC_RPC_BATCH_REPLICA_CLEAR = 165,   /* ReplicaClearRequest / ReplicaClearResponse */
     /* SegmentRequest (ids, grace_period_ms) / StatusResponse: upstream's GracefulUnmountSegment */
     MC_RPC_GRACEFUL_UNMOUNT_SEGMENT = 170,
+    /* re-mount verification of restored extents (src/master/journal.h; mooncake-c): the owner
+     * fetches them and confirms those whose bytes match (RestoreVerifyRequest / Response) */
+    MC_RPC_RESTORE_VERIFY_FETCH = 230,
+    MC_RPC_RESTORE_VERIFY_CONFIRM = 231,
 };
 
 #define MC_RPC_REPLY 0x8000u

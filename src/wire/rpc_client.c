@@ -418,6 +418,10 @@ const char *mc_rpc_method_name(uint16_t opcode)
         return "OffloadFetch";
     case MC_RPC_OFFLOAD_RELEASE:
         return "OffloadRelease";
+    case MC_RPC_RESTORE_VERIFY_FETCH:
+        return "RestoreVerifyFetch";
+    case MC_RPC_RESTORE_VERIFY_CONFIRM:
+        return "RestoreVerifyConfirm";
     default:
         return "Unknown";
     }

@@ -35,8 +35,6 @@ except ImportError:
 
 # Upstream flags we refuse, with a value that is not upstream's default, and the default.
 REFUSED = [
-    ("enable_snapshot", "true", "false"),
-    ("enable_snapshot_restore", "true", "false"),
     ("root_fs_dir", "/tmp/mc_root", ""),
     ("enable_cxl", "true", "false"),
     ("enable_kv_events", "true", "false"),
@@ -64,9 +62,7 @@ NOOP = [
     "pod_namespace=n", "batch_oplog_retry_timeout_sec=10",
     "global_file_segment_size=1000", "enable_disk_eviction=false", "quota_bytes=10",
     "tenant_quota_connector_type=etcd", "tenant_quota_connector_uri=x",
-    "snapshot_backup_dir=/tmp", "snapshot_interval_seconds=5",
-    "snapshot_child_timeout_seconds=5", "snapshot_retention_count=5",
-    "snapshot_object_store_type=local", "snapshot_payload_store_type=local",
+    "snapshot_payload_store_type=local",
     "snapshot_payload_backend_type=local", "snapshot_catalog_store_type=embedded",
     "snapshot_catalog_backend_type=embedded", "snapshot_catalog_store_connstring=x",
     "snapshot_catalog_backend_connstring=x", "cxl_path=/dev/dax1.0",

@@ -436,6 +436,113 @@ static void test_restore_untrusted_and_expired(void **state)
     free(r);
 }
 
+static void test_restore_verification(void **state)
+{
+    (void)state;
+    mc_master_t *m = new_master(10000, 1.0);
+    assert_int_equal(mount_as(m, "c1", "seg-1", 4 * KiB), 0);
+    recorder_t *r = calloc(1, sizeof(*r));
+    attach(m, r);
+    mc_replicate_config_t cfg = MC_REPLICATE_CONFIG_INIT;
+    mc_replica_desc_t out[MC_MAX_REPLICAS];
+    size_t n;
+    assert_int_equal(mc_master_put_start(m, "c1", "good", 1000, &cfg, out, MC_MAX_REPLICAS, &n), 0);
+    uint64_t good_addr = out[0].address;
+    const uint32_t crc_good = 0x1234, crc_bad = 0x5678;
+    assert_int_equal(mc_master_put_end_checksum(m, "c1", "good", &crc_good), 0);
+    assert_int_equal(mc_master_put_start(m, "c1", "bad", 1000, &cfg, out, MC_MAX_REPLICAS, &n), 0);
+    assert_int_equal(mc_master_put_end_checksum(m, "c1", "bad", &crc_bad), 0);
+    entry_t good = r->e[0], bad = r->e[1];
+    mc_master_destroy(m);
+
+    mc_master_t *b = new_master(10000, 1.0);
+    assert_int_equal(mc_master_import_untrusted(b, good.rec, good.len), 0);
+    assert_int_equal(mc_master_import_untrusted(b, bad.rec, bad.len), 0);
+    assert_int_equal(mount_as(b, "c1", "seg-1", 4 * KiB), 0);
+    assert_int_equal(get_addr(b, "good", NULL), MC_ERR_OBJECT_NOT_FOUND); /* held back */
+    mc_restore_extent_t ext[8];
+    size_t got;
+    uint64_t next;
+    assert_int_equal(mc_master_restore_verify_fetch(b, "c2", "seg-1", 0, ext, 8, &got, &next),
+                     MC_ERR_ILLEGAL_CLIENT); /* only the owner */
+    assert_int_equal(mc_master_restore_verify_fetch(b, "c1", "seg-1", 0, ext, 8, &got, &next), 0);
+    assert_int_equal(got, 2);
+    assert_int_equal(next, 0);
+    /* the held extents are reserved: a 4 KiB segment with 2 x 1 KiB held fits no 3 KiB put */
+    assert_int_not_equal(put(b, "big", 3 * KiB, NULL), 0);
+    uint64_t ids[2];
+    uint8_t ok[2];
+    for (size_t i = 0; i < 2; i++) {
+        ids[i] = ext[i].id;
+        ok[i] = ext[i].checksum == 0x1234;
+        if (ok[i])
+            assert_int_equal(ext[i].address, good_addr);
+        assert_int_equal(ext[i].size, 1000);
+    }
+    size_t confirmed = 0;
+    assert_int_equal(mc_master_restore_verify_confirm(b, "c1", "seg-1", ids, ok, 2, &confirmed), 0);
+    assert_int_equal(confirmed, 1);
+    uint64_t a;
+    assert_int_equal(get_addr(b, "good", &a), 0);
+    assert_int_equal(a, good_addr);
+    assert_int_equal(get_addr(b, "bad", NULL), MC_ERR_OBJECT_NOT_FOUND);
+    mc_restore_stats_t st;
+    mc_master_restore_stats(b, &st);
+    assert_int_equal(st.verified, 1);
+    assert_int_equal(st.verify_failed, 1);
+    assert_int_equal(st.pending, 0);
+    /* confirming again changes nothing; the failed one's extent is free again */
+    assert_int_equal(mc_master_restore_verify_confirm(b, "c1", "seg-1", ids, ok, 2, &confirmed), 0);
+    assert_int_equal(confirmed, 0);
+    assert_int_equal(put(b, "next", 2 * KiB, NULL), 0);
+    mc_master_destroy(b);
+
+    /* held extents not confirmed in time are freed */
+    b = new_master(10000, 1.0);
+    assert_int_equal(mc_master_import_untrusted(b, good.rec, good.len), 0);
+    assert_int_equal(mount_as(b, "c1", "seg-1", 4 * KiB), 0);
+    assert_int_not_equal(put(b, "all", 4 * KiB, NULL), 0);
+    atomic_fetch_add(&fake_now, 30001);
+    mc_client_status_t cs;
+    assert_int_equal(mc_master_ping(b, "c1", NULL, &cs), 0); /* the owner stays live */
+    mc_master_tick(b);
+    assert_int_equal(put(b, "all", 4 * KiB, NULL), 0);
+    assert_int_equal(mc_master_restore_verify_fetch(b, "c1", "seg-1", 0, ext, 8, &got, &next), 0);
+    assert_int_equal(got, 0);
+    mc_master_destroy(b);
+    free(r);
+}
+
+/* A remove (or remove_all) while a restored record is hidden: its owner's re-mount does not
+ * bring the value back. */
+static void test_remove_forgets_hidden_records(void **state)
+{
+    (void)state;
+    mc_master_t *m = new_master(10000, 1.0);
+    assert_int_equal(mount_as(m, "c1", "seg-1", 64 * KiB), 0);
+    assert_int_equal(put(m, "x", 100, NULL), 0);
+    assert_int_equal(put(m, "y", 100, NULL), 0);
+    mc_master_t *b = new_master(10000, 1.0);
+    assert_int_equal(mc_master_export(m, NULL, import_cb, b), 0);
+    mc_master_destroy(m);
+    assert_int_equal(mc_master_remove(b, "x", 0), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mount_as(b, "c1", "seg-1", 64 * KiB), 0);
+    assert_int_equal(get_addr(b, "x", NULL), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(get_addr(b, "y", NULL), 0);
+    mc_master_destroy(b);
+
+    m = new_master(10000, 1.0);
+    assert_int_equal(mount_as(m, "c1", "seg-1", 64 * KiB), 0);
+    assert_int_equal(put(m, "x", 100, NULL), 0);
+    b = new_master(10000, 1.0);
+    assert_int_equal(mc_master_export(m, NULL, import_cb, b), 0);
+    mc_master_destroy(m);
+    assert_int_equal(mc_master_remove_all(b, 1), 0);
+    assert_int_equal(mount_as(b, "c1", "seg-1", 64 * KiB), 0);
+    assert_int_equal(get_addr(b, "x", NULL), MC_ERR_OBJECT_NOT_FOUND);
+    mc_master_destroy(b);
+}
+
 static void test_snapshot_files(void **state)
 {
     (void)state;
@@ -498,6 +605,8 @@ int main(void)
         cmocka_unit_test(test_allocator_reserve),
         cmocka_unit_test(test_restore_with_remount),
         cmocka_unit_test(test_restore_untrusted_and_expired),
+        cmocka_unit_test(test_restore_verification),
+        cmocka_unit_test(test_remove_forgets_hidden_records),
         cmocka_unit_test(test_snapshot_files),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
