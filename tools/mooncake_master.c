@@ -1307,6 +1307,8 @@ static void servers_stop_listeners(master_servers_t *s)
      * hand leadership over (the lease revoked: a standby takes over at once). */
     if (s->rpc && s->ha)
         mc_rpc_server_set_gate(s->rpc, gate_closed, NULL);
+    mc_admin_http_stop(s->admin); /* first: it reads the HA state freed below */
+    s->admin = NULL;
     if (s->master && s->oplog)
         mc_master_set_journal(s->master, NULL);
     mc_oplog_destroy(s->oplog);
@@ -1524,8 +1526,10 @@ static int servers_start(const master_opts_t *o, master_servers_t *s)
                              .on_deposed = ha_deposed,
                              .arg = s};
         rc = mc_ha_start(&hc, &s->ha);
-        if (rc == 0)
+        if (rc == 0) {
             mc_rpc_server_set_gate(s->rpc, ha_gate, s);
+            mc_admin_http_set_ha(s->admin, s->ha, s->oplog);
+        }
         else
             MC_ERROR("cannot start the leader election: %s", mc_error_name(rc));
     }

@@ -8,6 +8,9 @@
  * the same words as the RPC server's.
  */
 #include "admin_http.h"
+
+#include "ha.h"
+#include "oplog.h"
 #include "journal.h"
 
 #include "http_guard.h"
@@ -21,6 +24,7 @@
 #include <jansson.h>
 #include <microhttpd.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +48,9 @@ struct mc_admin_http {
     char *settings;
     uint64_t started_ms;
     int port;
+    /* HA (mc_admin_http_set_ha): NULL without --enable_ha / --enable_oplog */
+    struct mc_ha *_Atomic ha;
+    struct mc_oplog *_Atomic oplog;
 };
 
 /* A response body: text built with open_memstream, or JSON dumped by jansson. */
@@ -60,6 +67,99 @@ static void metric(FILE *f, const char *name, const char *type, const char *help
 {
     fprintf(f, "# HELP %s %s\n# TYPE %s %s\n%s %" PRIu64 "\n", name, help, name, type, name, value);
 }
+
+void mc_admin_http_set_ha(mc_admin_http_t *a, struct mc_ha *ha, struct mc_oplog *oplog)
+{
+    atomic_store(&a->oplog, oplog);
+    atomic_store(&a->ha, ha);
+}
+
+/* This master's role and state as upstream names them: without HA it leads and serves. */
+static void ha_role(mc_admin_http_t *a, const char **role, const char **state, int *ready)
+{
+    mc_ha_t *ha = atomic_load(&a->ha);
+    mc_ha_state_t st = ha ? mc_ha_state(ha) : MC_HA_SERVING;
+    *state = mc_ha_state_name(st);
+    *role = st == MC_HA_SERVING || st == MC_HA_RECOVERING ? "leader" : "standby";
+    *ready = !ha || mc_ha_may_serve(ha);
+}
+
+/* Upstream's ha_standby_state codes (0 STOPPED, 1 CONNECTING, 3 WATCHING, 6 PROMOTING,
+ * 7 PROMOTED) for our states. */
+static uint64_t ha_standby_code(mc_ha_state_t st)
+{
+    switch (st) {
+    case MC_HA_STARTING:
+        return 1;
+    case MC_HA_STANDBY:
+        return 3;
+    case MC_HA_CANDIDATE:
+    case MC_HA_RECOVERING:
+        return 6;
+    case MC_HA_SERVING:
+        return 7;
+    default:
+        return 0;
+    }
+}
+
+/* The HA families that come from the election and the operation log (0 without them). */
+static void render_ha_metrics(mc_admin_http_t *a, FILE *f)
+{
+    mc_ha_t *ha = atomic_load(&a->ha);
+    mc_oplog_t *log = atomic_load(&a->oplog);
+    uint64_t transitions = 0, won = 0, lost = 0;
+    if (ha)
+        mc_ha_counters(ha, &transitions, &won, &lost);
+    mc_oplog_stats_t ls;
+    memset(&ls, 0, sizeof(ls));
+    if (log)
+        mc_oplog_get_stats(log, &ls);
+    int leading = ha && mc_ha_state(ha) == MC_HA_SERVING;
+    metric(f, "ha_state_transitions_total", "counter", "HA state changes of this master.",
+           transitions);
+    metric(f, "ha_elections_won_total", "counter", "Elections this master won (ours).", won);
+    metric(f, "ha_leadership_lost_total", "counter", "Times this master lost leadership (ours).",
+           lost);
+    metric(f, "ha_standby_state", "gauge",
+           "Upstream's codes: 0 stopped, 1 connecting, 3 watching, 6 promoting, 7 promoted.",
+           ha ? ha_standby_code(mc_ha_state(ha)) : 0);
+    metric(f, "ha_oplog_last_sequence_id", "gauge", "Last operation-log entry appended or applied.",
+           ls.last_seq);
+    metric(f, "ha_oplog_applied_sequence_id", "gauge", "Last entry applied (standby).",
+           leading ? 0 : ls.last_seq);
+    metric(f, "ha_oplog_pending_entries", "gauge", "Entries waiting for etcd (leader).",
+           ls.pending);
+    metric(f, "ha_pending_mutation_queue_size", "gauge", "Same as ha_oplog_pending_entries.",
+           ls.pending);
+    metric(f, "ha_batch_record_last_batch_id", "gauge", "Last batch committed or applied.",
+           ls.last_batch_id);
+    metric(f, "ha_batch_record_durable_sequence", "gauge", "Last entry committed in etcd.",
+           ls.durable_seq);
+    metric(f, "ha_oplog_batch_commits_total", "counter", "Batches committed (leader).",
+           ls.batches_committed);
+    metric(f, "ha_batch_record_durable_batches_total", "counter", "Same as the above.",
+           ls.batches_committed);
+    metric(f, "ha_oplog_applied_entries_total", "counter", "Entries applied (standby, catch-up).",
+           ls.entries_applied);
+    metric(f, "ha_oplog_etcd_write_failures_total", "counter",
+           "Batch transactions that failed and were retried.", ls.write_failures);
+    metric(f, "ha_oplog_checksum_failures_total", "counter",
+           "Batches that failed their CRC32C or did not decode.", ls.checksum_failures);
+    metric(f, "ha_oplog_backpressure_waits_total", "counter",
+           "New puts held back while the log was a batch behind (ours).", ls.backpressure_waits);
+    uint64_t held = 0;
+    if (a->rpc) {
+        mc_rpc_server_stats_t rs;
+        mc_rpc_server_get_stats(a->rpc, &rs, NULL, 0);
+        held = rs.replies_held;
+        metric(f, "ha_rpc_gate_refused_total", "counter",
+               "Requests not served: this master was not leading (ours).", rs.gate_refused);
+    }
+    metric(f, "ha_replies_held_total", "counter",
+           "Replies held until their change was in etcd (ours, --oplog_sync_ack).", held);
+}
+
 
 static const char *offload_backend_name(int b)
 {
@@ -391,16 +491,9 @@ static void render_upstream_absent(FILE *f)
                                               "master_allocated_file_size_bytes",
                                               "master_total_file_capacity_bytes",
                                               "master_put_start_discarded_staging_size",
-                                              "ha_oplog_last_sequence_id",
-                                              "ha_oplog_applied_sequence_id",
                                               "ha_oplog_standby_lag",
-                                              "ha_oplog_pending_entries",
-                                              "ha_pending_mutation_queue_size",
                                               "ha_batch_record_committed_queue_depth",
                                               "ha_batch_record_callback_queue_depth",
-                                              "ha_batch_record_last_batch_id",
-                                              "ha_batch_record_durable_sequence",
-                                              "ha_standby_state",
                                               NULL};
     static const char *const zero_counters[] = {
         "master_nof_heartbeat_success_total",
@@ -418,20 +511,14 @@ static void render_upstream_absent(FILE *f)
         "master_promotion_candidate_expired_unevaluated_total",
         "master_promotion_candidate_dropped_limit_total",
         "ha_oplog_skipped_entries_total",
-        "ha_oplog_checksum_failures_total",
         "ha_oplog_gap_resolve_attempts_total",
         "ha_oplog_gap_resolve_success_total",
-        "ha_oplog_etcd_write_failures_total",
         "ha_oplog_etcd_write_retries_total",
         "ha_oplog_watch_disconnections_total",
-        "ha_oplog_applied_entries_total",
         "ha_oplog_dropped_put_end_total",
-        "ha_oplog_batch_commits_total",
         "ha_oplog_sync_batch_commits_total",
-        "ha_batch_record_durable_batches_total",
         "ha_batch_record_durable_entries_total",
         "ha_batch_record_retry_total",
-        "ha_state_transitions_total",
         NULL};
     for (size_t i = 0; zero_gauges[i]; i++)
         metric(f, zero_gauges[i], "gauge",
@@ -522,6 +609,7 @@ static void render_upstream_metrics(mc_admin_http_t *a, FILE *f, const mc_master
            "--put_start_release_timeout_sec).",
            os.put_start_releases);
     render_promotion_metrics(f, st);
+    render_ha_metrics(a, f);
     render_upstream_absent(f);
 }
 
@@ -635,12 +723,23 @@ static void render_summary(mc_admin_http_t *a, FILE *f)
     size_t nm = mc_rpc_server_get_stats(a->rpc, &rs, ms, MC_RPC_METHOD_COUNT);
     double pct = st.capacity_bytes ? 100.0 * (double)st.used_bytes / (double)st.capacity_bytes : 0;
 
-    /* upstream's line first (one master without HA: leader, serving) */
+    /* upstream's line first */
+    const char *role, *state;
+    int ready;
+    ha_role(a, &role, &state, &ready);
+    mc_ha_t *ha = atomic_load(&a->ha);
+    char leader[MC_ENDPOINT_MAX] = "";
+    int64_t version = 0;
+    if (ha)
+        mc_ha_view(ha, leader, sizeof(leader), &version);
     fprintf(f,
-            "role=leader, state=serving, service_ready=true, master={keys=%" PRIu64
-            ", allocated_bytes=%" PRIu64 ", capacity_bytes=%" PRIu64 ", clients=%" PRIu64
-            "}, ha={disabled}\n",
-            st.key_count, st.used_bytes, st.capacity_bytes, st.client_count);
+            "role=%s, state=%s, service_ready=%s, master={keys=%" PRIu64
+            ", allocated_bytes=%" PRIu64 ", capacity_bytes=%" PRIu64 ", clients=%" PRIu64 "}, ha={%s}",
+            role, state, ready ? "true" : "false", st.key_count, st.used_bytes, st.capacity_bytes,
+            st.client_count, ha ? "etcd" : "disabled");
+    if (ha && leader[0])
+        fprintf(f, ", leader=%s, view_version=%lld", leader, (long long)version);
+    fputc('\n', f);
     fprintf(f, "Mooncake master %s, up %" PRIu64 " s\n", MC_VERSION_STRING,
             (mc_now_ms() - a->started_ms) / 1000);
     fprintf(f, "Memory: %s used of %s (%.1f%%) in %" PRIu64 " segments\n",
@@ -897,12 +996,24 @@ static void route_health(mc_admin_http_t *a, admin_reply_t *r)
                           "uptime_seconds", (json_int_t)((mc_now_ms() - a->started_ms) / 1000),
                           "segments", (json_int_t)st.segment_count, "keys",
                           (json_int_t)st.key_count, "clients", (json_int_t)st.client_count);
-    /* upstream's keys for a master without HA: the one master leads and serves */
-    if (o && (json_object_set_new(o, "role", json_string("leader")) != 0 ||
-              json_object_set_new(o, "ha_state", json_string("serving")) != 0 ||
-              json_object_set_new(o, "service_ready", json_true()) != 0)) {
+    /* upstream's keys: role, ha_state, service_ready (+ leader_address, view_version with HA) */
+    const char *role, *state;
+    int ready;
+    ha_role(a, &role, &state, &ready);
+    if (o && (json_object_set_new(o, "role", json_string(role)) != 0 ||
+              json_object_set_new(o, "ha_state", json_string(state)) != 0 ||
+              json_object_set_new(o, "service_ready", json_boolean(ready)) != 0)) {
         json_decref(o);
         o = NULL;
+    }
+    mc_ha_t *ha = atomic_load(&a->ha);
+    char leader[MC_ENDPOINT_MAX] = "";
+    int64_t version = 0;
+    if (ha)
+        mc_ha_view(ha, leader, sizeof(leader), &version);
+    if (o && leader[0]) {
+        json_object_set_new(o, "leader_address", json_string(leader));
+        json_object_set_new(o, "view_version", json_integer((json_int_t)version));
     }
     json_t *off = json_pack("{s:b,s:s,s:s,s:I,s:I,s:b,s:I}", "enabled", (int)st.offload_enabled,
                             "backend", offload_backend_name(st.offload_backend), "fs_type",
@@ -914,6 +1025,20 @@ static void route_health(mc_admin_http_t *a, admin_reply_t *r)
         json_object_set_new(o, "offload", off);
     else
         json_decref(off);
+    reply_json(r, MHD_HTTP_OK, o);
+}
+
+/* upstream's /leader: {"present"[, "leader_address", "view_version"]} as this master sees it. */
+static void route_leader(mc_admin_http_t *a, admin_reply_t *r)
+{
+    mc_ha_t *ha = atomic_load(&a->ha);
+    char leader[MC_ENDPOINT_MAX] = "";
+    int64_t version = 0;
+    if (ha)
+        mc_ha_view(ha, leader, sizeof(leader), &version);
+    json_t *o = leader[0] ? json_pack("{s:b,s:s,s:I}", "present", 1, "leader_address", leader,
+                                      "view_version", (json_int_t)version)
+                          : json_pack("{s:b}", "present", 0);
     reply_json(r, MHD_HTTP_OK, o);
 }
 
@@ -953,12 +1078,13 @@ static void route(mc_admin_http_t *a, struct MHD_Connection *conn, const char *u
         reply_text(r, ADMIN_CONTENT_TEXT, render_segments, a);
     else if (!strcmp(url, "/health"))
         route_health(a, r);
-    else if (!strcmp(url, "/role"))
-        reply_static(r, ADMIN_CONTENT_TEXT, "leader");
-    else if (!strcmp(url, "/ha_status"))
-        reply_static(r, ADMIN_CONTENT_TEXT, "serving");
-    else if (!strcmp(url, "/leader"))
-        reply_static(r, ADMIN_CONTENT_JSON, "{\"present\":false}");
+    else if (!strcmp(url, "/role") || !strcmp(url, "/ha_status")) {
+        const char *role, *state;
+        int ready;
+        ha_role(a, &role, &state, &ready);
+        reply_static(r, ADMIN_CONTENT_TEXT, !strcmp(url, "/role") ? role : state);
+    } else if (!strcmp(url, "/leader"))
+        route_leader(a, r);
     else if (!strcmp(url, "/query_key"))
         route_query_key(a, conn, r);
     else

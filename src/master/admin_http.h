@@ -53,6 +53,16 @@ typedef struct mc_admin_http_config {
 } mc_admin_http_config_t;
 
 /*
+ * HA (--enable_ha, ha.h / oplog.h): /role, /ha_status, /leader, /health and the summary line
+ * then report this master's election state and the view it sees, and /metrics the ha_*
+ * families from real counters. Either may be NULL. Thread-safe; borrowed (must outlive the
+ * server, or be set back to NULL first).
+ */
+struct mc_ha;
+struct mc_oplog;
+void mc_admin_http_set_ha(mc_admin_http_t *a, struct mc_ha *ha, struct mc_oplog *oplog);
+
+/*
  * Binds and starts serving. Returns 0, MC_ERR_INVALID_PARAMS (bad host/port, no master) or
  * MC_ERR_INTERNAL_ERROR (cannot bind: one ERROR line names host:port and the reason).
  */
