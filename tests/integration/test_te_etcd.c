@@ -5,7 +5,8 @@
  * upstream's and carry the engine's lease; a SIGKILLed peer's descriptor disappears within its
  * lease TTL (MC_ETCD_METADATA_LEASE_TTL=3 here) plus slack; a lease lost behind the engine's back
  * is re-granted and the keys published again; an etcd member killed mid-run breaks nothing;
- * mc_te_destroy removes the keys at once. Every wait polls a state with a deadline.
+ * mc_te_destroy removes the keys at once; a mooncake_client holder and a store client work on
+ * etcd metadata. Every wait polls a state with a deadline.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,6 +17,7 @@
 #include "etcd.h"
 #include "etcd_cluster.h"
 #include "mooncake/errors.h"
+#include "mooncake/store.h"
 #include "mooncake/transfer_engine.h"
 #include "proc.h"
 
@@ -389,6 +391,52 @@ static void test_cluster_id_and_scheme_less_metadata(void **state)
     mc_etcd_destroy(e);
 }
 
+static void test_store_client_and_mooncake_client_on_etcd(void **state)
+{
+    (void)state;
+    /* a mooncake_client holder and an in-process store client both with etcd metadata */
+    mc_master_t m;
+    assert_int_equal(mc_master_start(&m, 0, NULL), 0);
+    char flag[sizeof(meta) + 32];
+    snprintf(flag, sizeof(flag), "--metadata_server=%s", meta);
+    const char *flags[] = {flag, NULL};
+    mc_holder_t h;
+    assert_int_equal(mc_holder_start(&h, &m, "67108864", flags, NULL, 20000), 0);
+    mc_etcd_t *e = etcd_client();
+    char ram[512];
+    snprintf(ram, sizeof(ram), "mooncake/ram/%s", h.segment);
+    char *v = etcd_value(e, ram, NULL);
+    assert_non_null(v);
+    free(v);
+
+    setenv("MC_DISABLE_SHM", "1", 1);
+    mc_store_config_t cfg = {.local_hostname = "127.0.0.1",
+                             .metadata_server = meta,
+                             .local_buffer_size = 16u << 20,
+                             .master_server_addr = m.addr};
+    mc_store_t *s = NULL;
+    int rc = mc_store_setup(&cfg, &s);
+    unsetenv("MC_DISABLE_SHM");
+    assert_int_equal(rc, 0);
+    uint8_t *src = malloc(MiB), *dst = calloc(1, MiB);
+    assert_non_null(src);
+    assert_non_null(dst);
+    fill(src, MiB, 5);
+    assert_int_equal(mc_store_put(s, "etcd-obj", src, MiB, NULL), 0);
+    assert_int_equal(mc_store_get(s, "etcd-obj", dst, MiB), (int64_t)MiB);
+    assert_memory_equal(src, dst, MiB);
+    free(src);
+    free(dst);
+    mc_store_close(s);
+
+    /* the holder dies: its descriptor goes with its lease */
+    mc_cluster_untrack(h.proc.pid);
+    mc_proc_stop(&h.proc, SIGKILL, 10000);
+    assert_true(wait_key(e, ram, 0, TTL_S * 1000 + 3000) >= 0);
+    mc_master_stop(&m, SIGTERM);
+    mc_etcd_destroy(e);
+}
+
 static void test_bad_or_unreachable_etcd_fails_create(void **state)
 {
     (void)state;
@@ -422,6 +470,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_etcd_member_killed_mid_run, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cluster_id_and_scheme_less_metadata, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_store_client_and_mooncake_client_on_etcd, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_bad_or_unreachable_etcd_fails_create, setup, teardown),
     };
     int failed = cmocka_run_group_tests_name("te_etcd", tests, NULL, NULL);
