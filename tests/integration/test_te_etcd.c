@@ -93,28 +93,43 @@ static mc_etcd_t *etcd_client(void)
     return e;
 }
 
-/* The value of key (malloc'd, NUL-terminated) and its lease, or NULL when absent. */
-static char *etcd_value(mc_etcd_t *e, const char *key, int64_t *lease)
+/* 1 when key is present (*value malloc'd and NUL-terminated, may be NULL; *lease its lease),
+ * 0 when absent, -1 when etcd did not answer (e.g. while it elects a new leader). */
+static int key_state(mc_etcd_t *e, const char *key, char **value, int64_t *lease)
 {
     mc_etcd_kv_t kv;
-    if (mc_etcd_get(e, key, &kv, NULL) != 0)
-        return NULL;
-    char *v = (char *)kv.value;
+    int rc = mc_etcd_get(e, key, &kv, NULL);
+    if (rc == MC_ERR_ETCD_KEY_NOT_EXIST)
+        return 0;
+    if (rc != 0)
+        return -1;
     if (lease)
         *lease = kv.lease;
-    kv.value = NULL;
+    if (value) {
+        *value = (char *)kv.value;
+        kv.value = NULL;
+    }
     mc_etcd_kv_free(&kv, 1, 0);
+    return 1;
+}
+
+/* The value of key (malloc'd, NUL-terminated) and its lease, or NULL when absent; etcd must
+ * answer (an error is not taken for an absent key). */
+static char *etcd_value(mc_etcd_t *e, const char *key, int64_t *lease)
+{
+    char *v = NULL;
+    int st = key_state(e, key, &v, lease);
+    assert_int_not_equal(st, -1);
     return v;
 }
 
-/* Polls until key is absent (want_present 0) or present; ms taken, or -1 at the deadline. */
+/* Polls until key is absent (want_present 0) or present, as etcd answers (a poll it does not
+ * answer counts for neither); ms taken, or -1 at the deadline. */
 static long long wait_key(mc_etcd_t *e, const char *key, int want_present, long long deadline_ms)
 {
     long long t0 = now_ms();
     while (now_ms() - t0 < deadline_ms) {
-        char *v = etcd_value(e, key, NULL);
-        free(v);
-        if ((v != NULL) == want_present)
+        if (key_state(e, key, NULL, NULL) == want_present)
             return now_ms() - t0;
         usleep(100 * 1000);
     }
@@ -339,15 +354,19 @@ static void test_etcd_member_killed_mid_run(void **state)
     char ram[512];
     snprintf(ram, sizeof(ram), "mooncake/ram/%s", p.name);
     /* transfers go on, and both engines keep their leases for longer than the TTL */
+    /* (a read may fail while the remaining members elect a leader; it must never say absent) */
     long long t0 = now_ms();
     uint64_t seed = 100;
+    int seen = 0;
     while (now_ms() - t0 < 2 * TTL_S * 1000 + 500) {
         round_trip(te, seg, p.shm_addr + 4096, 256 * 1024, seed++);
-        char *v = etcd_value(e, ram, NULL);
-        assert_non_null(v);
-        free(v);
+        int st = key_state(e, ram, NULL, NULL);
+        assert_int_not_equal(st, 0);
+        seen += st == 1;
         usleep(200 * 1000);
     }
+    assert_true(seen > 0);
+    assert_int_equal(key_state(e, ram, NULL, NULL), 1);
     /* a new engine finds the peer through the remaining members */
     mc_transfer_engine_t *te2 = new_engine(1);
     mc_segment_id_t seg2;
@@ -427,7 +446,7 @@ static void test_store_client_and_mooncake_client_on_etcd(void **state)
     assert_memory_equal(src, dst, MiB);
     free(src);
     free(dst);
-    mc_store_close(s);
+    mc_store_free(s);
 
     /* the holder dies: its descriptor goes with its lease */
     mc_cluster_untrack(h.proc.pid);
@@ -448,7 +467,7 @@ static void test_bad_or_unreachable_etcd_fails_create(void **state)
         assert_int_equal(mc_te_create(&cfg, &te), MC_ERR_INVALID_PARAMS);
         assert_null(te);
     }
-    /* every member dead: no lease, no engine, within timeout x endpoints */
+    /* every member dead: no lease, no engine, after the 2 s of retries (etcd_metadata.c) */
     for (int i = 0; i < 3; i++)
         assert_int_equal(mc_etcd_cluster_kill(&cl, i), 0);
     mc_transfer_engine_config_t cfg = {.local_server_name = "127.0.0.1:0", .metadata_server = meta};
@@ -456,7 +475,8 @@ static void test_bad_or_unreachable_etcd_fails_create(void **state)
     long long t0 = now_ms();
     assert_int_equal(mc_te_create(&cfg, &te), MC_ERR_ETCD_OPERATION_ERROR);
     assert_null(te);
-    assert_true(now_ms() - t0 < 3 * 1000);
+    long long took = now_ms() - t0;
+    assert_true(took >= 1900 && took < 4000);
 }
 
 int main(void)
