@@ -111,8 +111,9 @@ typedef struct mc_transfer_engine_config {
     const char *local_server_name;
     /* "P2PHANDSHAKE" (default when NULL), "http://host:port/metadata", or etcd:
      * "etcd://host:port[;host:port...]" or "host:port[;...]" (no scheme). With etcd, mc_te_create
-     * fails with MC_ERR_ETCD_OPERATION_ERROR when no endpoint grants the engine's lease and with
-     * MC_ERR_INVALID_PARAMS on a malformed endpoint list. */
+     * fails with MC_ERR_ETCD_OPERATION_ERROR when no endpoint grants the engine's lease within 2 s
+     * (retried: etcd may be electing a leader), and with MC_ERR_INVALID_PARAMS on a malformed
+     * endpoint list. */
     const char *metadata_server;
     /* "tcp" (default when NULL) or "rdma". */
     const char *protocol;

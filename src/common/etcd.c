@@ -268,7 +268,7 @@ static json_t *etcd_i64_json(int64_t v)
     return json_string(buf);
 }
 
-/* key_len bytes of key: a size check (empty or too long is INVALID_PARAMS). */
+/* A key must be 1..MC_ETCD_MAX_KEY bytes: INVALID_PARAMS otherwise (NULL too). */
 static int etcd_check_key(const char *key)
 {
     if (!key || key[0] == '\0' || strnlen(key, MC_ETCD_MAX_KEY + 1) > MC_ETCD_MAX_KEY)
@@ -585,10 +585,13 @@ int mc_etcd_range(mc_etcd_t *e, const char *from, const char *to, size_t limit, 
     json_t *req = json_object();
     if (!req)
         return MC_ERR_INTERNAL_ERROR;
-    if (from[0] == '\0' && !to) {
-        /* every key: key "\0", range_end "\0" */
+    if (from[0] == '\0') {
+        /* from the first key: key "\0" (etcd refuses an empty key); to NULL: every key */
         json_object_set_new(req, "key", etcd_b64("", 1));
-        json_object_set_new(req, "range_end", etcd_b64("", 1));
+        if (to)
+            json_object_set_new(req, "range_end", etcd_b64(to, strlen(to)));
+        else
+            json_object_set_new(req, "range_end", etcd_b64("", 1));
     } else {
         json_object_set_new(req, "key", etcd_b64(from, strlen(from)));
         if (to)

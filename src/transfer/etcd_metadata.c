@@ -37,6 +37,10 @@
 #define MD_MAX_CLUSTER_ID 128
 #define MD_MAX_KEYS 64 /* remembered keys: an engine publishes two */
 #define MD_LOG_EVERY_MS 10000
+/* etcd refuses for a moment while its members elect a new leader ("leader changed", a timeout):
+ * a grant or publish asked for by the engine is retried this long, every MD_RETRY_PAUSE_MS. */
+#define MD_RETRY_MS 2000
+#define MD_RETRY_PAUSE_MS 100
 
 typedef struct md_entry {
     char *key; /* the etcd key (with the cluster id) */
@@ -120,6 +124,22 @@ static int md_regrant_locked(mc_etcd_md_t *m)
         MC_INFO("etcd metadata at %s: %zu key(s) published under lease %lld", m->endpoints,
                 m->nentries, (long long)lease);
     return 0;
+}
+
+static int64_t md_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* A pause between retries, m->mu released meanwhile. */
+static void md_pause_unlocked(mc_etcd_md_t *m)
+{
+    pthread_mutex_unlock(&m->mu);
+    struct timespec ts = {0, MD_RETRY_PAUSE_MS * 1000000L};
+    nanosleep(&ts, NULL);
+    pthread_mutex_lock(&m->mu);
 }
 
 static void md_deadline(struct timespec *ts, int64_t ms)
@@ -217,7 +237,9 @@ int mc_etcd_md_open(const char *metadata, mc_etcd_md_t **out)
     pthread_condattr_destroy(&ca);
     atomic_init(&m->last_log_ms, 0);
     pthread_mutex_lock(&m->mu);
-    rc = md_regrant_locked(m);
+    int64_t deadline = md_now_ms() + MD_RETRY_MS;
+    while ((rc = md_regrant_locked(m)) == MC_ERR_ETCD_OPERATION_ERROR && md_now_ms() < deadline)
+        md_pause_unlocked(m);
     pthread_mutex_unlock(&m->mu);
     if (rc != 0) {
         MC_ERROR("etcd metadata at %s: cannot grant a lease: %s", metadata, mc_error_name(rc));
@@ -244,6 +266,23 @@ static md_entry_t *md_find_locked(mc_etcd_md_t *m, const char *key)
     return NULL;
 }
 
+/* Puts the remembered key k under the lease (granting one first when none is held); a put that
+ * fails because the lease ran out re-grants and re-publishes everything. m->mu held. */
+static int md_put_locked(mc_etcd_md_t *m, const char *k)
+{
+    md_entry_t *en = md_find_locked(m, k);
+    if (!en)
+        return 0; /* deleted meanwhile */
+    if (m->lease == 0 || m->need_publish)
+        return md_regrant_locked(m);
+    int rc = mc_etcd_put(m->etcd, k, en->value, en->len, m->lease, NULL);
+    int64_t left = 1;
+    if (rc == MC_ERR_ETCD_OPERATION_ERROR &&
+        mc_etcd_lease_keepalive(m->etcd, m->lease, &left) == 0 && left == 0)
+        rc = md_regrant_locked(m);
+    return rc;
+}
+
 int mc_etcd_md_put(mc_etcd_md_t *m, const char *key, const char *value, size_t len)
 {
     char k[MC_ETCD_MAX_KEY + 1];
@@ -261,10 +300,11 @@ int mc_etcd_md_put(mc_etcd_md_t *m, const char *key, const char *value, size_t l
     if (!en) {
         char *kc = strdup(k);
         if (m->nentries == MD_MAX_KEYS || !kc) {
+            int full = m->nentries == MD_MAX_KEYS;
             pthread_mutex_unlock(&m->mu);
             free(kc);
             free(copy);
-            return m->nentries == MD_MAX_KEYS ? MC_ERR_INVALID_PARAMS : MC_ERR_INTERNAL_ERROR;
+            return full ? MC_ERR_INVALID_PARAMS : MC_ERR_INTERNAL_ERROR;
         }
         en = &m->entries[m->nentries++];
         *en = (md_entry_t){.key = kc};
@@ -272,17 +312,10 @@ int mc_etcd_md_put(mc_etcd_md_t *m, const char *key, const char *value, size_t l
     free(en->value);
     en->value = copy;
     en->len = len;
+    int64_t deadline = md_now_ms() + MD_RETRY_MS;
     int rc;
-    if (m->lease == 0 || m->need_publish) {
-        rc = md_regrant_locked(m);
-    } else {
-        rc = mc_etcd_put(m->etcd, k, copy, len, m->lease, NULL);
-        int64_t left = 1;
-        /* a put under a lease etcd no longer has fails: the lease ran out; publish anew */
-        if (rc == MC_ERR_ETCD_OPERATION_ERROR &&
-            mc_etcd_lease_keepalive(m->etcd, m->lease, &left) == 0 && left == 0)
-            rc = md_regrant_locked(m);
-    }
+    while ((rc = md_put_locked(m, k)) == MC_ERR_ETCD_OPERATION_ERROR && md_now_ms() < deadline)
+        md_pause_unlocked(m);
     pthread_mutex_unlock(&m->mu);
     return rc;
 }

@@ -128,12 +128,12 @@ int mc_http_metadata_del_auth(const mc_auth_t *a, const char *url, const char *k
 /*
  * etcd metadata (etcd_metadata.c). mc_etcd_md_is_etcd: 1 when a metadata string means etcd
  * ("etcd://h:p[;h:p]" or no scheme, as upstream). open: connects, grants the engine's lease and
- * starts its keep-alive thread (MC_INVALID_PARAMS on a bad endpoint list or cluster id,
- * MC_ERR_ETCD_OPERATION_ERROR when etcd does not answer). put/del: the key (segment_metadata.c's
- * "mooncake/..." form; MC_METADATA_CLUSTER_ID is inserted here) under the lease, remembered to be
- * re-published after the lease is lost. get: *value malloc'd (NUL-terminated), len bytes;
- * MC_ERR_ETCD_KEY_NOT_EXIST when absent. close: stops the thread and revokes the lease (its keys
- * go). Thread-safe.
+ * starts its keep-alive thread (MC_ERR_INVALID_PARAMS on a bad endpoint list or cluster id,
+ * MC_ERR_ETCD_OPERATION_ERROR when etcd does not answer for 2 s). put/del: the key
+ * (segment_metadata.c's "mooncake/..." form; MC_METADATA_CLUSTER_ID is inserted here) under the
+ * lease, remembered to be re-published after the lease is lost (a failing put is retried for 2 s).
+ * get: *value malloc'd (NUL-terminated), len bytes; MC_ERR_ETCD_KEY_NOT_EXIST when absent. close:
+ * stops the thread and revokes the lease (its keys go). Thread-safe.
  */
 typedef struct mc_etcd_md mc_etcd_md_t;
 int mc_etcd_md_is_etcd(const char *metadata);

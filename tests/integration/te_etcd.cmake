@@ -6,4 +6,4 @@ mc_add_test(test_te_etcd SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_te_etcd.c
             ${CMAKE_CURRENT_SOURCE_DIR}/../support/etcd_cluster.c LIBS mc_store TIMEOUT 300)
 target_include_directories(test_te_etcd PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/../support
                            ${PROJECT_SOURCE_DIR}/src/common)
-add_dependencies(test_te_etcd te_peer)
+add_dependencies(test_te_etcd te_peer mooncake_master mooncake_client)

@@ -144,6 +144,12 @@ static void test_range_prefix_and_limit(void **state)
     assert_string_equal(kvs[1].key, "r/a/3");
     mc_etcd_kv_free(kvs, n, 1);
 
+    /* from the first key up to "r/a/2": at least r/a/1 (other tests' keys may sort before) */
+    assert_int_equal(mc_etcd_range(e, "", "r/a/2", 0, &kvs, &n, NULL, NULL), 0);
+    assert_true(n >= 1);
+    assert_string_equal(kvs[n - 1].key, "r/a/1");
+    mc_etcd_kv_free(kvs, n, 1);
+
     /* "r/" covers all seven */
     assert_int_equal(mc_etcd_range(e, "r/", NULL, 0, &kvs, &n, NULL, NULL), 0);
     assert_int_equal(n, 7);
