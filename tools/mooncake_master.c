@@ -103,7 +103,7 @@ typedef struct compat_flag {
 #define WHY_TENANT "only used with --enable_multi_tenants, which is refused"
 #define WHY_SNAP "only used by upstream's snapshot catalog and payload stores (ours: local files)"
 #define WHY_CXL "only used with --enable_cxl, which is refused"
-#define WHY_K8S "names the k8s leader; only the etcd backend of --enable_ha is built here"
+#define WHY_K8S "names the k8s leader of upstream's k8s HA backend; only etcd is built here"
 
 /* clang-format off */
 static const compat_flag_t compat_flags[] = {

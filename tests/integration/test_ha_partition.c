@@ -204,7 +204,7 @@ static void partitioned_leader_accepts_no_put(void **state)
                  ec.client_port[i]);
     }
     int p1 = mc_test_free_port();
-    char m1_addr[64], ep[300], cid[100], rpc[32], addr[64], metrics[32], log1[200];
+    char m1_addr[64], ep[300], cid[100], rpc[32], addr[64], metrics[32], log1[300];
     snprintf(m1_addr, sizeof(m1_addr), "%s:%d", net.ns_ip, p1);
     snprintf(ep, sizeof(ep), "--etcd_endpoints=%s", ns_eps);
     snprintf(cid, sizeof(cid), "--cluster_id=%s", cluster_id);
