@@ -52,7 +52,7 @@ static struct {
 static mc_etcd_cluster_t ec;
 static mc_proc_t m1, h1, w1;
 static mc_master_t m2;
-static char cluster_id[64], logdir[128];
+static char cluster_id[64], logdir[300];
 
 static uint64_t now_ms(void)
 {
