@@ -1064,8 +1064,9 @@ static int validate_ha(master_opts_t *o, char *err, size_t errlen)
                     o->ha_backend_type);
     }
     if (!ha_endpoints(o)[0])
-        return fail(err, errlen, "--enable_ha needs the etcd endpoints: --etcd_endpoints=h:p;h:p "
-                                 "(or --ha_backend_connstring)");
+        return fail(err, errlen,
+                    "--enable_ha needs the etcd endpoints: --etcd_endpoints=h:p;h:p "
+                    "(or --ha_backend_connstring)");
     if (mc_net_is_wildcard(o->rpc_address))
         return fail(err, errlen,
                     "--enable_ha publishes --rpc_address:--rpc_port as the leader's address, so it "
@@ -1283,13 +1284,13 @@ typedef struct master_servers {
     mc_rpc_server_t *rpc;
     mc_admin_http_t *admin;
     mc_http_metadata_server_t *metadata;
-    mc_ha_t *ha;         /* --enable_ha: the election; NULL otherwise */
-    mc_etcd_t *log_etcd; /* --enable_oplog: the operation log's etcd handle */
-    mc_oplog_t *oplog;   /* --enable_oplog */
-    int sync_ack;        /* --oplog_sync_ack */
+    mc_ha_t *ha;                        /* --enable_ha: the election; NULL otherwise */
+    mc_etcd_t *log_etcd;                /* --enable_oplog: the operation log's etcd handle */
+    mc_oplog_t *oplog;                  /* --enable_oplog */
+    int sync_ack;                       /* --oplog_sync_ack */
     atomic_uint_fast64_t durable_local; /* the master's journal seq committed in etcd */
     uint64_t oplog_backlog; /* new writes wait while more entries than this wait for etcd */
-    int deposed_efd; /* --enable_ha: written when this master lost leadership */
+    int deposed_efd;        /* --enable_ha: written when this master lost leadership */
 } master_servers_t;
 
 /* Until the election runs, serve nothing. */
@@ -1351,8 +1352,7 @@ static void journal_del(void *arg, uint64_t seq, const char *key, size_t key_len
 }
 
 /* Standby and catch-up: one log entry into this (not serving) master. */
-static int oplog_apply(void *arg, uint32_t type, const char *key, const uint8_t *record,
-                       size_t len)
+static int oplog_apply(void *arg, uint32_t type, const char *key, const uint8_t *record, size_t len)
 {
     master_servers_t *s = arg;
     if (type == MC_OPLOG_SET)
@@ -1434,7 +1434,6 @@ static int ha_gate(void *arg, uint16_t opcode)
         mc_oplog_wait_room(s->oplog, s->oplog_backlog, OPLOG_BACKPRESSURE_MS);
     return mc_ha_may_serve(s->ha);
 }
-
 
 /* Starts everything and logs the start-up line; on failure the reason is already logged. */
 static int servers_start(const master_opts_t *o, master_servers_t *s)
@@ -1529,8 +1528,7 @@ static int servers_start(const master_opts_t *o, master_servers_t *s)
         if (rc == 0) {
             mc_rpc_server_set_gate(s->rpc, ha_gate, s);
             mc_admin_http_set_ha(s->admin, s->ha, s->oplog);
-        }
-        else
+        } else
             MC_ERROR("cannot start the leader election: %s", mc_error_name(rc));
     }
     if (rc != 0) {

@@ -2072,9 +2072,10 @@ static int resolve_leader(void *arg, char *out, size_t cap)
     int rc = mc_master_view_read(s->view_etcd, s->view_cluster, out, cap, &version);
     if (rc != 0) {
         uint64_t now = mc_now_ms(), last = atomic_load(&s->last_master_error_ms);
-        if (now - last >= 1000 && atomic_compare_exchange_strong(&s->last_master_error_ms, &last, now))
-            MC_WARN("no elected master found through %s (cluster %s): %s",
-                    s->master_addr, s->view_cluster,
+        if (now - last >= 1000 &&
+            atomic_compare_exchange_strong(&s->last_master_error_ms, &last, now))
+            MC_WARN("no elected master found through %s (cluster %s): %s", s->master_addr,
+                    s->view_cluster,
                     rc == MC_ERR_ETCD_KEY_NOT_EXIST ? "none leads now" : mc_error_name(rc));
     }
     return rc;

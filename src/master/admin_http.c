@@ -160,7 +160,6 @@ static void render_ha_metrics(mc_admin_http_t *a, FILE *f)
            "Replies held until their change was in etcd (ours, --oplog_sync_ack).", held);
 }
 
-
 static const char *offload_backend_name(int b)
 {
     return b == MC_OFFLOAD_BACKEND_LOCAL         ? "local"
@@ -734,7 +733,8 @@ static void render_summary(mc_admin_http_t *a, FILE *f)
         mc_ha_view(ha, leader, sizeof(leader), &version);
     fprintf(f,
             "role=%s, state=%s, service_ready=%s, master={keys=%" PRIu64
-            ", allocated_bytes=%" PRIu64 ", capacity_bytes=%" PRIu64 ", clients=%" PRIu64 "}, ha={%s}",
+            ", allocated_bytes=%" PRIu64 ", capacity_bytes=%" PRIu64 ", clients=%" PRIu64
+            "}, ha={%s}",
             role, state, ready ? "true" : "false", st.key_count, st.used_bytes, st.capacity_bytes,
             st.client_count, ha ? "etcd" : "disabled");
     if (ha && leader[0])

@@ -28,11 +28,11 @@ struct mc_ha {
     pthread_t election, renewal;
     int renewal_running;
     atomic_int stop;
-    atomic_int state;                /* mc_ha_state_t */
-    atomic_uint_fast64_t deadline;   /* mc_now_ms() until which this master may serve; 0 = never */
-    int64_t lease;                   /* election thread, renewal thread while leading */
-    int64_t my_version;              /* create revision of our view key while leading */
-    atomic_int deposed;              /* set once by whoever notices first */
+    atomic_int state;              /* mc_ha_state_t */
+    atomic_uint_fast64_t deadline; /* mc_now_ms() until which this master may serve; 0 = never */
+    int64_t lease;                 /* election thread, renewal thread while leading */
+    int64_t my_version;            /* create revision of our view key while leading */
+    atomic_int deposed;            /* set once by whoever notices first */
     pthread_mutex_t view_lock;
     char view_leader[MC_ENDPOINT_MAX];
     int64_t view_version;

@@ -88,7 +88,8 @@ int mc_master_import(mc_master_t *m, const uint8_t *record, size_t len);
 int mc_master_import_untrusted(mc_master_t *m, const uint8_t *record, size_t len);
 int mc_master_import_del(mc_master_t *m, const char *key, size_t key_len);
 /* A standby applying the operation log: its restored records do not expire (no owner re-mounts
- * at a standby) until mc_master_import_trust_all, when it takes over. 0 or MC_ERR_INTERNAL_ERROR. */
+ * at a standby) until mc_master_import_trust_all, when it takes over. 0 or MC_ERR_INTERNAL_ERROR.
+ */
 int mc_master_restore_hold(mc_master_t *m);
 /* Every restored record held is trusted from now on (HA: the oplog was replayed to its head),
  * and the re-mount deadline (3 client TTLs) starts now. */

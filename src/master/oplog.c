@@ -35,7 +35,7 @@ typedef struct pending_entry {
 struct mc_oplog {
     mc_oplog_config_t cfg;
     char *cluster_id;
-    char prefix[512];    /* /oplog/<cluster>/batches/ */
+    char prefix[512]; /* /oplog/<cluster>/batches/ */
     char prefix_end[512];
     char view_key[512];
     int64_t view_version;
@@ -163,8 +163,8 @@ static int catch_up(mc_oplog_t *log)
         mc_etcd_kv_t *kvs = NULL;
         size_t n = 0;
         int more = 0;
-        int rc = mc_etcd_range(log->cfg.etcd, from, log->prefix_end, TAIL_PAGE, &kvs, &n, &more,
-                               NULL);
+        int rc =
+            mc_etcd_range(log->cfg.etcd, from, log->prefix_end, TAIL_PAGE, &kvs, &n, &more, NULL);
         if (rc != 0)
             return rc;
         for (size_t i = 0; rc == 0 && i < n; i++)

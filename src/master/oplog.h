@@ -81,14 +81,14 @@ void mc_oplog_append(mc_oplog_t *log, uint64_t local_seq, uint32_t type, const c
                      const uint8_t *record, size_t len);
 
 typedef struct mc_oplog_stats {
-    uint64_t last_seq;          /* appended (leader) or applied (standby) */
-    uint64_t durable_seq;       /* committed in etcd (leader) */
-    uint64_t last_batch_id;     /* committed or applied */
-    uint64_t pending;           /* queued, not committed */
-    uint64_t batches_committed; /* leader */
-    uint64_t entries_applied;   /* standby + catch-up */
-    uint64_t write_failures;    /* etcd transactions that failed (retried) */
-    uint64_t checksum_failures; /* batches whose CRC32C did not match */
+    uint64_t last_seq;              /* appended (leader) or applied (standby) */
+    uint64_t durable_seq;           /* committed in etcd (leader) */
+    uint64_t last_batch_id;         /* committed or applied */
+    uint64_t pending;               /* queued, not committed */
+    uint64_t batches_committed;     /* leader */
+    uint64_t entries_applied;       /* standby + catch-up */
+    uint64_t write_failures;        /* etcd transactions that failed (retried) */
+    uint64_t checksum_failures;     /* batches whose CRC32C did not match */
     uint64_t backpressure_waits;    /* writes held back while the log was behind */
     uint64_t backpressure_timeouts; /* ... that were let through after the timeout */
 } mc_oplog_stats_t;

@@ -96,7 +96,6 @@ struct rpc_conn {
     size_t held_bytes;
 };
 
-
 struct rpc_worker {
     mc_rpc_server_t *server;
     uv_loop_t loop;

@@ -231,7 +231,6 @@ static void give_back_gen(mc_rpc_client_t *c, int fd, uint64_t gen)
         close(fd);
 }
 
-
 static int exchange(mc_rpc_client_t *c, int fd, uint16_t opcode, const uint8_t *body, size_t len,
                     uint8_t **reply, size_t *reply_len)
 {

@@ -114,7 +114,7 @@ static int wait_leader(mc_etcd_t *e, int not, int ms)
     while (now_ms() < end) {
         int64_t v;
         int i = leader_index(e, &v);
-        if (i >= 0 && i != not)
+        if (i >= 0 && i != not )
             return i;
         usleep(50 * 1000);
     }
@@ -202,7 +202,8 @@ static void stop_cluster(void)
     }
 }
 
-/* ---- the verified load ------------------------------------------------------------------------ */
+/* ---- the verified load ------------------------------------------------------------------------
+ */
 
 typedef struct writer {
     int t;

@@ -212,9 +212,9 @@ static void partitioned_leader_accepts_no_put(void **state)
     snprintf(addr, sizeof(addr), "--rpc_address=%s", net.ns_ip);
     snprintf(metrics, sizeof(metrics), "--metrics_port=%d", mc_test_free_port());
     snprintf(log1, sizeof(log1), "/tmp/mc_ha_partition_master1_%d.log", (int)getpid());
-    char *m1_argv[] = {net.ip_bin, "netns", "exec", net.ns, MASTER_BIN,
-                       "--enable_ha=true", ep, cid, rpc, addr, metrics,
-                       "--metrics_host=127.0.0.1", NULL};
+    char *m1_argv[] = {net.ip_bin, "netns", "exec", net.ns, MASTER_BIN, "--enable_ha=true",
+                       ep,         cid,     rpc,    addr,   metrics,    "--metrics_host=127.0.0.1",
+                       NULL};
     assert_int_equal(mc_proc_start_logged(&m1, m1_argv, log1, "Master service started", 20000), 0);
     mc_cluster_track(m1.pid);
     assert_int_equal(wait_view(e, m1_addr, 20000), 0);
@@ -224,9 +224,17 @@ static void partitioned_leader_accepts_no_put(void **state)
     snprintf(master_flag, sizeof(master_flag), "--master_server_address=%s", m1_addr);
     snprintf(host_flag, sizeof(host_flag), "--host=%s", net.ns_ip);
     snprintf(port_flag, sizeof(port_flag), "--port=%d", mc_test_free_port());
-    char *h_argv[] = {net.ip_bin, "netns", "exec", net.ns, CLIENT_BIN, master_flag,
-                      "--metadata_server=P2PHANDSHAKE", host_flag, port_flag,
-                      "--global_segment_size=64MB", NULL};
+    char *h_argv[] = {net.ip_bin,
+                      "netns",
+                      "exec",
+                      net.ns,
+                      CLIENT_BIN,
+                      master_flag,
+                      "--metadata_server=P2PHANDSHAKE",
+                      host_flag,
+                      port_flag,
+                      "--global_segment_size=64MB",
+                      NULL};
     assert_int_equal(mc_proc_start(&h1, h_argv, "mooncake_client ready: segment ", 30000), 0);
     mc_cluster_track(h1.pid);
     char *w_argv[] = {net.ip_bin, "netns", "exec", net.ns, RW_BIN, m1_addr, NULL};

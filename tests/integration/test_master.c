@@ -532,8 +532,7 @@ static void test_out_of_range_values_are_refused_with_one_line(void **state)
 /* docs/master-flags.md: refused flags at their defaults start silently, no-op flags warn once. */
 static void test_ignored_upstream_flags_are_accepted_with_a_warning(void **state)
 {
-    const char *extra[] = {"--memory_allocator=offset", "--enable_ha=false", "--pod_name=x",
-                           NULL};
+    const char *extra[] = {"--memory_allocator=offset", "--enable_ha=false", "--pod_name=x", NULL};
     master_t m;
     start_master(&m, extra);
     char *log = master_log(&m);
