@@ -527,8 +527,8 @@ static PyObject *store_init_all(PyObject *obj, PyObject *args, PyObject *kw)
     PyObject *seg = size ? Py_NewRef(size) : PyLong_FromUnsignedLongLong(MCPY_INIT_ALL_SEGMENT);
     if (!seg)
         return NULL;
-    /* upstream passes the etcd address "127.0.0.1:2379"; this build has no etcd metadata, and
-     * P2PHANDSHAKE finds segments the same way for every peer */
+    /* upstream passes the etcd address "127.0.0.1:2379" (needing an etcd there); P2PHANDSHAKE
+     * finds segments the same way for every peer without one */
     PyObject *r = PyObject_CallMethod(obj, "setup", "ssOKOOs", "localhost:12345", "P2PHANDSHAKE",
                                       seg, (unsigned long long)MCPY_INIT_ALL_BUFFER, protocol,
                                       device, "127.0.0.1:50051");
@@ -755,7 +755,8 @@ PyMethodDef mcpy_store_meta_methods[] = {
      "init_all(protocol, device_name, mount_segment_size=16777216) -> int\n\n"
      "Upstream's shortcut: setup(\"localhost:12345\", \"P2PHANDSHAKE\", mount_segment_size,\n"
      "1 GiB, protocol, device_name, \"127.0.0.1:50051\"). Upstream's metadata is etcd at\n"
-     "127.0.0.1:2379, which this build does not have. -600 when already set up."},
+     "127.0.0.1:2379; this one needs no etcd there (setup takes etcd:// when you want it).\n"
+     "-600 when already set up."},
     {"is_exist", MCPY_KW(store_is_exist), METH_VARARGS | METH_KEYWORDS, "is_exist" EXIST_DOC},
     {"isExist", MCPY_KW(store_isExist), METH_VARARGS | METH_KEYWORDS,
      "isExist" EXIST_DOC "Alias of is_exist (store_kv_bench.py calls this name)."},
