@@ -800,13 +800,7 @@ static void control_wait_locked(mc_offload_worker_t *w, uint64_t ms)
         return;
     }
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += (time_t)(ms / 1000);
-    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
+    mc_deadline_after_ms(&ts, CLOCK_MONOTONIC, (uint64_t)ms);
     pthread_cond_timedwait(&w->control_cond, &w->lock, &ts);
     w->wake = 0;
 }

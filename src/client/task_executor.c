@@ -6,6 +6,7 @@
 
 #include "checksum.h"
 #include "log.h"
+#include "net.h"
 #include "pb_decode.h"
 #include "store.pb-c.h"
 
@@ -170,13 +171,7 @@ static int execute(mc_task_executor_t *e, const Mc__TaskAssignment *t, const cha
 static int wait_stop(mc_task_executor_t *e, unsigned ms)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += ms / 1000;
-    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
+    mc_deadline_after_ms(&ts, CLOCK_REALTIME, (uint64_t)ms);
     pthread_mutex_lock(&e->lock);
     while (!e->stop && pthread_cond_timedwait(&e->cond, &e->lock, &ts) != ETIMEDOUT)
         ;

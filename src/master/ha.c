@@ -83,13 +83,7 @@ static void set_view(mc_ha_t *ha, const char *leader, int64_t version)
 static void nap(mc_ha_t *ha, int ms)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += ms / 1000;
-    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
+    mc_deadline_after_ms(&ts, CLOCK_REALTIME, (uint64_t)ms);
     pthread_mutex_lock(&ha->wait_lock);
     if (!atomic_load(&ha->stop))
         pthread_cond_timedwait(&ha->wait_cond, &ha->wait_lock, &ts);

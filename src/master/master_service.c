@@ -1919,13 +1919,7 @@ void mc_master_set_clock(mc_master_t *m, uint64_t (*now_ms)(void *arg), void *ar
 static void timed_wait_locked(mc_master_t *m, unsigned ms)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += ms / 1000;
-    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
+    mc_deadline_after_ms(&ts, CLOCK_MONOTONIC, (uint64_t)ms);
     pthread_cond_timedwait(&m->wake, &m->lock, &ts);
 }
 

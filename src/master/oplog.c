@@ -180,13 +180,7 @@ static int catch_up(mc_oplog_t *log)
 static int wait_stop(mc_oplog_t *log, int ms)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += ms / 1000;
-    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
+    mc_deadline_after_ms(&ts, CLOCK_REALTIME, (uint64_t)ms);
     pthread_mutex_lock(&log->lock);
     if (!log->stop)
         pthread_cond_timedwait(&log->cond, &log->lock, &ts);
@@ -260,13 +254,7 @@ int mc_oplog_wait_room(mc_oplog_t *log, uint64_t max_pending, int timeout_ms)
     }
     atomic_fetch_add(&log->bp_waits, 1);
     struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += timeout_ms / 1000;
-    ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
+    mc_deadline_after_ms(&ts, CLOCK_REALTIME, (uint64_t)timeout_ms);
     int rc = 0;
     while (log->npending > max_pending && !log->failed && rc == 0)
         rc = pthread_cond_timedwait(&log->room, &log->lock, &ts);
