@@ -1310,6 +1310,7 @@ static void servers_stop_listeners(master_servers_t *s)
         mc_rpc_server_set_gate(s->rpc, gate_closed, NULL);
     mc_admin_http_stop(s->admin); /* first: it reads the HA state freed below */
     s->admin = NULL;
+    mc_ha_halt(s->ha); /* no election or promotion under way from here on; the lease stays */
     if (s->master && s->oplog)
         mc_master_set_journal(s->master, NULL);
     mc_oplog_destroy(s->oplog);
@@ -1608,7 +1609,7 @@ int main(int argc, char **argv)
 
     master_servers_t servers = {.deposed_efd = -1};
     snapshotter_t snap = {0};
-    if (o.enable_ha && (servers.deposed_efd = eventfd(0, EFD_CLOEXEC)) < 0) {
+    if (o.enable_ha && (servers.deposed_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) {
         fprintf(stderr, PROGRAM ": eventfd: %s\n", strerror(errno));
         close(sfd);
         pool_free(&pool);
@@ -1627,6 +1628,9 @@ int main(int argc, char **argv)
             MC_WARN("no longer the leader: restarting the master service as a standby");
             snapshotter_stop(&snap);
             servers_stop(&servers);
+            uint64_t stale; /* a second notice from the teardown itself */
+            if (read(servers.deposed_efd, &stale, sizeof(stale)) < 0 && errno != EAGAIN)
+                MC_VLOG(1, "eventfd read: %s", strerror(errno));
             continue;
         }
         MC_INFO("received signal %d (%s), stopping", sig, sig ? strsignal(sig) : "none");

@@ -27,6 +27,7 @@ struct mc_ha {
     mc_etcd_t *etcd;
     pthread_t election, renewal;
     int renewal_running;
+    int halted; /* mc_ha_halt ran: threads joined */
     atomic_int stop;
     atomic_int state;              /* mc_ha_state_t */
     atomic_uint_fast64_t deadline; /* mc_now_ms() until which this master may serve; 0 = never */
@@ -312,16 +313,24 @@ int mc_ha_start(const mc_ha_config_t *config, mc_ha_t **out)
     return 0;
 }
 
-void mc_ha_stop(mc_ha_t *ha)
+void mc_ha_halt(mc_ha_t *ha)
 {
-    if (!ha)
+    if (!ha || ha->halted)
         return;
     atomic_store(&ha->stop, 1);
     pthread_mutex_lock(&ha->wait_lock);
     pthread_cond_broadcast(&ha->wait_cond);
     pthread_mutex_unlock(&ha->wait_lock);
-    pthread_join(ha->election, NULL);
+    pthread_join(ha->election, NULL); /* waits for an on_elected under way */
     stop_renewal(ha);
+    ha->halted = 1;
+}
+
+void mc_ha_stop(mc_ha_t *ha)
+{
+    if (!ha)
+        return;
+    mc_ha_halt(ha);
     if (ha->lease && atomic_load(&ha->deadline) > mc_now_ms()) {
         atomic_store(&ha->deadline, 0);
         /* Handing over at once: a standby sees the key gone on its next poll. */

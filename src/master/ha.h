@@ -65,7 +65,12 @@ typedef struct mc_ha_config {
  * address, or an advertised wildcard address), MC_ERR_ETCD_OPERATION_ERROR (bad endpoint list),
  * MC_ERR_INTERNAL_ERROR. Strings are copied. */
 int mc_ha_start(const mc_ha_config_t *config, mc_ha_t **out);
-/* Stops; a leader revokes its lease first so that a standby takes over at once. NULL: no-op. */
+/* Stops the election and renewal threads (waiting for an on_elected under way) without giving
+ * the lease up: a leader's lease then runs out by itself unless mc_ha_stop follows, as it
+ * should once the owner flushed what must reach etcd under it. Idempotent; NULL: no-op. */
+void mc_ha_halt(mc_ha_t *ha);
+/* Halts (if not yet), then a leader revokes its lease so that a standby takes over at once, and
+ * frees. NULL: no-op. */
 void mc_ha_stop(mc_ha_t *ha);
 
 /* Gives leadership up (e.g. its operation log cannot be written): stops serving at once, calls
