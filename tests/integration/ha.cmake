@@ -7,7 +7,6 @@ mc_add_test(test_ha SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_ha.c
 target_include_directories(test_ha PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/../support
                            ${PROJECT_SOURCE_DIR}/src/common)
 add_dependencies(test_ha mooncake_client mooncake_master)
-set_tests_properties(test_ha PROPERTIES RUN_SERIAL TRUE)
 # No split brain: a leader partitioned from etcd (network namespace + veth, link cut) accepts no put
 # once another master is elected.
 mc_add_test(test_ha_partition SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_ha_partition.c
@@ -17,4 +16,3 @@ mc_add_test(test_ha_partition SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_ha_partit
 target_include_directories(test_ha_partition PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/../support
                            ${PROJECT_SOURCE_DIR}/src/common)
 add_dependencies(test_ha_partition mooncake_client mooncake_master store_rw)
-set_tests_properties(test_ha_partition PROPERTIES RUN_SERIAL TRUE)

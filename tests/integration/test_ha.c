@@ -329,7 +329,7 @@ static void failover_under_load(int sync)
     sleep(3);
     /* An etcd member dies mid-run: the cluster keeps its quorum, everything goes on. */
     assert_int_equal(mc_etcd_cluster_kill(&ec, 0), 0);
-    sleep(7);
+    sleep(5);
     /* Acknowledgements are split at the moment the old leader is reaped: one that arrives while
      * SIGKILL is on its way still came from it. */
     uint64_t kill_sent = now_ms();
@@ -345,7 +345,7 @@ static void failover_under_load(int sync)
     while (!atomic_load(&first_ack_after_kill) && now_ms() < end)
         usleep(20 * 1000);
     uint64_t first = atomic_load(&first_ack_after_kill);
-    sleep(3);
+    sleep(2);
     atomic_store(&stop, 1);
     for (int t = 0; t < NWRITERS; t++)
         pthread_join(th[t], NULL);
@@ -376,7 +376,7 @@ static void failover_under_load(int sync)
     assert_int_equal(b.wrong + b.mismatch + b2.wrong + b2.mismatch, 0);
     assert_int_equal(a.wrong + a.mismatch + a2.wrong + a2.mismatch, 0);
     int total = b.exact + b.missing + b.other;
-    assert_true(total > 1000);
+    assert_true(total > 500);
     if (sync) /* acknowledged = in the log: all of it survives (the issue asks >= 99.9 %) */
         assert_true((double)b.exact >= 0.999 * total);
     /* async: what the leader acknowledged in its last commit window is missing (printed) */
