@@ -58,7 +58,9 @@ int main(int argc, char **argv)
     int enable_http_server = 0; /* upstream's client HTTP server (src/client/client_http.h) */
     int64_t http_port = 9300;
     mc_flag_t flags[] = {
-        {"master_server_address", MC_FLAG_STRING, &master, "mooncake_master address host:port"},
+        {"master_server_address", MC_FLAG_STRING, &master,
+         "mooncake_master address host:port, or etcd://h:p;h:p to follow the elected master "
+         "(HA; cluster id from $MC_STORE_CLUSTER_ID)"},
         {"metadata_server", MC_FLAG_STRING, &metadata,
          "P2PHANDSHAKE, http://host:port/metadata or etcd://host:port[;host:port]"},
         {"host", MC_FLAG_STRING, &host,

@@ -46,7 +46,11 @@ typedef struct mc_store_config {
     uint64_t local_buffer_size;     /* bytes of local staging; 0 = pure server (no put/get) */
     const char *protocol;           /* "tcp" (default) or "rdma" */
     const char *device_name;        /* rdma devices, comma list; "" = automatic */
-    const char *master_server_addr; /* "host:port" of mooncake_master (default 127.0.0.1:50051) */
+    /* "host:port" of mooncake_master (default 127.0.0.1:50051), or upstream's HA spec
+     * "etcd://h1:p1;h2:p2": follow the master elected in that etcd cluster (docs/ha.md; the
+     * cluster id comes from $MC_STORE_CLUSTER_ID, default "mooncake_cluster"). Any other
+     * scheme: setup fails with MC_ERR_INVALID_PARAMS. */
+    const char *master_server_addr;
     /* Offload the objects of this client's segment to its storage backend (upstream's
      * enable_ssd_offload / mooncake_client --enable_offload). A client with
      * MOONCAKE_OFFLOAD_STORAGE_BACKEND_DESCRIPTOR=distributed and a segment offloads without it. */
