@@ -40,12 +40,12 @@ extern "C" {
 typedef struct mc_store mc_store_t; /* handle */
 
 typedef struct mc_store_config {
-    const char *local_hostname;     /* "host" or "host:port" this client serves its segment on */
-    const char *metadata_server;    /* P2PHANDSHAKE, http://h:p/metadata, etcd://h:p[;h:p], h:p */
-    uint64_t global_segment_size;   /* bytes contributed to the pool; 0 = pure client */
-    uint64_t local_buffer_size;     /* bytes of local staging; 0 = pure server (no put/get) */
-    const char *protocol;           /* "tcp" (default) or "rdma" */
-    const char *device_name;        /* rdma devices, comma list; "" = automatic */
+    const char *local_hostname;   /* "host" or "host:port" this client serves its segment on */
+    const char *metadata_server;  /* P2PHANDSHAKE, http://h:p/metadata, etcd://h:p[;h:p], h:p */
+    uint64_t global_segment_size; /* bytes contributed to the pool; 0 = pure client */
+    uint64_t local_buffer_size;   /* bytes of local staging; 0 = pure server (no put/get) */
+    const char *protocol;         /* "tcp" (default) or "rdma" */
+    const char *device_name;      /* rdma devices, comma list; "" = automatic */
     /* "host:port" of mooncake_master (default 127.0.0.1:50051), or upstream's HA spec
      * "etcd://h1:p1;h2:p2": follow the master elected in that etcd cluster (docs/ha.md; the
      * cluster id comes from $MC_STORE_CLUSTER_ID, default "mooncake_cluster"). Any other
