@@ -149,6 +149,8 @@ struct mc_store {
 
     pthread_t ping_thread;
     int ping_started;
+    pthread_t view_thread; /* following an elected master: re-reads the view every second */
+    int view_started;
     int remount_pending; /* ping thread only: the last re-mount failed */
     pthread_mutex_t ping_lock;
     pthread_cond_t ping_cond;
@@ -1918,6 +1920,29 @@ static void restore_verify(mc_store_t *s)
 }
 /* ---- end of re-mount verification ---------------------------------------------------------- */
 
+/*
+ * Following an elected master: re-reads the view every ping period on its own thread (the ping
+ * thread may be blocked on a stalled leader), so a new leader is picked up within a second and
+ * the calls still waiting on the old one are cut short and retried there (rpc.h).
+ */
+static void *view_main(void *arg)
+{
+    mc_store_t *s = arg;
+    pthread_mutex_lock(&s->ping_lock);
+    while (!s->ping_stop) {
+        struct timespec ts;
+        mc_deadline_after_ms(&ts, CLOCK_REALTIME, MC_PING_INTERVAL_MS);
+        pthread_cond_timedwait(&s->ping_cond, &s->ping_lock, &ts);
+        if (s->ping_stop)
+            break;
+        pthread_mutex_unlock(&s->ping_lock);
+        mc_rpc_client_follow(s->rpc);
+        pthread_mutex_lock(&s->ping_lock);
+    }
+    pthread_mutex_unlock(&s->ping_lock);
+    return NULL;
+}
+
 static void *ping_main(void *arg)
 {
     mc_store_t *s = arg;
@@ -1931,10 +1956,6 @@ static void *ping_main(void *arg)
             break;
         pthread_mutex_unlock(&s->ping_lock);
 
-        /* Following an elected master: a new leader is picked up within a ping period, also
-         * while the old one is stalled rather than dead (its calls would only time out). */
-        if (s->view_etcd)
-            mc_rpc_client_follow(s->rpc);
         Mc__PingResponse *resp = NULL;
         int rc = mc_master_call_ping(s->rpc, s->client_id, mc_offload_fallback_reads(s->offload),
                                      atomic_load(&s->checksum_mismatches), &resp);
@@ -2191,6 +2212,11 @@ static int setup_checked(mc_store_t *s, const mc_store_config_t *c)
     if (pthread_create(&s->ping_thread, NULL, ping_main, s) != 0)
         return MC_ERR_INTERNAL_ERROR;
     s->ping_started = 1;
+    if (s->view_etcd) {
+        if (pthread_create(&s->view_thread, NULL, view_main, s) != 0)
+            return MC_ERR_INTERNAL_ERROR;
+        s->view_started = 1;
+    }
     if (s->segment && mc_task_executor_start(s->rpc, s->te, s->client_id, s->segment,
                                              s->global_segment_size, &s->tasks) != 0)
         return MC_ERR_INTERNAL_ERROR;
@@ -2332,6 +2358,9 @@ int mc_store_close(mc_store_t *s)
         pthread_mutex_unlock(&s->ping_lock);
         pthread_join(s->ping_thread, NULL);
         s->ping_started = 0;
+        if (s->view_started)
+            pthread_join(s->view_thread, NULL);
+        s->view_started = 0;
         if (mc_offload_fallback_reads(s->offload) > 0 ||
             atomic_load(&s->checksum_mismatches) > 0) { /* the master's counts, up to date */
             Mc__PingResponse *resp = NULL;

@@ -44,6 +44,8 @@ struct mc_rpc_client {
     char host[MC_HOST_MAX]; /* under lock once a resolver is set; "" = not resolved yet */
     int port;
     uint64_t generation; /* under lock: +1 at each change of address (pooled fds are per address) */
+    int *busy;           /* under lock, with a resolver: connections with a call in flight */
+    size_t nbusy, busy_cap;
     mc_rpc_resolve_fn resolve;
     void *resolve_arg;
     int timeout_ms;
@@ -117,6 +119,11 @@ static int re_resolve(mc_rpc_client_t *c)
         nstale = c->idle_count;
         c->idle_count = 0;
         changed = 1;
+        /* Calls waiting on the old leader (stalled, or cut off) fail now and are retried at the
+         * new one: it never executes a request it does not answer, the old one no longer
+         * answers (its serving deadline), so nothing runs twice. */
+        for (size_t i = 0; i < c->nbusy; i++)
+            shutdown(c->busy[i], SHUT_RDWR);
     }
     pthread_mutex_unlock(&c->lock);
     for (size_t i = 0; i < nstale; i++)
@@ -161,6 +168,7 @@ void mc_rpc_client_destroy(mc_rpc_client_t *c)
     if (!c)
         return;
     mc_rpc_client_reset(c);
+    free(c->busy);
     pthread_mutex_destroy(&c->lock);
     free(c);
 }
@@ -216,6 +224,44 @@ static int borrow_gen(mc_rpc_client_t *c, uint64_t *gen)
         mc_net_set_timeouts(fd, c->timeout_ms); /* the handshake armed its own deadlines */
     }
     return fd;
+}
+
+/* Records fd as carrying a call (so a change of leader can cut it short). 1 when recorded; 0
+ * when the address already changed since the borrow (then the call fails at once) or no
+ * memory (then it is not cut short, only timed out). */
+static int busy_add(mc_rpc_client_t *c, int fd, uint64_t gen)
+{
+    pthread_mutex_lock(&c->lock);
+    if (gen != c->generation) {
+        pthread_mutex_unlock(&c->lock);
+        shutdown(fd, SHUT_RDWR);
+        return 0;
+    }
+    if (c->nbusy == c->busy_cap) {
+        size_t cap = c->busy_cap ? 2 * c->busy_cap : 16;
+        int *b = realloc(c->busy, cap * sizeof(*b));
+        if (!b) {
+            pthread_mutex_unlock(&c->lock);
+            return 0;
+        }
+        c->busy = b;
+        c->busy_cap = cap;
+    }
+    c->busy[c->nbusy++] = fd;
+    pthread_mutex_unlock(&c->lock);
+    return 1;
+}
+
+static void busy_remove(mc_rpc_client_t *c, int fd)
+{
+    pthread_mutex_lock(&c->lock);
+    for (size_t i = 0; i < c->nbusy; i++) {
+        if (c->busy[i] == fd) {
+            c->busy[i] = c->busy[--c->nbusy];
+            break;
+        }
+    }
+    pthread_mutex_unlock(&c->lock);
 }
 
 /* Pools fd unless the address changed since it was borrowed (generation gen). */
@@ -328,7 +374,10 @@ int mc_rpc_call(mc_rpc_client_t *c, uint16_t opcode, const uint8_t *body, size_t
         if (fd < 0) {
             rc = fd == MC_ERR_RPC_TIMEOUT || fd == MC_ERR_ILLEGAL_CLIENT ? fd : MC_ERR_RPC_FAIL;
         } else {
+            int tracked = c->resolve && busy_add(c, fd, gen);
             rc = exchange(c, fd, opcode, body, len, reply, reply_len);
+            if (tracked)
+                busy_remove(c, fd);
             if (rc == 0) {
                 give_back_gen(c, fd, gen);
                 return 0;
@@ -339,7 +388,10 @@ int mc_rpc_call(mc_rpc_client_t *c, uint16_t opcode, const uint8_t *body, size_t
             return rc;
         if (c->resolve && !followed) {
             followed = 1;
-            if (re_resolve(c) == 1) {
+            pthread_mutex_lock(&c->lock);
+            int moved = c->generation != gen; /* the leader changed while this call waited */
+            pthread_mutex_unlock(&c->lock);
+            if (moved || re_resolve(c) == 1) {
                 attempt = -1; /* a fresh pair of attempts at the new leader */
                 continue;
             }

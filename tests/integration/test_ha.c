@@ -436,6 +436,8 @@ static void stalled_leader_is_deposed(void **state)
     while (now_ms() < end && (ok = mc_store_put(s, "ha-101-0", buf, len, NULL)) != 0)
         usleep(100 * 1000);
     assert_int_equal(ok, 0);
+    printf("  stalled leader: first put through the new leader %.2f s after SIGSTOP\n",
+           (double)(now_ms() - stopped) / 1000.0);
 
     kill(masters[leader].pid, SIGCONT);
     /* The old leader runs again: whatever it still had queued, it answers nothing now. */
