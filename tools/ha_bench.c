@@ -389,7 +389,7 @@ static int wait_leader(bench_t *b, hcluster_t *c, int not, uint64_t timeout_ms)
 /* Reads the holder's stdout until its ready line. */
 static int wait_holder_ready(pid_t pid, int fd)
 {
-    char buf[4096];
+    char buf[4096] = "";
     size_t len = 0;
     uint64_t end = mc_now_ms() + CLIENT_READY_MS;
     for (;;) {
