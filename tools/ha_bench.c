@@ -440,21 +440,38 @@ static int holder_start(bench_t *b, hcluster_t *c)
     return rc;
 }
 
-/* Stops the holder, then the masters (SIGTERM; SIGKILL after 10 s). 0 on clean exits. */
-static int cluster_stop(hcluster_t *c)
+/* SIGTERM (SIGKILL after 10 s) to master i; 0 on a clean exit. */
+static int master_stop(master_t *m)
+{
+    int rc = 0;
+    if (m->pid > 0) {
+        if (m->stopped)
+            kill(m->pid, SIGCONT);
+        rc = bench_stop_child(PROGRAM, m->pid, "mooncake_master");
+    }
+    m->pid = 0;
+    m->stopped = 0;
+    return rc;
+}
+
+/*
+ * Stops the holder, then the standbys, then the leader (SIGTERM; SIGKILL after 10 s). Standbys
+ * first: a leader that stops hands its lease over, and a standby elected while it is itself
+ * being stopped is a failover nobody asked for. 0 on clean exits.
+ */
+static int cluster_stop(bench_t *b, hcluster_t *c)
 {
     int rc = 0;
     if (c->holder_pid > 0)
         rc |= bench_stop_child(PROGRAM, c->holder_pid, "mooncake_client");
     c->holder_pid = 0;
-    for (int i = 0; i < c->nmasters; i++) {
-        if (c->m[i].pid > 0) {
-            if (c->m[i].stopped)
-                kill(c->m[i].pid, SIGCONT);
-            rc |= bench_stop_child(PROGRAM, c->m[i].pid, "mooncake_master");
-        }
-        c->m[i].pid = 0;
-    }
+    char addr[128];
+    int leader = c->ha ? leader_of(b, c, addr, sizeof(addr)) : -1;
+    for (int i = 0; i < c->nmasters; i++)
+        if (i != leader)
+            rc |= master_stop(&c->m[i]);
+    if (leader >= 0)
+        rc |= master_stop(&c->m[leader]);
     return rc;
 }
 
@@ -480,7 +497,7 @@ static int cluster_start(bench_t *b, hcluster_t *c)
         goto fail;
     return 0;
 fail:
-    cluster_stop(c);
+    cluster_stop(b, c);
     b->failed = 1;
     return -1;
 }
@@ -747,7 +764,7 @@ out:
         pthread_join(th, NULL);
     }
     mc_store_free(w.s);
-    if (cluster_stop(&c) != 0)
+    if (cluster_stop(b, &c) != 0)
         status = -1;
     if (status != 0)
         b->failed = 1;
@@ -1005,7 +1022,7 @@ static int run_oplog(bench_t *b)
         for (uint64_t i = 0; stores && i < max_lanes; i++)
             mc_store_free(stores[i]);
         free(stores);
-        if (cluster_stop(&c) != 0 || !ok)
+        if (cluster_stop(b, &c) != 0 || !ok)
             status = -1;
         if (!ok)
             break;
