@@ -89,7 +89,8 @@ class MooncakeConfig:
     global_segment_size, local_buffer_size: bytes (>= 0).
     protocol: "tcp" or "rdma" (stripped and lower-cased; unknown names only warn).
     device_name: rdma device list ("" = automatic).
-    master_server_address: "host:port" of mooncake_master.
+    master_server_address: "host:port" of mooncake_master, or "etcd://h:p;h:p" to follow the
+        master elected there (setup's master_server_addr; env MC_STORE_CLUSTER_ID names the cluster).
     enable_ssd_offload, ssd_offload_path, tenant_id, enable_client_http_server,
     client_http_port: passed to setup() as upstream.
 
