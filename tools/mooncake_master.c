@@ -1425,6 +1425,9 @@ static void ha_deposed(void *arg, const char *why)
 /* The operation log's backlog a new write waits for (bounds what a crash can lose). */
 #define OPLOG_MAX_BACKLOG_BATCHES 1
 #define OPLOG_BACKPRESSURE_MS 2000
+/* Without --oplog_sync_ack a batch may fill this long: fewer etcd commits for the same entries
+ * (what a crash can lose grows by as much). */
+#define OPLOG_ASYNC_LINGER_MS 5
 
 static int ha_gate(void *arg, uint16_t opcode)
 {
@@ -1500,6 +1503,7 @@ static int servers_start(const master_opts_t *o, master_servers_t *s)
                                 .cluster_id = o->cluster_id,
                                 .batch_max_entries = (uint32_t)o->oplog_batch_max_entries,
                                 .poll_interval_ms = (int)o->oplog_poll_interval_ms,
+                                .linger_ms = o->oplog_sync_ack ? 0 : OPLOG_ASYNC_LINGER_MS,
                                 .apply = oplog_apply,
                                 .durable = oplog_durable,
                                 .on_fail = oplog_failed,

@@ -186,19 +186,9 @@ void mc_restore_forget_locked(mc_master_t *m, const char *key, size_t len)
     entry_free(m, e);
 }
 
-void mc_restore_clear_locked(mc_master_t *m)
+int mc_restore_hidden_locked(mc_master_t *m, const char *key, size_t len)
 {
-    mc_restore_table_t *t = m->restore;
-    for (size_t i = 0; t && t->count && i < t->cap; i++) {
-        for (mc_restore_entry_t *e = t->b[i], *n; e; e = n) {
-            n = e->next;
-            t->b[i] = n;
-            t->count--;
-            m->restore_superseded++;
-            mc_journal_del_locked(m, e->key, e->key_len);
-            entry_free(m, e);
-        }
-    }
+    return m->restore && m->restore->count > 0 && entry_find(m, key, len) != NULL;
 }
 
 int mc_restore_pending_locked(const mc_master_t *m)

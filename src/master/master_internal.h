@@ -439,9 +439,12 @@ void mc_restore_fini(mc_master_t *m);
 void mc_restore_segment_gone_locked(mc_master_t *m, uint32_t slot);
 /* Adds the bytes of restored extents being verified per segment slot (debug invariant check). */
 void mc_restore_account_locked(const mc_master_t *m, uint64_t *seg_used);
-/* remove_all: every restored record not visible yet goes too. */
-void mc_restore_clear_locked(mc_master_t *m);
 /* 1 while restored records wait for a re-mount. */
 int mc_restore_pending_locked(const mc_master_t *m);
+/* 1 when `key` has a restored record still hidden (its owner has not re-mounted yet). Such a
+ * key is neither removed nor replaced until it is visible (or dropped): the log names its
+ * extent, which no allocator holds yet, so a DEL or SET now could let that memory be handed out
+ * before the change is in etcd (docs/ha.md). */
+int mc_restore_hidden_locked(mc_master_t *m, const char *key, size_t len);
 
 #endif /* MC_MASTER_INTERNAL_H */

@@ -1040,6 +1040,8 @@ static int start_locked(mc_master_t *m, const char *key, size_t len, int upsert,
         mc_object_t *o = mc_index_find(&m->index, key, len);
         if (o && o->complete && !upsert)
             return MC_ERR_OBJECT_ALREADY_EXISTS;
+        if (mc_restore_hidden_locked(m, key, len)) /* restored, its owner not re-mounted yet */
+            return upsert ? MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS : MC_ERR_OBJECT_ALREADY_EXISTS;
         if (o && o->pending) {
             uint64_t age = elapsed_ms(now, o->pending->start_ms);
             if (age < m->cfg.put_start_discard_timeout_ms)
@@ -1424,8 +1426,8 @@ int mc_master_remove(mc_master_t *m, const char *key, int force)
         mc_master_drop_value_locked(m, o, now);
     else if (rc == 0)
         rc = MC_ERR_OBJECT_NOT_FOUND;
-    if (rc == MC_ERR_OBJECT_NOT_FOUND)
-        mc_restore_forget_locked(m, key, strlen(key)); /* a hidden restored record goes too */
+    if (rc == MC_ERR_OBJECT_NOT_FOUND && mc_restore_hidden_locked(m, key, strlen(key)))
+        rc = MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS; /* restored: retry once its owner re-mounted */
     pthread_mutex_unlock(&m->lock);
     return rc;
 }
@@ -1495,8 +1497,8 @@ int64_t mc_master_remove_all(mc_master_t *m, int force)
         uint64_t now = mc_master_now_locked(m);
         for (size_t i = 0; !l.oom && i < l.n; i++)
             removed += remove_if_removable(m, l.v[i], force, now);
-        if (cursor == 0)
-            mc_restore_clear_locked(m); /* hidden restored records (journal.h) go too */
+        /* Hidden restored records stay (mc_restore_hidden_locked): they become visible when
+         * their owners re-mount, or are dropped when they do not in time. */
         pthread_mutex_unlock(&m->lock);
     } while (cursor != 0 && !l.oom);
     free(l.v);

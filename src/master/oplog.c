@@ -421,6 +421,14 @@ static void *append_main(void *arg)
             pthread_mutex_unlock(&log->lock);
             return NULL;
         }
+        if (log->cfg.linger_ms > 0 && !log->stop &&
+            log->npending < log->cfg.batch_max_entries) { /* let the batch fill a little */
+            struct timespec ts;
+            mc_deadline_after_ms(&ts, CLOCK_REALTIME, (uint64_t)log->cfg.linger_ms);
+            while (!log->stop && !log->failed && log->npending < log->cfg.batch_max_entries &&
+                   pthread_cond_timedwait(&log->cond, &log->lock, &ts) == 0) {
+            }
+        }
         size_t n = 0;
         pending_entry_t *list = take_batch(log, &n);
         uint64_t id = log->last_batch_id + 1;

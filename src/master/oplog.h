@@ -46,6 +46,11 @@ typedef struct mc_oplog_config {
     const char *cluster_id;
     uint32_t batch_max_entries; /* 0 = MC_OPLOG_DEFAULT_BATCH_MAX_ENTRIES */
     int poll_interval_ms;       /* 0 = MC_OPLOG_DEFAULT_POLL_MS */
+    /* Leader: how long the appender lets a batch fill (up to batch_max_entries) before it
+     * commits it; 0 = commit at once. Fewer, larger commits cost etcd less; with acknowledgement
+     * on commit (--oplog_sync_ack) every put would wait for it, so mooncake_master lingers only
+     * without it. */
+    int linger_ms;
     /* Standby and catch-up: applies one entry to the (not serving) master; non-zero = the entry
      * could not be applied (logged; the log is then not trusted: promotion fails). */
     int (*apply)(void *arg, uint32_t type, const char *key, const uint8_t *record, size_t len);

@@ -418,17 +418,19 @@ static void test_restore_untrusted_and_expired(void **state)
     assert_int_equal(get_addr(b, "k", NULL), MC_ERR_OBJECT_NOT_FOUND);
     mc_master_destroy(b);
 
-    /* a put of the key meanwhile supersedes the record; DEL drops it; bad bytes refused */
+    /* a put of the key while its record is hidden finds it existing (put keeps the first
+     * value, as for a visible key); the re-mount brings the restored value; DEL drops it; bad
+     * bytes refused */
     b = new_master(10000, 1.0);
     assert_int_equal(mc_master_import(b, rec.rec, rec.len), 0);
     assert_int_equal(mount_as(b, "c1", "seg-9", 64 * KiB), 0);
-    assert_int_equal(put(b, "k", 10, NULL), 0);
+    assert_int_equal(put(b, "k", 10, NULL), MC_ERR_OBJECT_ALREADY_EXISTS);
     assert_int_equal(mount_as(b, "c1", "seg-1", 64 * KiB), 0);
     mc_replica_desc_t out[MC_MAX_REPLICAS];
     size_t n;
     uint64_t size, ttl;
     assert_int_equal(mc_master_get_replica_list(b, "k", out, MC_MAX_REPLICAS, &n, &size, &ttl), 0);
-    assert_int_equal(size, 10);
+    assert_int_not_equal(size, 10);
     assert_int_equal(mc_master_import_del(b, "zz", 2), 0);
     const uint8_t junk[] = {0xff, 0xff, 0xff};
     assert_int_equal(mc_master_import(b, junk, sizeof(junk)), MC_ERR_INVALID_PARAMS);
@@ -513,9 +515,12 @@ static void test_restore_verification(void **state)
     free(r);
 }
 
-/* A remove (or remove_all) while a restored record is hidden: its owner's re-mount does not
- * bring the value back. */
-static void test_remove_forgets_hidden_records(void **state)
+/* A remove (or remove_all) while a restored record is hidden does not touch it: the log names
+ * its extent, which no allocator holds until the owner re-mounts (a DEL now could let that memory
+ * be handed out before the DEL is in etcd). The remove answers -1010 (retry); after the re-mount
+ * it removes. (Before: the record was forgotten without a DEL, and a failover brought it back
+ * over memory given to other objects: issue 15's attacker.) */
+static void test_hidden_records_wait_for_their_remount(void **state)
 {
     (void)state;
     mc_master_t *m = new_master(10000, 1.0);
@@ -525,21 +530,15 @@ static void test_remove_forgets_hidden_records(void **state)
     mc_master_t *b = new_master(10000, 1.0);
     assert_int_equal(mc_master_export(m, NULL, import_cb, b), 0);
     mc_master_destroy(m);
-    assert_int_equal(mc_master_remove(b, "x", 0), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc_master_remove(b, "x", 1), MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS);
+    assert_int_equal(mc_master_remove_all(b, 1), 0); /* nothing visible to remove yet */
     assert_int_equal(mount_as(b, "c1", "seg-1", 64 * KiB), 0);
-    assert_int_equal(get_addr(b, "x", NULL), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(get_addr(b, "x", NULL), 0);
     assert_int_equal(get_addr(b, "y", NULL), 0);
-    mc_master_destroy(b);
-
-    m = new_master(10000, 1.0);
-    assert_int_equal(mount_as(m, "c1", "seg-1", 64 * KiB), 0);
-    assert_int_equal(put(m, "x", 100, NULL), 0);
-    b = new_master(10000, 1.0);
-    assert_int_equal(mc_master_export(m, NULL, import_cb, b), 0);
-    mc_master_destroy(m);
-    assert_int_equal(mc_master_remove_all(b, 1), 0);
-    assert_int_equal(mount_as(b, "c1", "seg-1", 64 * KiB), 0);
+    assert_int_equal(mc_master_remove(b, "x", 1), 0);
     assert_int_equal(get_addr(b, "x", NULL), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc_master_remove_all(b, 1), 1);
+    assert_int_equal(get_addr(b, "y", NULL), MC_ERR_OBJECT_NOT_FOUND);
     mc_master_destroy(b);
 }
 
@@ -606,7 +605,7 @@ int main(void)
         cmocka_unit_test(test_restore_with_remount),
         cmocka_unit_test(test_restore_untrusted_and_expired),
         cmocka_unit_test(test_restore_verification),
-        cmocka_unit_test(test_remove_forgets_hidden_records),
+        cmocka_unit_test(test_hidden_records_wait_for_their_remount),
         cmocka_unit_test(test_snapshot_files),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
