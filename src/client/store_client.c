@@ -484,6 +484,10 @@ static int write_objects(mc_store_t *s, int upsert, const char *const *keys,
             }
             reqs[nreq] = (mc_transfer_req_t){MC_TRANSFER_WRITE, (void *)values[i], seg,
                                              r->replicas[k]->address, sizes[i]};
+            /* The owner refuses it once its segment was mounted again (tcp, local): a put
+             * allocated by a master that since died or was deposed must not land in memory
+             * the next one handed out (issue 15). */
+            reqs[nreq].epoch = r->replicas[k]->epoch;
             /* The first replica's copy computes the value's checksum when it is a memcpy. */
             reqs[nreq].want_crc32c = s->checksum && k == 0;
             req_owner[nreq++] = j;

@@ -6,7 +6,7 @@ mc_add_test(test_ha SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_ha.c
             ${CMAKE_CURRENT_SOURCE_DIR}/../support/etcd_cluster.c LIBS mc_store TIMEOUT 600)
 target_include_directories(test_ha PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/../support
                            ${PROJECT_SOURCE_DIR}/src/common)
-add_dependencies(test_ha mooncake_client mooncake_master)
+add_dependencies(test_ha mooncake_client mooncake_master store_rw)
 # No split brain: a leader partitioned from etcd (network namespace + veth, link cut) accepts no put
 # once another master is elected.
 mc_add_test(test_ha_partition SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_ha_partition.c
