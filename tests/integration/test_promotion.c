@@ -420,7 +420,14 @@ static void test_executor_killed_mid_promotion_expires_and_the_object_stays_read
     assert_string_equal(types, "LOCAL_DISK");
     start_holder(&c, NULL); /* takes the killed incarnation's files over */
     read_exact(c.s, VICTIM, 1);
-    assert_int_equal(metric(&c.m, "master_promotion_completed_total"), 0);
+    /* The expired promotion never completes; this read may admit a new one (the sketch has
+     * counted three hits by now), which may complete by the time the counters are read (seen
+     * under a loaded parallel run): each admitted promotion either expired or completed. */
+    int64_t completed = metric(&c.m, "master_promotion_completed_total");
+    int64_t admitted = metric(&c.m, "master_promotion_admitted_total");
+    int64_t expired = metric(&c.m, "master_promotion_expired_total");
+    assert_int_equal(expired, 1);
+    assert_true(completed <= admitted - expired);
     stop(&c);
 }
 
