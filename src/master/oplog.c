@@ -103,29 +103,29 @@ static int apply_batch(mc_oplog_t *log, const mc_etcd_kv_t *kv)
                  log->last_batch_id, log->prefix);
         return MC_ERR_INCOMPLETE_OPLOG_CATCH_UP;
     }
-    Mc__OplogBatch *b = mc__oplog_batch__unpack(NULL, kv->value_len, kv->value);
+    /* The value: CRC32C (4 bytes, little endian) of the packed batch that follows. */
+    uint32_t want = 0, crc = 0;
+    if (kv->value_len >= 4) {
+        want = (uint32_t)kv->value[0] | (uint32_t)kv->value[1] << 8 | (uint32_t)kv->value[2] << 16 |
+               (uint32_t)kv->value[3] << 24;
+        crc = mc_crc32c(0, kv->value + 4, kv->value_len - 4);
+    }
+    if (kv->value_len < 4 || crc != want) {
+        MC_ERROR("oplog: batch %" PRIu64 " (%zu bytes) fails its checksum (CRC32C %08x, recorded "
+                 "%08x)",
+                 id, kv->value_len, crc, want);
+        atomic_fetch_add(&log->checksum_failures, 1);
+        return MC_ERR_INCOMPLETE_OPLOG_CATCH_UP;
+    }
+    Mc__OplogBatch *b = mc__oplog_batch__unpack(NULL, kv->value_len - 4, kv->value + 4);
     if (!b) {
         MC_ERROR("oplog: batch %" PRIu64 " (%zu bytes) does not decode", id, kv->value_len);
         atomic_fetch_add(&log->checksum_failures, 1);
         return MC_ERR_INCOMPLETE_OPLOG_CATCH_UP;
     }
-    uint32_t crc = 0;
-    for (size_t i = 0; i < b->n_entries; i++) {
-        size_t len = mc__oplog_entry__get_packed_size(b->entries[i]);
-        uint8_t *tmp = malloc(len ? len : 1);
-        if (!tmp) {
-            mc__oplog_batch__free_unpacked(b, NULL);
-            return MC_ERR_INTERNAL_ERROR;
-        }
-        mc__oplog_entry__pack(b->entries[i], tmp);
-        crc = mc_crc32c(crc, tmp, len);
-        free(tmp);
-    }
     int rc = 0;
-    if (crc != b->crc32c || b->batch_id != id) {
-        MC_ERROR("oplog: batch %" PRIu64 " fails its checksum (CRC32C %08x, recorded %08x)", id,
-                 crc, b->crc32c);
-        atomic_fetch_add(&log->checksum_failures, 1);
+    if (b->batch_id != id) {
+        MC_ERROR("oplog: the value under batch %" PRIu64 " says batch %" PRIu64, id, b->batch_id);
         rc = MC_ERR_INCOMPLETE_OPLOG_CATCH_UP;
     } else if (b->n_entries && log->last_seq && b->first_seq != log->last_seq + 1) {
         MC_ERROR("oplog: batch %" PRIu64 " starts at seq %" PRIu64 ", expected %" PRIu64, id,
@@ -332,7 +332,6 @@ static int pack_batch(mc_oplog_t *log, uint64_t id, pending_entry_t *list, size_
         free(ptrs);
         return MC_ERR_INTERNAL_ERROR;
     }
-    uint32_t crc = 0;
     size_t i = 0;
     for (pending_entry_t *e = list; e; e = e->next, i++) {
         mc__oplog_entry__init(&ents[i]);
@@ -342,16 +341,6 @@ static int pack_batch(mc_oplog_t *log, uint64_t id, pending_entry_t *list, size_
         ents[i].record.data = e->record;
         ents[i].record.len = e->len;
         ptrs[i] = &ents[i];
-        size_t len = mc__oplog_entry__get_packed_size(&ents[i]);
-        uint8_t *tmp = malloc(len ? len : 1);
-        if (!tmp) {
-            free(ents);
-            free(ptrs);
-            return MC_ERR_INTERNAL_ERROR;
-        }
-        mc__oplog_entry__pack(&ents[i], tmp);
-        crc = mc_crc32c(crc, tmp, len);
-        free(tmp);
     }
     Mc__OplogBatch b = MC__OPLOG_BATCH__INIT;
     b.batch_id = id;
@@ -359,11 +348,15 @@ static int pack_batch(mc_oplog_t *log, uint64_t id, pending_entry_t *list, size_
     b.first_seq = list->seq;
     b.n_entries = n;
     b.entries = ptrs;
-    b.crc32c = crc;
-    *out_len = mc__oplog_batch__get_packed_size(&b);
-    *out = malloc(*out_len ? *out_len : 1);
-    if (*out)
-        mc__oplog_batch__pack(&b, *out);
+    size_t len = mc__oplog_batch__get_packed_size(&b);
+    *out_len = 4 + len;
+    *out = malloc(*out_len);
+    if (*out) { /* CRC32C of the packed batch first (apply_batch checks it before decoding) */
+        mc__oplog_batch__pack(&b, *out + 4);
+        uint32_t crc = mc_crc32c(0, *out + 4, len);
+        for (int k = 0; k < 4; k++)
+            (*out)[k] = (uint8_t)(crc >> (8 * k));
+    }
     free(ents);
     free(ptrs);
     return *out ? 0 : MC_ERR_INTERNAL_ERROR;

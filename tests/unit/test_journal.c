@@ -425,7 +425,9 @@ static void test_restore_untrusted_and_expired(void **state)
     assert_int_equal(mc_master_import(b, rec.rec, rec.len), 0);
     assert_int_equal(mount_as(b, "c1", "seg-9", 64 * KiB), 0);
     assert_int_equal(put(b, "k", 10, NULL), MC_ERR_OBJECT_ALREADY_EXISTS);
+    /* (the record's replica is on seg-1 or seg-2: placement picked one at random) */
     assert_int_equal(mount_as(b, "c1", "seg-1", 64 * KiB), 0);
+    assert_int_equal(mount_as(b, "c1", "seg-2", 64 * KiB), 0);
     mc_replica_desc_t out[MC_MAX_REPLICAS];
     size_t n;
     uint64_t size, ttl;
