@@ -222,6 +222,7 @@ typedef struct master_opts {
     int64_t rpc_conn_timeout_seconds;  /* idle; 0 = never */
     int64_t rpc_frame_timeout_seconds; /* stalled mid-frame */
     uint64_t rpc_max_buffered_size;    /* bytes */
+    int64_t rpc_spin_us;               /* poll without blocking after a frame; 0 = off */
     uint64_t max_segment_size;         /* bytes */
     uint64_t default_kv_lease_ttl;     /* ms */
     uint64_t default_kv_soft_pin_ttl;  /* ms */
@@ -325,6 +326,7 @@ static void opts_default(master_opts_t *o)
     o->http_metadata_max_total_size = MC_HTTP_METADATA_DEFAULT_MAX_TOTAL;
     o->max_connections = MC_RPC_DEFAULT_MAX_CONNECTIONS;
     o->rpc_conn_timeout_seconds = MC_RPC_DEFAULT_IDLE_TIMEOUT_MS / 1000;
+    o->rpc_spin_us = MC_RPC_DEFAULT_SPIN_US;
     o->rpc_frame_timeout_seconds = MC_RPC_DEFAULT_FRAME_TIMEOUT_MS / 1000;
     o->rpc_max_buffered_size = MC_RPC_DEFAULT_MAX_BUFFERED;
     o->max_segment_size = MC_MASTER_DEFAULT_MAX_SEGMENT_SIZE;
@@ -434,6 +436,9 @@ static size_t flags_table(master_opts_t *o, mc_flag_t *out, size_t cap)
                  "is closed"),
         FLAG("rpc_max_buffered_size", MC_FLAG_SIZE, rpc_max_buffered_size,
              "receive-buffer bytes of all RPC connections together (at least 65 MiB)"),
+        FLAG_INT("rpc_spin_us", rpc_spin_us, 0, MC_RPC_MAX_SPIN_US,
+                 "after each request an RPC thread polls without sleeping this long (us) for the "
+                 "next one, sparing a busy client the wake-up of a halted CPU (0 = off)"),
         FLAG("max_segment_size", MC_FLAG_SIZE, max_segment_size,
              "a segment mount larger than this is refused"),
         FLAG("default_kv_lease_ttl", MC_FLAG_DURATION_MS, default_kv_lease_ttl,
@@ -1216,7 +1221,7 @@ static void format_settings(const master_opts_t *o, int64_t threads, int metrics
         ", promotion_admission_threshold=%" PRId64 ", promotion_queue_limit=%" PRId64
         ", promotion_max_per_heartbeat=%" PRId64 ", max_connections=%" PRId64
         ", rpc_conn_timeout_seconds=%" PRId64 ", rpc_frame_timeout_seconds=%" PRId64
-        ", rpc_max_buffered_size=%" PRIu64 ", max_segment_size=%" PRIu64
+        ", rpc_max_buffered_size=%" PRIu64 ", rpc_spin_us=%" PRId64 ", max_segment_size=%" PRIu64
         ", http_metadata_max_value_size=%" PRIu64 ", http_metadata_max_keys=%" PRId64
         ", http_metadata_max_total_size=%" PRIu64 ", cluster_secret=%s, config_path=%s, log_dir=%s"
         ", v=%" PRId64 ", version=%s",
@@ -1232,8 +1237,8 @@ static void format_settings(const master_opts_t *o, int64_t threads, int metrics
         o->offloading_queue_limit, tf(o->promotion_on_hit), o->promotion_admission_threshold,
         o->promotion_queue_limit, o->promotion_max_per_heartbeat, o->max_connections,
         o->rpc_conn_timeout_seconds, o->rpc_frame_timeout_seconds, o->rpc_max_buffered_size,
-        o->max_segment_size, o->http_metadata_max_value_size, o->http_metadata_max_keys,
-        o->http_metadata_max_total_size, secret_state(o),
+        o->rpc_spin_us, o->max_segment_size, o->http_metadata_max_value_size,
+        o->http_metadata_max_keys, o->http_metadata_max_total_size, secret_state(o),
         o->config_path[0] ? o->config_path : "(none)", o->log_dir[0] ? o->log_dir : "(none)", o->v,
         MC_VERSION_STRING);
 }
@@ -1467,6 +1472,7 @@ static int servers_start(const master_opts_t *o, master_servers_t *s)
         .idle_timeout_ms = (uint32_t)(o->rpc_conn_timeout_seconds * 1000),
         .frame_timeout_ms = (uint32_t)(o->rpc_frame_timeout_seconds * 1000),
         .max_buffered_bytes = o->rpc_max_buffered_size,
+        .spin_us = (uint32_t)o->rpc_spin_us,
     };
     mc_http_metadata_limits_t md_limits = {
         .max_value_bytes = (size_t)o->http_metadata_max_value_size,

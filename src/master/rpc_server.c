@@ -48,6 +48,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 #include <uv.h>
 
@@ -111,6 +112,10 @@ struct rpc_worker {
     /* worker 0 only: the acceptor */
     uv_poll_t accept_poll;
     uv_timer_t accept_backoff;
+    /* the spin (rpc_server.h): while `spin` is active the loop polls without blocking */
+    uv_idle_t spin;
+    uv_check_t spin_check; /* after each poll: stops the spin once spin_us passed quietly */
+    uint64_t last_frame_ns;
 };
 
 struct mc_rpc_server {
@@ -539,13 +544,45 @@ static void rpc_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     *buf = uv_buf_init((char *)c->buf + c->len, (unsigned int)(c->cap - c->len));
 }
 
+static uint64_t rpc_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void rpc_spin_idle(uv_idle_t *h)
+{
+    (void)h; /* its being active is the point: uv_run polls with a zero timeout */
+}
+
+static void rpc_spin_check(uv_check_t *h)
+{
+    rpc_worker_t *w = h->data;
+    if (uv_is_active((uv_handle_t *)&w->spin) &&
+        rpc_now_ns() - w->last_frame_ns > (uint64_t)w->server->limits.spin_us * 1000u)
+        uv_idle_stop(&w->spin);
+}
+
+/* A frame arrived: keep polling for the next one for spin_us (rpc_server.h). */
+static void rpc_spin_arm(rpc_worker_t *w)
+{
+    if (w->server->limits.spin_us == 0)
+        return;
+    w->last_frame_ns = rpc_now_ns();
+    if (!uv_is_active((uv_handle_t *)&w->spin))
+        uv_idle_start(&w->spin, rpc_spin_idle);
+}
+
 static void rpc_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
     rpc_conn_t *c = s->data;
     if (nread > 0) {
         c->len += (size_t)nread;
         c->last_progress_ms = mc_now_ms();
+        rpc_worker_t *w = c->worker; /* c may be closed by its frames */
         rpc_conn_process(c);
+        rpc_spin_arm(w);
         return;
     }
     if (nread == 0)
@@ -864,6 +901,12 @@ static int rpc_worker_init(mc_rpc_server_t *s, rpc_worker_t *w, int acceptor)
     w->wakeup.data = w;
     uv_timer_init(&w->loop, &w->sweep);
     w->sweep.data = w;
+    uv_idle_init(&w->loop, &w->spin);
+    w->spin.data = w;
+    uv_check_init(&w->loop, &w->spin_check);
+    w->spin_check.data = w;
+    uv_check_start(&w->spin_check, rpc_spin_check);
+    uv_unref((uv_handle_t *)&w->spin_check); /* never keeps the loop alive by itself */
     uint64_t period = rpc_sweep_period(&s->limits);
     uv_timer_start(&w->sweep, rpc_sweep, period, period);
     if (!acceptor)
@@ -919,6 +962,7 @@ void mc_rpc_limits_default(mc_rpc_limits_t *limits)
         .idle_timeout_ms = MC_RPC_DEFAULT_IDLE_TIMEOUT_MS,
         .frame_timeout_ms = MC_RPC_DEFAULT_FRAME_TIMEOUT_MS,
         .max_buffered_bytes = MC_RPC_DEFAULT_MAX_BUFFERED,
+        .spin_us = MC_RPC_DEFAULT_SPIN_US,
     };
 }
 
@@ -938,7 +982,8 @@ int mc_rpc_server_start_limited(mc_master_t *master, const char *host, int port,
         limits = &defaults;
     if (!master || !out || port < 0 || port > 65535 || threads < 1 ||
         threads > MC_RPC_MAX_THREADS || limits->max_connections < 1 ||
-        limits->frame_timeout_ms == 0 || limits->max_buffered_bytes < MC_RPC_MIN_BUFFERED)
+        limits->frame_timeout_ms == 0 || limits->max_buffered_bytes < MC_RPC_MIN_BUFFERED ||
+        limits->spin_us > MC_RPC_MAX_SPIN_US)
         return MC_ERR_INVALID_PARAMS;
     *out = NULL;
     mc_rpc_server_t *s = calloc(1, sizeof(*s));

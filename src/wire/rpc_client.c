@@ -15,6 +15,16 @@
  * reset, timed out): when the address changed, the pool is emptied and the call is retried once
  * at the new address. A master that is not (or no longer) the leader closes the connection
  * without executing the request, so that retry never runs a request twice.
+ *
+ * Waiting for a reply: a thread that blocks in recv() right after sending pays a wake-up when the
+ * reply comes (on a VM, an inter-processor interrupt and a halted vCPU woken: tens of µs, as much
+ * as the master's own work on a small request). So a call first polls its socket without blocking
+ * for up to MC_RPC_SPIN_US µs (default MC_RPC_DEFAULT_SPIN_US) and blocks only if the reply has
+ * not come by then. Spinning takes a CPU, so it is done only where it pays: by one call at a time
+ * per process, only while no other call of the process is in flight (with several lanes busy the
+ * CPUs have other work and the wake-ups overlap), and not after replies keep missing the window
+ * (e.g. a master that waits for an etcd commit): after MC_RPC_SPIN_MISSES misses in a row, only one
+ * call in MC_RPC_SPIN_PROBE spins, until one hits again. MC_RPC_SPIN_US=0 turns it off.
  */
 #include "rpc.h"
 
@@ -35,10 +45,25 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MC_RPC_CONNECT_TIMEOUT_MS 3000
 #define MC_RPC_MAX_IDLE 32
+#define MC_RPC_DEFAULT_SPIN_US 50
+#define MC_RPC_MAX_SPIN_US 1000
+#define MC_RPC_SPIN_MISSES 8 /* misses in a row before spinning only as a probe */
+#define MC_RPC_SPIN_PROBE 64 /* then one call in this many spins */
+
+/* Process-wide state of the reply spin (see the comment atop). */
+static struct {
+    pthread_once_t once;
+    uint64_t budget_ns;   /* 0: off */
+    atomic_int in_flight; /* calls between send and reply, all clients of the process */
+    atomic_int spinning;  /* 1 while one call spins */
+    atomic_uint misses;   /* in a row */
+    atomic_uint probe;
+} g_spin = {.once = PTHREAD_ONCE_INIT};
 
 struct mc_rpc_client {
     char host[MC_HOST_MAX]; /* under lock once a resolver is set; "" = not resolved yet */
@@ -277,8 +302,76 @@ static void give_back_gen(mc_rpc_client_t *c, int fd, uint64_t gen)
         close(fd);
 }
 
+static void spin_init(void)
+{
+    uint64_t us = MC_RPC_DEFAULT_SPIN_US;
+    const char *e = getenv("MC_RPC_SPIN_US");
+    if (e && *e) {
+        char *end = NULL;
+        errno = 0;
+        unsigned long long v = strtoull(e, &end, 10);
+        if (errno || !end || *end || v > MC_RPC_MAX_SPIN_US)
+            MC_WARN("MC_RPC_SPIN_US=%s is not a number of microseconds in [0, %d]; using %d", e,
+                    MC_RPC_MAX_SPIN_US, MC_RPC_DEFAULT_SPIN_US);
+        else
+            us = v;
+    }
+    g_spin.budget_ns = us * 1000;
+}
+
+static uint64_t spin_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Polls fd without blocking until a whole frame header is readable, the peer closed or failed,
+ * or the spin budget is spent; reads nothing (the caller's recv does). See the comment atop. */
+static void spin_for_reply(int fd)
+{
+    pthread_once(&g_spin.once, spin_init);
+    if (g_spin.budget_ns == 0 || atomic_load(&g_spin.in_flight) != 1)
+        return;
+    if (atomic_load(&g_spin.misses) >= MC_RPC_SPIN_MISSES &&
+        atomic_fetch_add(&g_spin.probe, 1) % MC_RPC_SPIN_PROBE != 0)
+        return;
+    int idle = 0;
+    if (!atomic_compare_exchange_strong(&g_spin.spinning, &idle, 1))
+        return;
+    uint64_t end = spin_now_ns() + g_spin.budget_ns;
+    uint8_t peek[MC_FRAME_HEADER_SIZE];
+    int hit = 0;
+    for (;;) {
+        ssize_t n = recv(fd, peek, sizeof(peek), MSG_DONTWAIT | MSG_PEEK);
+        if (n >= (ssize_t)sizeof(peek) || n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+            hit = 1; /* a reply, or an end the blocking recv reports at once */
+            break;
+        }
+        if (spin_now_ns() >= end)
+            break;
+    }
+    atomic_store(&g_spin.spinning, 0);
+    if (hit)
+        atomic_store(&g_spin.misses, 0);
+    else
+        atomic_fetch_add(&g_spin.misses, 1);
+}
+
+static int exchange_once(mc_rpc_client_t *c, int fd, uint16_t opcode, const uint8_t *body,
+                         size_t len, uint8_t **reply, size_t *reply_len);
+
 static int exchange(mc_rpc_client_t *c, int fd, uint16_t opcode, const uint8_t *body, size_t len,
                     uint8_t **reply, size_t *reply_len)
+{
+    atomic_fetch_add(&g_spin.in_flight, 1);
+    int rc = exchange_once(c, fd, opcode, body, len, reply, reply_len);
+    atomic_fetch_sub(&g_spin.in_flight, 1);
+    return rc;
+}
+
+static int exchange_once(mc_rpc_client_t *c, int fd, uint16_t opcode, const uint8_t *body,
+                         size_t len, uint8_t **reply, size_t *reply_len)
 {
     uint64_t id = atomic_fetch_add(&c->next_id, 1);
     uint8_t hdr[MC_FRAME_HEADER_SIZE];
@@ -306,6 +399,7 @@ static int exchange(mc_rpc_client_t *c, int fd, uint16_t opcode, const uint8_t *
             break;
         }
     }
+    spin_for_reply(fd);
     uint8_t raw[MC_FRAME_HEADER_SIZE];
     if (mc_net_recv_all(fd, raw, sizeof(raw)) != 0)
         return errno == EAGAIN ? MC_ERR_RPC_TIMEOUT : MC_ERR_RPC_FAIL;

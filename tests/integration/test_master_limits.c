@@ -14,7 +14,9 @@
  *   - the embedded HTTP metadata server takes its value and key limits from the master's flags
  *     (413, 507, counted on the master's /metrics);
  *   - only the owner unmounts a segment, only a live client removes everything, a mount
- *     without a client id or above --max_segment_size is refused.
+ *     without a client id or above --max_segment_size is refused;
+ *   - the RPC threads' spin (--rpc_spin_us) ends when requests stop: an idle master burns no
+ *     CPU after a burst; --rpc_spin_us above 1000 is refused.
  *
  * Every process is real (mooncake_master, mooncake_client through cluster.h); raw frames are
  * written with frame.h and store.proto. The master runs with its log in a file (--log_dir) where
@@ -769,6 +771,52 @@ static void test_mounts_without_a_client_or_above_the_size_limit_are_refused(voi
 
 /* ---- main --------------------------------------------------------------------------------- */
 
+/* utime + stime of a process, in clock ticks (/proc/pid/stat fields 14 and 15). */
+static long long proc_cpu_ticks(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')'); /* after the command name, which may hold spaces */
+    assert_non_null(p);
+    long long utime = -1, stime = -1;
+    assert_int_equal(
+        sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lld %lld", &utime, &stime), 2);
+    return utime + stime;
+}
+
+static void test_the_rpc_spin_ends_when_requests_stop(void **state)
+{
+    (void)state;
+    /* The widest window, so a spin that never stops would burn the whole idle second. */
+    const char *flags[] = {"--rpc_spin_us=1000", NULL};
+    mc_master_t m;
+    start_master(&m, "spin", flags);
+    int fd = connect_master(&m);
+    long long before = proc_cpu_ticks(m.pid);
+    for (uint64_t id = 1; id <= 3000; id++)
+        service_ready_on(fd, id);
+    long long burst = proc_cpu_ticks(m.pid) - before;
+    long long idle_start = proc_cpu_ticks(m.pid);
+    usleep(2 * 1000 * 1000); /* a window of idleness is the thing measured */
+    long long idle = proc_cpu_ticks(m.pid) - idle_start;
+    long hz = sysconf(_SC_CLK_TCK);
+    printf("master CPU: %lld ticks for 3000 requests, %lld ticks in 2 s idle (%ld ticks/s)\n",
+           burst, idle, hz);
+    assert_true(idle < hz / 2); /* a spinning thread would take ~2 s = 2 * hz ticks */
+    service_ready_on(fd, 5000); /* and it still answers after sleeping */
+    close(fd);
+    stop_master(&m);
+
+    mc_master_t bad;
+    const char *too_wide[] = {"--rpc_spin_us=1001", NULL};
+    assert_int_not_equal(mc_master_start(&bad, 0, too_wide), 0);
+}
+
 static int teardown(void **state)
 {
     mc_cluster_kill_all(); /* whatever a failed test left running */
@@ -811,6 +859,7 @@ int main(void)
         LIMIT_TEST(test_only_the_owner_unmounts_a_segment),
         LIMIT_TEST(test_remove_all_and_by_regex_need_a_live_client_and_are_audited),
         LIMIT_TEST(test_mounts_without_a_client_or_above_the_size_limit_are_refused),
+        LIMIT_TEST(test_the_rpc_spin_ends_when_requests_stop),
     };
     int failed = cmocka_run_group_tests_name("master_limits", tests, NULL, NULL);
     char cmd[128];
