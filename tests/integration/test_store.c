@@ -12,6 +12,7 @@
 #include "mooncake/store.h"
 #include "mooncake/http_metadata.h"
 #include "cluster.h"
+#include "net.h"
 #include "proc.h"
 
 #include <arpa/inet.h>
@@ -364,6 +365,85 @@ static void test_8_threads_putting_one_key_leave_one_intact_value(void **state)
     free(out);
     free(expect);
     mc_store_free(s);
+}
+
+/*
+ * Linearizability across clients: once put (or upsert, or remove) returns to one client, another
+ * client's very next get sees it — the hand-off between the two is a shared variable, faster than
+ * any round trip. Guards the small-object fast paths (a put acknowledged before the master
+ * published it would fail here).
+ */
+#define HANDOFF_ROUNDS 1500
+#define HANDOFF_SIZE 4096
+
+typedef struct handoff {
+    mc_store_t *reader;
+    atomic_int published; /* round whose put/upsert/remove has returned; -1 = none */
+    atomic_int checked;   /* last round the reader checked */
+    int stale;            /* reads that missed what was already acknowledged */
+    int wrong;            /* reads with other bytes */
+} handoff_t;
+
+static int handoff_wait(atomic_int *v, int want)
+{
+    for (uint64_t end = mc_now_ms() + 30000; mc_now_ms() < end;)
+        if (atomic_load(v) >= want)
+            return 0;
+    return -1;
+}
+
+static void *handoff_reader(void *p)
+{
+    handoff_t *h = p;
+    uint8_t got[HANDOFF_SIZE], want[HANDOFF_SIZE];
+    char key[64];
+    for (int i = 0; i < HANDOFF_ROUNDS; i++) {
+        if (handoff_wait(&h->published, i) != 0)
+            break;
+        snprintf(key, sizeof(key), "handoff/%d", i / 3);
+        int64_t n = mc_store_get(h->reader, key, got, sizeof(got));
+        if (i % 3 == 2) { /* removed */
+            h->stale += n >= 0;
+        } else { /* put (seed i) or upsert (seed i) */
+            fill(want, sizeof(want), 7000 + (uint64_t)i);
+            if (n != HANDOFF_SIZE)
+                h->stale++;
+            else if (memcmp(got, want, sizeof(want)) != 0)
+                h->wrong++;
+        }
+        atomic_store(&h->checked, i);
+    }
+    return NULL;
+}
+
+static void test_a_returned_put_is_seen_by_another_client_at_once(void **state)
+{
+    mc_store_t *w = new_client(&cluster);
+    handoff_t h = {.reader = new_client(&cluster)};
+    atomic_init(&h.published, -1);
+    atomic_init(&h.checked, -1);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, handoff_reader, &h), 0);
+    uint8_t v[HANDOFF_SIZE];
+    char key[64];
+    for (int i = 0; i < HANDOFF_ROUNDS; i++) {
+        snprintf(key, sizeof(key), "handoff/%d", i / 3);
+        fill(v, sizeof(v), 7000 + (uint64_t)i);
+        if (i % 3 == 0)
+            assert_int_equal(mc_store_put(w, key, v, sizeof(v), NULL), 0);
+        else if (i % 3 == 1)
+            assert_int_equal(mc_store_upsert(w, key, v, sizeof(v), NULL), 0);
+        else
+            assert_int_equal(mc_store_remove(w, key, 1), 0);
+        atomic_store(&h.published, i);
+        assert_int_equal(handoff_wait(&h.checked, i), 0); /* one operation in flight at a time */
+    }
+    pthread_join(t, NULL);
+    printf("hand-off: %d rounds, %d stale, %d wrong\n", HANDOFF_ROUNDS, h.stale, h.wrong);
+    assert_int_equal(h.stale, 0);
+    assert_int_equal(h.wrong, 0);
+    mc_store_free(h.reader);
+    mc_store_free(w);
 }
 
 static void test_pure_server_cannot_put_and_closed_store_refuses(void **state)
@@ -880,6 +960,7 @@ int main(void)
         cmocka_unit_test(test_lease_blocks_remove_until_force),
         cmocka_unit_test(test_immutable_put_keeps_first_value_and_upsert_replaces),
         cmocka_unit_test(test_8_threads_putting_one_key_leave_one_intact_value),
+        cmocka_unit_test(test_a_returned_put_is_seen_by_another_client_at_once),
         cmocka_unit_test(test_pure_server_cannot_put_and_closed_store_refuses),
         cmocka_unit_test(test_zero_copy_calls_need_registered_buffers),
         cmocka_unit_test(test_eviction_keeps_puts_succeeding_when_the_pool_is_full),
