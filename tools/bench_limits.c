@@ -212,6 +212,78 @@ double bench_measure_raw_tcp(uint64_t block)
     return gbps;
 }
 
+/* ---- loopback round trips ---------------------------------------------------------------- */
+
+#define RTT_REPLY_BYTES 64
+
+typedef struct rtt_echo {
+    int fd;
+    uint64_t request;
+} rtt_echo_t;
+
+/* Answers each request of s->request bytes with RTT_REPLY_BYTES until EOF. */
+static void *rtt_echo_main(void *arg)
+{
+    rtt_echo_t *e = arg;
+    uint8_t *buf = malloc(e->request ? e->request : 1);
+    uint8_t reply[RTT_REPLY_BYTES] = {0};
+    while (buf && mc_net_recv_all(e->fd, buf, e->request) == 0)
+        if (mc_net_send_all(e->fd, reply, sizeof(reply)) != 0)
+            break;
+    free(buf);
+    return NULL;
+}
+
+double bench_measure_round_trips(uint64_t request)
+{
+    if (request == 0 || request > (UINT64_C(1) << 20))
+        return -1;
+    int port = 0;
+    int lfd = mc_net_listen_tcp("127.0.0.1", 0, 1, &port);
+    if (lfd < 0)
+        return -1;
+    int cfd = mc_net_connect_tcp("127.0.0.1", port, RAW_TCP_CONNECT_TIMEOUT_MS);
+    int sfd = cfd >= 0 ? accept(lfd, NULL, NULL) : -1;
+    close(lfd);
+    if (sfd < 0) {
+        if (cfd >= 0)
+            close(cfd);
+        return -1;
+    }
+    mc_net_tune_socket(sfd);
+    mc_net_tune_socket(cfd);
+    double rate = -1;
+    uint8_t *req = calloc(1, request);
+    rtt_echo_t e = {.fd = sfd, .request = request};
+    pthread_t tid;
+    if (req && pthread_create(&tid, NULL, rtt_echo_main, &e) == 0) {
+        uint8_t reply[RTT_REPLY_BYTES];
+        uint64_t t0 = mc_now_ns(), now = t0, trips = 0;
+        uint64_t deadline = t0 + (uint64_t)(BENCH_RAW_TCP_SECONDS * NS_PER_S);
+        best_window_t best = {.start_ns = t0};
+        int failed = 0;
+        while (now < deadline) {
+            if (mc_net_send_all(cfd, req, request) != 0 ||
+                mc_net_recv_all(cfd, reply, sizeof(reply)) != 0) {
+                failed = 1;
+                break;
+            }
+            trips++;
+            now = mc_now_ns();
+            best_window_feed(&best, now, trips); /* "bytes" here count round trips */
+        }
+        shutdown(cfd, SHUT_WR);
+        pthread_join(tid, NULL);
+        if (!failed)
+            rate = (best.best_gbps > 0 ? best.best_gbps : (double)trips / (double)(now - t0)) *
+                   (double)NS_PER_S;
+    }
+    free(req);
+    close(sfd);
+    close(cfd);
+    return rate;
+}
+
 bench_limits_t bench_measure_limits(const bench_memcpy_area_t *area, uint64_t block)
 {
     bench_limits_t l;

@@ -11,6 +11,8 @@
  *   raw tcp  one plain TCP stream over 127.0.0.1 between two threads, block-sized send()s and
  *            MSG_WAITALL recv()s, with the Transfer Engine's socket options (mc_net_tune_socket),
  *            for BENCH_RAW_TCP_SECONDS;
+ *   round trips  (small values) request/response pairs per second over loopback between two
+ *            threads, blocking: bench_measure_round_trips;
  *
  * each reported as its best window of at least 100 ms, so that time slices lost to other work
  * on a shared machine do not lower the limit (the whole run when a block takes longer);
@@ -70,6 +72,12 @@ double bench_measure_memcpy(const bench_memcpy_area_t *area, uint64_t block);
 
 /* GB/s of a raw loopback TCP stream at `block`; -1 (errno set) when the measurement failed. */
 double bench_measure_raw_tcp(uint64_t block);
+
+/* Round trips per second between two threads of this process over loopback TCP: `request`
+ * bytes (1 B to 1 MiB) one way, 64 bytes back, blocking send/recv — what one request/response
+ * costs on this machine with a wake-up on each side, the floor under a small put or get (best
+ * 100 ms window of BENCH_RAW_TCP_SECONDS). -1 when the measurement failed. */
+double bench_measure_round_trips(uint64_t request);
 
 /* Both limits at `block` (memcpy over the area, raw loopback tcp); warns when raw tcp failed. */
 bench_limits_t bench_measure_limits(const bench_memcpy_area_t *area, uint64_t block);
