@@ -37,7 +37,7 @@ MIB = 1024 * 1024
 SCRIPT_VARS = ["NPROCS", "SUMMARY", "HOSTS", "DFS_PATH", "DIR", "NR", "SIZE", "XFER",
                "READ_XFER", "CHUNK", "THREADS", "READ_ROUNDS", "WR_ONLY", "RD_ONLY", "CLEANUP",
                "RSH_USER", "DAOS_AGENT_DRPC_DIR", "MPIRUN", "EXTRA_ARGS", "DRYRUN",
-               "DFS_DOUBLE_FAULT"]
+               "DFS_DOUBLE_FAULT", "PROGRESS"]
 
 
 def build_info(binary=BIN):
