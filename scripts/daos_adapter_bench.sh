@@ -17,7 +17,7 @@
 #   MPIRUN (mpirun.mpich when available, otherwise mpirun)  EXTRA_ARGS (unset)  DRYRUN (0)
 # Not in the guide: DAOS_ADAPTER_BENCH_BIN (the binary; default <script dir>/../bin);
 #   PROGRESS (10): seconds between "[progress]" lines inside a long round (0 = off);
-#   PLOT_PYTHON (unset): the interpreter for --plot (else python3, then /usr/bin/python3).
+#   PLOT_PYTHON (unset): the interpreter for --plot (unset: python3, else /usr/bin/python3).
 # Besides the JSON, rank 0 writes the same table as CSV next to it (SUMMARY with .json replaced
 # by .csv, or .csv appended).
 #
@@ -162,10 +162,11 @@ if [ -n "$PLOT" ]; then
   [[ $PLOT == /* ]] || PLOT=$PWD/$PLOT
   [ -d "$(dirname "$PLOT")" ] || die "--plot $PLOT: its directory $(dirname "$PLOT") does not exist"
   [ -f "$PLOTTER" ] || die "--plot: $PLOTTER not found (it ships with this script)"
-  # The first of PLOT_PYTHON, python3 and /usr/bin/python3 (Debian's) that has matplotlib.
+  # PLOT_PYTHON when set, else the first of python3 and /usr/bin/python3 (Debian's) that has
+  # matplotlib.
   plot_python=""
   tried=""
-  for py in ${PLOT_PYTHON:-} python3 /usr/bin/python3; do
+  for py in ${PLOT_PYTHON:-python3 /usr/bin/python3}; do
     tried+="${tried:+, }$py"
     if command -v "$py" >/dev/null 2>&1 && "$py" -c "import matplotlib" 2>/dev/null; then
       plot_python=$(command -v "$py")
