@@ -672,10 +672,9 @@ static void csv_round(FILE *f, const json_t *r)
 {
     const char *op = json_string_value(json_object_get(r, "op"));
     json_int_t round = json_integer_value(json_object_get(r, "round"));
-    size_t k;
-    json_t *pr;
-    json_array_foreach(json_object_get(r, "per_rank"), k, pr)
-    {
+    const json_t *ranks = json_object_get(r, "per_rank");
+    for (size_t k = 0; k < json_array_size(ranks); k++) {
+        const json_t *pr = json_array_get(ranks, k);
         fprintf(f, "%s,%lld,%lld,%s,%.0f,%.0f,%.0f,%.9g,%.9g,%.9g,,,,,\n", op, (long long)round,
                 (long long)json_integer_value(json_object_get(pr, "rank")),
                 json_string_value(json_object_get(pr, "host")), jnum(pr, "objects"),
@@ -702,9 +701,8 @@ static int write_csv(bench_t *b)
     }
     fprintf(f, "op,round,rank,host,objects,failed_ops,bytes,wall_s,mib_s,objects_s,lat_p50_ms,"
                "lat_p95_ms,lat_p99_ms,lat_max_ms,lat_mean_ms\n");
-    size_t k;
-    json_t *r;
-    json_array_foreach(b->rounds, k, r) csv_round(f, r);
+    for (size_t k = 0; k < json_array_size(b->rounds); k++)
+        csv_round(f, json_array_get(b->rounds, k));
     if (b->cleanup_round)
         csv_round(f, b->cleanup_round);
     int rc = ferror(f) ? -1 : 0;
