@@ -295,9 +295,14 @@ def run_one(side_name, side, shape, nr, args, logdir, tag):
     finally:
         master.stop()
     summary = None
-    if os.path.exists(summary_path):
+    try:
         with open(summary_path, encoding="utf-8") as f:
             summary = json.load(f)
+    except FileNotFoundError:
+        pass
+    except (OSError, ValueError) as e:
+        run.update(exit_code=code, failure=f"unreadable summary {summary_path}: {e}")
+        return run
     figures, why = judge(shape, code, summary)
     run["exit_code"] = code
     if figures:
