@@ -15,7 +15,15 @@
 #   RSH_USER (invoking user, or root when already root)
 #   DAOS_AGENT_DRPC_DIR (/run/boostx-agent, or an active /tmp/boostx-agent-* directory)
 #   MPIRUN (mpirun.mpich when available, otherwise mpirun)  EXTRA_ARGS (unset)  DRYRUN (0)
-# Not in the guide: DAOS_ADAPTER_BENCH_BIN (the binary; default <script dir>/../bin).
+# Not in the guide: DAOS_ADAPTER_BENCH_BIN (the binary; default <script dir>/../bin);
+#   PROGRESS (10): seconds between "[progress]" lines inside a long round (0 = off);
+#   PLOT_PYTHON (unset): the interpreter for --plot (unset: python3, else /usr/bin/python3).
+# Besides the JSON, rank 0 writes the same table as CSV next to it (SUMMARY with .json replaced
+# by .csv, or .csv appended).
+#
+# The one argument: --plot FILE.png draws the run's throughput per round and rank and its latency
+# percentiles from SUMMARY with bench/plot_daos_bench.py (needs python3-matplotlib, checked before
+# the run). The plot can also be drawn later: bench/plot_daos_bench.py SUMMARY... -o FILE.png.
 #
 # EXTRA_ARGS is passed verbatim to the binary: --fs-type=daos|posix (default daos when the
 # binary was built with -DUSE_DAOS=ON, else posix), --align=N, --iovcnt=N, --oclass=S1, ...
@@ -43,7 +51,17 @@ if [ "${1:-}" = --help ] || [ "${1:-}" = -h ]; then
   sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
   exit 0
 fi
-[ $# -eq 0 ] || die "no arguments expected (configure with environment variables; --help)"
+orig_args=("$@")
+PLOT=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --plot) [ $# -ge 2 ] && [ -n "$2" ] || die "--plot needs a file name (--plot FILE.png)"
+      PLOT=$2; shift 2 ;;
+    --plot=*) PLOT=${1#--plot=}; [ -n "$PLOT" ] || die "--plot needs a file name (--plot FILE.png)"
+      shift ;;
+    *) die "unexpected argument $1: no arguments expected besides --plot FILE.png (configure with environment variables; --help)" ;;
+  esac
+done
 
 # ---- mandatory variables ---------------------------------------------------------------------
 [ -n "${NPROCS:-}" ] || die "NPROCS is mandatory: the number of MPI ranks per host (e.g. NPROCS=4)"
@@ -65,6 +83,7 @@ READ_ROUNDS=${READ_ROUNDS:-1}
 WR_ONLY=${WR_ONLY:-0}
 RD_ONLY=${RD_ONLY:-0}
 DRYRUN=${DRYRUN:-0}
+PROGRESS=${PROGRESS:-10}
 EXTRA_ARGS=${EXTRA_ARGS:-}
 if [ -z "${CLEANUP:-}" ]; then
   if [ "$WR_ONLY" = 1 ]; then CLEANUP=0; else CLEANUP=1; fi
@@ -93,6 +112,8 @@ for v in WR_ONLY RD_ONLY CLEANUP DRYRUN; do bool01 "$v"; done
 posint NR
 posint THREADS
 [[ $READ_ROUNDS =~ ^[0-9]+$ ]] || die "READ_ROUNDS=$READ_ROUNDS must be a non-negative integer"
+[[ $PROGRESS =~ ^[0-9]+(\.[0-9]+)?$ ]] ||
+  die "PROGRESS=$PROGRESS must be a number of seconds (0 = no progress lines)"
 [ "$WR_ONLY" = 1 ] && [ "$RD_ONLY" = 1 ] &&
   die "WR_ONLY=1 and RD_ONLY=1 exclude each other (write-only, then a separate read-only run)"
 [ "$RD_ONLY" = 1 ] && [ "$READ_ROUNDS" -eq 0 ] && die "RD_ONLY=1 needs READ_ROUNDS >= 1"
@@ -133,6 +154,27 @@ if is_local "$rank0_host"; then
   [ -d "$summary_dir" ] ||
     die "SUMMARY=$SUMMARY: its parent directory $summary_dir does not exist on the rank-0 host ($rank0_host)"
   [ ! -d "$SUMMARY" ] || die "SUMMARY=$SUMMARY is a directory; give a file path"
+fi
+
+# --plot: the plotting script and matplotlib, before anything runs.
+PLOTTER=$script_dir/../bench/plot_daos_bench.py
+if [ -n "$PLOT" ]; then
+  [[ $PLOT == /* ]] || PLOT=$PWD/$PLOT
+  [ -d "$(dirname "$PLOT")" ] || die "--plot $PLOT: its directory $(dirname "$PLOT") does not exist"
+  [ -f "$PLOTTER" ] || die "--plot: $PLOTTER not found (it ships with this script)"
+  # PLOT_PYTHON when set, else the first of python3 and /usr/bin/python3 (Debian's) that has
+  # matplotlib.
+  plot_python=""
+  tried=""
+  for py in ${PLOT_PYTHON:-python3 /usr/bin/python3}; do
+    tried+="${tried:+, }$py"
+    if command -v "$py" >/dev/null 2>&1 && "$py" -c "import matplotlib" 2>/dev/null; then
+      plot_python=$(command -v "$py")
+      break
+    fi
+  done
+  [ -n "$plot_python" ] ||
+    die "--plot needs matplotlib, and none of $tried imports it (Debian: apt-get install python3-matplotlib; or set PLOT_PYTHON to an interpreter that has it)"
 fi
 
 # The binary, its MPI and its fs types.
@@ -253,7 +295,7 @@ if [ -n "$need_root" ]; then
   elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
     note "re-executing with sudo -E: $need_root"
     exec sudo -E env "PATH=$PATH" DAOS_ADAPTER_BENCH_REEXEC=1 RSH_USER="$RSH_USER" \
-      NPROCS="$NPROCS" SUMMARY="$SUMMARY" CLEANUP="$CLEANUP" bash "$0" "$@"
+      NPROCS="$NPROCS" SUMMARY="$SUMMARY" CLEANUP="$CLEANUP" bash "$0" "${orig_args[@]}"
   else
     die "$need_root, and passwordless sudo is not available: run as root or configure sudo"
   fi
@@ -265,6 +307,7 @@ bench_args=(
   "--read_xfer=$READ_XFER" "--chunk=$CHUNK" "--threads=$THREADS" "--read_rounds=$READ_ROUNDS"
   "--wr_only=$WR_ONLY" "--rd_only=$RD_ONLY" "--cleanup=$CLEANUP" "--summary=$SUMMARY"
   "--hosts=$HOSTS" "--nprocs_per_host=$NPROCS" "--expect_ranks=$total_ranks"
+  "--progress_interval=$PROGRESS"
 )
 # Variables the DAOS client, the network layers and the double read, passed to every rank.
 env_names=()
@@ -333,6 +376,7 @@ if [ "$DRYRUN" = 1 ]; then
   fi
   for p in "${preflight[@]}"; do echo "preflight: ${p%%|*}: ${p#*|}"; done
   echo "command: $(quote "${cmd[@]}")"
+  [ -z "$PLOT" ] || echo "plot: $(quote "$plot_python" "$PLOTTER" "$SUMMARY" -o "$PLOT")"
   exit 0
 fi
 
@@ -357,4 +401,17 @@ if [ $rc -eq 0 ] && is_local "$rank0_host" && [ ! -s "$SUMMARY" ]; then
   die "the run ended without writing SUMMARY=$SUMMARY"
 fi
 [ $rc -eq 0 ] && note "summary: $SUMMARY (on $rank0_host)"
+# A failed run's summary is plotted too (it records which operations failed).
+if [ -n "$PLOT" ]; then
+  if ! is_local "$rank0_host"; then
+    note "warning: --plot: SUMMARY is on $rank0_host; copy it here and run $PLOTTER SUMMARY -o $PLOT"
+  elif [ -s "$SUMMARY" ]; then
+    if "$plot_python" "$PLOTTER" "$SUMMARY" -o "$PLOT"; then
+      note "plot: $PLOT"
+    else
+      note "error: plotting $SUMMARY failed"
+      [ $rc -ne 0 ] || rc=1
+    fi
+  fi
+fi
 exit $rc

@@ -14,7 +14,16 @@
  * thread finishes. Rank 0 gathers and prints one line per rank and an [AGG] line per round:
  * aggregate MiB/s = total value bytes of successful operations / the slowest rank's wall time;
  * latency percentiles are over every successful object operation of every rank. Rank 0 writes
- * --summary as JSON (docs/daos_adapter_bench.md has the schema).
+ * --summary as JSON (docs/daos_adapter_bench.md has the schema) and, next to it, the same table
+ * as CSV (the summary's path with ".json" replaced by ".csv"; one row per round and rank plus
+ * an "all" row per round, cleanup included).
+ *
+ * Progress: every --progress_interval seconds (0 = off) of a round, rank 0 prints one
+ * "[progress]" line to stdout with the whole job's objects and bytes done so far, the rate over
+ * the last interval and the average. Each rank's main thread waits for its I/O threads with a
+ * timeout and joins an MPI_Allreduce of its counters at every tick (a rank whose threads are done
+ * joins at once, so the round ends when the last rank's threads do). A rank's wall time is taken
+ * by its last I/O thread, so the ticks do not change the figures.
  *
  * Data and verification: each thread's buffer is filled once with random bytes; before a write
  * every 4 KiB block of the buffer gets a 16-byte stamp (object id, block index), so no two blocks
@@ -102,6 +111,7 @@ typedef struct opts {
     uint64_t align;
     const char *oclass;
     int verify;
+    double progress_interval;
     const char *hosts;
     int64_t nprocs_per_host;
     int64_t expect_ranks;
@@ -134,6 +144,7 @@ static int parse_opts(int argc, char **argv, opts_t *o)
         .align = 0,
         .oclass = "",
         .verify = 1,
+        .progress_interval = 10.0,
         .hosts = "",
     };
     mc_flag_t flags[] = {
@@ -168,6 +179,8 @@ static int parse_opts(int argc, char **argv, opts_t *o)
          "DAOS object class of created files (S1, SX, EC_4P1GX, ...); \"\" = container default"},
         {"verify", MC_FLAG_BOOL, &o->verify,
          "check every 4 KiB block's stamp of the data read back (the adapter checks CRC32C)"},
+        {"progress_interval", MC_FLAG_DOUBLE, &o->progress_interval,
+         "PROGRESS: seconds between [progress] lines inside a round (rank 0, stdout); 0 = off"},
         {"hosts", MC_FLAG_STRING, &o->hosts, "HOSTS as given to the script (recorded in JSON)"},
         {"nprocs_per_host", MC_FLAG_INT, &o->nprocs_per_host,
          "NPROCS as given to the script (recorded in JSON)", 0, 1000000},
@@ -214,6 +227,8 @@ static const char *validate_opts(const opts_t *o, char *buf, size_t len)
         return "--dfs_path (DFS_PATH) must be an absolute path";
     if (!o->dir[0] || strstr(o->dir, ".."))
         return "--dir (DIR) must be a non-empty relative path without \"..\"";
+    if (!(o->progress_interval >= 0 && o->progress_interval <= 86400))
+        return "--progress_interval (PROGRESS) must be between 0 (off) and 86400 seconds";
     if (o->align & (o->align - 1))
         return "--align must be 0 or a power of two";
     if (o->xfer > MC_FS_XFER_MAX || o->read_xfer > MC_FS_XFER_MAX || o->chunk > MC_FS_XFER_MAX)
@@ -253,8 +268,9 @@ typedef struct bench {
     char host[HOST_LEN];
     char root[PATH_MAX];
     mc_fs_adapter_t *fs;
-    unsigned char **bufs; /* one per thread, size o.size (+1 so size 0 has an address) */
-    json_t *rounds;       /* rank 0 */
+    unsigned char **bufs;  /* one per thread, size o.size (+1 so size 0 has an address) */
+    json_t *rounds;        /* rank 0 */
+    json_t *cleanup_round; /* rank 0: the cleanup round's full record (CSV), or NULL */
     int any_failure;
 } bench_t;
 
@@ -264,8 +280,13 @@ typedef struct phase {
     atomic_llong next;
     double *lat_ms; /* per object; < 0 = failed */
     atomic_llong failed, verify_failed;
+    atomic_llong done_ok, done_bytes; /* successful operations so far (progress lines) */
     atomic_int first_error;
     atomic_flag error_reported;
+    pthread_mutex_t lock; /* guards threads_left and end_ns; done signals the main thread */
+    pthread_cond_t done;
+    int threads_left;
+    uint64_t end_ns; /* when the last I/O thread finished */
 } phase_t;
 
 typedef struct worker_arg {
@@ -343,8 +364,18 @@ static void *worker(void *arg)
             atomic_fetch_add(&ph->verify_failed, 1);
             report_first_error(ph, key, MC_ERR_CHECKSUM_MISMATCH,
                                "verification (wrong object or offset read back)");
+        } else {
+            atomic_fetch_add(&ph->done_ok, 1);
+            if (ph->op != OP_REMOVE)
+                atomic_fetch_add(&ph->done_bytes, (long long)b->o.size);
         }
     }
+    pthread_mutex_lock(&ph->lock);
+    if (--ph->threads_left == 0) {
+        ph->end_ns = mc_now_ns();
+        pthread_cond_signal(&ph->done);
+    }
+    pthread_mutex_unlock(&ph->lock);
     return NULL;
 }
 
@@ -451,6 +482,60 @@ static void report_round(bench_t *b, phase_t *ph, int round, const double *mine)
     free(lat);
 }
 
+/* Waits until this rank's I/O threads are done or the monotonic clock reaches deadline_ns;
+ * returns 1 when they are done. */
+static int wait_threads(phase_t *ph, uint64_t deadline_ns)
+{
+    struct timespec ts = {.tv_sec = (time_t)(deadline_ns / 1000000000u),
+                          .tv_nsec = (long)(deadline_ns % 1000000000u)};
+    pthread_mutex_lock(&ph->lock);
+    while (ph->threads_left > 0 && mc_now_ns() < deadline_ns)
+        pthread_cond_timedwait(&ph->done, &ph->lock, &ts);
+    int done = ph->threads_left == 0;
+    pthread_mutex_unlock(&ph->lock);
+    return done;
+}
+
+/* The [progress] lines of a round (see the comment atop); returns when every rank's I/O threads
+ * are done. Collective: every rank calls it. */
+static void progress_loop(bench_t *b, phase_t *ph, int round, uint64_t t0)
+{
+    uint64_t interval = (uint64_t)(b->o.progress_interval * 1e9);
+    if (interval < 1000000u)
+        interval = 1000000u; /* 1 ms: the flag's smallest useful value */
+    uint64_t next = t0 + interval, last_t = t0;
+    double last_bytes = 0, last_ok = 0, total = (double)b->o.nr * b->nranks;
+    for (;;) {
+        int done = wait_threads(ph, next);
+        double mine[3] = {(double)atomic_load(&ph->done_ok), (double)atomic_load(&ph->done_bytes),
+                          done ? 0.0 : 1.0};
+        double sum[3];
+        MPI_Allreduce(mine, sum, 3, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+        if (sum[2] == 0)
+            return; /* every rank is done */
+        uint64_t now = mc_now_ns();
+        if (b->rank == 0) {
+            double dt = (double)(now - last_t) / 1e9, el = (double)(now - t0) / 1e9;
+            if (ph->op == OP_REMOVE)
+                printf("[progress] %s: %.0f/%.0f objects, ranks running %.0f/%d, %.1f objects/s "
+                       "now, %.1f objects/s avg, elapsed %.1f s\n",
+                       op_name(ph->op), sum[0], total, sum[2], b->nranks,
+                       safe_div(sum[0] - last_ok, dt), safe_div(sum[0], el), el);
+            else
+                printf("[progress] %s %d: %.0f/%.0f objects, %.1f MiB, ranks running %.0f/%d, "
+                       "%.1f MiB/s now, %.1f MiB/s avg, elapsed %.1f s\n",
+                       op_name(ph->op), round, sum[0], total, sum[1] / MIB, sum[2], b->nranks,
+                       safe_div((sum[1] - last_bytes) / MIB, dt), safe_div(sum[1] / MIB, el), el);
+            fflush(stdout);
+        }
+        last_t = now;
+        last_bytes = sum[1];
+        last_ok = sum[0];
+        while (next <= now)
+            next += interval; /* ticks missed while waiting for slower ranks are skipped */
+    }
+}
+
 /* Runs one round of `op` on every rank with o.threads threads; rank 0 reports it. */
 static void run_round(bench_t *b, phase_op_t op, int round)
 {
@@ -458,20 +543,38 @@ static void run_round(bench_t *b, phase_op_t op, int round)
     atomic_init(&ph.next, 0);
     atomic_init(&ph.failed, 0);
     atomic_init(&ph.verify_failed, 0);
+    atomic_init(&ph.done_ok, 0);
+    atomic_init(&ph.done_bytes, 0);
+    pthread_mutex_init(&ph.lock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&ph.done, &ca);
+    pthread_condattr_destroy(&ca);
     ph.lat_ms = calloc((size_t)b->o.nr, sizeof(double));
     int nthreads = (int)b->o.threads;
+    ph.threads_left = nthreads;
     pthread_t *tids = calloc((size_t)nthreads, sizeof(pthread_t));
     worker_arg_t *args = calloc((size_t)nthreads, sizeof(worker_arg_t));
 
     MPI_Barrier(MPI_COMM_WORLD);
     uint64_t t0 = mc_now_ns();
+    int *started = calloc((size_t)nthreads, sizeof(int));
     for (int t = 0; t < nthreads; t++) {
         args[t] = (worker_arg_t){.ph = &ph, .thread = t};
-        pthread_create(&tids[t], NULL, worker, &args[t]);
+        started[t] = pthread_create(&tids[t], NULL, worker, &args[t]) == 0;
+        if (!started[t])
+            worker(&args[t]); /* no thread: this one's share runs here (and counts it done) */
     }
+    if (b->o.progress_interval > 0)
+        progress_loop(b, &ph, round, t0);
     for (int t = 0; t < nthreads; t++)
-        pthread_join(tids[t], NULL);
-    double wall = (double)(mc_now_ns() - t0) / 1e9;
+        if (started[t])
+            pthread_join(tids[t], NULL);
+    free(started);
+    double wall = (double)(ph.end_ns - t0) / 1e9;
+    pthread_cond_destroy(&ph.done);
+    pthread_mutex_destroy(&ph.lock);
 
     double failed = (double)atomic_load(&ph.failed);
     double verify = (double)atomic_load(&ph.verify_failed);
@@ -548,6 +651,71 @@ static int check_manifest(bench_t *b)
 }
 
 /* ---- summary ------------------------------------------------------------------------------ */
+
+/* The CSV path next to the summary: ".json" replaced by ".csv", or ".csv" appended. */
+static void csv_path_of(const char *summary, char *out, size_t len)
+{
+    size_t n = strlen(summary);
+    if (n > 5 && !strcmp(summary + n - 5, ".json"))
+        n -= 5;
+    snprintf(out, len, "%.*s.csv", (int)n, summary);
+}
+
+static double jnum(const json_t *o, const char *key)
+{
+    return json_number_value(json_object_get(o, key));
+}
+
+/* One CSV row per rank of the round `r` and one "all" row (latency only there). Hosts are names
+ * (no commas or quotes: gethostname) and are written as they are. */
+static void csv_round(FILE *f, const json_t *r)
+{
+    const char *op = json_string_value(json_object_get(r, "op"));
+    json_int_t round = json_integer_value(json_object_get(r, "round"));
+    const json_t *ranks = json_object_get(r, "per_rank");
+    for (size_t k = 0; k < json_array_size(ranks); k++) {
+        const json_t *pr = json_array_get(ranks, k);
+        fprintf(f, "%s,%lld,%lld,%s,%.0f,%.0f,%.0f,%.9g,%.9g,%.9g,,,,,\n", op, (long long)round,
+                (long long)json_integer_value(json_object_get(pr, "rank")),
+                json_string_value(json_object_get(pr, "host")), jnum(pr, "objects"),
+                jnum(pr, "failed_ops"), jnum(pr, "bytes"), jnum(pr, "wall_s"), jnum(pr, "mib_s"),
+                jnum(pr, "objects_s"));
+    }
+    const json_t *lat = json_object_get(r, "latency_ms");
+    fprintf(f, "%s,%lld,all,,%.0f,%.0f,%.0f,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g\n", op,
+            (long long)round, jnum(r, "ok_objects"), jnum(r, "failed_ops"), jnum(r, "bytes"),
+            jnum(r, "wall_s"), jnum(r, "mib_s"), jnum(r, "objects_s"), jnum(lat, "p50"),
+            jnum(lat, "p95"), jnum(lat, "p99"), jnum(lat, "max"), jnum(lat, "mean"));
+}
+
+/* Rank 0: writes the rounds (and the cleanup round) as CSV next to the summary, atomically. */
+static int write_csv(bench_t *b)
+{
+    char path[PATH_MAX], tmp[PATH_MAX + 16];
+    csv_path_of(b->o.summary, path, sizeof(path));
+    snprintf(tmp, sizeof(tmp), "%s.tmp%d", path, (int)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (!f) {
+        fprintf(stderr, PROGRAM ": cannot write the CSV %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    fprintf(f, "op,round,rank,host,objects,failed_ops,bytes,wall_s,mib_s,objects_s,lat_p50_ms,"
+               "lat_p95_ms,lat_p99_ms,lat_max_ms,lat_mean_ms\n");
+    for (size_t k = 0; k < json_array_size(b->rounds); k++)
+        csv_round(f, json_array_get(b->rounds, k));
+    if (b->cleanup_round)
+        csv_round(f, b->cleanup_round);
+    int rc = ferror(f) ? -1 : 0;
+    if (fclose(f) != 0)
+        rc = -1;
+    if (rc == 0 && rename(tmp, path) != 0)
+        rc = -1;
+    if (rc != 0) {
+        fprintf(stderr, PROGRAM ": cannot write the CSV %s: %s\n", path, strerror(errno));
+        unlink(tmp);
+    }
+    return rc;
+}
 
 static void utc_now(char *out, size_t len)
 {
@@ -768,6 +936,7 @@ static int run(bench_t *b)
         if (b->rank == 0) {
             /* The cleanup "round" goes to its own key, not to the write/read rounds. */
             json_t *c = json_array_get(b->rounds, before);
+            b->cleanup_round = json_incref(c);
             cleanup =
                 json_pack("{s:b, s:O, s:O, s:O}", "performed", 1, "removed",
                           json_object_get(c, "ok_objects"), "failed_ops",
@@ -786,15 +955,23 @@ static int run(bench_t *b)
     char *hosts = gather_hosts(b);
     int rc = 0;
     if (b->rank == 0) {
-        if (o->summary[0] && write_summary(b, started, cleanup, hosts) != 0)
+        if (o->summary[0] && write_summary(b, started, cleanup, hosts) != 0) {
             rc = 1;
-        else if (o->summary[0])
-            printf(PROGRAM ": summary written to %s\n", o->summary);
+        } else if (o->summary[0]) {
+            char csv[PATH_MAX];
+            csv_path_of(o->summary, csv, sizeof(csv));
+            if (write_csv(b) != 0)
+                rc = 1;
+            else
+                printf(PROGRAM ": summary written to %s\n" PROGRAM ": CSV written to %s\n",
+                       o->summary, csv);
+        }
         if (!o->summary[0])
             json_decref(cleanup);
         if (b->any_failure)
             printf(PROGRAM ": FAILED: some operations failed (see above)\n");
         json_decref(b->rounds);
+        json_decref(b->cleanup_round);
     }
     free(hosts);
     free_buffers(b);

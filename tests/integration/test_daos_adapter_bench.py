@@ -15,6 +15,7 @@ What it proves:
     object reported as a failed operation.
 Standard library only; runs under /usr/bin/python3.
 """
+import csv
 import json
 import os
 import re
@@ -37,7 +38,7 @@ MIB = 1024 * 1024
 SCRIPT_VARS = ["NPROCS", "SUMMARY", "HOSTS", "DFS_PATH", "DIR", "NR", "SIZE", "XFER",
                "READ_XFER", "CHUNK", "THREADS", "READ_ROUNDS", "WR_ONLY", "RD_ONLY", "CLEANUP",
                "RSH_USER", "DAOS_AGENT_DRPC_DIR", "MPIRUN", "EXTRA_ARGS", "DRYRUN",
-               "DFS_DOUBLE_FAULT"]
+               "DFS_DOUBLE_FAULT", "PROGRESS", "PLOT_PYTHON"]
 
 
 def build_info(binary=BIN):
@@ -113,7 +114,7 @@ class DryRunTest(ScriptTest):
                     "--xfer=0", "--read_xfer=8m", "--chunk=8m", "--threads=8",
                     "--read_rounds=1", "--wr_only=0", "--rd_only=0", "--cleanup=1",
                     "--summary=" + self.summary, "--hosts=localhost", "--nprocs_per_host=2",
-                    "--expect_ranks=2"):
+                    "--expect_ranks=2", "--progress_interval=10"):
             self.assertIn(arg, c)
         if INFO["mpi_family"] == "mpich":
             self.assertIn("mpirun.mpich", c)
@@ -130,7 +131,7 @@ class DryRunTest(ScriptTest):
 
     def test_extra_args_pass_verbatim(self):
         p = self.run_script(self.base_env(DRYRUN=1, EXTRA_ARGS="--fs-type=posix --align=0 --iovcnt=4"))
-        self.assertRegex(p.stdout, r"--expect_ranks=2 --fs-type=posix --align=0 --iovcnt=4")
+        self.assertRegex(p.stdout, r"--expect_ranks=2 --progress_interval=10 --fs-type=posix --align=0 --iovcnt=4")
         self.assertIn("fs type posix", p.stderr)
 
     def test_multi_host_lists_preflight_checks_for_every_host(self):
@@ -484,6 +485,148 @@ class RunTest(ScriptTest):
         self.assertEqual(s["rounds"][0]["failed_ops"], 1)
         self.assertEqual(s["rounds"][0]["ok_objects"], 5)
         self.assertEqual(s["rounds"][0]["per_rank"][1]["failed_ops"], 1)
+
+
+PLOTTER = os.path.join(SOURCE, "bench", "plot_daos_bench.py")
+PROGRESS_RE = re.compile(r"^\[progress\] (write|read) (\d+): (\d+)/(\d+) objects, ([0-9.]+) MiB, "
+                         r"ranks running (\d+)/(\d+), ([0-9.]+) MiB/s now, ([0-9.]+) MiB/s avg, "
+                         r"elapsed ([0-9.]+) s$")
+PROGRESS_CLEANUP_RE = re.compile(r"^\[progress\] cleanup: (\d+)/(\d+) objects, ranks running "
+                                 r"(\d+)/(\d+), ([0-9.]+) objects/s now, ([0-9.]+) objects/s "
+                                 r"avg, elapsed ([0-9.]+) s$")
+
+
+@unittest.skipUnless(HAVE_DAOS, "built without -DUSE_DAOS=ON -DDAOS_TEST_DOUBLE=ON")
+class OutputsTest(RunTest):
+    """--plot, the CSV next to the JSON and the [progress] lines, on the DAOS test double."""
+
+    def csv_rows(self):
+        csv_path = self.summary[:-len(".json")] + ".csv"
+        with open(csv_path, newline="") as f:
+            return list(csv.DictReader(f))
+
+    def test_plot_and_csv_from_a_real_run(self):
+        dfs_path, env, _ = self.setup_fs("daos")
+        png = os.path.join(self.tmp, "run.png")
+        env = self.base_env(DFS_PATH=dfs_path, NR=self.NR, SIZE=self.SIZE, THREADS=2,
+                            READ_ROUNDS=2, **env)
+        full = {k: v for k, v in os.environ.items() if k not in SCRIPT_VARS}
+        full.update(env, DAOS_ADAPTER_BENCH_BIN=BIN, HWLOC_COMPONENTS="-pci")
+        p = subprocess.run(["bash", SCRIPT, "--plot", png], env=full, capture_output=True,
+                           text=True, timeout=300)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertIn("plot: " + png, p.stderr)
+        with open(png, "rb") as f:
+            data = f.read()
+        self.assertEqual(data[:8], b"\x89PNG\r\n\x1a\n")
+        self.assertGreater(len(data), 20000)  # three panels with axes, bars and text
+        # The CSV: one row per round and rank plus an "all" row, equal to the JSON's figures.
+        with open(self.summary) as f:
+            s = json.load(f)
+        self.assertIn("CSV written to " + self.summary[:-5] + ".csv", p.stdout)
+        rows = self.csv_rows()
+        expect = []
+        for r in s["rounds"]:
+            for pr in r["per_rank"]:
+                expect.append((r["op"], str(r["round"]), str(pr["rank"]), pr["host"],
+                               pr["objects"], pr["failed_ops"], pr["bytes"], pr["wall_s"],
+                               pr["mib_s"], pr["objects_s"], None))
+            expect.append((r["op"], str(r["round"]), "all", "", r["ok_objects"], r["failed_ops"],
+                           r["bytes"], r["wall_s"], r["mib_s"], r["objects_s"], r["latency_ms"]))
+        data_rows = [x for x in rows if x["op"] != "cleanup"]
+        self.assertEqual(len(data_rows), len(expect))
+        self.assertEqual(len(expect), 3 * 3)  # write 1, read 1, read 2 x (2 ranks + all)
+        for row, e in zip(data_rows, expect):
+            self.assertEqual((row["op"], row["round"], row["rank"], row["host"]), e[:4])
+            for col, v in zip(("objects", "failed_ops", "bytes"), e[4:7]):
+                self.assertEqual(int(row[col]), v, col)
+            for col, v in zip(("wall_s", "mib_s", "objects_s"), e[7:10]):
+                self.assertAlmostEqual(float(row[col]), v, delta=abs(v) * 1e-6, msg=col)
+            lat = e[10]
+            for p_ in ("p50", "p95", "p99", "max", "mean"):
+                if lat is None:
+                    self.assertEqual(row[f"lat_{p_}_ms"], "")
+                else:
+                    self.assertAlmostEqual(float(row[f"lat_{p_}_ms"]), lat[p_],
+                                           delta=lat[p_] * 1e-6)
+        cleanup = [x for x in rows if x["op"] == "cleanup"]
+        self.assertEqual([x["rank"] for x in cleanup], ["0", "1", "all"])
+        self.assertEqual(int(cleanup[-1]["objects"]), s["cleanup"]["removed"])
+        self.assertEqual(int(cleanup[-1]["failed_ops"]), s["cleanup"]["failed_ops"])
+        self.assertAlmostEqual(float(cleanup[-1]["wall_s"]), s["cleanup"]["wall_s"],
+                               delta=s["cleanup"]["wall_s"] * 1e-6)
+        # The standalone plotter takes several summaries.
+        png2 = os.path.join(self.tmp, "two.png")
+        p = subprocess.run([sys.executable, PLOTTER, self.summary, self.summary, "-o", png2],
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        with open(png2, "rb") as f:
+            self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
+
+    def test_progress_lines_inside_a_long_round(self):
+        dfs_path, env, _ = self.setup_fs("daos")
+        interval = 0.02
+        nr, size = 150, 256 * 1024
+        common = dict(DFS_PATH=dfs_path, NR=nr, SIZE=size, THREADS=1, **env)
+        p = self.run_script(self.base_env(PROGRESS=interval, **common))
+        with open(self.summary) as f:
+            s = json.load(f)
+        write = s["rounds"][0]
+        # The premise: the write round lasted several intervals (it does unless the machine
+        # writes 300 objects in 60 ms; then raise NR).
+        self.assertGreater(write["wall_s"], 3 * interval, "round too short for this test")
+        progress = [l for l in p.stdout.splitlines() if l.startswith("[progress]")]
+        lines = [PROGRESS_RE.match(l) for l in progress if not l.startswith("[progress] cleanup")]
+        self.assertTrue(lines, p.stdout)
+        self.assertTrue(all(lines), p.stdout)  # every progress line has the documented form
+        for l in progress:
+            if l.startswith("[progress] cleanup"):
+                self.assertRegex(l, PROGRESS_CLEANUP_RE)
+        writes = [m for m in lines if m.group(1) == "write"]
+        self.assertTrue(writes, p.stdout)
+        done = [int(m.group(3)) for m in writes]
+        self.assertEqual(done, sorted(done))
+        for m in writes:
+            self.assertEqual(int(m.group(4)), 2 * nr)
+            self.assertLessEqual(int(m.group(3)), 2 * nr)
+            self.assertAlmostEqual(float(m.group(5)), int(m.group(3)) * size / MIB, delta=0.06)
+            self.assertEqual(m.group(7), "2")
+            self.assertTrue(1 <= int(m.group(6)) <= 2)
+        # Progress lines come before the round's table, which is unchanged.
+        out = p.stdout
+        self.assertLess(out.index("[progress] write 1"), out.index("[write 1] rank 0"))
+        self.assertRegex(out, rf"\[AGG\] write 1: 2 ranks, {2 * nr} objects, ")
+        # PROGRESS=0: none.
+        os.unlink(self.summary)
+        p = self.run_script(self.base_env(PROGRESS=0, **common))
+        self.assertNotIn("[progress]", p.stdout)
+        self.assertRegex(p.stdout, rf"\[AGG\] write 1: 2 ranks, {2 * nr} objects, ")
+
+    def test_plot_without_matplotlib_is_refused_before_the_run(self):
+        fake = os.path.join(self.tmp, "python-without-site")
+        with open(fake, "w") as f:
+            f.write("#!/bin/sh\nexec /usr/bin/python3 -S \"$@\"\n")  # no dist-packages
+        os.chmod(fake, 0o755)
+        env = self.base_env(NR=2, SIZE="4k", PLOT_PYTHON=fake)
+        full = {k: v for k, v in os.environ.items() if k not in SCRIPT_VARS}
+        full.update(env, DAOS_ADAPTER_BENCH_BIN=BIN)
+        p = subprocess.run(["bash", SCRIPT, "--plot", os.path.join(self.tmp, "x.png")],
+                           env=full, capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("--plot needs matplotlib", p.stderr)
+        self.assertIn(fake, p.stderr)
+        self.assertFalse(os.path.exists(self.summary))  # nothing ran
+        self.assertNotIn("running:", p.stderr)
+
+    def test_plotter_refuses_other_json(self):
+        bad = os.path.join(self.tmp, "bad.json")
+        with open(bad, "w") as f:
+            json.dump({"benchmark": "store_kv_bench"}, f)
+        p = subprocess.run([sys.executable, PLOTTER, bad, "-o", os.path.join(self.tmp, "y.png")],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("is not a daos_adapter_bench summary", p.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, "y.png")))
 
 
 if __name__ == "__main__":
