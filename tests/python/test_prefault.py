@@ -197,8 +197,9 @@ class PrefaultTest(unittest.TestCase):
         floor = mem_available() - 64 * MiB
         c = self.client(size, {}, extra=[f"--segment_prefault_floor={floor}"])
         c.wait_log(r"mooncake_client ready")
-        c.wait_log(r"segment pre-fault stopped at the free-memory floor")
-        c.wait_log(r"segment pre-fault stopped at the floor: ")
+        c.wait_log(r"segment pre-fault (done|stopped[^:]*):")  # the pass ended
+        self.assertRegex(c.text(), r"segment pre-fault stopped at the free-memory floor")
+        self.assertRegex(c.text(), r"segment pre-fault stopped at the floor: ")
         self.assertLess(rss_shmem(c.proc.pid), size // 2)
         s = self.store()  # still serves: the rest faults on first use
         self.assertEqual(s.put("prefault/floor", b"y" * MiB), 0)
