@@ -18,9 +18,11 @@
  *                 reported as prefault_s), after one put timed right after setup
  *   put_sync      MC_SEGMENT_PREFAULT=sync: the pass runs inside setup
  * Each put row fills 85% of the segment with fresh keys (value_size each, checksums as the
- * store's default: on) and reports GB/s, setup time, the first put's latency, the time from
- * the start of setup to the end of the first put, VmRSS and RssShmem after the fill.
- * Exit status: 0, or 1 on a failed setup/put.
+ * store's default: on) and reports GB/s (wall clock, and per CPU second of the putting thread:
+ * the copy and the page faults run in it, and on a machine shared with other work the CPU
+ * share a row gets varies, so cpuGB/s compares rows more steadily), setup time, the first put's
+ * latency, the time from the start of setup to the end of the first put, VmRSS and RssShmem after
+ * the fill. Exit status: 0, or 1 on a failed setup/put.
  */
 #include "mooncake/store.h"
 
@@ -36,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #define PROGRAM "segment_prefault_bench"
@@ -55,6 +58,29 @@ static double seconds_since(uint64_t t0_ns)
     return (double)(mc_now_ns() - t0_ns) / 1e9;
 }
 
+/* CPU seconds this thread has run: on a machine shared with other work, bytes per CPU second
+ * of the copying thread compare rows whatever share of the CPUs each row got. */
+static double thread_cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* memcpy at value size over the warm area, per CPU second, for about half a CPU second. */
+static double memcpy_cpu_gbps(const bench_memcpy_area_t *a, uint64_t value)
+{
+    size_t blocks = a->len / value, i = 0;
+    uint64_t bytes = 0;
+    double c0 = thread_cpu_s(), c;
+    while ((c = thread_cpu_s() - c0) < 0.5) {
+        memcpy(a->dst + (i % blocks) * value, a->src + ((i + 1) % blocks) * value, value);
+        bytes += value;
+        i++;
+    }
+    return (double)bytes / c / 1e9;
+}
+
 /* A /proc/self/status field in bytes (kB there); 0 when absent. */
 static uint64_t self_status(const char *field)
 {
@@ -72,7 +98,7 @@ static uint64_t self_status(const char *field)
 }
 
 /* GB/s of value-sized memcpys into fresh memory of `len` bytes (anonymous, or a memfd). */
-static double first_touch(const opts_t *o, const uint8_t *src, int memfd)
+static double first_touch(const opts_t *o, const uint8_t *src, int memfd, double *cpu_gbps)
 {
     size_t len = (size_t)o->segment;
     void *p;
@@ -93,9 +119,11 @@ static double first_touch(const opts_t *o, const uint8_t *src, int memfd)
     }
     size_t n = (size_t)((double)len * FILL_SHARE / (double)o->value);
     uint64_t t0 = mc_now_ns();
+    double c0 = thread_cpu_s();
     for (size_t i = 0; i < n; i++)
         memcpy((uint8_t *)p + i * o->value, src, o->value);
     double s = seconds_since(t0);
+    *cpu_gbps = (double)n * (double)o->value / (thread_cpu_s() - c0) / 1e9;
     munmap(p, len);
     if (fd >= 0)
         close(fd);
@@ -103,7 +131,7 @@ static double first_touch(const opts_t *o, const uint8_t *src, int memfd)
 }
 
 typedef struct {
-    double setup_s, first_put_s, to_first_put_s, prefault_s, gbps, close_s;
+    double setup_s, first_put_s, to_first_put_s, prefault_s, gbps, cpu_gbps, close_s;
     uint64_t rss, rss_shmem;
 } put_row_t;
 
@@ -155,11 +183,13 @@ static int put_run(const opts_t *o, const char *mode, const uint8_t *src, int ro
     r->to_first_put_s = seconds_since(t0);
     r->prefault_s = strcmp(mode, "background") ? 0 : wait_pass(o);
     uint64_t t2 = mc_now_ns();
+    double c2 = thread_cpu_s();
     for (size_t i = 1; i < n && rc == 0; i++) {
         snprintf(key, sizeof(key), "pfb/%d/%d/%s/%zu", (int)getpid(), round, mode, i);
         rc = mc_store_put(s, key, src + (i % 8) * o->value, o->value, &rcfg);
     }
     r->gbps = (double)(n - 1) * (double)o->value / seconds_since(t2) / 1e9;
+    r->cpu_gbps = (double)(n - 1) * (double)o->value / (thread_cpu_s() - c2) / 1e9;
     r->rss = self_status("VmRSS");
     r->rss_shmem = self_status("RssShmem");
     if (rc != 0)
@@ -201,23 +231,27 @@ int main(int argc, char **argv)
     }
     const uint8_t *src = area.src;
     json_t *rows = json_array();
-    printf("%-5s %-12s %8s %9s %8s %10s %11s %11s %9s %9s %9s\n", "round", "row", "GB/s",
-           "vs_memcpy", "setup_s", "1st_put_s", "to_1st_put", "prefault_s", "close_s", "RSS_MiB",
-           "shm_MiB");
+    printf("%-5s %-12s %7s %6s %7s %6s %8s %9s %10s %10s %8s %8s %8s\n", "round", "row", "GB/s",
+           "vs_mc", "cpuGB/s", "vs_mc", "setup_s", "1stput_s", "to_1stput", "prefault_s", "close_s",
+           "RSS_MiB", "shm_MiB");
     int status = 0;
     for (int round = 1; round <= (int)o.rounds; round++) {
-        double mc = bench_measure_memcpy(&area, o.value);
-        double anon = first_touch(&o, src, 0);
-        double mfd = first_touch(&o, src, 1);
-        printf("%-5d %-12s %8.2f %9.2f\n%-5d %-12s %8.2f %9.2f\n%-5d %-12s %8.2f %9.2f\n", round,
-               "memcpy", mc, 1.0, round, "anon_first", anon, anon / mc, round, "memfd_first", mfd,
-               mfd / mc);
-        json_array_append_new(rows,
-                              json_pack("{si,ss,sf}", "round", round, "row", "memcpy", "gbps", mc));
-        json_array_append_new(rows, json_pack("{si,ss,sf,sf}", "round", round, "row", "anon_first",
-                                              "gbps", anon, "vs_memcpy", anon / mc));
-        json_array_append_new(rows, json_pack("{si,ss,sf,sf}", "round", round, "row", "memfd_first",
-                                              "gbps", mfd, "vs_memcpy", mfd / mc));
+        double mc = bench_measure_memcpy(&area, o.value), mc_cpu = memcpy_cpu_gbps(&area, o.value);
+        double ft[2], ft_cpu[2];
+        ft[0] = first_touch(&o, src, 0, &ft_cpu[0]);
+        ft[1] = first_touch(&o, src, 1, &ft_cpu[1]);
+        static const char *const ft_names[] = {"anon_first", "memfd_first"};
+        printf("%-5d %-12s %7.2f %6.2f %7.2f %6.2f\n", round, "memcpy", mc, 1.0, mc_cpu, 1.0);
+        json_array_append_new(rows, json_pack("{si,ss,sf,sf}", "round", round, "row", "memcpy",
+                                              "gbps", mc, "cpu_gbps", mc_cpu));
+        for (int k = 0; k < 2; k++) {
+            printf("%-5d %-12s %7.2f %6.2f %7.2f %6.2f\n", round, ft_names[k], ft[k], ft[k] / mc,
+                   ft_cpu[k], ft_cpu[k] / mc_cpu);
+            json_array_append_new(rows, json_pack("{si,ss,sf,sf,sf,sf}", "round", round, "row",
+                                                  ft_names[k], "gbps", ft[k], "vs_memcpy",
+                                                  ft[k] / mc, "cpu_gbps", ft_cpu[k],
+                                                  "cpu_vs_memcpy", ft_cpu[k] / mc_cpu));
+        }
         static const char *const modes[] = {"off", "background", "sync"};
         for (size_t m = 0; m < 3; m++) {
             put_row_t r = {0};
@@ -225,17 +259,23 @@ int main(int argc, char **argv)
                 status = 1;
             char name[32];
             snprintf(name, sizeof(name), "put_%s", modes[m]);
-            printf("%-5d %-12s %8.2f %9.2f %8.3f %10.4f %11.3f %11.3f %9.3f %9.1f %9.1f\n", round,
-                   name, r.gbps, r.gbps / mc, r.setup_s, r.first_put_s, r.to_first_put_s,
-                   r.prefault_s, r.close_s, (double)r.rss / 1048576.0,
-                   (double)r.rss_shmem / 1048576.0);
-            json_array_append_new(
-                rows, json_pack("{si,ss,sf,sf,sf,sf,sf,sf,sf,sf,sI,sI}", "round", round, "row",
-                                name, "gbps", r.gbps, "vs_memcpy", r.gbps / mc, "vs_anon_first",
-                                r.gbps / anon, "setup_s", r.setup_s, "first_put_s", r.first_put_s,
-                                "to_first_put_s", r.to_first_put_s, "prefault_s", r.prefault_s,
-                                "close_s", r.close_s, "rss_bytes", (json_int_t)r.rss,
-                                "rss_shmem_bytes", (json_int_t)r.rss_shmem));
+            printf("%-5d %-12s %7.2f %6.2f %7.2f %6.2f %8.3f %9.4f %10.3f %10.3f %8.3f %8.1f "
+                   "%8.1f\n",
+                   round, name, r.gbps, r.gbps / mc, r.cpu_gbps, r.cpu_gbps / mc_cpu, r.setup_s,
+                   r.first_put_s, r.to_first_put_s, r.prefault_s, r.close_s,
+                   (double)r.rss / 1048576.0, (double)r.rss_shmem / 1048576.0);
+            json_t *row =
+                json_pack("{si,ss,sf,sf,sf,sf,sf,sf,sf}", "round", round, "row", name, "gbps",
+                          r.gbps, "vs_memcpy", r.gbps / mc, "vs_anon_first", r.gbps / ft[0],
+                          "cpu_gbps", r.cpu_gbps, "cpu_vs_memcpy", r.cpu_gbps / mc_cpu,
+                          "cpu_vs_anon_first", r.cpu_gbps / ft_cpu[0], "setup_s", r.setup_s);
+            json_object_set_new(row, "first_put_s", json_real(r.first_put_s));
+            json_object_set_new(row, "to_first_put_s", json_real(r.to_first_put_s));
+            json_object_set_new(row, "prefault_s", json_real(r.prefault_s));
+            json_object_set_new(row, "close_s", json_real(r.close_s));
+            json_object_set_new(row, "rss_bytes", json_integer((json_int_t)r.rss));
+            json_object_set_new(row, "rss_shmem_bytes", json_integer((json_int_t)r.rss_shmem));
+            json_array_append_new(rows, row);
         }
         fflush(stdout);
     }

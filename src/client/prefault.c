@@ -4,9 +4,10 @@
  * One pass walks the range front to back in 64 MiB chunks. Before each chunk it reads
  * MemAvailable and stops (with a log line) when the chunk would take it below the floor, so a
  * segment larger than free memory never drives the host into the OOM killer. Each chunk is
- * populated in 2 MiB steps: MADV_POPULATE_WRITE holds the process's mmap lock for reading while
+ * faulted in 2 MiB steps: MADV_POPULATE_WRITE holds the process's mmap lock for reading while
  * it works, and an idle-priority thread preempted inside a long call would hold up every mmap
- * and munmap of the process (priority inversion); a step bounds that to a few milliseconds.
+ * and munmap of the process (priority inversion); a step bounds that to a few milliseconds, and
+ * bounds how long a stop waits.
  * Progress goes to the log at every quarter and at the end; mc_prefault_done_bytes() reads it.
  *
  * Threads: the starter owns the handle; the pass thread reads the range and its options and
@@ -88,7 +89,7 @@ static int env_size(const char *name, uint64_t *out)
 
 int mc_prefault_opts_from_env(mc_prefault_opts_t *opts)
 {
-    *opts = (mc_prefault_opts_t){.mode = MC_PREFAULT_BACKGROUND, .method = MC_PREFAULT_POPULATE};
+    *opts = (mc_prefault_opts_t){.mode = MC_PREFAULT_BACKGROUND, .method = MC_PREFAULT_TOUCH};
     const char *mode = getenv("MC_SEGMENT_PREFAULT");
     if (mode && *mode) {
         if (!strcmp(mode, "background") || !strcmp(mode, "1") || !strcmp(mode, "on"))
