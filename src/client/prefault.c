@@ -131,14 +131,12 @@ static void touch_range(char *p, size_t n, size_t page)
         __atomic_fetch_add(p + off, 0, __ATOMIC_RELAXED);
 }
 
-/* Populates [p, p+n); 0, or -1 when the pass must stop (logged). Switches *method to touch when
- * the kernel has no MADV_POPULATE_WRITE. */
-static int fault_step(char *p, size_t n, mc_prefault_method_t *method, size_t page)
+/* MADV_POPULATE_WRITE over [p, p+n): 0; 1 when the kernel lacks it (*have cleared, logged
+ * once); -1 when the pass must stop (logged: e.g. no memory left for the pages). */
+static int populate(char *p, size_t n, int *have)
 {
-    if (*method == MC_PREFAULT_TOUCH) {
-        touch_range(p, n, page);
-        return 0;
-    }
+    if (!*have)
+        return 1;
     for (;;) {
         if (madvise(p, n, MADV_POPULATE_WRITE) == 0)
             return 0;
@@ -146,16 +144,29 @@ static int fault_step(char *p, size_t n, mc_prefault_method_t *method, size_t pa
             continue;
         if (errno == EINVAL) {
             MC_INFO("segment pre-fault: the kernel has no MADV_POPULATE_WRITE; touching a byte "
-                    "per page instead");
-            *method = MC_PREFAULT_TOUCH;
-            touch_range(p, n, page);
-            return 0;
+                    "per page only");
+            *have = 0;
+            return 1;
         }
         MC_WARN("segment pre-fault stopped: madvise(MADV_POPULATE_WRITE): %s; the rest faults "
                 "on first use",
                 strerror(errno));
         return -1;
     }
+}
+
+/* Faults [p, p+n) in; 0, or -1 when the pass must stop (logged). Touch populates first where
+ * it can (the kernel allocates the pages faster than user-space faults do: 0.7 against 1.3 CPU
+ * seconds per 256 MiB here), then touches every page so its user-space mapping is warm too. */
+static int fault_step(char *p, size_t n, mc_prefault_method_t method, int *have_populate,
+                      size_t page)
+{
+    int rc = populate(p, n, have_populate);
+    if (rc < 0)
+        return -1;
+    if (method == MC_PREFAULT_TOUCH || rc == 1)
+        touch_range(p, n, page);
+    return 0;
 }
 
 /* Waits until the rate allows `done` bytes since t0; 1 when stopped meanwhile. */
@@ -193,7 +204,7 @@ static void log_progress(const mc_prefault_t *p, uint64_t done, uint64_t t0_ns, 
 static void run_pass(mc_prefault_t *p)
 {
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    mc_prefault_method_t method = p->opts.method;
+    int have_populate = 1;
     uint64_t t0 = mc_now_ns();
     uint64_t quarter = p->length / 4 ? p->length / 4 : 1;
     uint64_t next_log = quarter;
@@ -215,7 +226,7 @@ static void run_pass(mc_prefault_t *p)
         int failed = 0;
         while (off < chunk_end && !atomic_load(&p->stop)) {
             size_t n = chunk_end - off < MC_PREFAULT_STEP ? chunk_end - off : MC_PREFAULT_STEP;
-            if (fault_step(p->addr + off, n, &method, page) != 0) {
+            if (fault_step(p->addr + off, n, p->opts.method, &have_populate, page) != 0) {
                 failed = 1;
                 break;
             }
@@ -273,7 +284,8 @@ int mc_prefault_start(void *addr, size_t length, const mc_prefault_opts_t *opts,
     MC_INFO("segment pre-fault: %s %s, %s, floor MemAvailable %s%s",
             opts->mode == MC_PREFAULT_SYNC ? "synchronously at mount" : "in the background",
             mc_format_size(length, a, sizeof(a)),
-            opts->method == MC_PREFAULT_TOUCH ? "touching a byte per page" : "MADV_POPULATE_WRITE",
+            opts->method == MC_PREFAULT_TOUCH ? "MADV_POPULATE_WRITE and a touch per page"
+                                              : "MADV_POPULATE_WRITE",
             mc_format_size(opts->floor_bytes, f, sizeof(f)),
             opts->rate_bytes ? ", rate-limited" : "");
     if (opts->mode == MC_PREFAULT_SYNC) {

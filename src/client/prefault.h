@@ -14,13 +14,14 @@
  *                              (a size, "2 GiB"); default 10% of MemTotal, at least 256 MiB.
  *                              Pages are never released: the pass only stops, with a log line.
  *   MC_SEGMENT_PREFAULT_RATE   bytes per second at most (a size, "512 MiB"); default unlimited
- *   MC_SEGMENT_PREFAULT_METHOD touch (default: an atomic add of 0 to one byte per page, from
+ *   MC_SEGMENT_PREFAULT_METHOD touch (default: MADV_POPULATE_WRITE where the kernel has it,
+ *                              Linux 5.14+, then an atomic add of 0 to one byte per page from
  *                              user space, which never changes a byte a concurrent put wrote) |
- *                              populate (MADV_POPULATE_WRITE, Linux 5.14+; falls back to touch
- *                              when the kernel lacks it)
+ *                              populate (MADV_POPULATE_WRITE only; touch where the kernel
+ *                              lacks it)
  *
- * Why touch by default: populate allocates the pages inside the kernel (5-15x faster than
- * touching on the 2-vCPU PVM guests here), but on a shadow-paging hypervisor (PVM: perf shows
+ * Why touch by default: populate allocates the pages inside the kernel (faster than user-space
+ * faults), but on a shadow-paging hypervisor (PVM: perf shows
  * pvm_* under every fault) the user-space mapping of each page still faults on the first put,
  * so puts after a populate pass ran at 0.03-0.04 of memcpy per CPU second, after a touch pass
  * at 0.59-0.64 (tools/segment_prefault_bench, 2026-12-01). On hosts with hardware nested
