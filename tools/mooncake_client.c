@@ -32,6 +32,7 @@
 #include "parse.h"
 #include "real_client_service.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -57,6 +58,8 @@ int main(int argc, char **argv)
     int64_t threads = 1;
     int enable_http_server = 0; /* upstream's client HTTP server (src/client/client_http.h) */
     int64_t http_port = 9300;
+    const char *prefault = NULL; /* NULL: $MC_SEGMENT_PREFAULT or background */
+    const char *prefault_floor = NULL;
     mc_flag_t flags[] = {
         {"master_server_address", MC_FLAG_STRING, &master,
          "mooncake_master address host:port, or etcd://h:p;h:p to follow the elected master "
@@ -74,7 +77,15 @@ int main(int argc, char **argv)
          "rdma devices, comma list (\"mlx5_0,mlx5_1\", port 1 unless \"mlx5_0:2\"; \"\" = "
          "automatic); an unknown device fails start-up"},
         {"global_segment_size", MC_FLAG_SIZE, &segment_size,
-         "bytes contributed to the store (\"32 GB\"); reserved, committed as objects arrive"},
+         "bytes contributed to the store (\"32 GB\"); committed after start-up by the "
+         "pre-fault pass (--segment_prefault), else as objects arrive"},
+        {"segment_prefault", MC_FLAG_STRING, &prefault,
+         "commit the segment's pages ahead of puts: background (default: an idle-priority "
+         "thread after start-up), sync (before the segment is mounted) or off (pages fault on "
+         "first put, as upstream); default $MC_SEGMENT_PREFAULT"},
+        {"segment_prefault_floor", MC_FLAG_STRING, &prefault_floor,
+         "the pre-fault pass stops when MemAvailable would drop below this size (\"2 GiB\"); "
+         "default $MC_SEGMENT_PREFAULT_FLOOR or 10% of MemTotal (at least 256 MiB)"},
         {"local_buffer_size", MC_FLAG_SIZE, &buffer_size,
          "bytes of local staging buffer (0: this client only serves its segment)"},
         {"enable_offload", MC_FLAG_BOOL, &enable_offload,
@@ -112,6 +123,12 @@ int main(int argc, char **argv)
         return 1;
     }
     mc_log_set_verbosity((int)verbosity);
+    /* The store reads these from the environment (src/client/prefault.h), checking them. */
+    if ((prefault && setenv("MC_SEGMENT_PREFAULT", prefault, 1) != 0) ||
+        (prefault_floor && setenv("MC_SEGMENT_PREFAULT_FLOOR", prefault_floor, 1) != 0)) {
+        fprintf(stderr, "mooncake_client: setenv: %s\n", strerror(errno));
+        return 1;
+    }
 
     char local[MC_ENDPOINT_MAX], h[MC_HOST_MAX];
     int hport;
@@ -125,7 +142,8 @@ int main(int argc, char **argv)
     if (ram && segment_size > ram) {
         char seg_text[32], ram_text[32];
         MC_WARN("--global_segment_size %s is larger than this machine's %s of memory: it is "
-                "reserved, not committed, but the master evicts only at "
+                "committed only down to the pre-fault floor (--segment_prefault_floor), then as "
+                "objects arrive, and the master evicts only at "
                 "--eviction_high_watermark_ratio of it, so the host can run out of memory first",
                 mc_format_size(segment_size, seg_text, sizeof(seg_text)),
                 mc_format_size(ram, ram_text, sizeof(ram_text)));

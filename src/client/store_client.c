@@ -40,6 +40,7 @@
 #include "real_client_service.h"
 #include "lease_release.h"
 #include "offload.h"
+#include "prefault.h"
 #include "task_executor.h"
 
 #include <errno.h>
@@ -128,6 +129,8 @@ struct mc_store {
     mc_offload_t *offload;
     mc_lease_releaser_t *releases; /* read leases this client is done with */
     void *segment;
+    mc_prefault_opts_t prefault_opts; /* MC_SEGMENT_PREFAULT* (prefault.h), read at setup */
+    mc_prefault_t *prefault;          /* the segment's pre-fault pass; NULL: none or over */
     void *local_buffer;
     atomic_int closed;
     atomic_int closing; /* close has begun: new calls are refused before they take op_lock */
@@ -2168,6 +2171,11 @@ static int setup_checked(mc_store_t *s, const mc_store_config_t *c)
         rc = mc_te_alloc_segment_memory(s->te, s->global_segment_size, &s->segment);
         if (rc != 0)
             return rc;
+        /* Before the mount: sync mode hands the master committed memory; background mode
+         * races the first puts, which it never disturbs (prefault.h). */
+        rc = mc_prefault_start(s->segment, s->global_segment_size, &s->prefault_opts, &s->prefault);
+        if (rc != 0)
+            return rc;
     }
     /* Offload roles: checked and opened before anyone learns of this client. */
     char host[MC_HOST_MAX];
@@ -2293,6 +2301,9 @@ int mc_store_setup(const mc_store_config_t *c, mc_store_t **out)
         MC_ERROR("local_hostname is required (host or host:port)");
         return MC_ERR_INVALID_PARAMS;
     }
+    mc_prefault_opts_t prefault_opts;
+    if (mc_prefault_opts_from_env(&prefault_opts) != 0)
+        return MC_ERR_INVALID_PARAMS;
     char err[1024];
     int erc = mc_offload_check_environment(c->global_segment_size, c->enable_offload,
                                            c->offload_path, err, sizeof(err));
@@ -2307,6 +2318,7 @@ int mc_store_setup(const mc_store_config_t *c, mc_store_t **out)
     s->master_addr = strdup(c->master_server_addr && *c->master_server_addr ? c->master_server_addr
                                                                             : MC_DEFAULT_MASTER);
     s->global_segment_size = c->global_segment_size;
+    s->prefault_opts = prefault_opts;
     s->local_buffer_size = c->local_buffer_size;
     const char *dw = getenv("MC_STORE_DELETE_WAIT_MS");
     char *end = NULL;
@@ -2346,6 +2358,8 @@ int mc_store_close(mc_store_t *s)
         pthread_mutex_unlock(&s->close_lock);
         return 0;
     }
+    mc_prefault_stop(s->prefault); /* joined before the segment memory is unmapped */
+    s->prefault = NULL;
     mc_client_http_stop(s->http); /* before anything it reads goes */
     s->http = NULL;
     mc_lease_releaser_destroy(s->releases); /* sends the releases still queued */

@@ -2,10 +2,14 @@
  * shm_transport.c — same-host transfers through shared memory.
  *
  * Segment memory allocated by mc_te_alloc_segment_memory() is a memfd mapped MAP_SHARED |
- * MAP_NORESERVE: nothing is committed until touched, and the memory has no name in any
- * filesystem. The owner listens on an abstract unix socket; a peer on the same host (equal host
- * id) connects, the owner checks SO_PEERCRED (same uid, or root) and hands the memfd over with
- * SCM_RIGHTS, and the peer maps it and copies with one memcpy.
+ * MAP_NORESERVE: nothing is committed until touched (the store client pre-faults its segment:
+ * src/client/prefault.h), and the memory has no name in any filesystem. Transparent huge pages
+ * are asked for (MADV_HUGEPAGE) when /sys/kernel/mm/transparent_hugepage/shmem_enabled is
+ * "advise" or "within_size"; MC_SEGMENT_HUGETLB=1 opts in to hugetlbfs pages (MFD_HUGETLB,
+ * committed at allocation) when the huge page pool has room, else ordinary pages with a warning.
+ * The owner listens on an abstract unix socket; a peer on the same host (equal host id) connects,
+ * the owner checks SO_PEERCRED (same uid, or root) and hands the memfd over with SCM_RIGHTS, and
+ * the peer maps it and copies with one memcpy.
  *
  * The connection stays open for the peer's lifetime and carries liveness both ways: after every
  * copy the peer polls it; a hang-up means the owner died (the request fails — bytes written into
@@ -48,23 +52,116 @@ struct shm_reply {
 
 /* ---- owner side ------------------------------------------------------------------------- */
 
+/* The selected word of a sysfs choice file ("always [never] deny"), or "" when unreadable. */
+static void sysfs_choice(const char *path, char *out, size_t n)
+{
+    out[0] = '\0';
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return;
+    char line[256];
+    if (fgets(line, sizeof(line), f)) {
+        char *a = strchr(line, '[');
+        char *b = a ? strchr(a, ']') : NULL;
+        if (a && b && (size_t)(b - a - 1) < n) {
+            memcpy(out, a + 1, (size_t)(b - a - 1));
+            out[b - a - 1] = '\0';
+        }
+    }
+    fclose(f);
+}
+
+/* A /proc/meminfo field (kB there) in bytes; 0 when absent. */
+static uint64_t meminfo_field(const char *field)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f)
+        return 0;
+    char line[256];
+    size_t n = strlen(field);
+    unsigned long long v = 0;
+    while (fgets(line, sizeof(line), f))
+        if (!strncmp(line, field, n) && line[n] == ':' && sscanf(line + n + 1, "%llu", &v) == 1)
+            break;
+    fclose(f);
+    return (uint64_t)v * (strcmp(field, "HugePages_Free") ? 1024u : 1u);
+}
+
+/*
+ * Opt-in hugetlbfs segment memory (MC_SEGMENT_HUGETLB=1): a MFD_HUGETLB memfd of *length rounded
+ * up to the huge page size, mapped without MAP_NORESERVE so a pool too small fails here and not
+ * as a SIGBUS on some later put. -1 (logged) when not asked, not possible or refused: the caller
+ * uses ordinary pages.
+ */
+static int hugetlb_map(size_t *length, void **addr)
+{
+    const char *want = getenv("MC_SEGMENT_HUGETLB");
+    if (!want || strcmp(want, "1") != 0)
+        return -1;
+    uint64_t huge = meminfo_field("Hugepagesize");
+    uint64_t free_pages = meminfo_field("HugePages_Free");
+    if (huge == 0 || *length > SIZE_MAX - huge) {
+        MC_WARN("MC_SEGMENT_HUGETLB=1: this kernel has no huge pages; using ordinary pages");
+        return -1;
+    }
+    size_t rounded = (size_t)((*length + huge - 1) / huge * huge);
+    if (free_pages * huge < rounded) {
+        MC_WARN("MC_SEGMENT_HUGETLB=1: %zu bytes needed, %llu free huge pages of %llu bytes "
+                "(/proc/sys/vm/nr_hugepages); using ordinary pages",
+                rounded, (unsigned long long)free_pages, (unsigned long long)huge);
+        return -1;
+    }
+    int fd = memfd_create("mooncake_segment", MFD_CLOEXEC | MFD_HUGETLB);
+    if (fd < 0 || ftruncate(fd, (off_t)rounded) != 0) {
+        MC_WARN("MC_SEGMENT_HUGETLB=1: hugetlb memfd of %zu bytes: %s; using ordinary pages",
+                rounded, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    void *p = mmap(NULL, rounded, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+        MC_WARN("MC_SEGMENT_HUGETLB=1: mapping %zu bytes of huge pages: %s; using ordinary "
+                "pages",
+                rounded, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    MC_INFO("segment memory: %zu bytes of hugetlbfs pages (%llu bytes each)", rounded,
+            (unsigned long long)huge);
+    *length = rounded;
+    *addr = p;
+    return fd;
+}
+
 int mc_shm_alloc(mc_transfer_engine_t *te, size_t length, void **addr)
 {
-    int fd = memfd_create("mooncake_segment", MFD_CLOEXEC);
+    void *p = NULL;
+    int fd = hugetlb_map(&length, &p);
     if (fd < 0) {
-        MC_ERROR("memfd_create for %zu bytes of segment memory: %s", length, strerror(errno));
-        return MC_ERR_INTERNAL_ERROR;
-    }
-    if (ftruncate(fd, (off_t)length) != 0) {
-        MC_ERROR("sizing %zu bytes of segment memory: %s", length, strerror(errno));
-        close(fd);
-        return MC_ERR_INTERNAL_ERROR;
-    }
-    void *p = mmap(NULL, length, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
-    if (p == MAP_FAILED) {
-        MC_ERROR("mapping %zu bytes of segment memory: %s", length, strerror(errno));
-        close(fd);
-        return MC_ERR_INTERNAL_ERROR;
+        fd = memfd_create("mooncake_segment", MFD_CLOEXEC);
+        if (fd < 0) {
+            MC_ERROR("memfd_create for %zu bytes of segment memory: %s", length, strerror(errno));
+            return MC_ERR_INTERNAL_ERROR;
+        }
+        if (ftruncate(fd, (off_t)length) != 0) {
+            MC_ERROR("sizing %zu bytes of segment memory: %s", length, strerror(errno));
+            close(fd);
+            return MC_ERR_INTERNAL_ERROR;
+        }
+        p = mmap(NULL, length, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+        if (p == MAP_FAILED) {
+            MC_ERROR("mapping %zu bytes of segment memory: %s", length, strerror(errno));
+            close(fd);
+            return MC_ERR_INTERNAL_ERROR;
+        }
+        /* Transparent huge pages for shmem only when the host hands them out on request
+         * ("advise"/"within_size"; "always" needs no advice, "never"/"deny" refuse it). */
+        char thp[32];
+        sysfs_choice("/sys/kernel/mm/transparent_hugepage/shmem_enabled", thp, sizeof(thp));
+        if ((!strcmp(thp, "advise") || !strcmp(thp, "within_size")) &&
+            madvise(p, length, MADV_HUGEPAGE) != 0)
+            MC_WARN("MADV_HUGEPAGE on segment memory: %s", strerror(errno));
     }
     pthread_rwlock_wrlock(&te->registry.lock);
     int32_t index = te->registry.next_shm_index++;
