@@ -69,6 +69,15 @@ step "store benchmark: put and get with byte verification (4 KiB and 16 MiB valu
 kvbench=(env PYTHONPATH="$root/build/python" python3 "$root/mooncake-store/benchmarks/store_kv_bench.py"
   --local-hostname 127.0.0.1 --metadata-server "http://127.0.0.1:$meta_port/metadata"
   --master-server "127.0.0.1:$rpc_port" --protocol tcp)
+# --plot needs matplotlib in the interpreter that runs the bench (Debian's python3-matplotlib
+# serves /usr/bin/python3; another python3 first on PATH may not have it): plot only when it
+# imports, else say so.
+plot() { :; }
+if python3 -c 'import matplotlib' 2>/dev/null; then
+  plot() { echo --plot "$out/store-kv-$1.png"; }
+else
+  echo "matplotlib does not import for $(command -v python3): no PNG plots (CSV and JSON only)"
+fi
 
 step "store_kv_bench.py verify_write (the guide's validation run: 64 x 1 MiB, pattern 0xA5, verified)"
 "${kvbench[@]}" --scenario verify_write --global-segment-size 1073741824 \
@@ -79,13 +88,13 @@ step "store_kv_bench.py write_perf (16 MiB values, 8 jobs, batch 8; the guide's 
 "${kvbench[@]}" --scenario write_perf --global-segment-size 0 --local-buffer-size 2147483648 \
   --io-api plain --numjobs 8 --iodepth 1 --batch-size 8 --nr-objects 128 \
   --value-size 16777216 --pattern 0xA5 --summary-json "$out/store-kv-write.json" \
-  --plot "$out/store-kv-write.png"
+  $(plot write)
 
 step "store_kv_bench.py read_perf --verify (prepare_write, then read_perf)"
 "${kvbench[@]}" --scenario read_perf --global-segment-size 0 --local-buffer-size 2147483648 \
   --numjobs 8 --iodepth 1 --batch-size 8 --nr-objects 128 --value-size 16777216 \
   --pattern 0xA5 --verify --object-id-start 1000 --summary-json "$out/store-kv-read.json" \
-  --plot "$out/store-kv-read.png"
+  $(plot read)
 
 step "every write phase wrote: ok, existing_keys 0 (JSON, CSV and PNG next to each other)"
 python3 - "$out" <<'PY'
