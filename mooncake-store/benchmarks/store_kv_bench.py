@@ -23,10 +23,11 @@ the same name, so the MASS guide's "Storage KV" section documents it. Beyond ups
     verification meaningful, and costs a memset per byte read);
   * no run looks successful for work it did not do. A put of a key that already exists returns
     0 and keeps the old value (as upstream), moving no bytes: a batch_is_exist over the phase's
-    ids, outside every request's latency, finds the keys already there (ExistingKeys); the puts that hit them are
-    counted as "existing_keys" (per phase and overall, console and JSON), their bytes are not
-    counted in "bytes", and the run warns on stderr, sets "ok": false and exits 23. The count is
-    exact unless another client creates the same keys while the phase runs;
+    ids, outside every request's latency, finds the keys already there (ExistingKeys); the
+    puts that hit them are counted as "existing_keys" (per phase and overall, console and
+    JSON), their bytes are not counted in "bytes", and the run warns on stderr, sets "ok":
+    false and exits 23. The count is exact unless another client creates the same keys while
+    the phase runs;
   * a --key-prefix is never cut: --key-size defaults to what the prefix needs (at least 20,
     upstream's default), an explicit --key-size too short for the prefix is refused (exit 2),
     and so are prefixes ending in "_" (the padding character) and ids of more than 16 digits,
@@ -1522,7 +1523,7 @@ def write_csv(path, summary):
 def require_matplotlib():
     """Raises RuntimeError (naming the Debian package) unless matplotlib imports."""
     try:
-        import matplotlib  # noqa: F401
+        importlib.import_module("matplotlib")
     except ImportError as e:
         raise RuntimeError(f"--plot needs matplotlib ({e}): install it, e.g. "
                            f"`apt-get install python3-matplotlib`") from None
@@ -1784,8 +1785,9 @@ work not done is never success: a put of a key that already exists returns 0 but
   old value (as upstream) and moves no bytes. Before writing (write_verify, fill_write,
   write_perf, prepare_write, mixed_rw's writes) a batch_is_exist outside every request's
   latency finds the keys already stored (count-based phases: all ids before the phase starts;
-  time-based ones: each chunk of 1024 ids when first reached); the puts that hit them are counted as existing_keys (console, JSON, CSV),
-  left out of bytes and MiB/s, warned about on stderr, and make "ok" false and the exit code 23.
+  time-based ones: each chunk of 1024 ids when first reached); the puts that hit them are
+  counted as existing_keys (console, JSON, CSV), left out of bytes and MiB/s, warned about on
+  stderr, and make "ok" false and the exit code 23.
   Avoid them with a distinct --key-prefix or --object-id-start, or remove the keys first.
   verify_write and write_perf remove the objects they wrote when done (untimed; never keys that
   were there before), so the guide's verify_write, write_perf, read_perf sequence writes fresh

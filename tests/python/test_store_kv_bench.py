@@ -845,6 +845,18 @@ class ConsoleAndSummaryTest(BenchTestCase):
         self.assertNotIn("latency_samples_ms", summary["overall"])
 
 
+class PlotWithoutMatplotlibTest(BenchTestCase):
+    def test_missing_matplotlib_is_refused_before_the_run(self):
+        with mock.patch.dict(sys.modules, {"matplotlib": None}):
+            stream = io.StringIO()
+            with contextlib.redirect_stderr(stream), self.assertRaises(SystemExit) as cm:
+                bench.main(["--scenario", "fill", "--plot", self.path("p.png"), *SMALL])
+        self.assertEqual(cm.exception.code, 2)
+        self.assertIn("--plot needs matplotlib", stream.getvalue())
+        self.assertIsNone(FAKE.setup_args)  # the store was never set up
+        self.assertFalse(os.path.exists(self.path("p.png")))
+
+
 class ExitCodeTest(BenchTestCase):
     def test_verify_failure_is_20(self):
         FAKE.fail = lambda m, k: None
