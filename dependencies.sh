@@ -20,6 +20,7 @@ PKGS=(
   clang-format cppcheck
   uuid-dev  # <uuid/uuid.h>: the libdfs test double's daos_types.h includes it, as DAOS's does
   etcd-server etcd-client  # master HA and etcd:// metadata (issue 15); tests start their own
+  python3-matplotlib  # store_kv_bench.py --plot (issue 16)
 )
 
 if [ "$(id -u)" -ne 0 ]; then

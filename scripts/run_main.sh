@@ -4,6 +4,11 @@
 # contributes a memory segment, run the store benchmarks on real data with byte verification
 # (mooncake_store_bench from C, then the guide's store_kv_bench.py phases through the Python
 # module), print the results, and stop every process it started.
+# Honest by construction: every write phase really writes. The benches count puts that found
+# their key already stored (they move no bytes) and exit non-zero when there are any (set -e
+# stops here then); verify_write and write_perf remove what they wrote, so the guide's sequence
+# on one cluster with one key prefix writes fresh keys each time. A final check reads every
+# summary JSON and fails unless each is "ok" with existing_keys 0.
 #
 #   bash scripts/run_main.sh                      # about 2 minutes on 2 cores
 #   MC_MAIN_DURATION=10 bash scripts/run_main.sh  # longer rows
@@ -64,6 +69,15 @@ step "store benchmark: put and get with byte verification (4 KiB and 16 MiB valu
 kvbench=(env PYTHONPATH="$root/build/python" python3 "$root/mooncake-store/benchmarks/store_kv_bench.py"
   --local-hostname 127.0.0.1 --metadata-server "http://127.0.0.1:$meta_port/metadata"
   --master-server "127.0.0.1:$rpc_port" --protocol tcp)
+# --plot needs matplotlib in the interpreter that runs the bench (Debian's python3-matplotlib
+# serves /usr/bin/python3; another python3 first on PATH may not have it): plot only when it
+# imports, else say so.
+plot() { :; }
+if python3 -c 'import matplotlib' 2>/dev/null; then
+  plot() { echo --plot "$out/store-kv-$1.png"; }
+else
+  echo "matplotlib does not import for $(command -v python3): no PNG plots (CSV and JSON only)"
+fi
 
 step "store_kv_bench.py verify_write (the guide's validation run: 64 x 1 MiB, pattern 0xA5, verified)"
 "${kvbench[@]}" --scenario verify_write --global-segment-size 1073741824 \
@@ -73,12 +87,38 @@ step "store_kv_bench.py verify_write (the guide's validation run: 64 x 1 MiB, pa
 step "store_kv_bench.py write_perf (16 MiB values, 8 jobs, batch 8; the guide's shape scaled to this machine)"
 "${kvbench[@]}" --scenario write_perf --global-segment-size 0 --local-buffer-size 2147483648 \
   --io-api plain --numjobs 8 --iodepth 1 --batch-size 8 --nr-objects 128 \
-  --value-size 16777216 --pattern 0xA5 --summary-json "$out/store-kv-write.json"
+  --value-size 16777216 --pattern 0xA5 --summary-json "$out/store-kv-write.json" \
+  $(plot write)
 
 step "store_kv_bench.py read_perf --verify (prepare_write, then read_perf)"
 "${kvbench[@]}" --scenario read_perf --global-segment-size 0 --local-buffer-size 2147483648 \
   --numjobs 8 --iodepth 1 --batch-size 8 --nr-objects 128 --value-size 16777216 \
-  --pattern 0xA5 --verify --object-id-start 1000 --summary-json "$out/store-kv-read.json"
+  --pattern 0xA5 --verify --object-id-start 1000 --summary-json "$out/store-kv-read.json" \
+  $(plot read)
+
+step "every write phase wrote: ok, existing_keys 0 (JSON, CSV and PNG next to each other)"
+python3 - "$out" <<'PY'
+import json, sys
+out = sys.argv[1]
+bad = []
+with open(f"{out}/store_bench.json", encoding="utf-8") as f:
+    s = json.load(f)
+if not s.get("ok") or s.get("existing"):
+    bad.append(f"store_bench.json: ok={s.get('ok')} existing={s.get('existing')}")
+for name in ("verify", "write", "read"):
+    with open(f"{out}/store-kv-{name}.json", encoding="utf-8") as f:
+        s = json.load(f)
+    for phase, rec in s["phases"].items():
+        print(f"store-kv-{name}: {phase:14s} existing_keys={rec['existing_keys']} "
+              f"bytes={rec['bytes']} MiB/s={rec['MiB_per_sec']:.1f}")
+        if rec["existing_keys"] or ("write" in phase and rec["bytes"] == 0):
+            bad.append(f"store-kv-{name}.json {phase}: existing_keys={rec['existing_keys']} "
+                       f"bytes={rec['bytes']}")
+    if not s["ok"]:
+        bad.append(f"store-kv-{name}.json: not ok ({s.get('error')})")
+if bad:
+    sys.exit("not honest: " + "; ".join(bad))
+PY
 
 step "master metrics after the run"
 curl -s "http://127.0.0.1:$metrics_port/metrics/summary" | head -20

@@ -30,6 +30,16 @@
  * and removes them: these VMs are slow on the first touch of fresh memory, so the rows must not
  * time the mooncake_client's page faults. Its throughput is reported as its own row.
  *
+ * Existing keys: a put of a key that is already stored answers 0 and keeps the old value (as
+ * upstream: src/client/store_client.c write_objects), moving no bytes. Before a put generation's
+ * first call (and before each fill call) one mc_store_batch_exist over its keys, outside every
+ * call's latency, finds the keys already there; puts that hit them are counted as "existing"
+ * (table column "exist", JSON "existing"), not in ops, bytes or GB/s, warned about, and make the
+ * JSON's "ok" false and the exit status 3. Keys live under --key_prefix (default
+ * mcbench-<pid>-<time>, unique per run); a prefix is at most 63 bytes of [A-Za-z0-9_-] and is
+ * refused, never cut, when longer. Every key under <prefix>/ is removed when the run ends.
+ * With --json FILE.json a CSV with one line per row is written next to it (FILE.csv).
+ *
  * Limits, per value size (bench_limits.c): single-thread memcpy at that size (warm, 256 MiB
  * working set) and a raw loopback TCP stream at that size; rows print vs_memcpy and vs_raw_tcp.
  * With a spawned cluster the master's RSS (VmRSS) is printed after every row, and --rss_objects N
@@ -41,9 +51,9 @@
  *             rdma       passed through (when built).
  *
  * Threads: main owns everything; worker threads share the store and read the run description,
- * and write only their own worker_t. Exit status: 0, 1 (setup failure, errors or bad bytes), or
+ * and write only their own worker_t. Exit status: 0, 1 (setup failure, errors or bad bytes),
  * 2 when a store call made no progress for STALL_SECONDS (the cluster is killed, the rows so far
- * are printed).
+ * are printed), or 3 when puts found existing keys (nothing else wrong).
  */
 #include "mooncake/store.h"
 
@@ -79,6 +89,7 @@
 
 #define MAX_LIST 32                /* values in any comma list */
 #define KEY_MAX 192                /* bytes of one generated key, NUL included */
+#define KEY_PREFIX_MAX 64          /* bytes of --key_prefix, NUL included */
 #define SAMPLE_BYTES 64            /* verified at each end of every value */
 #define WARMUP_NS NS_PER_S         /* not counted at the start of every row */
 #define OVERRUN_NS (60 * NS_PER_S) /* longest a row runs past --duration for one call */
@@ -117,6 +128,7 @@ typedef struct bench_opts {
     char *batch_size_text;
     char *threads_text;
     char *json_path;
+    char *key_prefix;
     char *checksum_text;
     int64_t duration_s;
     int64_t replica_num;
@@ -227,6 +239,21 @@ static int validate_opts(bench_opts_t *o, char *err, size_t errlen)
     o->max_threads = list_max(o->threads, o->nthreads);
     if (o->local_buffer_size == 0) {
         snprintf(err, errlen, "--local_buffer_size must be > 0 (a store without one cannot put)");
+        return MC_ERR_INVALID_PARAMS;
+    }
+    size_t plen = strlen(o->key_prefix);
+    if (plen >= KEY_PREFIX_MAX) {
+        snprintf(err, errlen,
+                 "--key_prefix is %zu bytes: it would be cut to %d; give one of at most %d bytes",
+                 plen, KEY_PREFIX_MAX - 1, KEY_PREFIX_MAX - 1);
+        return MC_ERR_INVALID_PARAMS;
+    }
+    if (plen > 0 && strspn(o->key_prefix, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                          "0123456789_-") != plen) {
+        snprintf(err, errlen,
+                 "--key_prefix \"%s\": only letters, digits, '_' and '-' (it is also a regex "
+                 "the run's cleanup removes by)",
+                 o->key_prefix);
         return MC_ERR_INVALID_PARAMS;
     }
     if (o->spawn_cluster && o->cluster_segment_size == 0) {
@@ -543,7 +570,7 @@ typedef struct bench {
     int checksum;          /* of the current row */
     cluster_t *cluster;    /* NULL: an external cluster */
     mc_replicate_config_t rcfg;
-    char prefix[64]; /* every key of this run starts with it */
+    char prefix[KEY_PREFIX_MAX]; /* every key of this run starts with it */
     uint8_t *src_pool, *dst_pool;
     size_t region_len; /* bytes per thread in each pool */
     size_t pool_len;
@@ -554,7 +581,8 @@ typedef struct bench {
     json_t *rows;
     json_t *first_touch; /* row, or NULL */
     json_t *rss_report;  /* or NULL */
-    uint64_t total_errors, total_bad;
+    uint64_t total_errors, total_bad, total_existing;
+    int ok; /* the JSON's "ok": exit status 0 */
     long master_rss_start_kib;
 } bench_t;
 
@@ -654,17 +682,20 @@ typedef struct worker {
     size_t *sizes;
     int *put_results;
     int64_t *get_results;
+    int *exist_results;   /* batch_exist of this call's keys, or of the generation's */
+    uint8_t *key_existed; /* per batch slot: the key was stored before this put */
 
     /* put key generations: num_keys entries */
     char (*gen_keys)[KEY_MAX];
     const char **gen_ptrs;
     int *remove_results;
+    uint8_t *gen_existed; /* per slot of the generation: stored before its put */
     uint64_t gen, gen_used;
 
     uint64_t get_seq, op_seq;
 
     /* results, read by main after join */
-    uint64_t calls, ops, bytes, errors, bad, remove_errors;
+    uint64_t calls, ops, bytes, errors, bad, remove_errors, existing;
     uint64_t first_start_ns, last_end_ns;
     bench_latencies_t lat;
     int first_error;
@@ -692,8 +723,13 @@ static int worker_alloc(worker_t *w, size_t batch, uint64_t num_keys)
     w->gen_keys = calloc(num_keys, sizeof(*w->gen_keys));
     w->gen_ptrs = calloc(num_keys, sizeof(*w->gen_ptrs));
     w->remove_results = calloc(num_keys, sizeof(*w->remove_results));
+    size_t nexist = batch > num_keys ? batch : (size_t)num_keys;
+    w->exist_results = calloc(nexist ? nexist : 1, sizeof(*w->exist_results));
+    w->key_existed = calloc(batch, sizeof(*w->key_existed));
+    w->gen_existed = calloc(num_keys ? num_keys : 1, sizeof(*w->gen_existed));
     return w->keys && w->key_ptrs && w->src_ptrs && w->dst_ptrs && w->sizes && w->put_results &&
-                   w->get_results && w->gen_keys && w->gen_ptrs && w->remove_results
+                   w->get_results && w->gen_keys && w->gen_ptrs && w->remove_results &&
+                   w->exist_results && w->key_existed && w->gen_existed
                ? 0
                : -1;
 }
@@ -710,6 +746,9 @@ static void worker_free(worker_t *w)
     free(w->gen_keys);
     free(w->gen_ptrs);
     free(w->remove_results);
+    free(w->exist_results);
+    free(w->key_existed);
+    free(w->gen_existed);
     bench_latencies_free(&w->lat);
 }
 
@@ -728,7 +767,24 @@ static void next_window(worker_t *w)
     w->dst = w->dst_region + off;
 }
 
-/* Stamps and puts w->keys[0..n) from the next source window. Returns the number stored. */
+/*
+ * Which of keys[0..n) are stored now: flags[i] = 1 when it is. Called outside every call's
+ * latency, before the puts. A key the store cannot answer for counts as an error of the thread.
+ */
+static void check_existing(worker_t *w, const char *const *keys, size_t n, uint8_t *flags)
+{
+    mc_store_batch_exist(w->run->b->store, keys, n, w->exist_results);
+    for (size_t i = 0; i < n; i++) {
+        flags[i] = w->exist_results[i] == 1;
+        if (w->exist_results[i] < 0) {
+            w->errors++;
+            note_error(w, "exist", keys[i], w->exist_results[i]);
+        }
+    }
+}
+
+/* Stamps and puts w->keys[0..n) from the next source window (w->key_existed[0..n) says which
+ * were stored before). Returns the number stored that were not. */
 static uint64_t put_keys(worker_t *w, size_t n)
 {
     const run_t *r = w->run;
@@ -756,7 +812,9 @@ static uint64_t put_keys(worker_t *w, size_t n)
     uint64_t ok = 0;
     for (size_t i = 0; i < n; i++) {
         int rc = w->put_results[i];
-        if (rc == 0) {
+        if (rc == 0 && w->key_existed[i]) {
+            w->existing++; /* answered 0, moved nothing: not in ops or bytes */
+        } else if (rc == 0) {
             ok++;
         } else if (rc == MC_ERR_NO_AVAILABLE_HANDLE && r->stop_when_full) {
             w->full = 1;
@@ -840,16 +898,27 @@ static void retire_generation(worker_t *w)
     w->gen_used = 0;
 }
 
+/* Names every key of this thread's current put generation and finds those already stored
+ * (one batch exist; in the row's time, not in a call's latency). */
+static void start_generation(worker_t *w)
+{
+    const run_t *r = w->run;
+    for (uint64_t slot = 0; slot < r->num_keys; slot++) {
+        snprintf(w->gen_keys[slot], KEY_MAX, "%s/p/r%u/t%d/g%" PRIu64 "/k%" PRIu64, r->b->prefix,
+                 r->row, w->index, w->gen, slot);
+        w->gen_ptrs[slot] = w->gen_keys[slot];
+    }
+    check_existing(w, w->gen_ptrs, r->num_keys, w->gen_existed);
+}
+
 /* Names the next batch of put keys in this thread's current generation. */
 static void name_put_keys(worker_t *w)
 {
     const run_t *r = w->run;
     for (size_t i = 0; i < r->batch; i++) {
         uint64_t slot = w->gen_used++;
-        snprintf(w->gen_keys[slot], KEY_MAX, "%s/p/r%u/t%d/g%" PRIu64 "/k%" PRIu64, r->b->prefix,
-                 r->row, w->index, w->gen, slot);
-        w->gen_ptrs[slot] = w->gen_keys[slot];
         memcpy(w->keys[i], w->gen_keys[slot], KEY_MAX);
+        w->key_existed[i] = w->gen_existed[slot];
     }
 }
 
@@ -889,6 +958,8 @@ static void *timed_main(void *arg)
             op = (w->op_seq++ & 1) ? OP_PUT : OP_GET;
         if (op == OP_PUT && w->gen_used + r->batch > r->num_keys)
             retire_generation(w); /* in the row's time, not in a call's latency */
+        if (op == OP_PUT && w->gen_used == 0)
+            start_generation(w); /* likewise */
         uint64_t t0 = mc_now_ns();
         if (t0 >= r->end_ns && (w->calls > 0 || t0 >= r->end_ns + OVERRUN_NS))
             break;
@@ -921,6 +992,9 @@ static void *fill_main(void *arg)
         for (size_t i = 0; i < n; i++)
             snprintf(w->keys[i], KEY_MAX, "%s/%s/t%d/k%" PRIu64, r->b->prefix, r->fill_ns, w->index,
                      next + i);
+        for (size_t i = 0; i < n; i++)
+            w->key_ptrs[i] = w->keys[i];
+        check_existing(w, w->key_ptrs, n, w->key_existed); /* not in the call's latency */
         next += n;
         uint64_t t0 = mc_now_ns();
         uint64_t ok = put_keys(w, n);
@@ -942,7 +1016,7 @@ typedef struct bench_row {
     int threads;
     int checksum; /* end-to-end CRC32C on (1) or off (0) */
     uint64_t num_keys;
-    uint64_t calls, ops, bytes, errors, bad;
+    uint64_t calls, ops, bytes, errors, bad, existing;
     double seconds, ops_per_s, gbps;
     bench_latency_stats_t lat;
     bench_limits_t limits;
@@ -960,6 +1034,7 @@ static void summarize(worker_t *ws, int n, bench_row_t *row)
         row->bytes += ws[i].bytes;
         row->errors += ws[i].errors;
         row->bad += ws[i].bad;
+        row->existing += ws[i].existing;
         if (ws[i].calls > 0) {
             start = ws[i].first_start_ns < start ? ws[i].first_start_ns : start;
             end = ws[i].last_end_ns > end ? ws[i].last_end_ns : end;
@@ -1051,19 +1126,20 @@ static int run_workers(run_t *r, bench_row_t *row)
 
 static void print_header(void)
 {
-    printf("%-10s %-11s %6s %5s %7s %3s %10s %8s %9s %9s %6s %4s %11s %9s %12s %10s %8s\n",
+    printf("%-10s %-11s %6s %5s %7s %3s %10s %8s %9s %9s %6s %4s %6s %11s %9s %12s %10s %8s\n",
            "protocol", "op", "value", "batch", "threads", "crc", "ops/s", "GB/s", "p50_us",
-           "p99_us", "errors", "bad", "memcpy_GB/s", "vs_memcpy", "raw_tcp_GB/s", "vs_raw_tcp",
-           "mRSS_MiB");
+           "p99_us", "errors", "bad", "exist", "memcpy_GB/s", "vs_memcpy", "raw_tcp_GB/s",
+           "vs_raw_tcp", "mRSS_MiB");
 }
 
 static void print_row(const bench_opts_t *o, const bench_row_t *row)
 {
     char value[32];
-    printf("%-10s %-11s %6s %5" PRIu64 " %7d %3s %10.0f %8.3f %9.1f %9.1f %6" PRIu64 " %4" PRIu64,
+    printf("%-10s %-11s %6s %5" PRIu64 " %7d %3s %10.0f %8.3f %9.1f %9.1f %6" PRIu64 " %4" PRIu64
+           " %6" PRIu64,
            o->protocol, row->op, bench_size_label(row->value, value, sizeof(value)), row->batch,
            row->threads, row->checksum ? "on" : "off", row->ops_per_s, row->gbps, row->lat.p50_us,
-           row->lat.p99_us, row->errors, row->bad);
+           row->lat.p99_us, row->errors, row->bad, row->existing);
     bench_print_limit_cells(&row->limits, row->gbps, 3);
     if (row->master_rss_kib >= 0)
         printf(" %8.1f\n", (double)row->master_rss_kib / 1024.0);
@@ -1092,6 +1168,7 @@ static json_t *row_json(const bench_row_t *row)
     json_object_set_new(j, "lat_p99_us", json_real(row->lat.p99_us));
     json_object_set_new(j, "errors", json_integer((json_int_t)row->errors));
     json_object_set_new(j, "verify_failures", json_integer((json_int_t)row->bad));
+    json_object_set_new(j, "existing", json_integer((json_int_t)row->existing));
     json_object_set_new(j, "first_error",
                         row->first_error ? json_string(mc_error_name(row->first_error))
                                          : json_null());
@@ -1152,6 +1229,58 @@ static json_t *cluster_json(const bench_t *b)
     return j;
 }
 
+/* FILE.csv next to --json FILE.json (or FILE.csv appended): one line per row, the JSON's
+ * figures. Returns 0 or -1 (logged). */
+static int write_csv(const bench_t *b)
+{
+    static const char *const cols[] = {
+        "operation",  "value_size", "batch_size", "threads", "checksum",       "calls",
+        "ops",        "bytes",      "existing",   "seconds", "ops_per_s",      "gbps",
+        "lat_avg_us", "lat_p50_us", "lat_p99_us", "errors",  "verify_failures"};
+    const char *jp = b->o->json_path;
+    size_t len = strlen(jp);
+    if (len > 5 && strcmp(jp + len - 5, ".json") == 0)
+        len -= 5;
+    char *path = malloc(len + 5);
+    if (!path)
+        return -1;
+    memcpy(path, jp, len);
+    memcpy(path + len, ".csv", 5);
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, PROGRAM ": cannot write %s: %s\n", path, strerror(errno));
+        free(path);
+        return -1;
+    }
+    size_t ncols = sizeof(cols) / sizeof(cols[0]);
+    for (size_t c = 0; c < ncols; c++)
+        fprintf(f, "%s%s", c ? "," : "", cols[c]);
+    fputc('\n', f);
+    size_t i;
+    json_t *row;
+    json_array_foreach(b->rows, i, row)
+    {
+        for (size_t c = 0; c < ncols; c++) {
+            json_t *v = json_object_get(row, cols[c]);
+            fputs(c ? "," : "", f);
+            if (json_is_string(v))
+                fputs(json_string_value(v), f);
+            else if (json_is_integer(v))
+                fprintf(f, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+            else if (json_is_real(v))
+                fprintf(f, "%.17g", json_real_value(v));
+            else if (json_is_boolean(v))
+                fputs(json_is_true(v) ? "true" : "false", f);
+        }
+        fputc('\n', f);
+    }
+    int rc = fclose(f) == 0 ? 0 : -1;
+    if (rc != 0)
+        fprintf(stderr, PROGRAM ": cannot write %s\n", path);
+    free(path);
+    return rc;
+}
+
 static int write_json(const bench_t *b)
 {
     json_t *root = bench_report_json(PROGRAM, config_json(b));
@@ -1161,6 +1290,12 @@ static int write_json(const bench_t *b)
     json_object_set_new(root, "rows", json_incref(b->rows));
     json_object_set_new(root, "rss_objects",
                         b->rss_report ? json_incref(b->rss_report) : json_null());
+    json_object_set_new(root, "ok", json_boolean(b->ok));
+    json_object_set_new(root, "existing", json_integer((json_int_t)b->total_existing));
+    if (write_csv(b) != 0) {
+        json_decref(root);
+        return -1;
+    }
     return bench_report_write(root, b->o->json_path, PROGRAM);
 }
 
@@ -1178,6 +1313,14 @@ static void finish_row(bench_t *b, bench_row_t *row, json_t **slot)
         json_array_append_new(b->rows, j);
     b->total_errors += row->errors;
     b->total_bad += row->bad;
+    b->total_existing += row->existing;
+    if (row->existing)
+        fprintf(stderr,
+                PROGRAM ": WARNING: %s row (%" PRIu64 " B, %d threads): %" PRIu64
+                        " puts found their key already stored under %s/ and moved NO bytes (not "
+                        "counted in ops or GB/s); the run is not ok (exit 3). Use a fresh "
+                        "--key_prefix (the default is unique per run) or remove those keys first\n",
+                row->op, row->value, row->threads, row->existing, b->prefix);
 }
 
 /* Default --first_touch_bytes: most of a spawned segment, else twice the largest working set. */
@@ -1481,7 +1624,11 @@ static int run_bench(bench_t *b)
 {
     const bench_opts_t *o = b->o;
     int status = 1;
-    snprintf(b->prefix, sizeof(b->prefix), "mcbench-%d-%lld", (int)getpid(), (long long)time(NULL));
+    if (*o->key_prefix)
+        snprintf(b->prefix, sizeof(b->prefix), "%s", o->key_prefix); /* fits: validate_opts */
+    else
+        snprintf(b->prefix, sizeof(b->prefix), "mcbench-%d-%lld", (int)getpid(),
+                 (long long)time(NULL));
     b->rcfg = (mc_replicate_config_t)MC_REPLICATE_CONFIG_INIT;
     b->rcfg.replica_num = (uint32_t)o->replica_num;
     b->rows = json_array();
@@ -1516,6 +1663,9 @@ static int run_bench(bench_t *b)
                 b->total_errors, b->total_bad);
         status = 1;
     }
+    if (status == 0 && b->total_existing)
+        status = 3;
+    b->ok = status == 0;
     if (*o->json_path && write_json(b) != 0)
         status = 1;
 out:
@@ -1542,6 +1692,7 @@ int main(int argc, char **argv)
         .batch_size_text = "1",
         .threads_text = "1",
         .json_path = "",
+        .key_prefix = "",
         .checksum_text = "on",
         .duration_s = 10,
         .replica_num = 1,
@@ -1606,7 +1757,12 @@ int main(int argc, char **argv)
          "MOONCAKE_CLUSTER_SECRET_FILE to this process and what it spawns"},
         {"cluster_secret", MC_FLAG_STRING, &secret,
          "the cluster secret itself; exported as MOONCAKE_CLUSTER_SECRET"},
-        {"json", MC_FLAG_STRING, &o.json_path, "also write machine info, config and rows here"},
+        {"json", MC_FLAG_STRING, &o.json_path,
+         "also write machine info, config and rows here (and one CSV line per row beside it, "
+         ".csv)"},
+        {"key_prefix", MC_FLAG_STRING, &o.key_prefix,
+         "keys live under <prefix>/ (default mcbench-<pid>-<time>); at most 63 bytes of "
+         "[A-Za-z0-9_-], never cut; every key under it is removed at the end"},
     };
     size_t nflags = sizeof(flags) / sizeof(flags[0]);
     char err[256] = "";

@@ -20,9 +20,27 @@ the same name, so the MASS guide's "Storage KV" section documents it. Beyond ups
   * --prepare-mode none makes read_perf/mixed_rw/remove_perf use the ids an earlier run wrote
     (object-id-start .. +prepare-objects) instead of silently doing nothing;
   * zero-copy reads zero their slots only when verifying (the zeroing exists to make
-    verification meaningful, and costs a memset per byte read).
+    verification meaningful, and costs a memset per byte read);
+  * no run looks successful for work it did not do. A put of a key that already exists returns
+    0 and keeps the old value (as upstream), moving no bytes: a batch_is_exist over the phase's
+    ids, outside every request's latency, finds the keys already there (ExistingKeys); the
+    puts that hit them are counted as "existing_keys" (per phase and overall, console and
+    JSON), their bytes are not counted in "bytes", and the run warns on stderr, sets "ok":
+    false and exits 23. The count is exact unless another client creates the same keys while
+    the phase runs;
+  * a --key-prefix is never cut: --key-size defaults to what the prefix needs (at least 20,
+    upstream's default), an explicit --key-size too short for the prefix is refused (exit 2),
+    and so are prefixes ending in "_" (the padding character) and ids of more than 16 digits,
+    so two distinct accepted prefixes never make the same key;
+  * verify_write and write_perf remove the objects they wrote once done (untimed; keys that
+    existed before the run are never removed), so that the guide's sequence verify_write,
+    write_perf, read_perf on one cluster writes fresh keys in every phase; --keep-objects keeps
+    them (fill always keeps them: it exists to leave data for --prepare-mode none);
+  * --plot FILE.png draws throughput per phase (and per job) and latency percentiles with
+    matplotlib; a CSV with one row per phase is written next to the summary JSON (.csv).
 Extra summary keys (the upstream ones are unchanged): "phase_order" (the JSON's keys are sorted),
-"error", "exit_code", "config", and per record "start_time", "end_time", "lane_errors".
+"error", "exit_code", "config", "cleanup", and per record "start_time", "end_time",
+"lane_errors", "existing_keys" and "jobs" (per-job throughput when numjobs > 1).
 
 Layout: helpers (sizes, keys, payloads) -> statistics -> metadata model and journal files ->
 zero-copy buffer slots -> StoreSession (the store calls and their accounting) -> Benchmark (lanes,
@@ -32,7 +50,8 @@ Threads: every lane is a thread sharing the one store (the binding releases the 
 lanes share only the id allocators, read cursors and prepared-id list, each behind a lock, and
 write their own LaneStats, which the main thread merges after joining them.
 
-Needs only the standard library; `--help` and `--aggregate` work without the store module.
+Needs only the standard library (matplotlib only for --plot); `--help` and `--aggregate` work
+without the store module.
 """
 import argparse
 import collections
@@ -72,6 +91,7 @@ EXIT_ERROR = 1
 EXIT_VERIFY_FAILURE = 20
 EXIT_VERIFY_MISS = 21
 EXIT_METADATA_FAILURE = 22
+EXIT_EXISTING_KEYS = 23  # a write phase found keys already stored: it wrote nothing for them
 EXIT_INTERRUPTED = 130
 
 OBJECT_HAS_LEASE = -706  # store code: a remove refused while a read lease is held
@@ -83,7 +103,15 @@ VERIFY_SIZE_MISMATCH = "VERIFY_SIZE_MISMATCH"
 PRESENCE_MISMATCH = "PRESENCE_MISMATCH"
 
 COUNT_FIELDS = ("requests", "successful_requests", "failed_requests", "kvs", "successful_kvs",
-                "failed_kvs", "misses", "verify_failures", "bytes")
+                "failed_kvs", "misses", "verify_failures", "bytes", "existing_keys")
+KEY_SIZE_DEFAULT = 20  # upstream's --key-size default; grown when --key-prefix needs more
+MAX_OBJECT_ID = 10 ** KEY_ID_DIGITS - 1  # a longer id would run into the prefix's characters
+EXIST_CHECK_CHUNK = 1024  # keys per untimed batch_is_exist before a write phase
+CLEANUP_CHUNK = 1024  # keys per batch_remove when a run removes what it wrote
+CSV_FIELDS = ("phase", "requests", "successful_requests", "failed_requests", "kvs",
+              "successful_kvs", "failed_kvs", "existing_keys", "misses", "verify_failures",
+              "bytes", "duration_sec", "req_per_sec", "kv_per_sec", "MiB_per_sec", "lat_mean_ms",
+              "lat_p50_ms", "lat_p95_ms", "lat_p99_ms", "latency_samples", "dataset_exhausted")
 
 _SIZE_UNITS = {"": 1, "b": 1, "k": KiB, "kb": KiB, "kib": KiB, "m": MiB, "mb": MiB, "mib": MiB,
                "g": GiB, "gb": GiB, "gib": GiB, "t": 1 << 40, "tb": 1 << 40, "tib": 1 << 40}
@@ -113,9 +141,37 @@ def _size_arg(text):
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def key_size_needed(prefix):
+    """The smallest --key-size that keeps every character of `prefix`."""
+    return len(prefix) + KEY_ID_DIGITS
+
+
+def resolve_key_size(args):
+    """Sets args.key_size when it was not given: max(20, what --key-prefix needs)."""
+    if args.key_size is None:
+        args.key_size = max(KEY_SIZE_DEFAULT, key_size_needed(args.key_prefix))
+    return args.key_size
+
+
+def check_key_prefix(prefix, key_size):
+    """Raises ValueError unless make_key keeps all of `prefix` at `key_size` and no other
+    accepted prefix can give the same keys (the padding "_" must not end a prefix)."""
+    if key_size < key_size_needed(prefix):
+        raise ValueError(
+            f"--key-prefix {prefix!r} ({len(prefix)} characters) would be cut to "
+            f"{prefix[:max(0, key_size - KEY_ID_DIGITS)]!r} by --key-size {key_size}: keys are "
+            f"the prefix then a {KEY_ID_DIGITS}-digit id, so this prefix needs --key-size "
+            f"{key_size_needed(prefix)} or more (or omit --key-size)")
+    if prefix.endswith("_"):
+        raise ValueError(
+            f"--key-prefix {prefix!r} ends with '_', the padding character: its keys would be "
+            f"those of {prefix.rstrip('_')!r}; choose a prefix that does not end with '_'")
+
+
 def make_key(prefix, key_size, object_id):
     """The object's key: `prefix` cut or right-padded with "_" to key_size-16 characters, then
-    the id as 16 zero-padded decimal digits ("veri0000000000000007" for "verify", 20, 7)."""
+    the id as 16 zero-padded decimal digits ("veri0000000000000007" for "verify", 20, 7), as
+    upstream's make_key. The command line never lets it cut (check_key_prefix)."""
     head = key_size - KEY_ID_DIGITS
     return prefix[:head].ljust(head, "_") + f"{object_id:0{KEY_ID_DIGITS}d}"
 
@@ -166,6 +222,7 @@ class PayloadFactory:
     @classmethod
     def from_args(cls, args):
         pattern = parse_pattern(args.pattern) if args.pattern else None
+        resolve_key_size(args)
         if args.payload_mode == "unique":
             mode = "unique"
         else:
@@ -273,14 +330,16 @@ class LaneStats:
         self.wall_end = time.time()
         self.done.set()
 
-    def record(self, latency_s, outcomes):
-        """One request: `outcomes` has one entry per KV, None for success or the error key."""
+    def record(self, latency_s, outcomes, existing=0):
+        """One request: `outcomes` has one entry per KV, None for success or the error key;
+        `existing` of the successful puts found their key already stored (no bytes moved)."""
         failed = sum(1 for o in outcomes if o is not None)
         self.requests += 1
         self.kvs += len(outcomes)
         self.successful_kvs += len(outcomes) - failed
         self.failed_kvs += failed
-        self.bytes += (len(outcomes) - failed) * self.value_size
+        self.bytes += (len(outcomes) - failed - existing) * self.value_size
+        self.existing_keys += existing
         if failed:
             self.failed_requests += 1
             for o in outcomes:
@@ -328,7 +387,7 @@ def summarize(counts, samples_s, duration, dataset_exhausted, error_counts):
 class PhaseResult:
     """A finished phase: its summary record plus what the overall record is merged from."""
 
-    def __init__(self, name, lanes, save_samples):
+    def __init__(self, name, lanes, save_samples, lanes_per_job=1):
         self.name = name
         started = [lane for lane in lanes if lane.start is not None]
         # a lane still running (only after an interrupt) counts as ending now
@@ -349,6 +408,16 @@ class PhaseResult:
         self.start_time = min((lane.wall_start for lane in started), default=None)
         self.end_time = max(wall_ends, default=None)
         self.save_samples = save_samples
+        self.jobs = []  # per job (lanes_per_job consecutive lanes), when there are several
+        if lanes_per_job >= 1 and len(lanes) > lanes_per_job:
+            for j in range(0, len(lanes), lanes_per_job):
+                job = [lane for lane in lanes[j:j + lanes_per_job] if lane.start is not None]
+                dur = (max(lane.end if lane.end is not None else now for lane in job)
+                       - min(lane.start for lane in job)) if job else 0.0
+                nbytes = sum(lane.bytes for lane in lanes[j:j + lanes_per_job])
+                self.jobs.append({"job": j // lanes_per_job, "bytes": nbytes,
+                                  "duration_sec": dur,
+                                  "MiB_per_sec": nbytes / MiB / dur if dur > 0 else 0.0})
 
     def record(self):
         s = summarize(self.counts, self.samples, self.duration, self.dataset_exhausted,
@@ -356,6 +425,8 @@ class PhaseResult:
         s["start_time"] = self.start_time
         s["end_time"] = self.end_time
         s["lane_errors"] = self.lane_errors
+        if self.jobs:
+            s["jobs"] = self.jobs
         if self.save_samples:
             s["latency_samples_ms"] = [round(x * 1e3, 6) for x in self.samples]
         return s
@@ -574,6 +645,7 @@ class StoreSession:
     def __init__(self, store, args, module=None, lane_count=1):
         self.store = store
         self.args = args
+        resolve_key_size(args)
         self.value_size = args.value_size
         self.batch_size = args.batch_size
         self.payloads = PayloadFactory.from_args(args)
@@ -606,8 +678,9 @@ class StoreSession:
 
     # -- data path --
 
-    def write(self, lane, ids, stats):
-        """Writes objects `ids` as one request; returns the ids written successfully."""
+    def write(self, lane, ids, stats, existing=frozenset()):
+        """Writes objects `ids` as one request; returns the ids written successfully.
+        `existing`: ids found stored before the phase (their puts move no bytes)."""
         keys = [self.key(i) for i in ids]
         vs = self.value_size
         if self.zcopy is not None:
@@ -629,8 +702,58 @@ class StoreSession:
                 rcs = [self._with_cfg(self.store.put_batch, lane, keys, values)] * len(ids)
         latency = time.perf_counter() - t0
         outcomes = [None if rc == 0 else rc for rc in rcs]
-        stats.record(latency, outcomes)
-        return [i for i, o in zip(ids, outcomes) if o is None]
+        ok_ids = [i for i, o in zip(ids, outcomes) if o is None]
+        stats.record(latency, outcomes,
+                     sum(1 for i in ok_ids if i in existing) if existing else 0)
+        return ok_ids
+
+    def existing_ids(self, ids):
+        """The subset of `ids` whose keys are stored now (untimed: called before a write phase).
+        Raises RuntimeError when the store cannot say for a key."""
+        fn = getattr(self.store, "batch_is_exist", None)
+        ids = list(ids)
+        found = set()
+        for at in range(0, len(ids), EXIST_CHECK_CHUNK):
+            chunk = ids[at:at + EXIST_CHECK_CHUNK]
+            keys = [self.key(i) for i in chunk]
+            codes = (self._per_key("batch_is_exist", fn(keys), len(keys)) if fn is not None
+                     else [self.exist(k) for k in keys])
+            for object_id, key, code in zip(chunk, keys, codes):
+                if code not in (0, 1):
+                    raise RuntimeError(f"cannot tell whether {key!r} is stored before writing it "
+                                       f"(is_exist returned {code})")
+                if code == 1:
+                    found.add(object_id)
+        return found
+
+    def remove_ids(self, ids):
+        """Removes objects `ids` (force: a read lease of our own verify_read does not block);
+        returns (removed, failed). Untimed: the cleanup after a phase."""
+        ids = list(ids)
+        removed = failed = 0
+        batch_remove = getattr(self.store, "batch_remove", None)
+        for at in range(0, len(ids), CLEANUP_CHUNK):
+            keys = [self.key(i) for i in ids[at:at + CLEANUP_CHUNK]]
+            codes = None
+            if batch_remove is not None:
+                try:
+                    codes = self._per_key("batch_remove", batch_remove(keys, force=True),
+                                          len(keys))
+                except TypeError:  # a module whose batch_remove has no force
+                    codes = None
+            if codes is None:
+                codes = []
+                for k in keys:
+                    try:
+                        codes.append(self.store.remove(k, force=True))
+                    except TypeError:
+                        codes.append(self.store.remove(k))
+            for code in codes:
+                if code == 0:
+                    removed += 1
+                else:
+                    failed += 1
+        return removed, failed
 
     def read(self, lane, ids, stats, verify):
         """Reads objects `ids` as one request, checking their bytes when `verify`."""
@@ -774,6 +897,39 @@ class IdAllocator:
             return range(lo, self.next)
 
 
+class ExistingKeys:
+    """Which ids of [start, end) were stored before this run wrote them, found with
+    batch_is_exist in chunks of EXIST_CHECK_CHUNK ids, each chunk checked once, before any of
+    its ids is written (check_through). Thread-safe; `in` after check_through covered the id."""
+
+    def __init__(self, session, start, end):
+        self.session = session
+        self.checked_to = start
+        self.end = end
+        self.found = set()
+        self.seconds = 0.0  # time spent checking
+        self._lock = threading.Lock()
+
+    def check_through(self, stop):
+        """Checks every unchecked chunk below `stop` (capped at the end of the range)."""
+        stop = min(stop, self.end)
+        if self.checked_to >= stop:
+            return
+        with self._lock:
+            while self.checked_to < stop:
+                hi = min(self.checked_to + EXIST_CHECK_CHUNK, self.end)
+                t0 = time.perf_counter()
+                self.found |= self.session.existing_ids(range(self.checked_to, hi))
+                self.seconds += time.perf_counter() - t0
+                self.checked_to = hi
+
+    def __contains__(self, object_id):
+        return object_id in self.found
+
+    def __bool__(self):
+        return bool(self.found)
+
+
 class SharedCursor:
     """Consecutive batches of a list of ids, shared by all lanes; with wrap=True it starts over
     at the end (never repeating an id inside one batch). Thread-safe."""
@@ -819,6 +975,9 @@ class Benchmark:
         self.session = None
         self.error = None
         self.interrupted = False
+        self.fresh_written = []  # ids this run wrote that were not stored before: its cleanup
+        self._fresh_lock = threading.Lock()
+        self.cleanup = None  # {"removed": n, "failed": n} once the run removed what it wrote
 
     # -- lanes --
 
@@ -855,9 +1014,11 @@ class Benchmark:
         except KeyboardInterrupt:
             stop.set()
             self._drain_lanes(name, stats)
-            self._record(PhaseResult(name, stats, self.args.save_latency_samples))
+            self._record(PhaseResult(name, stats, self.args.save_latency_samples,
+                                      self.args.iodepth))
             raise
-        result = PhaseResult(name, stats, self.args.save_latency_samples)
+        result = PhaseResult(name, stats, self.args.save_latency_samples,
+                                      self.args.iodepth)
         if finalize is not None:
             finalize(result)
         self._record(result)
@@ -944,8 +1105,42 @@ class Benchmark:
 
     # -- building blocks --
 
+    def check_existing(self, name, start, count, time_based):
+        """Before write phase `name`: an ExistingKeys over [start, start+count). Count-based
+        phases check every id now (untimed); time-based ones, whose ids are not known ahead,
+        check each chunk of EXIST_CHECK_CHUNK ids when a lane first reserves from it (outside
+        any request's latency, inside the phase's duration: one batch_is_exist per chunk)."""
+        existing = ExistingKeys(self.session, start, start + count)
+        if not time_based:
+            existing.check_through(start + count)
+            LOG.info("%s: checked %d keys before writing (%.3fs, untimed): %d already stored",
+                     name, count, existing.seconds, len(existing.found))
+        return existing
+
+    def warn_existing(self, result):
+        """The loud warning of a write phase that found keys already stored."""
+        n = result.counts["existing_keys"]
+        if not n:
+            return
+        a = self.args
+        LOG.warning(
+            "!!! phase %s: %d of %d puts found their key already stored (prefix %r, key size "
+            "%d, ids from %d): put keeps the first value, so these moved NO bytes; their bytes "
+            "are not counted and the run is NOT ok (exit %d). Avoid it with a distinct "
+            "--key-prefix or --object-id-start, or remove the keys first (e.g. "
+            "store.remove_by_regex('^%s'))", result.name, n, result.counts["kvs"],
+            a.key_prefix, a.key_size, a.object_id_start, EXIT_EXISTING_KEYS,
+            a.key_prefix.replace(".", "\\."))
+
+    def _note_fresh(self, ids, existing):
+        fresh = [i for i in ids if i not in existing]
+        if fresh:
+            with self._fresh_lock:
+                self.fresh_written.extend(fresh)
+
     def write_phase(self, name, count, strict, mark_prepared, runtime=0):
         """Writes up to `count` fresh ids. strict: anything short of all of them raises."""
+        existing = self.check_existing(name, self.next_id, count, runtime > 0)
         alloc = IdAllocator(self.next_id, count)
         batch = self.args.batch_size
         deadline = time.perf_counter() + runtime if runtime > 0 else None
@@ -958,7 +1153,9 @@ class Benchmark:
                 if ids is None:
                     st.dataset_exhausted = deadline is not None
                     return
-                written = self.session.write(lane, ids, st)
+                existing.check_through(ids.stop)
+                written = self.session.write(lane, ids, st, existing)
+                self._note_fresh(written, existing)
                 if mark_prepared and written:
                     with self._prepared_lock:
                         self.prepared.extend(written)
@@ -971,6 +1168,7 @@ class Benchmark:
             result = self.run_phase(name, worker, finalize)
         finally:
             self.next_id = alloc.next
+        self.warn_existing(result)
         if strict and (result.counts["failed_kvs"] or result.counts["successful_kvs"] < count):
             raise RuntimeError(
                 f"{name}: wrote {result.counts['successful_kvs']} of {count} objects "
@@ -1022,6 +1220,7 @@ class Benchmark:
         self.write_phase("write_verify", self.write_count, strict=True, mark_prepared=True)
         self.phase_gap("verify_read")
         self.read_phase("verify_read", self.prepared, verify=True, runtime=0)
+        self.remove_written()
 
     def scenario_fill(self):
         self._use_zcopy()
@@ -1031,6 +1230,24 @@ class Benchmark:
         self._use_zcopy()
         self.write_phase("write_perf", self.write_count, strict=False, mark_prepared=False,
                          runtime=self.args.runtime)
+        self.remove_written()
+
+    def remove_written(self):
+        """Untimed, after the phases of verify_write/write_perf: removes the objects this run
+        wrote (never keys that were stored before it), unless --keep-objects. A failure to
+        remove is a warning: the run's figures stand; a later run would count those keys."""
+        if self.args.keep_objects:
+            LOG.info("--keep-objects: the %d objects written stay in the store",
+                     len(self.fresh_written))
+            return
+        t0 = time.perf_counter()
+        removed, failed = self.session.remove_ids(self.fresh_written)
+        self.cleanup = {"removed": removed, "failed": failed}
+        LOG.info("cleanup: removed the %d objects this run wrote (%.3fs, untimed; "
+                 "--keep-objects keeps them)", removed, time.perf_counter() - t0)
+        if failed:
+            LOG.warning("cleanup: %d of the objects this run wrote could not be removed",
+                        failed)
 
     def scenario_read_perf(self):
         self._use_zcopy()
@@ -1042,6 +1259,7 @@ class Benchmark:
         self._use_zcopy()
         self.prepare()
         readable = list(self.prepared)
+        existing = self.check_existing("mixed_rw", self.next_id, self.write_count, True)
         writes = IdAllocator(self.next_id, self.write_count)
         args = self.args
         deadline = time.perf_counter() + args.runtime
@@ -1058,12 +1276,14 @@ class Benchmark:
                     st.dataset_exhausted = True
                     stop.set()
                     return
-                self.session.write(lane, ids, st)
+                existing.check_through(ids.stop)
+                self._note_fresh(self.session.write(lane, ids, st, existing), existing)
 
         try:
-            self.run_phase("mixed_rw", worker)
+            result = self.run_phase("mixed_rw", worker)
         finally:
             self.next_id = writes.next
+        self.warn_existing(result)
 
     def _metadata_phase(self, name, plan):
         """Runs plan(lane) -> [(op, object_id), ...] on every lane; journals the records."""
@@ -1231,16 +1451,21 @@ class Benchmark:
             return EXIT_VERIFY_MISS
         if self.args.scenario in EXIT22_SCENARIOS and overall["failed_kvs"]:
             return EXIT_METADATA_FAILURE
+        if overall["existing_keys"]:
+            return EXIT_EXISTING_KEYS
         return EXIT_OK
 
     def summary(self, overall, code):
         ok = (self.error is None and overall["failed_kvs"] == 0
-              and overall["verify_failures"] == 0)
+              and overall["verify_failures"] == 0 and overall["existing_keys"] == 0
+              and code == EXIT_OK)
         return {"schema_version": SCHEMA_VERSION, "scenario": self.args.scenario, "ok": ok,
                 "phases": {r.name: r.record() for r in self.results},
                 "phase_order": [r.name for r in self.results], "overall": overall,
-                "journal_records": len(self.journal), "error": self.error, "exit_code": code,
-                "config": config_record(self.args)}
+                "journal_records": len(self.journal), "error": self.error or (
+                    f"write phases found {overall['existing_keys']} keys already stored"
+                    if overall["existing_keys"] else None), "exit_code": code,
+                "config": config_record(self.args), "cleanup": self.cleanup}
 
     def write_outputs(self, overall, code):
         a = self.args
@@ -1253,15 +1478,118 @@ class Benchmark:
                 path = os.path.join(a.output_dir, "journal.jsonl")
                 write_jsonl(path, self.journal)
                 LOG.info("journal: %d records in %s", len(self.journal), path)
+        summary = self.summary(overall, code)
         if summary_path:
-            write_json_atomic(summary_path, self.summary(overall, code))
+            write_json_atomic(summary_path, summary)
             LOG.info("summary: %s", summary_path)
+            csv_path = csv_path_for(summary_path)
+            write_csv(csv_path, summary)
+            LOG.info("csv: %s", csv_path)
+        if a.plot:
+            write_plot(a.plot, summary)
+            LOG.info("plot: %s", a.plot)
 
 
 def config_record(args):
     """The effective command line, for the summary's "config"."""
     skip = {"aggregate"}
     return {k: v for k, v in sorted(vars(args).items()) if k not in skip}
+
+
+# ---- CSV and plot ------------------------------------------------------------------------------
+
+
+def csv_path_for(summary_path):
+    """The CSV written next to a summary JSON: same path, .csv instead of .json (or added)."""
+    root, ext = os.path.splitext(summary_path)
+    return (root if ext.lower() == ".json" else summary_path) + ".csv"
+
+
+def write_csv(path, summary):
+    """One row per phase of `summary` (in phase order), CSV_FIELDS as columns, written via
+    `path`.tmp and renamed; the figures are the JSON's, unrounded."""
+    import csv
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(CSV_FIELDS)
+        for name in summary.get("phase_order") or sorted(summary["phases"]):
+            rec = summary["phases"][name]
+            w.writerow([name] + [repr(rec.get(k)) if isinstance(rec.get(k), float)
+                                 else rec.get(k, "") for k in CSV_FIELDS[1:]])
+    os.replace(tmp, path)
+
+
+def require_matplotlib():
+    """Raises RuntimeError (naming the Debian package) unless matplotlib imports."""
+    try:
+        importlib.import_module("matplotlib")
+    except ImportError as e:
+        raise RuntimeError(f"--plot needs matplotlib ({e}): install it, e.g. "
+                           f"`apt-get install python3-matplotlib`") from None
+
+
+def write_plot(path, summary):
+    """A PNG of `summary`: MiB/s per phase (with each job's when there are several) and the
+    latency percentiles the JSON has (p50/p95/p99, ms) per phase. matplotlib, Agg backend."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    names = [n for n in (summary.get("phase_order") or sorted(summary["phases"]))
+             if n in summary["phases"]]
+    recs = [summary["phases"][n] for n in names]
+    has_jobs = any(r.get("jobs") for r in recs)
+    fig, axes = plt.subplots(1, 3 if has_jobs else 2, figsize=(15 if has_jobs else 11, 4.5))
+    title = f"store_kv_bench {summary.get('scenario')}"
+    cfg = summary.get("config") or {}
+    if cfg:
+        title += (f": value {cfg.get('value_size')} B, {cfg.get('numjobs')} jobs x "
+                  f"{cfg.get('iodepth')} iodepth, batch {cfg.get('batch_size')}, "
+                  f"{cfg.get('io_api')}")
+    if not summary.get("ok"):
+        title += "  [NOT OK]"
+    fig.suptitle(title)
+    ax = axes[0]
+    bars = ax.bar(names, [r["MiB_per_sec"] for r in recs], color="tab:blue")
+    for bar, r in zip(bars, recs):
+        note = f"{r['MiB_per_sec']:.0f}"
+        if r.get("existing_keys"):
+            note += f"\n{r['existing_keys']} existing!"
+        ax.annotate(note, (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                    ha="center", va="bottom", fontsize=8)
+    ax.set_ylabel("MiB/s")
+    ax.set_title("throughput per phase")
+    ax = axes[1]
+    pcts = (("lat_p50_ms", "p50"), ("lat_p95_ms", "p95"), ("lat_p99_ms", "p99"))
+    width = 0.8 / len(pcts)
+    for k, (field, label) in enumerate(pcts):
+        ax.bar([i + (k - 1) * width for i in range(len(names))], [r[field] for r in recs],
+               width, label=label)
+    ax.set_xticks(range(len(names)))
+    ax.set_xticklabels(names)
+    ax.set_ylabel("latency per request, ms")
+    ax.set_title("latency percentiles")
+    ax.legend()
+    if has_jobs:
+        ax = axes[2]
+        njobs = max(len(r.get("jobs") or ()) for r in recs)
+        width = 0.8 / max(njobs, 1)
+        for j in range(njobs):
+            ax.bar([i + (j - (njobs - 1) / 2) * width for i in range(len(names))],
+                   [(r.get("jobs") or [])[j]["MiB_per_sec"] if j < len(r.get("jobs") or [])
+                    else 0.0 for r in recs], width, label=f"job {j}")
+        ax.set_xticks(range(len(names)))
+        ax.set_xticklabels(names)
+        ax.set_ylabel("MiB/s")
+        ax.set_title("throughput per job")
+        if njobs <= 16:
+            ax.legend(fontsize=7)
+    fig.tight_layout()
+    directory = os.path.dirname(path)
+    if directory:
+        os.makedirs(directory, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
 
 
 # ---- console output ---------------------------------------------------------------------------
@@ -1272,9 +1600,13 @@ def log_block(s, header):
     LOG.info("requests=%d successful_requests=%d failed_requests=%d kvs=%d successful_kvs=%d "
              "failed_kvs=%d", s["requests"], s["successful_requests"], s["failed_requests"],
              s["kvs"], s["successful_kvs"], s["failed_kvs"])
-    LOG.info("misses=%d verify_failures=%d bytes=%d duration=%.3fs req/s=%.2f kv/s=%.2f "
-             "MiB/s=%.2f", s["misses"], s["verify_failures"], s["bytes"], s["duration_sec"],
-             s["req_per_sec"], s["kv_per_sec"], s["MiB_per_sec"])
+    LOG.info("existing_keys=%d misses=%d verify_failures=%d bytes=%d duration=%.3fs "
+             "req/s=%.2f kv/s=%.2f MiB/s=%.2f", s.get("existing_keys", 0), s["misses"],
+             s["verify_failures"], s["bytes"], s["duration_sec"], s["req_per_sec"],
+             s["kv_per_sec"], s["MiB_per_sec"])
+    if s.get("existing_keys"):
+        LOG.warning("existing_keys=%d: puts that found their key already stored and moved no "
+                    "bytes (not counted in bytes or MiB/s)", s["existing_keys"])
     LOG.info("lat_mean=%.3fms lat_p50=%.3fms lat_p95=%.3fms lat_p99=%.3fms dataset_exhausted=%s",
              s["lat_mean_ms"], s["lat_p50_ms"], s["lat_p95_ms"], s["lat_p99_ms"],
              s["dataset_exhausted"])
@@ -1380,7 +1712,7 @@ def aggregate_summaries(summaries, sources=None):
     overall.pop("latency_samples_ms", None)
     scenarios = sorted({str(s.get("scenario")) for s in summaries})
     ok = (all(s.get("ok") for s in summaries) and overall["failed_kvs"] == 0
-          and overall["verify_failures"] == 0)
+          and overall["verify_failures"] == 0 and overall["existing_keys"] == 0)
     return {"schema_version": SCHEMA_VERSION, "scenario": ",".join(scenarios), "ok": ok,
             "phases": phases, "phase_order": names, "overall": overall,
             "journal_records": sum(int(s.get("journal_records", 0)) for s in summaries),
@@ -1418,6 +1750,14 @@ def run_aggregate(args):
             LOG.error("cannot write %s: %s", path, e)
             return EXIT_ERROR
         LOG.info("summary: %s", path)
+        try:
+            write_csv(csv_path_for(path), result)
+        except OSError as e:
+            LOG.error("cannot write %s: %s", csv_path_for(path), e)
+            return EXIT_ERROR
+    if args.plot:
+        write_plot(args.plot, result)
+        LOG.info("plot: %s", args.plot)
     return EXIT_OK if result["ok"] else EXIT_ERROR
 
 
@@ -1437,7 +1777,30 @@ scenarios (phase names in quotes):
 
 exit codes: 0 ok; 1 error (setup, strict write, smoke failure, a lane died, bad replay file);
   2 bad command line; 20 verification failures; 21 --verify and misses in a read phase;
-  22 failed operations in metadata_smoke/mixed_metadata/remove_perf/replay; 130 interrupted.
+  22 failed operations in metadata_smoke/mixed_metadata/remove_perf/replay; 23 a write phase
+  found keys already stored; 130 interrupted. The summary's "ok" is true exactly when the
+  exit code is 0.
+
+work not done is never success: a put of a key that already exists returns 0 but keeps the
+  old value (as upstream) and moves no bytes. Before writing (write_verify, fill_write,
+  write_perf, prepare_write, mixed_rw's writes) a batch_is_exist outside every request's
+  latency finds the keys already stored (count-based phases: all ids before the phase starts;
+  time-based ones: each chunk of 1024 ids when first reached); the puts that hit them are
+  counted as existing_keys (console, JSON, CSV), left out of bytes and MiB/s, warned about on
+  stderr, and make "ok" false and the exit code 23.
+  Avoid them with a distinct --key-prefix or --object-id-start, or remove the keys first.
+  verify_write and write_perf remove the objects they wrote when done (untimed; never keys that
+  were there before), so the guide's verify_write, write_perf, read_perf sequence writes fresh
+  keys in every phase; --keep-objects keeps them (fill always keeps what it wrote).
+
+keys: the --key-prefix, padded with "_" to --key-size - 16 characters, then the object id as 16
+  digits. A prefix is never cut: without --key-size the size is max(20, len(prefix) + 16); an
+  explicit --key-size too small for the prefix, a prefix ending in "_" and ids above 10^16 - 1
+  are refused (exit 2), so distinct prefixes never share keys.
+
+outputs: --summary-json FILE.json also writes FILE.csv (one row per phase, the JSON's figures);
+  --plot FILE.png draws throughput per phase (and per job) and p50/p95/p99 latency (needs
+  matplotlib: apt-get install python3-matplotlib; checked before the run starts).
 
 environment: MOONCAKE_STORE_MODULE picks the store module (default mooncake.store).
 aggregate: store_kv_bench.py --aggregate p0.json p1.json --summary-json all.json
@@ -1490,8 +1853,9 @@ def build_parser():
     g.add_argument("--object-id-start", type=int, default=0,
                    help="first object id; give concurrent processes distinct ranges")
     g.add_argument("--key-prefix", default="kvbench", help="key prefix (default %(default)s)")
-    g.add_argument("--key-size", type=int, default=20,
-                   help="key length, >= 16: prefix padded + 16-digit id (default %(default)s)")
+    g.add_argument("--key-size", type=int, default=None,
+                   help="key length: the prefix padded with '_' + a 16-digit id; a size that "
+                        "would cut --key-prefix is refused (default: max(20, len(prefix)+16))")
     g.add_argument("--value-size", type=_size_arg, default=4096,
                    help="value bytes; writes need a multiple of 512 (default %(default)s)")
     g.add_argument("--rand-seed", type=int, default=1,
@@ -1502,6 +1866,9 @@ def build_parser():
     g.add_argument("--get-pct", type=int, default=40, help="mixed_metadata get %% (40)")
     g.add_argument("--exist-pct", type=int, default=10, help="mixed_metadata exist %% (10)")
     g.add_argument("--remove-pct", type=int, default=10, help="mixed_metadata remove %% (10)")
+    g.add_argument("--keep-objects", action="store_true",
+                   help="verify_write/write_perf: keep the objects written (default: remove "
+                        "them when done, untimed)")
     g.add_argument("--prepare-mode", choices=("auto", "none", "write"), default="auto",
                    help="read_perf/mixed_rw/remove_perf dataset: auto|write = write it first; "
                         "none = use the objects an earlier run wrote (default %(default)s)")
@@ -1529,7 +1896,10 @@ def build_parser():
     g.add_argument("--journal", choices=("none", "failures", "all"), default="failures",
                    help="metadata scenarios: which operations go to journal.jsonl")
     g.add_argument("--summary-json", default="", help="summary path (default "
-                   "<output-dir>/summary.json)")
+                   "<output-dir>/summary.json); a .csv with one row per phase is written "
+                   "beside it")
+    g.add_argument("--plot", default="", metavar="FILE.png",
+                   help="draw throughput per phase/job and latency percentiles (matplotlib)")
     g.add_argument("--replay-file", default="", help="journal.jsonl to replay")
     g.add_argument("--save-latency-samples", action="store_true",
                    help="store raw latency samples in the summary (for --aggregate)")
@@ -1545,6 +1915,7 @@ def build_parser():
 def validate_args(args):
     """Raises ValueError with the first problem of the parsed command line."""
     a = args
+    resolve_key_size(a)
     for name in ("numjobs", "iodepth", "batch_size", "value_size", "key_size", "nr_objects",
                  "latency_sample_rate"):
         if getattr(a, name) <= 0:
@@ -1556,6 +1927,11 @@ def validate_args(args):
             raise ValueError(f"--{name.replace('_', '-')} must be >= 0")
     if a.key_size < KEY_ID_DIGITS:
         raise ValueError(f"--key-size must be >= {KEY_ID_DIGITS}")
+    check_key_prefix(a.key_prefix, a.key_size)
+    last_id = a.object_id_start + max(a.nr_objects, a.write_objects, a.prepare_objects) * 2 - 1
+    if last_id > MAX_OBJECT_ID:
+        raise ValueError(f"--object-id-start {a.object_id_start}: object ids of this run reach "
+                         f"{last_id}, more than the {KEY_ID_DIGITS} digits of a key")
     if a.pattern:
         parse_pattern(a.pattern)
     if a.verify and not a.pattern and a.payload_mode != "unique":
@@ -1588,12 +1964,19 @@ def main(argv=None):
     args = parser.parse_args(argv)
     configure_logging(args.log_level)
     if args.aggregate:
+        if args.plot:
+            try:
+                require_matplotlib()
+            except RuntimeError as e:
+                parser.error(str(e))
         return run_aggregate(args)
     if not args.scenario:
         parser.error("--scenario is required (unless --aggregate)")
     try:
         validate_args(args)
-    except ValueError as e:
+        if args.plot:
+            require_matplotlib()
+    except (ValueError, RuntimeError) as e:
         parser.error(str(e))
     return Benchmark(args).run()
 

@@ -155,6 +155,10 @@ class MooncakeDistributedStore:
         FAKE.calls["batch_get_into"] += 1
         return [self.get_into(k, p, s) for k, p, s in zip(keys, ptrs, sizes)]
 
+    def batch_is_exist(self, keys):
+        FAKE.calls["batch_is_exist"] += 1
+        return [self.isExist(k) for k in keys]
+
     def isExist(self, key):  # noqa: N802 - upstream's name
         rc = _hook("isExist", key)
         if rc is not None:
@@ -475,7 +479,7 @@ class MetadataOperationTest(unittest.TestCase):
         rec = self.op("put")
         self.assertTrue(rec["ok"])
         self.assertEqual((rec["expected_present"], rec["actual_present"]), (False, True))
-        self.assertEqual(rec["key"], bench.make_key("kvbench", 20, 1))
+        self.assertEqual(rec["key"], bench.make_key("kvbench", 23, 1))
         self.assertEqual(FAKE.data[rec["key"]], b"\x01" * 4096)
         self.assertTrue(self.op("get")["ok"])
         self.assertEqual(self.op("exist")["result"], 1)
@@ -493,7 +497,7 @@ class MetadataOperationTest(unittest.TestCase):
                           "isExist"])
 
     def test_presence_mismatch(self):
-        FAKE.data[bench.make_key("kvbench", 20, 1)] = b"\x01" * 4096  # unknown to the model
+        FAKE.data[bench.make_key("kvbench", 23, 1)] = b"\x01" * 4096  # unknown to the model
         rec = self.op("exist")
         self.assertFalse(rec["ok"])
         self.assertEqual(rec["error"], "PRESENCE_MISMATCH")
@@ -509,7 +513,7 @@ class MetadataOperationTest(unittest.TestCase):
 
     def test_get_verifies_bytes(self):
         self.op("put")
-        FAKE.data[bench.make_key("kvbench", 20, 1)] = b"\x02" * 4096
+        FAKE.data[bench.make_key("kvbench", 23, 1)] = b"\x02" * 4096
         rec = self.op("get")
         self.assertFalse(rec["ok"])
         self.assertEqual(rec["error"], "VERIFY_FAIL")
@@ -604,7 +608,8 @@ class ScenarioTest(BenchTestCase):
                     reset_fake()
                     summary, _ = self.assert_ok_run(
                         "--scenario", "verify_write", "--io-api", api, "--batch-size", batch,
-                        "--pattern", "0xA5", "--verify", "--local-buffer-size", "1MiB", *SMALL)
+                        "--pattern", "0xA5", "--verify", "--local-buffer-size", "1MiB",
+                        "--keep-objects", *SMALL)
                     self.assertEqual(summary["phase_order"], ["write_verify", "verify_read"])
                     for phase in summary["phases"].values():
                         self.assertEqual(phase["successful_kvs"], 16)
@@ -622,8 +627,8 @@ class ScenarioTest(BenchTestCase):
                         self.assertEqual(FAKE.calls[calls[0]], 4)  # 16 ids in batches of 4
 
     def test_verify_write_without_pattern_uses_id_bytes(self):
-        self.assert_ok_run("--scenario", "verify_write", *SMALL)
-        self.assertEqual(FAKE.data[bench.make_key("kvbench", 20, 3)], b"\x03" * 1024)
+        self.assert_ok_run("--scenario", "verify_write", "--keep-objects", *SMALL)
+        self.assertEqual(FAKE.data[bench.make_key("kvbench", 23, 3)], b"\x03" * 1024)
 
     def test_fill(self):
         summary, _ = self.assert_ok_run("--scenario", "fill", "--write-objects", "10", *SMALL)
@@ -680,7 +685,7 @@ class ScenarioTest(BenchTestCase):
         self.assertEqual(summary["phases"]["read_perf"]["successful_kvs"], 16)
 
     def test_read_perf_value_size_need_not_be_512_aligned(self):
-        FAKE.data.update({bench.make_key("kvbench", 20, i): bytes([i]) * 100 for i in range(4)})
+        FAKE.data.update({bench.make_key("kvbench", 23, i): bytes([i]) * 100 for i in range(4)})
         self.assert_ok_run("--scenario", "read_perf", "--prepare-mode", "none",
                            "--nr-objects", "4", "--value-size", "100")
 
@@ -697,7 +702,7 @@ class ScenarioTest(BenchTestCase):
         self.assertGreater(writes, 0)
         # writes use fresh ids after the prepared ones: reads only see prepared objects
         read_keys = {k for m, k in FAKE.log if m == "get"}
-        self.assertTrue(read_keys <= {bench.make_key("kvbench", 20, i) for i in range(8)})
+        self.assertTrue(read_keys <= {bench.make_key("kvbench", 23, i) for i in range(8)})
 
     def test_mixed_rw_stops_when_write_budget_spent(self):
         summary, _ = self.assert_ok_run("--scenario", "mixed_rw", "--runtime", "10",
@@ -812,8 +817,8 @@ class ConsoleAndSummaryTest(BenchTestCase):
     def test_mixed_error_keys_serialise_in_a_run(self):
         # objects 0..7 exist; 3 fails with a transfer error; 8..15 are missing (MISS)
         for i in range(8):
-            FAKE.data[bench.make_key("kvbench", 20, i)] = bytes([i]) * 1024
-        bad = bench.make_key("kvbench", 20, 3)
+            FAKE.data[bench.make_key("kvbench", 23, i)] = bytes([i]) * 1024
+        bad = bench.make_key("kvbench", 23, 3)
         FAKE.fail = lambda m, k: TRANSFER_FAIL if m == "get_into" and k == bad else None
         code, summary, text = self.run_bench("--scenario", "read_perf", "--prepare-mode", "none",
                                              "--io-api", "zcopy", *SMALL)
@@ -826,9 +831,9 @@ class ConsoleAndSummaryTest(BenchTestCase):
         self.assertIn('errors={"-800": 1, "MISS": 8}', text)
 
     def test_progress_lines(self):
-        FAKE.fail = lambda m, k: time.sleep(0.002)
+        FAKE.fail = lambda m, k: time.sleep(0.002) if m == "put" else None
         code, _, text = self.run_bench("--scenario", "write_perf", "--runtime", "0.7",
-                                       "--nr-objects", "1000000", "--progress-interval", "0.2")
+                                       "--nr-objects", "100000", "--progress-interval", "0.2")
         self.assertEqual(code, 0)
         self.assertGreaterEqual(text.count("progress phase=write_perf elapsed="), 2, text)
 
@@ -840,11 +845,23 @@ class ConsoleAndSummaryTest(BenchTestCase):
         self.assertNotIn("latency_samples_ms", summary["overall"])
 
 
+class PlotWithoutMatplotlibTest(BenchTestCase):
+    def test_missing_matplotlib_is_refused_before_the_run(self):
+        with mock.patch.dict(sys.modules, {"matplotlib": None}):
+            stream = io.StringIO()
+            with contextlib.redirect_stderr(stream), self.assertRaises(SystemExit) as cm:
+                bench.main(["--scenario", "fill", "--plot", self.path("p.png"), *SMALL])
+        self.assertEqual(cm.exception.code, 2)
+        self.assertIn("--plot needs matplotlib", stream.getvalue())
+        self.assertIsNone(FAKE.setup_args)  # the store was never set up
+        self.assertFalse(os.path.exists(self.path("p.png")))
+
+
 class ExitCodeTest(BenchTestCase):
     def test_verify_failure_is_20(self):
         FAKE.fail = lambda m, k: None
         self.assert_ok_run("--scenario", "fill", "--pattern", "0xA5", *SMALL)
-        FAKE.data[bench.make_key("kvbench", 20, 2)] = b"\x00" * 1024
+        FAKE.data[bench.make_key("kvbench", 23, 2)] = b"\x00" * 1024
         code, summary, _ = self.run_bench("--scenario", "read_perf", "--prepare-mode", "none",
                                           "--pattern", "0xA5", "--verify", *SMALL)
         self.assertEqual(code, 20)
@@ -950,7 +967,7 @@ class ExitCodeTest(BenchTestCase):
 
 class DyingLaneTest(BenchTestCase):
     def test_dying_lane_fails_the_run(self):
-        target = bench.make_key("kvbench", 20, 5)
+        target = bench.make_key("kvbench", 23, 5)
 
         def fail(method, key):
             if method == "put" and key == target:
@@ -1010,7 +1027,7 @@ class DyingLaneTest(BenchTestCase):
 
 class UniquePayloadTest(BenchTestCase):
     def swap_two_keys(self):
-        a, b = bench.make_key("kvbench", 20, 1), bench.make_key("kvbench", 20, 2)
+        a, b = bench.make_key("kvbench", 23, 1), bench.make_key("kvbench", 23, 2)
         FAKE.swap = {a: b, b: a}
 
     def test_pattern_cannot_see_a_key_mix_up(self):
@@ -1033,7 +1050,7 @@ class UniquePayloadTest(BenchTestCase):
         self.assert_ok_run("--scenario", "fill", "--payload-mode", "unique", *SMALL)
         values = list(FAKE.data.values())
         self.assertEqual(len(set(values)), len(values))
-        key = bench.make_key("kvbench", 20, 4)
+        key = bench.make_key("kvbench", 23, 4)
         self.assertTrue(FAKE.data[key].startswith(key.encode()))
 
 

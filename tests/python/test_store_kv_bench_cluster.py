@@ -168,9 +168,10 @@ class BenchProcess:
 
     _serial = [0]
 
-    def __init__(self, tmpdir, *argv, name=None):
+    def __init__(self, tmpdir, *argv, name=None, prefix=None):
         BenchProcess._serial[0] += 1
         self.name = name or f"run{BenchProcess._serial[0]}"
+        prefix = prefix or f"kvb-{os.getpid()}-{self.name}"
         self.summary_path = os.path.join(tmpdir, self.name + ".json")
         self.argv = [sys.executable, BENCH,
                      "--local-hostname", f"127.0.0.1:{free_port()}",
@@ -178,7 +179,7 @@ class BenchProcess:
                      "--master-server", CLUSTER.master_addr,
                      "--protocol", "tcp",
                      "--key-size", "48",
-                     "--key-prefix", f"kvb-{os.getpid()}-{self.name}",
+                     "--key-prefix", prefix,
                      "--summary-json", self.summary_path,
                      "--progress-interval", "0", *argv]
         self.proc = subprocess.Popen(self.argv, env=bench_env(), stdout=subprocess.PIPE,
@@ -337,6 +338,167 @@ class ClusterBenchTest(unittest.TestCase):
             union = max(spans[0][1], spans[1][1]) - spans[0][0]
         self.assertAlmostEqual(phase["duration_sec"], union, places=6)
         self.assertIn("=== phase write_perf ===", proc.stderr)
+
+
+class HonestBenchTest(unittest.TestCase):
+    """A run never looks successful for work it did not do (issue 16)."""
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory(prefix="kvbench_honest_")
+        self.addCleanup(self.tmp.cleanup)
+
+    def bench(self, *argv, **kw):
+        code, summary, text = BenchProcess(self.tmp.name, *argv, **kw).wait()
+        self.assertIsNotNone(summary, text[-4000:])
+        return code, summary, text
+
+    def test_second_write_perf_over_the_same_keys_is_not_ok(self):
+        prefix = f"kvb-{os.getpid()}-again"
+        common = ("--scenario", "write_perf", "--global-segment-size", "0", "--numjobs", "2",
+                  "--batch-size", "4", "--nr-objects", "24", "--value-size", "65536",
+                  "--pattern", "0xA5", "--keep-objects")
+        code, first, text = self.bench(*common, prefix=prefix, name="first")
+        self.assertEqual(code, 0, text[-4000:])
+        self.assertTrue(first["ok"])
+        self.assertEqual(first["phases"]["write_perf"]["existing_keys"], 0)
+        self.assertEqual(first["overall"]["existing_keys"], 0)
+        self.assertEqual(first["phases"]["write_perf"]["bytes"], 24 * 65536)
+        code, second, text = self.bench(*common, prefix=prefix, name="second")
+        self.assertEqual(code, 23, text[-4000:])
+        self.assertFalse(second["ok"])
+        self.assertEqual(second["exit_code"], 23)
+        phase = second["phases"]["write_perf"]
+        self.assertEqual(phase["existing_keys"], 24)
+        self.assertEqual(second["overall"]["existing_keys"], 24)
+        self.assertEqual(phase["successful_kvs"], 24)  # put answered 0 ...
+        self.assertEqual(phase["bytes"], 0)  # ... but moved nothing
+        self.assertIn("24 of 24 puts found their key already stored", text)
+        self.assertIn(repr(prefix), text)
+        self.assertIn("existing_keys=24", text)
+
+    def test_guide_sequence_writes_fresh_keys_in_every_phase(self):
+        """verify_write, write_perf, read_perf with one prefix on one cluster (the guide's
+        order, scaled down): every write phase writes, every run is ok."""
+        prefix = f"kvb-{os.getpid()}-guide"
+        runs = [
+            ("verify_write", "--nr-objects", "16", "--value-size", "1048576", "--verify"),
+            ("write_perf", "--numjobs", "2", "--batch-size", "4", "--nr-objects", "32",
+             "--value-size", "262144"),
+            ("read_perf", "--numjobs", "2", "--batch-size", "4", "--nr-objects", "32",
+             "--value-size", "262144", "--verify"),
+        ]
+        for scenario, *argv in runs:
+            code, s, text = self.bench("--scenario", scenario, "--global-segment-size", "0",
+                                       "--pattern", "0xA5", *argv, prefix=prefix)
+            self.assertEqual(code, 0, text[-4000:])
+            self.assertTrue(s["ok"], scenario)
+            for name, phase in s["phases"].items():
+                self.assertEqual(phase["existing_keys"], 0, (scenario, name))
+                if "write" in name or name == "write_perf":
+                    self.assertEqual(phase["bytes"], phase["successful_kvs"] * s["config"][
+                        "value_size"], (scenario, name))
+                    self.assertGreater(phase["bytes"], 0, (scenario, name))
+
+    def test_cut_prefix_is_refused_before_connecting(self):
+        proc = subprocess.run(
+            [sys.executable, BENCH, "--scenario", "write_perf", "--key-prefix", "guide-run-a",
+             "--key-size", "20", "--master-server", "127.0.0.1:1"],
+            env=bench_env(), capture_output=True, text=True, timeout=60)
+        self.assertEqual(proc.returncode, 2, proc.stderr)
+        self.assertIn("needs --key-size 27", proc.stderr)
+        self.assertNotIn("scenario=", proc.stderr)  # refused before the run started
+
+    def test_plot_and_csv(self):
+        png = os.path.join(self.tmp.name, "plot.png")
+        code, s, text = self.bench("--scenario", "read_perf", "--global-segment-size", "0",
+                                   "--numjobs", "2", "--batch-size", "2", "--nr-objects", "16",
+                                   "--value-size", "65536", "--pattern", "0xA5", "--verify",
+                                   "--plot", png, name="plotted")
+        self.assertEqual(code, 0, text[-4000:])
+        with open(png, "rb") as f:
+            data = f.read()
+        self.assertEqual(data[:8], b"\x89PNG\r\n\x1a\n")
+        self.assertGreater(len(data), 10_000)
+        import csv
+        with open(os.path.join(self.tmp.name, "plotted.csv"), encoding="utf-8") as f:
+            rows = list(csv.DictReader(f))
+        self.assertEqual([r["phase"] for r in rows], s["phase_order"])
+        self.assertEqual(s["phase_order"], ["prepare_write", "read_perf"])
+        for row in rows:
+            rec = s["phases"][row["phase"]]
+            for field in ("kvs", "successful_kvs", "failed_kvs", "existing_keys", "bytes"):
+                self.assertEqual(int(row[field]), rec[field], field)
+            for field in ("duration_sec", "MiB_per_sec", "lat_p50_ms", "lat_p99_ms"):
+                self.assertEqual(float(row[field]), rec[field], field)
+        self.assertEqual(len(s["phases"]["read_perf"]["jobs"]), 2)
+
+
+
+class StoreBenchExistingTest(unittest.TestCase):
+    """mooncake_store_bench (C) counts puts that found their key stored (issue 16)."""
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory(prefix="store_bench_existing_")
+        self.addCleanup(self.tmp.cleanup)
+
+    def run_bench(self, prefix, name):
+        path = os.path.join(self.tmp.name, name + ".json")
+        proc = subprocess.run(
+            [os.path.join(BUILD, "tools", "mooncake_store_bench"),
+             f"--master_server_address={CLUSTER.master_addr}",
+             f"--metadata_server={CLUSTER.metadata_url}", "--protocol=tcp", "--operation=put",
+             "--value_size=4096", "--threads=1", "--batch_size=4", "--num_keys=16",
+             "--duration=1", "--first_touch_bytes=8MB", "--limits=false",
+             f"--key_prefix={prefix}", f"--json={path}"],
+            capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+        summary = None
+        if os.path.exists(path):
+            with open(path, encoding="utf-8") as f:
+                summary = json.load(f)
+        return proc, summary, os.path.join(self.tmp.name, name + ".csv")
+
+    def test_put_row_over_stored_keys(self):
+        prefix = f"mcb-{os.getpid()}-exist"
+        proc, s, csv_path = self.run_bench(prefix + "-fresh", "fresh")
+        self.assertEqual(proc.returncode, 0, proc.stderr[-4000:])
+        self.assertTrue(s["ok"])
+        self.assertEqual(s["existing"], 0)
+        put = [r for r in s["rows"] if r["operation"] == "put"]
+        self.assertEqual(len(put), 1)
+        self.assertEqual(put[0]["existing"], 0)
+        self.assertGreater(put[0]["ops"], 0)
+        with open(csv_path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+        self.assertEqual(len(lines), 1 + len(s["rows"]))
+        self.assertIn("existing", lines[0].split(","))
+        # The first generation of row 0, thread 0 is <prefix>/p/r0/t0/g0/k0..15: store 8 of
+        # them first, so the row's first 8 puts find their key stored.
+        keys = [f"{prefix}/p/r0/t0/g0/k{i}" for i in range(8)]
+        script = (
+            "import sys, mooncake.store as m\n"
+            "s = m.MooncakeDistributedStore()\n"
+            f"assert s.setup('127.0.0.1:{free_port()}', {CLUSTER.metadata_url!r}, 0, 16 << 20, "
+            f"'tcp', '', {CLUSTER.master_addr!r}) == 0\n"
+            f"for k in {keys!r}:\n"
+            "    assert s.put(k, b'x' * 4096) == 0\n"
+            "s.close()\n")
+        pre = subprocess.run([sys.executable, "-c", script], env=bench_env(),
+                             capture_output=True, text=True, timeout=60)
+        self.assertEqual(pre.returncode, 0, pre.stderr[-4000:])
+        proc, s, _ = self.run_bench(prefix, "again")
+        self.assertEqual(proc.returncode, 3, proc.stderr[-4000:])
+        self.assertFalse(s["ok"])
+        self.assertEqual(s["existing"], 8)
+        put = [r for r in s["rows"] if r["operation"] == "put"][0]
+        self.assertEqual(put["existing"], 8)
+        self.assertEqual(put["bytes"], put["ops"] * 4096)
+        self.assertIn("8 puts found their key already stored", proc.stderr)
+
+    def test_long_prefix_is_refused(self):
+        proc, s, _ = self.run_bench("p" * 64, "long")
+        self.assertNotEqual(proc.returncode, 0)
+        self.assertIsNone(s)
+        self.assertIn("would be cut", proc.stderr)
 
 
 if __name__ == "__main__":
