@@ -291,6 +291,7 @@ bench_limits_t bench_measure_limits(const bench_memcpy_area_t *area, uint64_t bl
     l.raw_tcp_gbps = bench_measure_raw_tcp(block);
     if (l.raw_tcp_gbps < 0)
         MC_WARN("raw loopback tcp measurement failed: %s", strerror(errno));
+    l.round_trips = block <= BENCH_ROUND_TRIP_MAX_BLOCK ? bench_measure_round_trips(block) : -1;
     return l;
 }
 

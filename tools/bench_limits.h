@@ -46,7 +46,11 @@
 typedef struct bench_limits {
     double memcpy_gbps;
     double raw_tcp_gbps;
+    double round_trips; /* per second (bench_measure_round_trips), small blocks only */
 } bench_limits_t;
+
+/* Blocks up to this size also get the round-trip limit (a small put's or get's floor). */
+#define BENCH_ROUND_TRIP_MAX_BLOCK (UINT64_C(64) << 10)
 
 /* Source and destination for the memcpy limit; allocated once, reused for every block size. */
 typedef struct bench_memcpy_area {
@@ -79,7 +83,8 @@ double bench_measure_raw_tcp(uint64_t block);
  * 100 ms window of BENCH_RAW_TCP_SECONDS). -1 when the measurement failed. */
 double bench_measure_round_trips(uint64_t request);
 
-/* Both limits at `block` (memcpy over the area, raw loopback tcp); warns when raw tcp failed. */
+/* The limits at `block` (memcpy over the area, raw loopback tcp, and round trips when block <=
+ * BENCH_ROUND_TRIP_MAX_BLOCK); warns when raw tcp failed. */
 bench_limits_t bench_measure_limits(const bench_memcpy_area_t *area, uint64_t block);
 
 /* ---- options ------------------------------------------------------------------------------ */

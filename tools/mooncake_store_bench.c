@@ -611,7 +611,7 @@ static bench_limits_t limits_for(bench_t *b, uint64_t v)
     for (size_t i = 0; i < b->nlimits; i++)
         if (b->limit_values[i] == v)
             return b->limit_cache[i];
-    bench_limits_t l = {-1, -1};
+    bench_limits_t l = {-1, -1, -1};
     if (b->o->limits && b->area.src) {
         MC_INFO("measuring limits at %" PRIu64 " B: memcpy %.0f s, raw loopback tcp %.0f s", v,
                 BENCH_MEMCPY_SECONDS, BENCH_RAW_TCP_SECONDS);
@@ -1126,10 +1126,11 @@ static int run_workers(run_t *r, bench_row_t *row)
 
 static void print_header(void)
 {
-    printf("%-10s %-11s %6s %5s %7s %3s %10s %8s %9s %9s %6s %4s %6s %11s %9s %12s %10s %8s\n",
+    printf("%-10s %-11s %6s %5s %7s %3s %10s %8s %9s %9s %6s %4s %6s %11s %9s %12s %10s %8s "
+           "%10s %6s\n",
            "protocol", "op", "value", "batch", "threads", "crc", "ops/s", "GB/s", "p50_us",
            "p99_us", "errors", "bad", "exist", "memcpy_GB/s", "vs_memcpy", "raw_tcp_GB/s",
-           "vs_raw_tcp", "mRSS_MiB");
+           "vs_raw_tcp", "mRSS_MiB", "rtt/s", "vs_rtt");
 }
 
 static void print_row(const bench_opts_t *o, const bench_row_t *row)
@@ -1142,9 +1143,15 @@ static void print_row(const bench_opts_t *o, const bench_row_t *row)
            row->lat.p99_us, row->errors, row->bad, row->existing);
     bench_print_limit_cells(&row->limits, row->gbps, 3);
     if (row->master_rss_kib >= 0)
-        printf(" %8.1f\n", (double)row->master_rss_kib / 1024.0);
+        printf(" %8.1f", (double)row->master_rss_kib / 1024.0);
     else
-        printf(" %8s\n", "-");
+        printf(" %8s", "-");
+    /* Small values: ops/s against one loopback round trip per op (per thread). */
+    if (row->limits.round_trips > 0 && row->batch == 1)
+        printf(" %10.0f %6.2f\n", row->limits.round_trips,
+               row->ops_per_s / row->threads / row->limits.round_trips);
+    else
+        printf(" %10s %6s\n", "-", "-");
     fflush(stdout);
 }
 
@@ -1173,6 +1180,13 @@ static json_t *row_json(const bench_row_t *row)
                         row->first_error ? json_string(mc_error_name(row->first_error))
                                          : json_null());
     bench_limits_row_json(j, &row->limits, row->gbps);
+    /* ops/s per thread against loopback round trips/s (batch 1, small values; else null) */
+    int rtt = row->limits.round_trips > 0 && row->batch == 1;
+    json_object_set_new(j, "round_trips_per_s",
+                        rtt ? json_real(row->limits.round_trips) : json_null());
+    json_object_set_new(j, "vs_round_trips",
+                        rtt ? json_real(row->ops_per_s / row->threads / row->limits.round_trips)
+                            : json_null());
     json_object_set_new(j, "master_rss_kib",
                         row->master_rss_kib >= 0 ? json_integer(row->master_rss_kib) : json_null());
     return j;
@@ -1233,10 +1247,29 @@ static json_t *cluster_json(const bench_t *b)
  * figures. Returns 0 or -1 (logged). */
 static int write_csv(const bench_t *b)
 {
-    static const char *const cols[] = {
-        "operation",  "value_size", "batch_size", "threads", "checksum",       "calls",
-        "ops",        "bytes",      "existing",   "seconds", "ops_per_s",      "gbps",
-        "lat_avg_us", "lat_p50_us", "lat_p99_us", "errors",  "verify_failures"};
+    static const char *const cols[] = {"operation",
+                                       "value_size",
+                                       "batch_size",
+                                       "threads",
+                                       "checksum",
+                                       "calls",
+                                       "ops",
+                                       "bytes",
+                                       "existing",
+                                       "seconds",
+                                       "ops_per_s",
+                                       "gbps",
+                                       "lat_avg_us",
+                                       "lat_p50_us",
+                                       "lat_p99_us",
+                                       "errors",
+                                       "verify_failures",
+                                       "memcpy_gbps",
+                                       "vs_memcpy",
+                                       "raw_tcp_gbps",
+                                       "vs_raw_tcp",
+                                       "round_trips_per_s",
+                                       "vs_round_trips"};
     const char *jp = b->o->json_path;
     size_t len = strlen(jp);
     if (len > 5 && strcmp(jp + len - 5, ".json") == 0)
