@@ -2,19 +2,22 @@
 """crosshost_bench.py — the store across two "hosts": two network namespaces joined by a veth.
 
 Everything in one run, so every figure has its limit measured next to it:
-  1. iperf3, one TCP stream each way across the veth: the limit.
+  1. iperf3, one TCP stream each way across the veth, at the start and at the end; and one stream
+     in the row's direction right before every row: the row's limit (this machine's load changes
+     by the minute, so each ratio is to the figure taken next to it).
   2. A mooncake_master and a mooncake_client (the memory holder) in namespace A; the reader/writer
      in namespace B:
        - tools/mooncake_store_bench put/get (protocol tcp, and rdma = UCX forced onto its tcp
          transport with UCX_TLS=tcp), one thread, batch 1, at each --sizes value;
        - mooncake-store/benchmarks/store_kv_bench.py write_perf/read_perf, io-api plain and
-         zcopy, one lane, batch 1, at each size, over each protocol.
-  3. iperf3 again (the limit is the mean of the two runs; both are in the JSON).
+         zcopy, one lane, batch 1, at each size, over each protocol; one payload for every
+         object (--pattern), and the holder's memory faulted in first (see --no-pretouch).
 
 Bytes really cross the veth: shared memory is off (MC_DISABLE_SHM=1 in every process; the shm
 socket is an abstract unix socket, which is per network namespace anyway) and each row reports
-the veth's byte counters over the run divided by the payload bytes the bench reported moving
-(`wire/payload`, about 1.0–1.1 when the payload crossed; a short-cut shows as ~0).
+the veth's byte counters (in the op's direction) over the run divided by the payload bytes the
+bench reported moving (`wire/payload`: >= 1.0 when every reported byte crossed; a short-cut
+shows as ~0; C rows also carry the C bench's warm-up and first-touch passes, so they read 1.3-4).
 
 Namespaces, the veth and the addresses (--subnet, default 10.231.77.0/24) exist only inside the
 namespaces this script creates; everything is removed at the end, on failure and on Ctrl-C.
