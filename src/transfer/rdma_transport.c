@@ -74,6 +74,8 @@
  * devices, which do put/get in hardware.
  */
 #define MC_RDMA_TCP_SEG_SIZE "256K"
+/* Default of MC_RDMA_SPIN_US (0..1000000): see worker_spin. */
+#define MC_RDMA_DEFAULT_SPIN_US 0
 
 struct mc_rdma {
     ucp_context_h ctx;
@@ -90,6 +92,7 @@ struct mc_rdma {
     /* [worker_count * MC_RDMA_SCRATCH]: where probes land; lives until the workers are gone, as
      * a probe given up on may still complete inside UCX. */
     uint8_t *scratch;
+    uint64_t spin_ns; /* MC_RDMA_SPIN_US: progress this long without progress before sleeping */
 };
 
 struct mc_rdma_conn {
@@ -290,12 +293,37 @@ static void worker_sleep(ucp_worker_h w, int efd, int stop_fd, int max_ms)
     poll(pfd, stop_fd >= 0 ? 2 : 1, st == UCS_OK ? max_ms : 1);
 }
 
+/*
+ * Progresses w until it has had nothing to do for r->spin_ns (0: until one idle call), or until
+ * *pending (when not NULL; completions run on this thread) is 0. Over
+ * UCX's tcp transport every message of an emulated put/get otherwise costs a sleep and a wake-up
+ * on the worker's event fd; a short spin catches the next message while it is on its way.
+ */
+static void worker_spin(const mc_rdma_t *r, ucp_worker_h w, const unsigned *pending)
+{
+    uint64_t idle_since = 0;
+    for (;;) {
+        if (pending && *pending == 0)
+            return;
+        if (ucp_worker_progress(w)) {
+            idle_since = 0;
+            continue;
+        }
+        if (r->spin_ns == 0)
+            return;
+        uint64_t now = mc_now_ns();
+        if (idle_since == 0)
+            idle_since = now;
+        else if (now - idle_since >= r->spin_ns)
+            return;
+    }
+}
+
 static void *progress_main(void *p)
 {
     mc_rdma_t *r = p;
     for (;;) {
-        while (ucp_worker_progress(r->server))
-            ;
+        worker_spin(r, r->server, NULL);
         struct pollfd stop = {.fd = r->stop_fd, .events = POLLIN};
         if (poll(&stop, 1, 0) > 0)
             break;
@@ -403,6 +431,11 @@ int mc_rdma_start(mc_transfer_engine_t *te, const char *device_names, const char
         return MC_ERR_INTERNAL_ERROR;
     r->server_efd = -1;
     r->stop_fd = -1;
+    {
+        const char *spin = getenv("MC_RDMA_SPIN_US");
+        long us = spin ? strtol(spin, NULL, 10) : MC_RDMA_DEFAULT_SPIN_US;
+        r->spin_ns = us > 0 && us <= 1000000 ? (uint64_t)us * 1000 : 0;
+    }
     te->rdma = r;
     int rc = context_create(r, device_names, bind_host);
     if (rc != 0)
@@ -572,8 +605,9 @@ static ucp_request_param_t op_param(rdma_op_t *op)
 static int op_wait(mc_rdma_t *r, size_t w, rdma_op_t *op, uint64_t deadline_ms)
 {
     while (op->pending) {
-        if (ucp_worker_progress(r->workers[w]))
-            continue;
+        worker_spin(r, r->workers[w], &op->pending);
+        if (!op->pending)
+            break;
         uint64_t now = mc_now_ms();
         if (now >= deadline_ms)
             return -1;
