@@ -70,12 +70,15 @@ typedef struct owned_read {
     PyObject **objs;         /* new references, NULL where nothing was read */
     char **bufs;
     size_t *caps;
-    int64_t *results; /* bytes read, or a negative code */
-    size_t *idx;      /* scratch */
+    unsigned char *pooled; /* bytes objects: 1 when taken from the pool (bytes_pool.c) */
+    unsigned char *fresh;  /* bytes objects: 1 when new memory (advised huge pages) */
+    int64_t *results;      /* bytes read, or a negative code */
+    size_t *idx;           /* scratch */
 } owned_read_t;
 
-/* A new destination of `cap` bytes for read i; -1 with MemoryError. */
-static int owned_alloc(owned_read_t *r, size_t i, size_t cap)
+/* A new destination of `cap` bytes for read i (`speculative`: cap is a guess, get_hint);
+ * -1 with MemoryError. */
+static int owned_alloc(owned_read_t *r, size_t i, size_t cap, int speculative)
 {
     Py_CLEAR(r->objs[i]);
     if (r->as_handle) {
@@ -85,15 +88,14 @@ static int owned_alloc(owned_read_t *r, size_t i, size_t cap)
         r->objs[i] = (PyObject *)h;
         r->bufs[i] = h->data;
     } else {
-        if (cap > PY_SSIZE_T_MAX) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        PyObject *b = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)cap);
+        int pooled, fresh;
+        PyObject *b = mcpy_bytes_take(cap, speculative, &pooled, &fresh);
         if (!b)
             return -1;
         r->objs[i] = b;
         r->bufs[i] = PyBytes_AS_STRING(b);
+        r->pooled[i] = (unsigned char)pooled;
+        r->fresh[i] = (unsigned char)fresh;
     }
     r->caps[i] = cap;
     return 0;
@@ -109,7 +111,7 @@ static int owned_trim(owned_read_t *r, size_t i)
         ((McBufferHandleObject *)r->objs[i])->size = len;
         return 0;
     }
-    return _PyBytes_Resize(&r->objs[i], (Py_ssize_t)len);
+    return mcpy_bytes_finish(&r->objs[i], len, r->pooled[i]);
 }
 
 static void owned_free(owned_read_t *r)
@@ -119,6 +121,8 @@ static void owned_free(owned_read_t *r)
     PyMem_Free(r->objs);
     PyMem_Free(r->bufs);
     PyMem_Free(r->caps);
+    PyMem_Free(r->pooled);
+    PyMem_Free(r->fresh);
     PyMem_Free(r->results);
     PyMem_Free(r->idx);
 }
@@ -132,9 +136,11 @@ static int owned_init(owned_read_t *r, const char *const *keys, size_t n, int as
     r->objs = PyMem_Calloc(n ? n : 1, sizeof(PyObject *));
     r->bufs = PyMem_Calloc(n ? n : 1, sizeof(char *));
     r->caps = PyMem_Calloc(n ? n : 1, sizeof(size_t));
+    r->pooled = PyMem_Calloc(n ? n : 1, 1);
+    r->fresh = PyMem_Calloc(n ? n : 1, 1);
     r->results = PyMem_Calloc(n ? n : 1, sizeof(int64_t));
     r->idx = PyMem_Calloc(n ? n : 1, sizeof(size_t));
-    if (!r->objs || !r->bufs || !r->caps || !r->results || !r->idx) {
+    if (!r->objs || !r->bufs || !r->caps || !r->pooled || !r->fresh || !r->results || !r->idx) {
         owned_free(r);
         PyErr_NoMemory();
         return -1;
@@ -154,12 +160,16 @@ static int owned_run(McStoreObject *self, owned_read_t *r)
         r->results[i] = r->keys[i] ? 0 : MC_ERR_INVALID_KEY;
         if (!r->keys[i])
             continue;
-        if (owned_alloc(r, i, self->get_hint) != 0)
+        if (owned_alloc(r, i, self->get_hint, 1) != 0)
             return -1;
         r->idx[m++] = i;
     }
     for (int attempt = 0; m > 0; attempt++) {
         Py_BEGIN_ALLOW_THREADS
+        for (size_t j = 0; j < m; j++) {
+            if (r->fresh[r->idx[j]])
+                mcpy_bytes_advise(r->bufs[r->idx[j]], r->caps[r->idx[j]]);
+        }
         get_subset(s, mc_store_get_batch, r->keys, (void *const *)r->bufs, r->caps, r->idx, m,
                    r->results);
         Py_END_ALLOW_THREADS
@@ -181,7 +191,7 @@ static int owned_run(McStoreObject *self, owned_read_t *r)
             size_t i = r->idx[j];
             if (r->results[i] < 0)
                 continue;
-            if (owned_alloc(r, i, (size_t)r->results[i]) != 0)
+            if (owned_alloc(r, i, (size_t)r->results[i], 0) != 0)
                 return -1;
             r->idx[retry++] = i;
         }
