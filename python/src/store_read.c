@@ -7,9 +7,11 @@
  * BUFFER_OVERFLOW (-10) when the object is larger than the buffer, so a read first tries the
  * size of the last object this store read (`get_hint`: one master round trip when sizes repeat,
  * as they do for KV-cache blocks), and only for the objects that did not fit asks get_size and
- * reads again. The new bytes objects are written by C with the GIL released; that is safe
- * because nobody else holds a reference to them yet. A 0-capacity bytes object may be the shared
- * empty singleton: C never writes to a 0-byte destination.
+ * reads again. The new bytes objects (from bytes_pool.c for values of 1 MiB and more: reused
+ * objects nobody else references) are written by C with the GIL released; that is safe because
+ * nobody else holds a reference to them yet. The guess is a speculative take from the pool: it
+ * never evicts the pool's idle objects of the size actually read. A 0-capacity bytes object may be
+ * the shared empty singleton: C never writes to a 0-byte destination.
  */
 #include "mcpy.h"
 
@@ -859,10 +861,14 @@ PyMethodDef mcpy_store_read_methods[] = {
      "get(key) -> bytes\n\n"
      "The object's bytes; b\"\" when the key is missing, invalid, the store is not set up, or\n"
      "any other error (an empty object also reads as b\"\"; use is_exist to tell them apart).\n"
-     "Grants a read lease. TypeError: key not str/bytes."},
+     "Grants a read lease. TypeError: key not str/bytes.\n"
+     "Values of 1 MiB or more come from a process-wide pool of bytes objects: one the caller\n"
+     "no longer references may be refilled for a later get (a genuine bytes object; only its\n"
+     "id() repeats). MC_PY_GET_POOL_BYTES (default 1GiB, 0 = off) bounds the memory the pool\n"
+     "keeps; MC_PY_GET_HUGEPAGES=0 stops advising huge pages for new values (python/README.md)."},
     {"get_batch", MCPY_KW(store_get_batch), METH_VARARGS | METH_KEYWORDS,
      "get_batch(keys) -> list[bytes]\n\n"
-     "One bytes per key, b\"\" for each key that failed; [] for []."},
+     "One bytes per key, b\"\" for each key that failed; [] for []. Large values as get's."},
     {"get_buffer", MCPY_KW(store_get_buffer), METH_VARARGS | METH_KEYWORDS,
      "get_buffer(key) -> BufferHandle | None\n\n"
      "The object's bytes in a new BufferHandle (buffer protocol, ptr(), size()); None on a miss\n"
