@@ -10,6 +10,7 @@
  *   store_lifecycle.c   MooncakeDistributedStore: object, setup/close, health, the method table
  *   store_write.c       put / upsert, plain and zero-copy, single and batch
  *   store_read.c        get into bytes / BufferHandle / registered memory, ranges
+ *   bytes_pool.c        reusable bytes objects for the large values get returns
  *   store_meta.c        exist, size, remove, buffer registration, replica descriptors
  *   store_dummy.c       setup_dummy, alloc_from_mem_pool (the dummy client)
  *
