@@ -10,6 +10,7 @@
  *   store_lifecycle.c   MooncakeDistributedStore: object, setup/close, health, the method table
  *   store_write.c       put / upsert, plain and zero-copy, single and batch
  *   store_read.c        get into bytes / BufferHandle / registered memory, ranges
+ *   bytes_pool.c        reusable bytes objects for the large values get returns
  *   store_meta.c        exist, size, remove, buffer registration, replica descriptors
  *   store_dummy.c       setup_dummy, alloc_from_mem_pool (the dummy client)
  *
@@ -210,6 +211,26 @@ typedef struct mcpy_parts {
 int mcpy_parts_from(const McStoreObject *self, PyObject *ptr_list, PyObject *size_list,
                     mcpy_parts_t *out);
 void mcpy_parts_free(mcpy_parts_t *parts);
+
+/* ---- reusable bytes for get (bytes_pool.c) ---------------------------------------------- */
+
+/*
+ * A new reference to a bytes object of `size` bytes (contents undefined) for a get to write
+ * into; NULL with MemoryError. *pooled is 1 when it came from the pool (then only
+ * mcpy_bytes_finish may change its size), *fresh 1 when its memory was never written. The caller
+ * may write its data with the GIL released, and must call mcpy_bytes_finish() (or drop its
+ * reference, which returns a pooled object to the pool) before anyone else sees it.
+ * GIL held. Configured by MC_PY_GET_POOL_BYTES (size text; 0 = no pool).
+ */
+PyObject *mcpy_bytes_take(size_t size, int speculative, int *pooled, int *fresh);
+/* Sets the object's size to len <= its size (a copy when much smaller and pooled); 0, or -1 with
+ * MemoryError (then *obj is NULL). GIL held. */
+int mcpy_bytes_finish(PyObject **obj, size_t len, int pooled);
+/* Advises `size` bytes of fresh memory at data to use transparent huge pages (at least 4 MiB;
+ * only whole 2 MiB pages inside). Any thread; GIL not needed. */
+void mcpy_bytes_advise(void *data, size_t size);
+/* Drops every reference the pool holds (idle objects are freed). GIL held. */
+void mcpy_bytes_pool_clear(void);
 
 /* A keyword-taking method in a PyMethodDef table, without a function-type-cast warning. */
 #define MCPY_KW(fn) ((PyCFunction)(void (*)(void))(fn))

@@ -536,6 +536,7 @@ static PyObject *store_close(PyObject *obj, PyObject *unused)
     Py_END_ALLOW_THREADS
     self->reg_count = 0; /* C forgot every registration */
     self->state = MCPY_STORE_CLOSED;
+    mcpy_bytes_pool_clear(); /* the idle memory of get's pool goes back to malloc */
     return PyLong_FromLong(0);
 }
 

@@ -7,9 +7,11 @@
  * BUFFER_OVERFLOW (-10) when the object is larger than the buffer, so a read first tries the
  * size of the last object this store read (`get_hint`: one master round trip when sizes repeat,
  * as they do for KV-cache blocks), and only for the objects that did not fit asks get_size and
- * reads again. The new bytes objects are written by C with the GIL released; that is safe
- * because nobody else holds a reference to them yet. A 0-capacity bytes object may be the shared
- * empty singleton: C never writes to a 0-byte destination.
+ * reads again. The new bytes objects (from bytes_pool.c for values of 1 MiB and more: reused
+ * objects nobody else references) are written by C with the GIL released; that is safe because
+ * nobody else holds a reference to them yet. The guess is a speculative take from the pool: it
+ * never evicts the pool's idle objects of the size actually read. A 0-capacity bytes object may be
+ * the shared empty singleton: C never writes to a 0-byte destination.
  */
 #include "mcpy.h"
 
@@ -70,12 +72,15 @@ typedef struct owned_read {
     PyObject **objs;         /* new references, NULL where nothing was read */
     char **bufs;
     size_t *caps;
-    int64_t *results; /* bytes read, or a negative code */
-    size_t *idx;      /* scratch */
+    unsigned char *pooled; /* bytes objects: 1 when taken from the pool (bytes_pool.c) */
+    unsigned char *fresh;  /* bytes objects: 1 when new memory (advised huge pages) */
+    int64_t *results;      /* bytes read, or a negative code */
+    size_t *idx;           /* scratch */
 } owned_read_t;
 
-/* A new destination of `cap` bytes for read i; -1 with MemoryError. */
-static int owned_alloc(owned_read_t *r, size_t i, size_t cap)
+/* A new destination of `cap` bytes for read i (`speculative`: cap is a guess, get_hint);
+ * -1 with MemoryError. */
+static int owned_alloc(owned_read_t *r, size_t i, size_t cap, int speculative)
 {
     Py_CLEAR(r->objs[i]);
     if (r->as_handle) {
@@ -85,15 +90,14 @@ static int owned_alloc(owned_read_t *r, size_t i, size_t cap)
         r->objs[i] = (PyObject *)h;
         r->bufs[i] = h->data;
     } else {
-        if (cap > PY_SSIZE_T_MAX) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        PyObject *b = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)cap);
+        int pooled, fresh;
+        PyObject *b = mcpy_bytes_take(cap, speculative, &pooled, &fresh);
         if (!b)
             return -1;
         r->objs[i] = b;
         r->bufs[i] = PyBytes_AS_STRING(b);
+        r->pooled[i] = (unsigned char)pooled;
+        r->fresh[i] = (unsigned char)fresh;
     }
     r->caps[i] = cap;
     return 0;
@@ -109,7 +113,7 @@ static int owned_trim(owned_read_t *r, size_t i)
         ((McBufferHandleObject *)r->objs[i])->size = len;
         return 0;
     }
-    return _PyBytes_Resize(&r->objs[i], (Py_ssize_t)len);
+    return mcpy_bytes_finish(&r->objs[i], len, r->pooled[i]);
 }
 
 static void owned_free(owned_read_t *r)
@@ -119,6 +123,8 @@ static void owned_free(owned_read_t *r)
     PyMem_Free(r->objs);
     PyMem_Free(r->bufs);
     PyMem_Free(r->caps);
+    PyMem_Free(r->pooled);
+    PyMem_Free(r->fresh);
     PyMem_Free(r->results);
     PyMem_Free(r->idx);
 }
@@ -132,9 +138,11 @@ static int owned_init(owned_read_t *r, const char *const *keys, size_t n, int as
     r->objs = PyMem_Calloc(n ? n : 1, sizeof(PyObject *));
     r->bufs = PyMem_Calloc(n ? n : 1, sizeof(char *));
     r->caps = PyMem_Calloc(n ? n : 1, sizeof(size_t));
+    r->pooled = PyMem_Calloc(n ? n : 1, 1);
+    r->fresh = PyMem_Calloc(n ? n : 1, 1);
     r->results = PyMem_Calloc(n ? n : 1, sizeof(int64_t));
     r->idx = PyMem_Calloc(n ? n : 1, sizeof(size_t));
-    if (!r->objs || !r->bufs || !r->caps || !r->results || !r->idx) {
+    if (!r->objs || !r->bufs || !r->caps || !r->pooled || !r->fresh || !r->results || !r->idx) {
         owned_free(r);
         PyErr_NoMemory();
         return -1;
@@ -154,12 +162,16 @@ static int owned_run(McStoreObject *self, owned_read_t *r)
         r->results[i] = r->keys[i] ? 0 : MC_ERR_INVALID_KEY;
         if (!r->keys[i])
             continue;
-        if (owned_alloc(r, i, self->get_hint) != 0)
+        if (owned_alloc(r, i, self->get_hint, 1) != 0)
             return -1;
         r->idx[m++] = i;
     }
     for (int attempt = 0; m > 0; attempt++) {
         Py_BEGIN_ALLOW_THREADS
+        for (size_t j = 0; j < m; j++) {
+            if (r->fresh[r->idx[j]])
+                mcpy_bytes_advise(r->bufs[r->idx[j]], r->caps[r->idx[j]]);
+        }
         get_subset(s, mc_store_get_batch, r->keys, (void *const *)r->bufs, r->caps, r->idx, m,
                    r->results);
         Py_END_ALLOW_THREADS
@@ -181,7 +193,7 @@ static int owned_run(McStoreObject *self, owned_read_t *r)
             size_t i = r->idx[j];
             if (r->results[i] < 0)
                 continue;
-            if (owned_alloc(r, i, (size_t)r->results[i]) != 0)
+            if (owned_alloc(r, i, (size_t)r->results[i], 0) != 0)
                 return -1;
             r->idx[retry++] = i;
         }
@@ -849,10 +861,14 @@ PyMethodDef mcpy_store_read_methods[] = {
      "get(key) -> bytes\n\n"
      "The object's bytes; b\"\" when the key is missing, invalid, the store is not set up, or\n"
      "any other error (an empty object also reads as b\"\"; use is_exist to tell them apart).\n"
-     "Grants a read lease. TypeError: key not str/bytes."},
+     "Grants a read lease. TypeError: key not str/bytes.\n"
+     "Values of 1 MiB or more come from a process-wide pool of bytes objects: one the caller\n"
+     "no longer references may be refilled for a later get (a genuine bytes object; only its\n"
+     "id() repeats). MC_PY_GET_POOL_BYTES (default 1GiB, 0 = off) bounds the memory the pool\n"
+     "keeps; MC_PY_GET_HUGEPAGES=0 stops advising huge pages for new values (python/README.md)."},
     {"get_batch", MCPY_KW(store_get_batch), METH_VARARGS | METH_KEYWORDS,
      "get_batch(keys) -> list[bytes]\n\n"
-     "One bytes per key, b\"\" for each key that failed; [] for []."},
+     "One bytes per key, b\"\" for each key that failed; [] for []. Large values as get's."},
     {"get_buffer", MCPY_KW(store_get_buffer), METH_VARARGS | METH_KEYWORDS,
      "get_buffer(key) -> BufferHandle | None\n\n"
      "The object's bytes in a new BufferHandle (buffer protocol, ptr(), size()); None on a miss\n"
