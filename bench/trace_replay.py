@@ -58,6 +58,7 @@ import urllib.request
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BLOCK_TOKENS = 512
+MAX_BLOCKS = 16384  # blocks of one request (8 Mi tokens): bounds a lane's registered buffer
 MiB = 1 << 20
 # A put of a key another lane stored first, or is storing (tolerated, counted as put_exists).
 OBJECT_ALREADY_EXISTS, REPLICA_IS_NOT_READY = -705, -703
@@ -86,7 +87,7 @@ def parse_trace(path, limit=0):
     tuples sorted by timestamp (stable). limit > 0 keeps the first `limit` lines. Raises
     TraceError naming `path:line` for a line that is not a JSON object with a numeric
     timestamp >= 0, integer lengths >= 0 and a list of integer hash ids >= 0 with at most
-    ceil(input_length / 512) entries; OSError when the file cannot be read."""
+    ceil(input_length / 512) and MAX_BLOCKS entries; OSError when the file cannot be read."""
     reqs = []
     with open(path, "rb") as f:
         for lineno, raw in enumerate(f, 1):
@@ -121,6 +122,9 @@ def parse_trace(path, limit=0):
                 if isinstance(h, bool) or not isinstance(h, int) or h < 0:
                     raise TraceError(f"{where}: hash_ids[{i}] must be an integer >= 0, got "
                                      f"{json.dumps(h)[:40]}")
+            if len(ids) > MAX_BLOCKS:
+                raise TraceError(f"{where}: {len(ids)} hash_ids, more than the {MAX_BLOCKS} "
+                                 "blocks a request may have here")
             if len(ids) > -(-inp // BLOCK_TOKENS):
                 raise TraceError(f"{where}: {len(ids)} hash_ids for input_length {inp} "
                                  f"(at most ceil({inp}/{BLOCK_TOKENS}) blocks)")

@@ -169,6 +169,8 @@ class TraceReplayTest(unittest.TestCase):
             ('{"timestamp": 1, "input_length": 512, "output_length": 1, "hash_ids": [3, 4]}',
              "2 hash_ids for input_length 512"),
             ("[1, 2]", "not a JSON object"),
+            (json.dumps({"timestamp": 1, "input_length": 512 * 16385, "output_length": 1,
+                         "hash_ids": list(range(16385))}), "more than the 16384 blocks"),
             ("", "empty line"),
         ]
         for bad, what in cases:
