@@ -314,6 +314,7 @@ def lane_main(cfg, lane, reqs, barrier, conn):
     """One prefill node: its own store client replays `reqs` [(index, request)] and sends back
     (records, counters, end time). Records: (index, hit, mem, disk, lookup_s, load_s, put_s,
     puts, late_s)."""
+    _die_with_parent()  # a lane never outlives the tool
     try:
         os.environ.update(cfg["env"])
         mcs = _import_store(cfg["build"])
