@@ -516,6 +516,8 @@ def replay(args, name, reqs, capacity_tokens, offload, run_no):
         "load_ms_per_hit_block_offload_p99": ms(pct(per_hit_disk, 99)),
         "per_hit_ms_memory": [round(v * 1000.0, 4) for v in per_hit_mem],
         "per_hit_ms_offload": [round(v * 1000.0, 4) for v in per_hit_disk],
+        "put_ms_p50": ms(pct([r[6] for r in recs if r[7]], 50)),
+        "put_ms_p99": ms(pct([r[6] for r in recs if r[7]], 99)),
         "late_ms_p99": ms(pct([r[8] for r in recs], 99)),
         "wall_s": round(wall, 3), "requests_per_s": round(len(recs) / wall, 1) if wall else None,
         "store_mib_per_s": round(moved / MiB / wall, 1) if wall else None,
