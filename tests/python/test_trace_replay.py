@@ -24,6 +24,8 @@ import unittest
 from test_store import BUILD, REPO  # noqa: E402
 
 TOOL = os.path.join(REPO, "bench", "trace_replay.py")
+sys.path.insert(0, os.path.dirname(TOOL))
+import trace_replay  # noqa: E402
 TRACE_DIRS = [os.environ.get("MC_FAST25_TRACES", ""),
               os.path.join(os.path.dirname(REPO), "shared", "data", "fast25-traces"),
               "/work/shared/data/fast25-traces"]
@@ -132,17 +134,23 @@ class TraceReplayTest(unittest.TestCase):
 
     def test_real_trace_slices_match_an_infinite_cache(self):
         d = trace_dir()
-        for name in TRACES:
-            with self.subTest(trace=name):
-                path = os.path.join(d, name)
-                with open(path) as f:
-                    lines = [json.loads(next(f)) for _ in range(SLICE)]
-                lines.sort(key=lambda o: o["timestamp"])  # the tool replays in timestamp order
+        paths = [os.path.join(d, name) for name in TRACES]
+        slices = []
+        for path in paths:
+            with open(path) as f:
+                lines = [json.loads(next(f)) for _ in range(SLICE)]
+            lines.sort(key=lambda o: o["timestamp"])  # the tool replays in timestamp order
+            slices.append(lines)
+        most = max(len({h for o in lines for h in o["hash_ids"]}) for lines in slices)
+        # One run of the tool, a fresh cluster per trace, each pool twice what the slice needs.
+        runs = self.run_tool(*[a for p in paths for a in ("--trace-file", p)],
+                             "--limit", str(SLICE), "--kv-bytes-per-token", "8",
+                             "--capacity-tokens", str(2 * 512 * most))
+        self.assertEqual([r["trace_file"] for r in runs], paths)
+        for path, lines, run in zip(paths, slices, runs):
+            with self.subTest(trace=path):
                 want = reference(lines)
                 unique = len({h for o in lines for h in o["hash_ids"]})
-                (run,) = self.run_tool("--trace-file", path, "--limit", str(SLICE),
-                                       "--kv-bytes-per-token", "8",
-                                       "--capacity-tokens", str(2 * 512 * unique))
                 self.assert_clean(run)
                 self.assertEqual(run["requests"], SLICE)
                 self.assertEqual(run["hits_per_request"], want)
@@ -173,12 +181,19 @@ class TraceReplayTest(unittest.TestCase):
                          "hash_ids": list(range(16385))}), "more than the 16384 blocks"),
             ("", "empty line"),
         ]
-        for bad, what in cases:
+        # parse_trace in this process for each fault; the tool itself for the first (exit status
+        # and the message on stderr, before any cluster is started).
+        for n, (bad, what) in enumerate(cases):
             with self.subTest(line=bad):
                 path = self.write_trace("bad.jsonl", [good, good, bad, good])
-                p = self.run_tool("--trace-file", path, expect_rc=2, timeout=60)
-                self.assertIn(f"{path}:3: ", p.stderr)
-                self.assertIn(what, p.stderr)
+                with self.assertRaises(trace_replay.TraceError) as err:
+                    trace_replay.parse_trace(path)
+                self.assertTrue(str(err.exception).startswith(f"{path}:3: "), str(err.exception))
+                self.assertIn(what, str(err.exception))
+                if n == 0:
+                    p = self.run_tool("--trace-file", path, expect_rc=2, timeout=60)
+                    self.assertIn(f"trace_replay: {path}:3: ", p.stderr)
+                    self.assertIn(what, p.stderr)
         missing = os.path.join(self.tmp.name, "absent.jsonl")
         p = self.run_tool("--trace-file", missing, expect_rc=2, timeout=60)
         self.assertIn(missing, p.stderr)
