@@ -575,6 +575,7 @@ def plot(runs, path):
             v = sorted(r[f"per_hit_ms_{tier}"])
             if v:
                 b.plot(v, [(i + 1) / len(v) for i in range(len(v))],
+                       "-" if tier == "memory" else "--",
                        label=f"{r['workload']} {r['offload']} cap={r['capacity_tokens']} {tier}")
     b.set_xscale("log")
     b.set_xlabel("load time per hit block (ms)")
