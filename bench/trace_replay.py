@@ -310,6 +310,48 @@ def block_bytes(hid, salt, size):
     return struct.pack("<QQ", hid, salt) * (size // 16)
 
 
+class DictStore:
+    """The peer of a replay, measured in the same run: the lane's loop against a Python dict in
+    its own process (an infinite cache, no store), with the same calls, copies and checks. Its
+    request rate is the most the replay loop itself can drive."""
+
+    def __init__(self):
+        self.d = {}
+
+    def batch_is_exist(self, keys):
+        return [1 if k in self.d else 0 for k in keys]
+
+    def batch_get_into(self, keys, ptrs, sizes):
+        out = []
+        for k, p, n in zip(keys, ptrs, sizes):
+            v = self.d.get(k)
+            if v is None or len(v) > n:
+                out.append(-704)
+                continue
+            ctypes.memmove(p, v, len(v))
+            out.append(len(v))
+        return out
+
+    def batch_put_from(self, keys, ptrs, sizes):
+        for k, p, n in zip(keys, ptrs, sizes):
+            self.d[k] = ctypes.string_at(p, n)
+        return [0] * len(keys)
+
+    def close(self):
+        self.d.clear()
+        return 0
+
+
+def memcpy_mib_per_s(size=64 * MiB, rounds=4):
+    """memmove bandwidth of this host, taken in the same run as the replay it is compared to."""
+    a, b = ctypes.create_string_buffer(size), ctypes.create_string_buffer(size)
+    ctypes.memmove(b, a, size)  # fault the pages in
+    t = time.perf_counter()
+    for _ in range(rounds):
+        ctypes.memmove(b, a, size)
+    return round(rounds * size / MiB / (time.perf_counter() - t), 1)
+
+
 def lane_main(cfg, lane, reqs, barrier, conn):
     """One prefill node: its own store client replays `reqs` [(index, request)] and sends back
     (records, counters, end time). Records: (index, hit, mem, disk, lookup_s, load_s, put_s,
@@ -317,19 +359,21 @@ def lane_main(cfg, lane, reqs, barrier, conn):
     _die_with_parent()  # a lane never outlives the tool
     try:
         os.environ.update(cfg["env"])
-        mcs = _import_store(cfg["build"])
         bs = cfg["block_bytes"]
         most = max((len(r[3]) for _, r in reqs), default=1) or 1
         buf = mmap.mmap(-1, most * bs)
         base = ctypes.addressof(ctypes.c_char.from_buffer(buf))
         view = memoryview(buf)
-        store = mcs.MooncakeDistributedStore()
-        rc = store.setup("127.0.0.1", "P2PHANDSHAKE", 0, 16 * MiB, "tcp", "", cfg["master"])
-        if rc != 0:
-            raise RuntimeError(f"lane {lane}: setup against {cfg['master']} returned {rc}")
-        rc = store.register_buffer(base, most * bs)
-        if rc != 0:
-            raise RuntimeError(f"lane {lane}: register_buffer returned {rc}")
+        if cfg["peer"]:
+            store = DictStore()
+        else:
+            store = _import_store(cfg["build"]).MooncakeDistributedStore()
+            rc = store.setup("127.0.0.1", "P2PHANDSHAKE", 0, 16 * MiB, "tcp", "", cfg["master"])
+            if rc != 0:
+                raise RuntimeError(f"lane {lane}: setup against {cfg['master']} returned {rc}")
+            rc = store.register_buffer(base, most * bs)
+            if rc != 0:
+                raise RuntimeError(f"lane {lane}: register_buffer returned {rc}")
     except BaseException as e:  # reported to the parent, which stops the run
         barrier.abort()
         conn.send(("error", f"{type(e).__name__}: {e}"))
@@ -420,7 +464,9 @@ def replay(args, name, reqs, capacity_tokens, offload, run_no):
     work = tempfile.mkdtemp(prefix="mc_trace_replay.")
     cluster = None
     try:
-        if args.master:
+        if offload == "peer":
+            master, metrics_addr, env, pool = "", "", {}, None
+        elif args.master:
             master, metrics_addr, env = args.master, args.master_metrics, {}
             pool = None
         else:
@@ -433,7 +479,8 @@ def replay(args, name, reqs, capacity_tokens, offload, run_no):
         cfg = dict(build=args.build_dir, env=env, master=master, block_bytes=bs,
                    prefix=f"{args.run_prefix}/{os.getpid()}/{run_no}/{name}",
                    salt=(os.getpid() << 16) ^ run_no, speed=args.speed, ts0=reqs[0][0],
-                   tier=offload != "none" or bool(args.master))
+                   tier=offload not in ("none", "peer") or bool(args.master),
+                   peer=offload == "peer")
         ctx = multiprocessing.get_context("fork")
         barrier = ctx.Barrier(args.lanes + 1)
         procs, conns = [], []
@@ -522,6 +569,7 @@ def replay(args, name, reqs, capacity_tokens, offload, run_no):
         "wall_s": round(wall, 3), "requests_per_s": round(len(recs) / wall, 1) if wall else None,
         "store_mib_per_s": round(moved / MiB / wall, 1) if wall else None,
         "errors": counters, "master_metrics_delta": delta,
+        "memcpy_mib_per_s": memcpy_mib_per_s(),
     }
 
 
@@ -535,7 +583,8 @@ def fmt(v, nd=1):
 def print_table(runs, out=sys.stdout):
     hdr = (f"{'workload':<14} {'offload':<7} {'cap(tok)':>10} {'hit%':>6} {'max%':>6} "
            f"{'mem blk':>8} {'disk blk':>8} {'saved%':>6} {'p50 ms':>7} {'p99 ms':>7} "
-           f"{'hit/blk mem ms':>14} {'hit/blk disk ms':>15} {'req/s':>7} {'MiB/s':>7}")
+           f"{'hit/blk mem ms':>14} {'hit/blk disk ms':>15} {'req/s':>7} {'x peer':>6} {'MiB/s':>7} "
+           f"{'x memcpy':>8}")
     print(hdr, file=out)
     print("-" * len(hdr), file=out)
     for r in runs:
@@ -546,7 +595,9 @@ def print_table(runs, out=sys.stdout):
               f"{fmt(r['lookup_load_ms_p50'], 2):>7} {fmt(r['lookup_load_ms_p99'], 2):>7} "
               f"{fmt(r['load_ms_per_hit_block_memory_p50'], 3):>14} "
               f"{fmt(r['load_ms_per_hit_block_offload_p50'], 3):>15} "
-              f"{fmt(r['requests_per_s'], 0):>7} {fmt(r['store_mib_per_s'], 1):>7}", file=out)
+              f"{fmt(r['requests_per_s'], 0):>7} {fmt(r.get('requests_per_s_vs_peer'), 3):>6} "
+              f"{fmt(r['store_mib_per_s'], 1):>7} "
+              f"{fmt(r['store_mib_per_s'] / r['memcpy_mib_per_s'], 4):>8}", file=out)
         bad = {k: v for k, v in r["errors"].items() if v}
         if bad:
             print(f"  errors: {bad}", file=out)
@@ -630,6 +681,9 @@ def main(argv=None):
                     help="mooncake_client processes whose segments make the pool")
     ap.add_argument("--speed", type=float, default=0.0,
                     help="0: as fast as possible; 1: trace timestamps in real time; k: k x faster")
+    ap.add_argument("--no-peer", dest="peer", action="store_false",
+                    help="skip the peer run: each workload replayed first against a Python dict "
+                    "in the lane (the loop's own ceiling; table row offload 'peer')")
     ap.add_argument("--master", default="",
                     help="use this running master (host:port) instead of starting a cluster; "
                     "the pool is what its clients hold (no capacity sweep)")
@@ -685,6 +739,16 @@ def main(argv=None):
     run_no = 0
     for name, path, reqs in workloads:
         _, unique = infinite_cache(reqs)
+        peer = None
+        if args.peer:
+            run_no += 1
+            try:
+                peer = replay(args, name, reqs, 0, "peer", run_no)
+            except (RuntimeError, OSError) as e:
+                print(f"trace_replay: {name}, peer run: {e}", file=sys.stderr)
+                return 1
+            peer["trace_file"] = path
+            runs.append(peer)
         mine = caps or sorted({max(1, int(f * unique * BLOCK_TOKENS)) for f in fracs})
         if args.master:
             mine = [0]
@@ -700,6 +764,9 @@ def main(argv=None):
                           file=sys.stderr)
                     return 1
                 r["trace_file"] = path
+                if peer and peer["requests_per_s"] and r["requests_per_s"]:
+                    r["requests_per_s_vs_peer"] = round(r["requests_per_s"]
+                                                        / peer["requests_per_s"], 3)
                 runs.append(r)
     print_table(runs)
     info = {"date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "argv": sys.argv[1:],

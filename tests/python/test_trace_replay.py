@@ -100,7 +100,7 @@ class TraceReplayTest(unittest.TestCase):
         path = self.write_trace("made.jsonl", lines)
         kv = 16  # 8 KiB blocks
         (run,) = self.run_tool("--trace-file", path, "--kv-bytes-per-token", str(kv),
-                               "--capacity-tokens", "100k")
+                               "--capacity-tokens", "100k", "--no-peer")
         self.assert_clean(run)
         self.assertEqual(run["hits_per_request"], [0, 3, 2, 2, 0, 8])
         self.assertEqual(run["max_hits_per_request"], [0, 3, 2, 2, 0, 8])
@@ -121,7 +121,8 @@ class TraceReplayTest(unittest.TestCase):
         again = [dict(o, timestamp=100 + o["timestamp"]) for o in first]
         path = self.write_trace("evict.jsonl", first + again)
         (run,) = self.run_tool("--trace-file", path, "--kv-bytes-per-token", "64",
-                               "--capacity-tokens", "16k", "--offload", "local")
+                               "--capacity-tokens", "16k", "--offload", "local",
+                               "--no-peer")
         self.assert_clean(run)
         self.assertEqual(run["hits_per_request"], [0] * 24 + [8] * 24)
         self.assertEqual(run["hit_blocks"], 8 * 24)
@@ -146,14 +147,17 @@ class TraceReplayTest(unittest.TestCase):
         runs = self.run_tool(*[a for p in paths for a in ("--trace-file", p)],
                              "--limit", str(SLICE), "--kv-bytes-per-token", "8",
                              "--capacity-tokens", str(2 * 512 * most))
-        self.assertEqual([r["trace_file"] for r in runs], paths)
-        for path, lines, run in zip(paths, slices, runs):
+        # Per trace: the peer (the same loop against a dict in the lane), then the store.
+        self.assertEqual([(r["trace_file"], r["offload"]) for r in runs],
+                         [(p, o) for p in paths for o in ("peer", "none")])
+        for path, lines, peer, run in zip(paths, slices, runs[0::2], runs[1::2]):
             with self.subTest(trace=path):
                 want = reference(lines)
                 unique = len({h for o in lines for h in o["hash_ids"]})
                 self.assert_clean(run)
                 self.assertEqual(run["requests"], SLICE)
                 self.assertEqual(run["hits_per_request"], want)
+                self.assertEqual(peer["hits_per_request"], want)
                 self.assertGreater(sum(want), 0, "the slice has no reuse: a test that cannot fail")
                 self.assertEqual(run["hit_blocks"], sum(want))
                 self.assertEqual(run["unique_blocks"], unique)
