@@ -697,6 +697,8 @@ def main(argv=None):
     ap.add_argument("--json", default="", help="write all results to this file")
     ap.add_argument("--plot", default="", help="write the plot (PNG) to this file")
     args = ap.parse_args(argv)
+    # SIGTERM unwinds like an error: the cluster is stopped and its files removed.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
     if args.kv_bytes_per_token < 1 or args.kv_bytes_per_token > 1 << 20:
         ap.error("--kv-bytes-per-token must be in 1..1048576")
