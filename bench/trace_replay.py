@@ -682,8 +682,8 @@ def main(argv=None):
     ap.add_argument("--speed", type=float, default=0.0,
                     help="0: as fast as possible; 1: trace timestamps in real time; k: k x faster")
     ap.add_argument("--no-peer", dest="peer", action="store_false",
-                    help="skip the peer run: each workload replayed first against a Python dict "
-                    "in the lane (the loop's own ceiling; table row offload 'peer')")
+                    help="skip the peer run: with --lanes 1, each workload replayed first "
+                    "against a Python dict in the lane (the loop's own ceiling; row 'peer')")
     ap.add_argument("--master", default="",
                     help="use this running master (host:port) instead of starting a cluster; "
                     "the pool is what its clients hold (no capacity sweep)")
@@ -742,7 +742,7 @@ def main(argv=None):
     for name, path, reqs in workloads:
         _, unique = infinite_cache(reqs)
         peer = None
-        if args.peer:
+        if args.peer and args.lanes == 1:  # lanes' dicts would not be shared
             run_no += 1
             try:
                 peer = replay(args, name, reqs, 0, "peer", run_no)
