@@ -29,7 +29,14 @@ import sys
 import threading
 import time
 
-import mooncake.store as mcs
+try:
+    import mooncake.store as mcs
+except ImportError as e:  # --help must work, and the error must say what to do
+    if "-h" in sys.argv or "--help" in sys.argv:
+        mcs = None
+    else:
+        sys.exit(f"python_get_bench.py: cannot import mooncake.store ({e}); put the module's "
+                 "directory on PYTHONPATH (a build tree: PYTHONPATH=build/python)")
 
 MiB = 1 << 20
 EDGE = 4096  # bytes checked at each end of a value
@@ -139,19 +146,22 @@ class Bench:
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--master", default="127.0.0.1:50051")
-    p.add_argument("--local-hostname", default="127.0.0.1")
-    p.add_argument("--value-size", type=parse_size, default=16 * MiB)
-    p.add_argument("--objects", type=int, default=64)
-    p.add_argument("--jobs", type=int, default=8)
-    p.add_argument("--batch", type=int, default=8)
-    p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--seconds", type=float, default=4.0)
-    p.add_argument("--warmup", type=float, default=4.0)
-    p.add_argument("--prefix", default="pyget")
-    p.add_argument("--no-put", action="store_true")
-    p.add_argument("--no-check", action="store_true")
-    p.add_argument("--json", default="")
+    p.add_argument("--master", default="127.0.0.1:50051",
+                   help="a running mooncake_master host:port (a mooncake_client holds the values)")
+    p.add_argument("--local-hostname", default="127.0.0.1", help="this client's address")
+    p.add_argument("--value-size", type=parse_size, default=16 * MiB,
+                   help="bytes per object (16MiB, 1MiB, ...)")
+    p.add_argument("--objects", type=int, default=64, help="objects put and read")
+    p.add_argument("--jobs", type=int, default=8, help="reader threads (lanes)")
+    p.add_argument("--batch", type=int, default=8, help="keys per get_batch / batch_get_into")
+    p.add_argument("--rounds", type=int, default=3, help="plain/zcopy pairs, interleaved")
+    p.add_argument("--seconds", type=float, default=4.0, help="seconds per phase")
+    p.add_argument("--warmup", type=float, default=4.0, help="warm-up seconds of each mode")
+    p.add_argument("--prefix", default="pyget", help="key prefix")
+    p.add_argument("--no-put", action="store_true", help="the objects are already stored")
+    p.add_argument("--no-check", action="store_true",
+                   help="do not check each value's first and last 4 KiB and length")
+    p.add_argument("--json", default="", help="write the rows here")
     a = p.parse_args()
     b = Bench(a)
     if not a.no_put:
