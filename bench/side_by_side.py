@@ -47,6 +47,7 @@ import csv
 import json
 import os
 import shutil
+import signal
 import socket
 import statistics
 import subprocess
@@ -438,6 +439,12 @@ def main(argv=None):
               "loadavg_before": load_average(), "repeats": a.repeats, "bench": a.bench,
               "sides": sides, "rows": [], "runs": []}
     runs = {i: [] for i in range(len(shapes))}
+    interrupted = False
+
+    def on_term(signum, frame):  # SIGTERM as ctrl-c: the runs' masters are stopped on the way
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_term)
     try:
         # Interleaved: each repeat runs every shape on both sides; the side going first
         # alternates with the repeat so neither always runs on a warmer machine.
@@ -455,7 +462,11 @@ def main(argv=None):
                         f"{run['MiB_per_sec']:.1f} MiB/s, {run['kv_per_sec']:.0f} objects/s")
                     print(f"[{rep + 1}/{a.repeats}] {shape_name(shape)} {side}: {state}",
                           flush=True)
+    except KeyboardInterrupt:
+        interrupted = True
+        print(f"{PROG}: interrupted; the pairs done so far follow", file=sys.stderr)
     finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
         if cleanup:
             cleanup.cleanup()
     report["rows"] = [summarize(shape, runs[i]) for i, shape in enumerate(shapes)]
@@ -465,6 +476,8 @@ def main(argv=None):
     print(f"load average before {report['loadavg_before']}, after {report['loadavg_after']}")
     csv_path = write_outputs(a.json, report)
     print(f"{PROG}: wrote {a.json} and {csv_path}")
+    if interrupted:
+        return 130
     return 0 if all(r["status"] == "ok" for r in report["rows"]) else 1
 
 

@@ -92,6 +92,7 @@ EXIT_VERIFY_FAILURE = 20
 EXIT_VERIFY_MISS = 21
 EXIT_METADATA_FAILURE = 22
 EXIT_EXISTING_KEYS = 23  # a write phase found keys already stored: it wrote nothing for them
+EXIT_FAILED_KVS = 24  # operations failed (or read misses) in a phase that exits 0 upstream
 EXIT_INTERRUPTED = 130
 
 OBJECT_HAS_LEASE = -706  # store code: a remove refused while a read lease is held
@@ -1453,6 +1454,8 @@ class Benchmark:
             return EXIT_METADATA_FAILURE
         if overall["existing_keys"]:
             return EXIT_EXISTING_KEYS
+        if overall["failed_kvs"] and self.args.scenario != "fill":  # fill ends at a full pool
+            return EXIT_FAILED_KVS
         return EXIT_OK
 
     def summary(self, overall, code):
@@ -1778,8 +1781,10 @@ scenarios (phase names in quotes):
 exit codes: 0 ok; 1 error (setup, strict write, smoke failure, a lane died, bad replay file);
   2 bad command line; 20 verification failures; 21 --verify and misses in a read phase;
   22 failed operations in metadata_smoke/mixed_metadata/remove_perf/replay; 23 a write phase
-  found keys already stored; 130 interrupted. The summary's "ok" is true exactly when the
-  exit code is 0.
+  found keys already stored; 24 failed KVs (failed puts or gets, read misses) in any other
+  scenario (upstream exits 0 there; the guide counts a run with failed KVs as failed);
+  130 interrupted. The summary's "ok" is true exactly when the exit code is 0, but for fill,
+  which stops when the pool is full (failed puts, "dataset_exhausted": true, "ok" false, exit 0).
 
 work not done is never success: a put of a key that already exists returns 0 but keeps the
   old value (as upstream) and moves no bytes. Before writing (write_verify, fill_write,

@@ -20,6 +20,9 @@
 
 #define MC_EVICTION_PERIOD_MS 10
 #define MC_MONITOR_PERIOD_MS 1000
+/* A monitor wake-up this much later than its period: the master itself stalled (see
+ * forgive_own_stall_locked). */
+#define MC_MONITOR_STALL_MS 1000
 #define MC_EVICTION_IDLE_RETRY_MS 1000 /* after a pass that found nothing to evict */
 
 /*

@@ -1944,12 +1944,35 @@ static void *eviction_thread(void *arg)
     return NULL;
 }
 
+/*
+ * The master itself did not run for `gap` ms (stopped, a paused VM, a swap storm): it could not
+ * read the pings its clients kept sending, so that time must not count as their silence. Every
+ * client's last ping moves forward by the gap before the sweep judges them — otherwise a master
+ * resumed after more than --client_ttl would expire every live holder and drop their objects.
+ */
+static void forgive_own_stall_locked(mc_master_t *m, uint64_t gap, uint64_t now)
+{
+    MC_WARN("this master did not run for %" PRIu64 " ms (stopped or starved): that time is not "
+            "counted against its %zu clients' pings",
+            gap, m->client_count);
+    for (size_t i = 0; i < m->client_count; i++) {
+        uint64_t seen = m->clients[i].last_seen_ms + gap;
+        m->clients[i].last_seen_ms = seen < now ? seen : now;
+    }
+}
+
 static void *monitor_thread(void *arg)
 {
     mc_master_t *m = arg;
     pthread_mutex_lock(&m->lock);
+    uint64_t last = mc_now_ms();
     while (!m->stopping) {
         timed_wait_locked(m, MC_MONITOR_PERIOD_MS);
+        uint64_t real = mc_now_ms();
+        if (real - last > MC_MONITOR_PERIOD_MS + MC_MONITOR_STALL_MS)
+            forgive_own_stall_locked(m, real - last - MC_MONITOR_PERIOD_MS,
+                                     mc_master_now_locked(m));
+        last = real;
         if (!m->stopping)
             monitor_sweep_locked(m, mc_master_now_locked(m));
     }

@@ -543,6 +543,33 @@ static void test_eviction_keeps_puts_succeeding_when_the_pool_is_full(void **sta
 
 /* ---- tests that run their own cluster ----------------------------------------------------- */
 
+/* A master stopped for longer than --client_ttl while its holder kept pinging: on resume it must
+ * not take its own absence for the holder's silence and drop the holder's objects. */
+static void test_a_master_stopped_past_the_client_ttl_keeps_live_holders(void **state)
+{
+    master_t m;
+    holder_t h;
+    const char *const flags[] = {"--client_ttl=2", NULL};
+    assert_int_equal(start_master(&m, flags), 0);
+    assert_int_equal(start_holder(&h, &m, "64MB", 0), 0);
+    mc_store_t *s = new_client(&m);
+    uint8_t v[65536], out[65536];
+    fill(v, sizeof(v), 77);
+    assert_int_equal(mc_store_put(s, "paused", v, sizeof(v), NULL), 0);
+    assert_int_equal(kill(m.pid, SIGSTOP), 0);
+    usleep(5 * 1000 * 1000); /* 2.5 x --client_ttl: the stall is what is tested */
+    assert_int_equal(kill(m.pid, SIGCONT), 0);
+    usleep(2 * 1000 * 1000); /* a monitor sweep or two after the resume */
+    memset(out, 0, sizeof(out));
+    assert_int_equal(mc_store_get(s, "paused", out, sizeof(out)), (int64_t)sizeof(v));
+    assert_memory_equal(v, out, sizeof(v));
+    assert_int_equal(mc_master_metric(&m, "master_expired_clients_total"), 0);
+    mc_store_free(s);
+    mc_cluster_untrack(h.proc.pid);
+    mc_proc_stop(&h.proc, SIGTERM, 10000);
+    assert_true(mc_clean_exit(mc_master_stop(&m, SIGTERM)));
+}
+
 static void test_two_replicas_survive_the_death_of_one_holder(void **state)
 {
     master_t m;
@@ -969,6 +996,7 @@ int main(void)
     const struct CMUnitTest own_cluster_tests[] = {
         cmocka_unit_test(test_value_of_segment_size_fits_and_one_byte_more_does_not),
         cmocka_unit_test(test_two_replicas_survive_the_death_of_one_holder),
+        cmocka_unit_test(test_a_master_stopped_past_the_client_ttl_keeps_live_holders),
         cmocka_unit_test(test_zero_lease_ttl_means_no_lease),
         cmocka_unit_test(test_client_killed_mid_put_is_revoked_after_ttl),
         cmocka_unit_test(test_master_restart_makes_clients_remount),

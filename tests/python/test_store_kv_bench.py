@@ -822,7 +822,7 @@ class ConsoleAndSummaryTest(BenchTestCase):
         FAKE.fail = lambda m, k: TRANSFER_FAIL if m == "get_into" and k == bad else None
         code, summary, text = self.run_bench("--scenario", "read_perf", "--prepare-mode", "none",
                                              "--io-api", "zcopy", *SMALL)
-        self.assertEqual(code, 0)
+        self.assertEqual(code, bench.EXIT_FAILED_KVS)  # upstream exits 0; a failed KV is failure
         phase = summary["phases"]["read_perf"]
         self.assertEqual(phase["error_counts"], {"-800": 1, "MISS": 8})
         self.assertEqual(phase["misses"], 8)
@@ -875,11 +875,13 @@ class ExitCodeTest(BenchTestCase):
         self.assertEqual(code, 21)
         self.assertEqual(summary["phases"]["read_perf"]["misses"], 16)
 
-    def test_misses_without_verify_is_0_but_not_ok(self):
+    def test_misses_without_verify_are_24_and_not_ok(self):
+        # upstream exits 0 here; --help promises "ok" true exactly when the exit code is 0
         code, summary, _ = self.run_bench("--scenario", "read_perf", "--prepare-mode", "none",
                                           *SMALL)
-        self.assertEqual(code, 0)
+        self.assertEqual(code, bench.EXIT_FAILED_KVS)
         self.assertFalse(summary["ok"])
+        self.assertEqual(summary["exit_code"], bench.EXIT_FAILED_KVS)
 
     def test_metadata_failures_are_22(self):
         cases = (("mixed_metadata", "put", NO_AVAILABLE_HANDLE), ("remove_perf", "remove", -706))
