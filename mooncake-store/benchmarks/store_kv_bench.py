@@ -1523,6 +1523,18 @@ def write_csv(path, summary):
     os.replace(tmp, path)
 
 
+def check_plot_path(path):
+    """Raises RuntimeError unless a PNG can be written at path: checked before the run, so a
+    finished run never ends in a plot error after its summary said it succeeded."""
+    if os.path.isdir(path):
+        raise RuntimeError(f"--plot {path}: is a directory; give a file name (e.g. {path}/run.png)")
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise RuntimeError(f"--plot {path}: directory {parent} does not exist")
+    if not os.access(parent, os.W_OK):
+        raise RuntimeError(f"--plot {path}: directory {parent} is not writable")
+
+
 def require_matplotlib():
     """Raises RuntimeError (naming the Debian package) unless matplotlib imports."""
     try:
@@ -1971,6 +1983,7 @@ def main(argv=None):
     if args.aggregate:
         if args.plot:
             try:
+                check_plot_path(args.plot)
                 require_matplotlib()
             except RuntimeError as e:
                 parser.error(str(e))
@@ -1980,6 +1993,7 @@ def main(argv=None):
     try:
         validate_args(args)
         if args.plot:
+            check_plot_path(args.plot)
             require_matplotlib()
     except (ValueError, RuntimeError) as e:
         parser.error(str(e))

@@ -856,6 +856,17 @@ class PlotWithoutMatplotlibTest(BenchTestCase):
         self.assertIsNone(FAKE.setup_args)  # the store was never set up
         self.assertFalse(os.path.exists(self.path("p.png")))
 
+    def test_a_plot_path_that_cannot_be_written_is_refused_before_the_run(self):
+        for bad, why in ((self.path(""), "is a directory"),
+                         (self.path("missing/p.png"), "does not exist")):
+            with self.subTest(path=bad):
+                stream = io.StringIO()
+                with contextlib.redirect_stderr(stream), self.assertRaises(SystemExit) as cm:
+                    bench.main(["--scenario", "fill", "--plot", bad, *SMALL])
+                self.assertEqual(cm.exception.code, 2)
+                self.assertIn(why, stream.getvalue())
+                self.assertIsNone(FAKE.setup_args)  # the store was never set up
+
 
 class ExitCodeTest(BenchTestCase):
     def test_verify_failure_is_20(self):
