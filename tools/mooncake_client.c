@@ -33,7 +33,10 @@
 #include "real_client_service.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <semaphore.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +47,29 @@
 static const char *const ignored_flags[] = {"tenant_id", "start_offload_rpc_server",
                                             "use_mmap_arena_allocator", "mmap_arena_pool_size",
                                             NULL};
+
+/* The process's one taker of SIGINT/SIGTERM (see main). */
+typedef struct signal_watch {
+    const sigset_t *set;
+    atomic_int ready; /* setup finished: the main thread handles the signal */
+    atomic_int sig;
+    sem_t got;
+} signal_watch_t;
+
+static void *signal_watch_main(void *arg)
+{
+    signal_watch_t *w = arg;
+    int sig = 0;
+    while (sigwait(w->set, &sig) != 0)
+        ;
+    atomic_store(&w->sig, sig);
+    if (!atomic_load(&w->ready)) {
+        MC_WARN("mooncake_client: signal %d during setup: exiting before serving", sig);
+        _exit(1);
+    }
+    sem_post(&w->got);
+    return NULL;
+}
 
 int main(int argc, char **argv)
 {
@@ -154,13 +180,23 @@ int main(int argc, char **argv)
         return 1;
     }
 
-    /* Signals are taken synchronously by this thread; every other thread inherits the mask. */
+    /* Signals are taken synchronously by one watcher thread; every other thread inherits the
+     * mask. Setup may take long (waiting for the master, a sync segment pre-fault): a signal
+     * during it ends the process at once (nothing is mounted or served yet); after it, the main
+     * thread unmounts and exits cleanly. */
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
+    signal_watch_t watch = {.set = &set};
+    sem_init(&watch.got, 0, 0);
+    pthread_t watcher;
+    if (pthread_create(&watcher, NULL, signal_watch_main, &watch) != 0) {
+        fprintf(stderr, "mooncake_client: cannot start the signal thread\n");
+        return 1;
+    }
 
     mc_store_config_t cfg = {.local_hostname = local,
                              .metadata_server = metadata,
@@ -203,9 +239,11 @@ int main(int argc, char **argv)
     printf("mooncake_client ready: segment %s\n", mc_store_get_hostname(store));
     fflush(stdout);
 
-    int sig = 0;
-    sigwait(&set, &sig);
-    MC_INFO("mooncake_client: signal %d, unmounting and exiting", sig);
+    atomic_store(&watch.ready, 1);
+    while (sem_wait(&watch.got) != 0 && errno == EINTR)
+        ;
+    pthread_join(watcher, NULL);
+    MC_INFO("mooncake_client: signal %d, unmounting and exiting", atomic_load(&watch.sig));
     mc_real_client_service_stop(dummies);
     mc_store_free(store);
     return 0;

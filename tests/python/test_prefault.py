@@ -209,6 +209,20 @@ class PrefaultTest(unittest.TestCase):
         self.assertGreaterEqual(rss_shmem(c.proc.pid), size)
         self.assert_clean_exit(c)
 
+    def test_sigterm_during_a_sync_pass_ends_the_process_at_once(self):
+        # A sync pass runs inside setup (before the segment is mounted); a signal then must not
+        # wait for the whole pass (32 s here at the capped rate).
+        c = self.client(1024 * MiB, {"MC_SEGMENT_PREFAULT_RATE": "32 MiB"},
+                        extra=["--segment_prefault=sync"])
+        c.wait_log(r"segment pre-fault: synchronously")
+        start = time.monotonic()
+        c.proc.send_signal(signal.SIGTERM)
+        rc = c.proc.wait(timeout=60)
+        self.assertLess(time.monotonic() - start, 10)  # the pass alone would take ~30 s more
+        self.assertEqual(rc, 1)
+        self.assertIn("during setup: exiting before serving", c.text())
+        self.assertNotIn("mooncake_client ready", c.text())
+
     def test_off_leaves_pages_to_first_use(self):
         size = 256 * MiB
         c = self.client(size, {"MC_SEGMENT_PREFAULT": "off"})
