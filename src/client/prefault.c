@@ -2,8 +2,9 @@
  * prefault.c — the segment memory pre-fault pass (prefault.h).
  *
  * One pass walks the range front to back in 64 MiB chunks. Before each chunk it reads
- * MemAvailable and stops (with a log line) when the chunk would take it below the floor, so a
- * segment larger than free memory never drives the host into the OOM killer. Each chunk is
+ * MemAvailable (or what this process's memory cgroup still allows, when that is less) and stops
+ * (with a log line) when the chunk would take it below the floor, so a segment larger than free
+ * memory never drives the host, or the container, into the OOM killer. Each chunk is
  * faulted in 2 MiB steps: MADV_POPULATE_WRITE holds the process's mmap lock for reading while
  * it works, and an idle-priority thread preempted inside a long call would hold up every mmap
  * and munmap of the process (priority inversion); a step bounds that to a few milliseconds, and
@@ -72,6 +73,65 @@ static int64_t meminfo_bytes(const char *field)
     }
     fclose(f);
     return v;
+}
+
+/* A whole number from a one-line file (cgroup controls); -1 when absent or "max". */
+static int64_t file_number(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    unsigned long long v = 0;
+    int ok = fscanf(f, "%llu", &v) == 1;
+    fclose(f);
+    return ok && v < (1ull << 62) ? (int64_t)v : -1;
+}
+
+/* Bytes this process's memory cgroup still allows (limit - usage), or -1 when it has no limit:
+ * a container's limit binds before the host's MemAvailable does. cgroup v2 (memory.max,
+ * memory.current) or v1 (memory.limit_in_bytes, memory.usage_in_bytes). */
+static int64_t cgroup_available(void)
+{
+    FILE *f = fopen("/proc/self/cgroup", "r");
+    if (!f)
+        return -1;
+    char line[512], v2[512] = "", v1[512] = "";
+    while (fgets(line, sizeof(line), f)) {
+        line[strcspn(line, "\n")] = '\0';
+        if (!strncmp(line, "0::", 3))
+            snprintf(v2, sizeof(v2), "%s", line + 3);
+        const char *m = strstr(line, ":memory:");
+        if (m)
+            snprintf(v1, sizeof(v1), "%s", m + 8);
+    }
+    fclose(f);
+    char a[600], b[600];
+    int64_t limit = -1, usage = -1;
+    if (v1[0]) {
+        snprintf(a, sizeof(a), "/sys/fs/cgroup/memory%s/memory.limit_in_bytes", v1);
+        snprintf(b, sizeof(b), "/sys/fs/cgroup/memory%s/memory.usage_in_bytes", v1);
+        limit = file_number(a);
+        usage = file_number(b);
+    }
+    if ((limit < 0 || usage < 0) && v2[0]) {
+        snprintf(a, sizeof(a), "/sys/fs/cgroup%s/memory.max", v2);
+        snprintf(b, sizeof(b), "/sys/fs/cgroup%s/memory.current", v2);
+        limit = file_number(a);
+        usage = file_number(b);
+    }
+    if (limit < 0 || usage < 0)
+        return -1;
+    return limit > usage ? limit - usage : 0;
+}
+
+/* Memory the pass may still take: the host's MemAvailable, or less under a cgroup limit. */
+static int64_t available_bytes(void)
+{
+    int64_t host = meminfo_bytes("MemAvailable");
+    int64_t cg = cgroup_available();
+    if (cg >= 0 && (host < 0 || cg < host))
+        return cg;
+    return host;
 }
 
 static int env_size(const char *name, uint64_t *out)
@@ -212,8 +272,9 @@ static void run_pass(mc_prefault_t *p)
     const char *end = "done";
     while (off < p->length) {
         size_t chunk = p->length - off < MC_PREFAULT_CHUNK ? p->length - off : MC_PREFAULT_CHUNK;
-        int64_t avail = meminfo_bytes("MemAvailable");
-        if (p->opts.floor_bytes && avail >= 0 && (uint64_t)avail < p->opts.floor_bytes + chunk) {
+        int64_t avail = available_bytes();
+        if (p->opts.floor_bytes && avail >= 0 &&
+            ((uint64_t)avail < chunk || (uint64_t)avail - chunk < p->opts.floor_bytes)) {
             char a[32], f[32];
             MC_WARN("segment pre-fault stopped at the free-memory floor: MemAvailable %s, floor "
                     "%s (MC_SEGMENT_PREFAULT_FLOOR); the rest faults on first use",

@@ -27,6 +27,32 @@ WAIT_S = 120.0  # upper bound of any state wait (a loaded 2-vCPU VM)
 SANITIZER = re.compile(r"ERROR: (Address|Leak)Sanitizer|runtime error:")
 
 
+def memory_cgroup_dir():
+    """This process's memory cgroup directory when a child may be made there (root, cgroup v1
+    or v2 with the memory controller), else None."""
+    try:
+        with open("/proc/self/cgroup") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) == 3 and parts[1] == "memory":
+            d = "/sys/fs/cgroup/memory" + parts[2]
+            if os.access(d, os.W_OK) and os.path.exists(os.path.join(d, "memory.limit_in_bytes")):
+                return d, "memory.limit_in_bytes"
+    for line in lines:
+        if line.startswith("0::"):
+            d = "/sys/fs/cgroup" + line[3:]
+            try:
+                with open(os.path.join(d, "cgroup.subtree_control")) as f:
+                    if "memory" in f.read().split() and os.access(d, os.W_OK):
+                        return d, "memory.max"
+            except OSError:
+                pass
+    return None
+
+
 def rss_shmem(pid):
     """Bytes of shared memory mapped in pid's page tables."""
     with open(f"/proc/{pid}/status") as f:
@@ -222,6 +248,58 @@ class PrefaultTest(unittest.TestCase):
         self.assertEqual(rc, 1)
         self.assertIn("during setup: exiting before serving", c.text())
         self.assertNotIn("mooncake_client ready", c.text())
+
+    def test_the_floor_counts_a_memory_cgroup_limit(self):
+        # A 1 GiB segment in a 512 MiB cgroup: the pass must stop at the floor under the
+        # cgroup's limit (before this, it read only the host's MemAvailable and the OOM killer
+        # ended the client).
+        found = memory_cgroup_dir()
+        if not found:
+            self.skipTest("no writable memory cgroup here (needs root and the memory controller)")
+        parent, limit_file = found
+        cg = os.path.join(parent, f"mc_prefault_{os.getpid()}")
+        os.mkdir(cg)
+        try:
+            with open(os.path.join(cg, limit_file), "w") as f:
+                f.write(str(512 * MiB))
+            procs = os.path.join(cg, "cgroup.procs")
+
+            def join_cgroup():
+                die_with_parent()
+                with open(procs, "w") as f:
+                    f.write(str(os.getpid()))
+
+            log = os.path.join(self.dir.name, "cg.log")
+            with open(log, "wb") as out:
+                proc = subprocess.Popen(
+                    [os.path.join(BUILD, "tools", "mooncake_client"), "--global_segment_size=1GiB",
+                     "--host=127.0.0.1", f"--port={free_port()}", "--metadata_server=P2PHANDSHAKE",
+                     f"--master_server_address={self.master.addr}",
+                     "--segment_prefault_floor=64MiB"],
+                    stdout=out, stderr=out, stdin=subprocess.DEVNULL, preexec_fn=join_cgroup,
+                    env={k: v for k, v in os.environ.items() if not k.startswith("MC_SEGMENT_")})
+            try:
+                deadline = time.monotonic() + WAIT_S
+                text = ""
+                while time.monotonic() < deadline and proc.poll() is None:
+                    with open(log, "rb") as f:
+                        text = f.read().decode(errors="replace")
+                    if re.search(r"segment pre-fault (done|stopped at the floor)", text):
+                        break
+                    time.sleep(0.05)
+                self.assertIsNone(proc.poll(), "the client died (OOM?):\n" + text[-2000:])
+                self.assertRegex(text, r"segment pre-fault stopped at the floor")
+            finally:
+                if proc.poll() is None:
+                    proc.send_signal(signal.SIGTERM)
+                self.assertEqual(proc.wait(timeout=60), 0)
+        finally:
+            for _ in range(100):  # the cgroup empties once its process is reaped
+                try:
+                    os.rmdir(cg)
+                    break
+                except OSError:
+                    time.sleep(0.05)
 
     def test_off_leaves_pages_to_first_use(self):
         size = 256 * MiB
