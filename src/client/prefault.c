@@ -58,21 +58,8 @@ struct mc_prefault {
 /* A MemInfo field in bytes, or -1 when unreadable. */
 static int64_t meminfo_bytes(const char *field)
 {
-    FILE *f = fopen("/proc/meminfo", "r");
-    if (!f)
-        return -1;
-    char line[256];
-    size_t n = strlen(field);
-    int64_t v = -1;
-    while (fgets(line, sizeof(line), f)) {
-        unsigned long long kib;
-        if (!strncmp(line, field, n) && line[n] == ':' && sscanf(line + n + 1, "%llu", &kib) == 1) {
-            v = (int64_t)(kib * 1024ull);
-            break;
-        }
-    }
-    fclose(f);
-    return v;
+    int64_t kib = mc_meminfo(field);
+    return kib < 0 ? -1 : kib * 1024;
 }
 
 /* A whole number from a one-line file (cgroup controls); -1 when absent or "max". */

@@ -360,3 +360,22 @@ const char *mc_format_size(uint64_t bytes, char *buf, size_t buflen)
     snprintf(buf, buflen, "%.1f %s", v, units[u]);
     return buf;
 }
+
+int64_t mc_meminfo(const char *field)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f)
+        return -1;
+    char line[256];
+    size_t n = strlen(field);
+    int64_t v = -1;
+    while (fgets(line, sizeof(line), f)) {
+        unsigned long long x;
+        if (!strncmp(line, field, n) && line[n] == ':' && sscanf(line + n + 1, "%llu", &x) == 1) {
+            v = (int64_t)x;
+            break;
+        }
+    }
+    fclose(f);
+    return v;
+}

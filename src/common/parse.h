@@ -30,4 +30,8 @@ int mc_parse_double(const char *text, double min, double max, double *value, cha
 /* Formats bytes for people: "32.0 GiB", "512 B". Writes into buf, returns buf. */
 const char *mc_format_size(uint64_t bytes, char *buf, size_t buflen);
 
+/* A field of /proc/meminfo as the kernel writes it (kB for sizes such as "MemAvailable", a count
+ * for "HugePages_Free"); -1 when the file or the field is absent. */
+int64_t mc_meminfo(const char *field);
+
 #endif /* MC_COMMON_PARSE_H */

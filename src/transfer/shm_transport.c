@@ -28,6 +28,7 @@
 
 #include "checksum.h"
 #include "log.h"
+#include "parse.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -71,19 +72,12 @@ static void sysfs_choice(const char *path, char *out, size_t n)
     fclose(f);
 }
 
-/* A /proc/meminfo field (kB there) in bytes; 0 when absent. */
+/* A /proc/meminfo field in bytes (kB there; HugePages_Free is a count); 0 when absent. */
 static uint64_t meminfo_field(const char *field)
 {
-    FILE *f = fopen("/proc/meminfo", "r");
-    if (!f)
+    int64_t v = mc_meminfo(field);
+    if (v < 0)
         return 0;
-    char line[256];
-    size_t n = strlen(field);
-    unsigned long long v = 0;
-    while (fgets(line, sizeof(line), f))
-        if (!strncmp(line, field, n) && line[n] == ':' && sscanf(line + n + 1, "%llu", &v) == 1)
-            break;
-    fclose(f);
     return (uint64_t)v * (strcmp(field, "HugePages_Free") ? 1024u : 1u);
 }
 
