@@ -24,6 +24,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
+#include <time.h>
+#include <stdatomic.h>
 
 __attribute__((format(printf, 3, 4))) static int parse_fail(char *err, size_t errlen,
                                                             const char *fmt, ...)
@@ -378,4 +381,34 @@ int64_t mc_meminfo(const char *field)
     }
     fclose(f);
     return v;
+}
+
+#define MC_CONTENTION_CHECK_NS 100000000ull /* re-read /proc/loadavg at most this often */
+
+int mc_cpus_contended(void)
+{
+    static _Atomic uint64_t checked_ns;
+    static atomic_int contended;
+    static long cpus;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    uint64_t now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    uint64_t last = atomic_load(&checked_ns);
+    if (now - last < MC_CONTENTION_CHECK_NS ||
+        !atomic_compare_exchange_strong(&checked_ns, &last, now))
+        return atomic_load(&contended); /* fresh enough, or another thread is reading */
+    if (cpus <= 0)
+        cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    FILE *f = fopen("/proc/loadavg", "r");
+    int busy = 0;
+    if (f) {
+        double l1, l5, l15;
+        long running = 0, total = 0;
+        /* "0.52 0.58 0.59 3/467 12345": runnable/total scheduling entities, this reader too */
+        if (fscanf(f, "%lf %lf %lf %ld/%ld", &l1, &l5, &l15, &running, &total) == 5 && cpus > 0)
+            busy = running > cpus;
+        fclose(f);
+    }
+    atomic_store(&contended, busy);
+    return busy;
 }

@@ -34,4 +34,9 @@ const char *mc_format_size(uint64_t bytes, char *buf, size_t buflen);
  * for "HugePages_Free"); -1 when the file or the field is absent. */
 int64_t mc_meminfo(const char *field);
 
+/* 1 when more threads are runnable than this host has online CPUs (the runnable count of
+ * /proc/loadavg, read at most every 100 ms and cached), else 0 (also when unreadable). For
+ * busy-polling that should only take CPU time nobody else wants. Thread-safe. */
+int mc_cpus_contended(void);
+
 #endif /* MC_COMMON_PARSE_H */

@@ -31,6 +31,7 @@
 #include "log.h"
 #include "mooncake/errors.h"
 #include "net.h"
+#include "parse.h"
 #include "pb_decode.h"
 #include "rpc.h"
 #include "rpc_internal.h"
@@ -41,6 +42,7 @@
 #include <inttypes.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -553,7 +555,10 @@ static uint64_t rpc_now_ns(void)
 
 static void rpc_spin_idle(uv_idle_t *h)
 {
-    (void)h; /* its being active is the point: uv_run polls with a zero timeout */
+    /* Its being active is the point: uv_run polls with a zero timeout. Yielding lets any other
+     * runnable thread on this CPU go first, so the spin only takes time nobody else wants. */
+    (void)h;
+    sched_yield();
 }
 
 static void rpc_spin_check(uv_check_t *h)
@@ -564,10 +569,11 @@ static void rpc_spin_check(uv_check_t *h)
         uv_idle_stop(&w->spin);
 }
 
-/* A frame arrived: keep polling for the next one for spin_us (rpc_server.h). */
+/* A frame arrived: keep polling for the next one for spin_us (rpc_server.h), unless every CPU
+ * has other runnable work (then the spin would only delay it, and this thread's own next turn). */
 static void rpc_spin_arm(rpc_worker_t *w)
 {
-    if (w->server->limits.spin_us == 0)
+    if (w->server->limits.spin_us == 0 || mc_cpus_contended())
         return;
     w->last_frame_ns = rpc_now_ns();
     if (!uv_is_active((uv_handle_t *)&w->spin))

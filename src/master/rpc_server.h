@@ -33,7 +33,9 @@
  * Spin [--rpc_spin_us]: after handling a frame, a worker keeps polling its sockets without
  * blocking for spin_us µs (0 = off) before it sleeps in epoll again, so the next request of a
  * busy client does not pay a wake-up of a halted CPU (tens of µs on a VM; a small request's whole
- * cost). The worker burns its CPU only during that window after each frame; idle, it sleeps.
+ * cost). The worker burns its CPU only during that window after each frame, yields to any other
+ * runnable thread while it spins, and does not spin at all while more threads are runnable than
+ * the host has CPUs (mc_cpus_contended); idle, it sleeps.
  *
  * The process must ignore SIGPIPE (a peer that vanishes mid-reply would otherwise kill it);
  * mooncake_master does.

@@ -24,7 +24,9 @@
  * per process, only while no other call of the process is in flight (with several lanes busy the
  * CPUs have other work and the wake-ups overlap), and not after replies keep missing the window
  * (e.g. a master that waits for an etcd commit): after MC_RPC_SPIN_MISSES misses in a row, only one
- * call in MC_RPC_SPIN_PROBE spins, until one hits again. MC_RPC_SPIN_US=0 turns it off.
+ * call in MC_RPC_SPIN_PROBE spins, until one hits again. No call spins while more threads are
+ * runnable than the host has CPUs (mc_cpus_contended): the spin would only delay them, and a
+ * spinner's used-up time slice delays its own next turn. MC_RPC_SPIN_US=0 turns it off.
  */
 #include "rpc.h"
 
@@ -33,12 +35,14 @@
 #include "log.h"
 #include "mooncake/errors.h"
 #include "net.h"
+#include "parse.h"
 #include "pb_decode.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -331,7 +335,7 @@ static uint64_t spin_now_ns(void)
 static void spin_for_reply(int fd)
 {
     pthread_once(&g_spin.once, spin_init);
-    if (g_spin.budget_ns == 0 || atomic_load(&g_spin.in_flight) != 1)
+    if (g_spin.budget_ns == 0 || atomic_load(&g_spin.in_flight) != 1 || mc_cpus_contended())
         return;
     if (atomic_load(&g_spin.misses) >= MC_RPC_SPIN_MISSES &&
         atomic_fetch_add(&g_spin.probe, 1) % MC_RPC_SPIN_PROBE != 0)
@@ -350,6 +354,7 @@ static void spin_for_reply(int fd)
         }
         if (spin_now_ns() >= end)
             break;
+        sched_yield(); /* another runnable thread on this CPU goes first */
     }
     atomic_store(&g_spin.spinning, 0);
     if (hit)

@@ -17,6 +17,12 @@
 #include "mooncake/errors.h"
 #include "parse.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
 #define GiB (1ull << 30)
 
 /* Parses `text` as a size and returns the bytes, failing the test on an error. */
@@ -506,9 +512,57 @@ static void test_parsers_survive_random_text(void **state)
     }
 }
 
+/* ---- mc_meminfo, mc_cpus_contended ---------------------------------------------------------- */
+
+static void test_meminfo_reads_the_kernel_fields(void **state)
+{
+    (void)state;
+    int64_t total = mc_meminfo("MemTotal"), avail = mc_meminfo("MemAvailable");
+    assert_true(total > 0);
+    assert_true(avail >= 0 && avail <= total);
+    assert_int_equal(mc_meminfo("NoSuchField"), -1);
+    assert_int_equal(mc_meminfo("MemTot"), -1); /* a prefix of a field is not the field */
+}
+
+static atomic_int spinners_stop;
+
+static void *spin_main(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&spinners_stop))
+        ;
+    return NULL;
+}
+
+/* More busy threads than CPUs: mc_cpus_contended() reports it within a few re-reads. */
+static void test_cpus_contended_sees_more_runnable_threads_than_cpus(void **state)
+{
+    (void)state;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    assert_true(cpus > 0);
+    int n = (int)cpus + 2;
+    pthread_t *t = calloc((size_t)n, sizeof(*t));
+    assert_non_null(t);
+    atomic_store(&spinners_stop, 0);
+    for (int i = 0; i < n; i++)
+        assert_int_equal(pthread_create(&t[i], NULL, spin_main, NULL), 0);
+    int seen = 0;
+    for (int i = 0; i < 200 && !seen; i++) { /* up to 10 s; the cache lasts 100 ms */
+        seen = mc_cpus_contended();
+        usleep(50000);
+    }
+    atomic_store(&spinners_stop, 1);
+    for (int i = 0; i < n; i++)
+        pthread_join(t[i], NULL);
+    free(t);
+    assert_true(seen);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_meminfo_reads_the_kernel_fields),
+        cmocka_unit_test(test_cpus_contended_sees_more_runnable_threads_than_cpus),
         cmocka_unit_test(test_size_plain_bytes),
         cmocka_unit_test(test_size_zero),
         cmocka_unit_test(test_size_32_gb_with_space_is_32_gibibytes),
