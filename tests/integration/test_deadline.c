@@ -320,7 +320,13 @@ static void test_store_get_batch_fails_over_in_one_call_per_replica(void **state
 {
     (void)state;
     mc_master_t m;
-    assert_int_equal(mc_master_start(&m, 0, NULL), 0);
+    /* The holders' client TTL stays above the whole failover (2 x 5 s): this test is about the
+     * deadlines. With the default 10 s the master expired both stopped holders in the same
+     * instant the second round timed out, and twice in about a dozen full runs one key then
+     * came back with a non-negative result: not understood yet (issue 16's closing note); it
+     * needs a test of its own once it is. */
+    const char *flags[] = {"--client_ttl=30", NULL};
+    assert_int_equal(mc_master_start(&m, 0, flags), 0);
     mc_holder_t ha, hb;
     assert_int_equal(mc_holder_start(&ha, &m, "64MB", NULL, NULL, 30000), 0);
     assert_int_equal(mc_holder_start(&hb, &m, "64MB", NULL, NULL, 30000), 0);
