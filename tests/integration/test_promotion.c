@@ -18,6 +18,7 @@
 #include "mooncake/errors.h"
 #include "mooncake/store.h"
 #include "cluster.h"
+#include "net.h"
 #include "proc.h"
 
 #include <dirent.h>
@@ -419,6 +420,18 @@ static void test_executor_killed_mid_promotion_expires_and_the_object_stays_read
     replica_types(&c.m, VICTIM, types, sizeof(types));
     assert_string_equal(types, "LOCAL_DISK");
     start_holder(&c, NULL); /* takes the killed incarnation's files over */
+    /* Until the new holder has reported the files it took over (just after its "ready"), the
+     * disk replica still names the killed holder's reads endpoint and a read fails -900 (seen
+     * in CI): wait for that state by reading until the read gets through, never wrong bytes. */
+    uint8_t *probe = malloc(MiB);
+    int64_t n = -1;
+    for (uint64_t end = mc_now_ms() + WAIT_MS; mc_now_ms() < end; usleep(50000)) {
+        n = mc_store_get(c.s, VICTIM, probe, MiB);
+        if (n != MC_ERR_RPC_FAIL)
+            break;
+    }
+    free(probe);
+    assert_int_equal(n, (int64_t)MiB);
     read_exact(c.s, VICTIM, 1);
     /* The expired promotion never completes; this read may admit a new one (the sketch has
      * counted three hits by now), which may complete by the time the counters are read (seen
