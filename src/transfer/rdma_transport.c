@@ -432,9 +432,12 @@ int mc_rdma_start(mc_transfer_engine_t *te, const char *device_names, const char
     r->server_efd = -1;
     r->stop_fd = -1;
     {
-        const char *spin = getenv("MC_RDMA_SPIN_US");
-        long us = spin ? strtol(spin, NULL, 10) : MC_RDMA_DEFAULT_SPIN_US;
-        r->spin_ns = us > 0 && us <= 1000000 ? (uint64_t)us * 1000 : 0;
+        /* Withdrawn (2026-12-01): with MC_RDMA_SPIN_US=200, ASan's run of test_transfer saw a
+         * read after a stopped peer's recovery return success with other bytes. Until that is
+         * understood the spin stays off whatever the environment says. */
+        if (getenv("MC_RDMA_SPIN_US"))
+            MC_WARN("MC_RDMA_SPIN_US is withdrawn (it lost data in a test) and ignored");
+        r->spin_ns = 0;
     }
     te->rdma = r;
     int rc = context_create(r, device_names, bind_host);
