@@ -14,6 +14,7 @@
 #include "parse.h"
 
 #include "mooncake/errors.h"
+#include "net.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -390,9 +391,7 @@ int mc_cpus_contended(void)
     static _Atomic uint64_t checked_ns;
     static atomic_int contended;
     static long cpus;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    uint64_t now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    uint64_t now = mc_now_ns();
     uint64_t last = atomic_load(&checked_ns);
     if (now - last < MC_CONTENTION_CHECK_NS ||
         !atomic_compare_exchange_strong(&checked_ns, &last, now))

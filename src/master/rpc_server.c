@@ -546,13 +546,6 @@ static void rpc_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     *buf = uv_buf_init((char *)c->buf + c->len, (unsigned int)(c->cap - c->len));
 }
 
-static uint64_t rpc_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static void rpc_spin_idle(uv_idle_t *h)
 {
     /* Its being active is the point: uv_run polls with a zero timeout. Yielding lets any other
@@ -565,7 +558,7 @@ static void rpc_spin_check(uv_check_t *h)
 {
     rpc_worker_t *w = h->data;
     if (uv_is_active((uv_handle_t *)&w->spin) &&
-        rpc_now_ns() - w->last_frame_ns > (uint64_t)w->server->limits.spin_us * 1000u)
+        mc_now_ns() - w->last_frame_ns > (uint64_t)w->server->limits.spin_us * 1000u)
         uv_idle_stop(&w->spin);
 }
 
@@ -575,7 +568,7 @@ static void rpc_spin_arm(rpc_worker_t *w)
 {
     if (w->server->limits.spin_us == 0 || mc_cpus_contended())
         return;
-    w->last_frame_ns = rpc_now_ns();
+    w->last_frame_ns = mc_now_ns();
     if (!uv_is_active((uv_handle_t *)&w->spin))
         uv_idle_start(&w->spin, rpc_spin_idle);
 }

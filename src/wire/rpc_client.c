@@ -323,13 +323,6 @@ static void spin_init(void)
     g_spin.budget_ns = us * 1000;
 }
 
-static uint64_t spin_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* Polls fd without blocking until a whole frame header is readable, the peer closed or failed,
  * or the spin budget is spent; reads nothing (the caller's recv does). See the comment atop. */
 static void spin_for_reply(int fd)
@@ -343,7 +336,7 @@ static void spin_for_reply(int fd)
     int idle = 0;
     if (!atomic_compare_exchange_strong(&g_spin.spinning, &idle, 1))
         return;
-    uint64_t end = spin_now_ns() + g_spin.budget_ns;
+    uint64_t end = mc_now_ns() + g_spin.budget_ns;
     uint8_t peek[MC_FRAME_HEADER_SIZE];
     int hit = 0;
     for (;;) {
@@ -352,7 +345,7 @@ static void spin_for_reply(int fd)
             hit = 1; /* a reply, or an end the blocking recv reports at once */
             break;
         }
-        if (spin_now_ns() >= end)
+        if (mc_now_ns() >= end)
             break;
         sched_yield(); /* another runnable thread on this CPU goes first */
     }
