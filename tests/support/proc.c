@@ -4,6 +4,7 @@
 #include "proc.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -231,4 +232,68 @@ int mc_proc_read_line(mc_proc_t *p, char *out, size_t cap, int timeout_ms)
     }
     out[n] = '\0';
     return 0;
+}
+
+/* The state letter of one task: the field after the ")" that closes the command name (which
+ * may itself contain spaces or parentheses); 0 when the task is gone. */
+static char task_state(pid_t pid, const char *tid)
+{
+    char path[96], buf[512];
+    snprintf(path, sizeof(path), "/proc/%d/task/%s/stat", (int)pid, tid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    char *rp = strrchr(buf, ')');
+    return rp && rp[1] == ' ' ? rp[2] : 0;
+}
+
+int mc_proc_is_frozen(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+    DIR *d = opendir(path);
+    if (!d)
+        return -1;
+    int frozen = 1, tasks = 0, zombie_main = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        if (e->d_name[0] == '.')
+            continue;
+        char st = task_state(pid, e->d_name);
+        if (st == 0 || st == 'X')
+            continue; /* the thread exited meanwhile */
+        tasks++;
+        if (st == 'Z' && atoi(e->d_name) == (int)pid)
+            zombie_main = 1;
+        else if (st != 'T' && st != 'Z')
+            frozen = 0;
+    }
+    closedir(d);
+    return tasks == 0 || (zombie_main && tasks == 1) ? -1 : frozen;
+}
+
+int mc_proc_freeze(pid_t pid, int timeout_ms)
+{
+    if (pid <= 0 || kill(pid, SIGSTOP) != 0)
+        return -1;
+    long long deadline = now_ms() + timeout_ms;
+    for (;;) {
+        int f = mc_proc_is_frozen(pid);
+        if (f == 1)
+            return 0;
+        if (f < 0 || now_ms() > deadline) {
+            fprintf(stderr, "process %d did not stop within %d ms\n", (int)pid, timeout_ms);
+            return -1;
+        }
+        usleep(1000);
+    }
+}
+
+int mc_proc_thaw(pid_t pid)
+{
+    return pid > 0 && kill(pid, SIGCONT) == 0 ? 0 : -1;
 }

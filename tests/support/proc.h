@@ -39,6 +39,20 @@ static inline int mc_clean_exit(int status)
     return status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
+/*
+ * Stops a process (SIGSTOP) and returns only once it *is* stopped: kill() returns before the
+ * target's threads have stopped (a worker thread was seen running 8.7 ms after it), so a test
+ * that acts on "stopped" right after kill() may be acting on a process still serving. Waits
+ * until every thread of pid (any process, child or not) is in state 'T' in
+ * /proc/PID/task/TID/stat, up to timeout_ms. 0 when stopped; -1 when it died, could not be
+ * signalled or did not stop in time (then the caller's test should fail, not pass vacuously).
+ */
+int mc_proc_freeze(pid_t pid, int timeout_ms);
+/* 1 when every thread of pid is in state 'T' now, 0 when one is not, -1 when pid is gone. */
+int mc_proc_is_frozen(pid_t pid);
+/* Resumes a process stopped by mc_proc_freeze (SIGCONT); 0, or -1 when it cannot be signalled. */
+int mc_proc_thaw(pid_t pid);
+
 /* Writes `line` to the child's stdin; 0, or -1 when it could not be written whole. */
 int mc_proc_send(mc_proc_t *p, const char *line);
 /* Reads one line (without its newline) of the child's stdout into out[0..cap), waiting up to
