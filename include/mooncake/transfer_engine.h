@@ -174,6 +174,11 @@ typedef struct mc_transfer_req {
      * cache); the status then says has_crc32c = 1. Requests that cross tcp or rdma are not
      * checksummed here (has_crc32c = 0): the caller checksums the buffer itself. */
     int want_crc32c;
+    /* WRITE: the fencing token of the allocation being written (the store's master hands one out
+     * with every replica of a put: mc_replica_desc_t.fence_token); 0 = none. A write whose token
+     * was refused (mc_te_refuse_tokens) by its target's owner, or by this engine, moves no byte
+     * and fails with MC_ERR_INVALID_WRITE. See "Fences". */
+    uint64_t fence_token;
 } mc_transfer_req_t;
 
 typedef enum mc_transfer_state {
@@ -232,6 +237,27 @@ int mc_te_republish(mc_transfer_engine_t *te);
  * Returns 0, or MC_ERR_INVALID_PARAMS when te is NULL.
  */
 int mc_te_set_epoch(mc_transfer_engine_t *te, uint64_t epoch);
+
+/*
+ * Fences (receiver side): from the moment it returns, every write carrying one of
+ * tokens[0..n) is refused before any byte moves — by this engine when it owns the target
+ * memory (tcp, local), by same-host writers that copy into its memory themselves (shm: they
+ * check the owner's refused tokens in shared memory), and by this engine as an initiator (any
+ * transport) — and a fence is raised: *gen (may be NULL) receives its generation. Once
+ * mc_te_fence_completed(te) >= *gen, no write to this engine's memory that was admitted before
+ * the call can still modify it (tcp and local writes admitted before it have finished; same-host
+ * writers stopped mid-copy are waited for, however long; the rdma serving endpoints open
+ * before the call were replaced, so nothing queued to them lands). n == 0 raises a fence alone.
+ * Refused tokens are kept (at most MC_TE_MAX_REFUSED_TOKENS; beyond that every token at or
+ * below the oldest dropped one is refused: tokens grow with time). Non-blocking; thread-safe.
+ * Returns 0, MC_ERR_INVALID_PARAMS (te NULL, tokens NULL with n > 0), MC_ERR_INTERNAL_ERROR
+ * (out of memory: nothing refused).
+ */
+#define MC_TE_MAX_REFUSED_TOKENS 65536
+int mc_te_refuse_tokens(mc_transfer_engine_t *te, const uint64_t *tokens, size_t n,
+                        uint64_t *gen);
+/* The highest fence generation that has completed (see mc_te_refuse_tokens); 0 for NULL. */
+uint64_t mc_te_fence_completed(mc_transfer_engine_t *te);
 
 /*
  * Allocates `length` bytes of shared memory (a memfd mapped MAP_SHARED|MAP_NORESERVE: pages are

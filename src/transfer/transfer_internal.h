@@ -373,6 +373,14 @@ void mc_rdma_peer_close(mc_transfer_engine_t *te, mc_peer_t *peer);
  */
 int mc_rdma_transfer(mc_transfer_engine_t *te, size_t worker, mc_peer_t *peer, int opcode,
                      void *local, uint64_t remote, uint64_t len, uint64_t deadline_ms);
+/*
+ * The rdma part of a receiver-side fence (mc_te_refuse_tokens): replaces the serving worker and
+ * its progress thread (the endpoints peers opened to it, and whatever they had queued to it,
+ * go with the old worker) and republishes the descriptor with the new worker address; peers
+ * reconnect on their next transfer. When it returns, no rdma write sent to this engine before
+ * the call can modify its memory. No-op (0) for non-rdma engines. 0 or MC_ERR_INTERNAL_ERROR.
+ */
+int mc_rdma_fence(mc_transfer_engine_t *te);
 #else
 /* Built without UCX (-Wno-unused-parameter is on): protocol rdma is refused at create, and
  * nothing else ever sees rdma. */
@@ -409,6 +417,10 @@ static inline int mc_rdma_transfer(mc_transfer_engine_t *te, size_t worker, mc_p
                                    uint64_t deadline_ms)
 {
     return 1;
+}
+static inline int mc_rdma_fence(mc_transfer_engine_t *te)
+{
+    return 0;
 }
 #endif
 
