@@ -7,9 +7,10 @@
  *     in its socket; the write fails; the target's memory is unchanged while stopped and holds
  *     none of the failed write after it resumes (it drops requests whose initiator reset the
  *     connection); a new write right after the resume reads back exact, repeatedly.
- *   - Store over tcp: the holder stopped, put K1 fails, the holder resumed, K2 of the same size
- *     acknowledged; K1's bytes never appear in the holder's memory and K2 reads back exact (with
- *     checksums on: no -801; off: no wrong bytes) for several seconds.
+ *   - Store over tcp: the holder stopped, put K1 fails over tcp, K2 of the same size put over
+ *     shm and acknowledged while the holder is still stopped, the holder resumed; K1's bytes
+ *     never appear in the holder's memory and K2 reads back exact (with checksums on: no -801;
+ *     off: no wrong bytes) for several seconds.
  *   - Store over shm: a same-host writer stopped mid-copy (failpoint shm.write.admitted) until
  *     the master revoked its put (its client expired); the extent stays quarantined while the
  *     writer is stopped (the holder's fence waits for the writer's admission), the next object
@@ -229,27 +230,38 @@ static void store_stalled_holder_case(int checksum)
     assert_int_equal(mc_holder_start(&h, &m, "64MB", NULL, env, 20000), 0);
     mc_env_apply(env, 1);
     mc_store_t *w = mc_test_client(&m, checksum, 1); /* tcp: the holder's server applies it */
+    /* K2's writer copies over shm: its put needs nothing of the stopped holder, so K2 can be
+     * acknowledged while K1's bytes still wait in the holder's socket. */
+    mc_store_t *w2 = mc_test_client(&m, checksum, 0);
     mc_store_t *r = mc_test_client(&m, checksum, 1);
     mc_env_apply(env, 0);
     assert_non_null(w);
+    assert_non_null(w2);
     assert_non_null(r);
     size_t size = 4 * MiB;
     char *k1 = malloc(size), *k2 = malloc(size), *got = malloc(size);
     mc_payload_fill(k1, size, 11);
     mc_payload_fill(k2, size, 22);
 
+    /* Both writers know the holder's segment (K2's maps its shared memory) before it stops. */
+    assert_int_equal(mc_store_put(w, "fence/warm-tcp", k2, 4096, NULL), 0);
+    assert_int_equal(mc_store_put(w2, "fence/warm-shm", k2, 4096, NULL), 0);
     assert_int_equal(mc_proc_freeze(h.proc.pid, 5000), 0);
     int rc = mc_store_put(w, "fence/k1", k1, size, NULL);
     print_message("  put K1 with the holder stopped: %d (%s)\n", rc, mc_error_name(rc));
     assert_true(rc < 0);
-    assert_int_equal(mc_proc_thaw(h.proc.pid), 0);
-
-    rc = mc_store_put(w, "fence/k2", k2, size, NULL);
+    /* Still stopped: K2 of the same size, acknowledged (where K1's extent was, had it been
+     * freed at once). */
+    assert_int_equal(mc_proc_is_frozen(h.proc.pid), 1);
+    rc = mc_store_put(w2, "fence/k2", k2, size, NULL);
     assert_int_equal(rc, 0);
     mc_replica_desc_t d[4];
     size_t nd = 0;
     assert_int_equal(mc_store_get_replica_desc(w, "fence/k2", d, 4, &nd), 0);
     assert_true(nd >= 1);
+    print_message("  K2 acknowledged at %#llx while the holder is stopped\n",
+                  (unsigned long long)d[0].address);
+    assert_int_equal(mc_proc_thaw(h.proc.pid), 0);
     uint64_t seg_start = 0, seg_len = 0;
     mapping_of(h.proc.pid, d[0].address, &seg_start, &seg_len);
     uint64_t until = now_ms() + 5000;
@@ -269,6 +281,7 @@ static void store_stalled_holder_case(int checksum)
     assert_int_equal(hits, 0);
     assert_int_equal(mc_store_get(r, "fence/k1", got, size), MC_ERR_OBJECT_NOT_FOUND);
     mc_store_free(w);
+    mc_store_free(w2);
     mc_store_free(r);
     free(k1);
     free(k2);
