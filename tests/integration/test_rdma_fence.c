@@ -84,8 +84,8 @@ static int owner_main(void)
     }
     for (size_t i = 0; i < SEG_BYTES; i++)
         seg[i] = (uint8_t)(i * 7 + 3);
-    printf("READY %s %llu %llu\n", mc_te_local_segment_name(te),
-           (unsigned long long)(uintptr_t)seg, (unsigned long long)SEG_BYTES);
+    printf("READY %s %llu %llu\n", mc_te_local_segment_name(te), (unsigned long long)(uintptr_t)seg,
+           (unsigned long long)SEG_BYTES);
     fflush(stdout);
     char line[128];
     while (fgets(line, sizeof(line), stdin)) {
@@ -419,8 +419,8 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fence_is_a_no_op_for_a_tcp_engine),
         cmocka_unit_test_teardown(test_a_failed_read_lets_go_of_the_buffer, kill_owner),
-        cmocka_unit_test_teardown(
-            test_a_write_queued_to_the_old_worker_never_lands_after_the_fence, kill_owner),
+        cmocka_unit_test_teardown(test_a_write_queued_to_the_old_worker_never_lands_after_the_fence,
+                                  kill_owner),
         cmocka_unit_test_teardown(test_transfers_reconnect_after_each_of_several_fences,
                                   kill_owner),
         cmocka_unit_test_teardown(test_fences_while_transfers_run, kill_owner),
