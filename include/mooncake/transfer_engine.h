@@ -254,8 +254,7 @@ int mc_te_set_epoch(mc_transfer_engine_t *te, uint64_t epoch);
  * (out of memory: nothing refused).
  */
 #define MC_TE_MAX_REFUSED_TOKENS 65536
-int mc_te_refuse_tokens(mc_transfer_engine_t *te, const uint64_t *tokens, size_t n,
-                        uint64_t *gen);
+int mc_te_refuse_tokens(mc_transfer_engine_t *te, const uint64_t *tokens, size_t n, uint64_t *gen);
 /* The highest fence generation that has completed (see mc_te_refuse_tokens); 0 for NULL. */
 uint64_t mc_te_fence_completed(mc_transfer_engine_t *te);
 

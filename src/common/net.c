@@ -401,6 +401,15 @@ void mc_net_abort(int fd)
     close(fd);
 }
 
+int mc_net_peer_gone(int fd)
+{
+    struct tcp_info ti;
+    socklen_t len = sizeof(ti);
+    if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0 || len < 1)
+        return 0;
+    return ti.tcpi_state != TCP_ESTABLISHED;
+}
+
 void mc_net_host_id(char out[MC_HOST_MAX])
 {
     char boot[64] = "", name[128] = "";

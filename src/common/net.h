@@ -83,6 +83,14 @@ int mc_net_sendmsg_all_by(int fd, struct iovec *iov, int iovcnt, uint64_t deadli
  * Use it for every connection on which an exchange failed or timed out. fd < 0 is a no-op.
  */
 void mc_net_abort(int fd);
+/*
+ * 1 when the peer of a connected TCP socket is no longer there to wait for an answer: it reset
+ * the connection (an initiator that gave up aborts it) or closed its side (state not
+ * ESTABLISHED). Linux keeps bytes queued before an RST readable, so a receiver that was stalled
+ * would otherwise serve a request whose sender already reported it failed. 0 when established
+ * (or the state cannot be read).
+ */
+int mc_net_peer_gone(int fd);
 
 /* A string equal for two processes on one host: boot id + hostname. */
 void mc_net_host_id(char out[MC_HOST_MAX]);

@@ -22,11 +22,16 @@
  * "shm"); a peer that cannot prove the secret is closed before any memfd is handed out.
  *
  * Owner-side protocol, per request: peer sends int32 shm_index; owner replies
- * {int32 code, uint64 addr, uint64 length} with the memfd attached when code == 0.
+ * {int32 code, uint64 addr, uint64 length} with the memfd attached when code == 0. Index -1
+ * asks for the owner's fence page (write_fence.c): the reply's addr is the peer's slot in it.
+ * A peer writes only with the page mapped: each write is admitted through its slot against
+ * the owner's rules (epoch, refused tokens), so the owner's fences see a peer's copy in flight
+ * and wait for it, even while that peer is stopped mid-copy.
  */
 #include "transfer_internal.h"
 
 #include "checksum.h"
+#include "failpoint.h"
 #include "log.h"
 #include "parse.h"
 
@@ -176,7 +181,7 @@ int mc_shm_alloc(mc_transfer_engine_t *te, size_t length, void **addr)
     return 0;
 }
 
-static void shm_serve_request(mc_transfer_engine_t *te, int fd)
+static void shm_serve_request(mc_transfer_engine_t *te, size_t conn, int fd)
 {
     int32_t index;
     ssize_t n = recv(fd, &index, sizeof(index), MSG_WAITALL);
@@ -184,6 +189,21 @@ static void shm_serve_request(mc_transfer_engine_t *te, int fd)
         return;
     struct shm_reply reply = {.code = MC_ERR_INVALID_PARAMS};
     int memfd = -1;
+    if (index == -1) { /* the fence page, and this connection's slot in it */
+        pthread_mutex_lock(&te->shm_lock);
+        int32_t slot = te->shm_slots[conn];
+        if (slot < 0)
+            slot = te->shm_slots[conn] = mc_fence_slot_claim(te);
+        pthread_mutex_unlock(&te->shm_lock);
+        if (slot >= 0) {
+            memfd = dup(te->fence_memfd);
+            reply = (struct shm_reply){memfd >= 0 ? 0 : MC_ERR_INTERNAL_ERROR, 0, (uint64_t)slot,
+                                       mc_fence_page_size()};
+        } else {
+            reply.code = MC_ERR_NO_AVAILABLE_HANDLE;
+        }
+        goto send;
+    }
     pthread_rwlock_rdlock(&te->registry.lock);
     const mc_local_region_t *g = mc_registry_find_shm_locked(&te->registry, index);
     if (g) {
@@ -194,6 +214,7 @@ static void shm_serve_request(mc_transfer_engine_t *te, int fd)
     }
     pthread_rwlock_unlock(&te->registry.lock);
 
+send:;
     struct iovec iov = {&reply, sizeof(reply)};
     union {
         char buf[CMSG_SPACE(sizeof(int))];
@@ -228,7 +249,10 @@ static void shm_conn_remove(mc_transfer_engine_t *te, size_t i)
 {
     pthread_mutex_lock(&te->shm_lock);
     close(te->shm_conns[i]);
-    te->shm_conns[i] = te->shm_conns[--te->shm_conn_count];
+    mc_fence_slot_free(te, te->shm_slots[i]); /* hung up: dead, or unmapped (never mid-copy) */
+    --te->shm_conn_count;
+    te->shm_conns[i] = te->shm_conns[te->shm_conn_count];
+    te->shm_slots[i] = te->shm_slots[te->shm_conn_count];
     pthread_mutex_unlock(&te->shm_lock);
 }
 
@@ -270,7 +294,7 @@ static void *shm_server_main(void *p)
                 shm_conn_remove(te, i - 2);
                 continue;
             }
-            shm_serve_request(te, pfds[i].fd);
+            shm_serve_request(te, i - 2, pfds[i].fd);
         }
         if (pfds[1].revents & POLLIN) {
             int fd = accept4(te->shm_listen_fd, NULL, NULL, SOCK_CLOEXEC);
@@ -293,15 +317,20 @@ static void *shm_server_main(void *p)
             if (te->shm_conn_count == te->shm_conn_capacity) {
                 size_t c = te->shm_conn_capacity ? te->shm_conn_capacity * 2 : 8;
                 int *nc = realloc(te->shm_conns, c * sizeof(*nc));
-                if (nc) {
+                if (nc)
                     te->shm_conns = nc;
+                int32_t *ns = nc ? realloc(te->shm_slots, c * sizeof(*ns)) : NULL;
+                if (ns) {
+                    te->shm_slots = ns;
                     te->shm_conn_capacity = c;
                 }
             }
-            if (te->shm_conn_count < te->shm_conn_capacity)
+            if (te->shm_conn_count < te->shm_conn_capacity) {
+                te->shm_slots[te->shm_conn_count] = -1;
                 te->shm_conns[te->shm_conn_count++] = fd;
-            else
+            } else {
                 close(fd);
+            }
             pthread_mutex_unlock(&te->shm_lock);
         }
     }
@@ -360,10 +389,14 @@ void mc_shm_server_stop(mc_transfer_engine_t *te)
     close(te->shm_wake[0]);
     close(te->shm_wake[1]);
     te->shm_listen_fd = -1;
-    for (size_t i = 0; i < te->shm_conn_count; i++)
+    for (size_t i = 0; i < te->shm_conn_count; i++) {
         close(te->shm_conns[i]);
+        mc_fence_slot_free(te, te->shm_slots[i]);
+    }
     free(te->shm_conns);
+    free(te->shm_slots);
     te->shm_conns = NULL;
+    te->shm_slots = NULL;
     te->shm_conn_count = te->shm_conn_capacity = 0;
 }
 
@@ -388,6 +421,10 @@ static void shm_reset_locked(mc_peer_t *peer, int new_state)
     }
     free(peer->shm_maps);
     free(peer->shm_lens);
+    if (peer->shm_fence)
+        munmap(peer->shm_fence, mc_fence_page_size());
+    peer->shm_fence = NULL;
+    peer->shm_fence_slot = -1;
     peer->shm_maps = NULL;
     peer->shm_lens = NULL;
     peer->shm_map_count = 0;
@@ -402,6 +439,56 @@ void mc_shm_peer_close(mc_peer_t *peer)
     pthread_rwlock_wrlock(&peer->shm_rw);
     shm_reset_locked(peer, 0);
     pthread_rwlock_unlock(&peer->shm_rw);
+}
+
+/* Sends int32 `index` on the owner's socket and receives the reply with its memfd (-1: none). */
+static int shm_ask_locked(mc_peer_t *peer, int32_t index, struct shm_reply *reply, int *memfd)
+{
+    *memfd = -1;
+    if (send(peer->shm_sock, &index, sizeof(index), MSG_NOSIGNAL) != (ssize_t)sizeof(index))
+        return MC_ERR_TRANSFER_FAIL;
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } ctl;
+    memset(&ctl, 0, sizeof(ctl));
+    struct iovec iov = {reply, sizeof(*reply)};
+    struct msghdr msg = {.msg_iov = &iov,
+                         .msg_iovlen = 1,
+                         .msg_control = ctl.buf,
+                         .msg_controllen = sizeof(ctl.buf)};
+    ssize_t n = recvmsg(peer->shm_sock, &msg, MSG_CMSG_CLOEXEC | MSG_WAITALL);
+    struct cmsghdr *c = n > 0 ? CMSG_FIRSTHDR(&msg) : NULL;
+    if (c && c->cmsg_type == SCM_RIGHTS)
+        memcpy(memfd, CMSG_DATA(c), sizeof(int));
+    if (n != (ssize_t)sizeof(*reply) || reply->code != 0 || *memfd < 0) {
+        if (*memfd >= 0)
+            close(*memfd);
+        *memfd = -1;
+        return MC_ERR_TRANSFER_FAIL;
+    }
+    return 0;
+}
+
+/* With shm_rw held for writing: maps the owner's fence page and takes note of our slot. */
+static int shm_map_fence_locked(mc_peer_t *peer)
+{
+    struct shm_reply reply;
+    int memfd;
+    int rc = shm_ask_locked(peer, -1, &reply, &memfd);
+    if (rc != 0)
+        return rc;
+    if (reply.length != mc_fence_page_size() || reply.addr >= MC_FENCE_SLOTS) {
+        close(memfd);
+        return MC_ERR_TRANSFER_FAIL;
+    }
+    void *p = mmap(NULL, reply.length, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+    close(memfd);
+    if (p == MAP_FAILED)
+        return MC_ERR_INTERNAL_ERROR;
+    peer->shm_fence = p;
+    peer->shm_fence_slot = (int32_t)reply.addr;
+    return 0;
 }
 
 /* With shm_rw held for writing: connect to the owner, or mark shm unusable. */
@@ -436,6 +523,12 @@ static void shm_connect_locked(mc_transfer_engine_t *te, mc_peer_t *peer)
     mc_net_set_timeouts(fd, te->timeout_ms);
     peer->shm_sock = fd;
     peer->shm_state = 1;
+    /* No write without the owner's fence page: it is what lets the owner refuse and wait for
+     * this process's copies (an owner that has none is written to over tcp). */
+    if (shm_map_fence_locked(peer) != 0) {
+        MC_VLOG(1, "segment %s: no fence page from its owner; using tcp", peer->name);
+        shm_reset_locked(peer, -1);
+    }
 }
 
 /* With shm_rw held for writing: map the owner's memfd of `index`. */
@@ -460,28 +553,13 @@ static int shm_map_locked(mc_peer_t *peer, const mc_remote_region_t *region)
     }
     if (peer->shm_maps[index])
         return 0;
-    if (send(peer->shm_sock, &index, sizeof(index), MSG_NOSIGNAL) != (ssize_t)sizeof(index))
-        return MC_ERR_TRANSFER_FAIL;
     struct shm_reply reply;
-    union {
-        char buf[CMSG_SPACE(sizeof(int))];
-        struct cmsghdr align;
-    } ctl;
-    memset(&ctl, 0, sizeof(ctl));
-    struct iovec iov = {&reply, sizeof(reply)};
-    struct msghdr msg = {.msg_iov = &iov,
-                         .msg_iovlen = 1,
-                         .msg_control = ctl.buf,
-                         .msg_controllen = sizeof(ctl.buf)};
-    ssize_t n = recvmsg(peer->shm_sock, &msg, MSG_CMSG_CLOEXEC | MSG_WAITALL);
-    int memfd = -1;
-    struct cmsghdr *c = n > 0 ? CMSG_FIRSTHDR(&msg) : NULL;
-    if (c && c->cmsg_type == SCM_RIGHTS)
-        memcpy(&memfd, CMSG_DATA(c), sizeof(int));
-    if (n != (ssize_t)sizeof(reply) || reply.code != 0 || memfd < 0 || reply.addr != region->addr ||
-        reply.length != region->length) {
-        if (memfd >= 0)
-            close(memfd);
+    int memfd;
+    int rc = shm_ask_locked(peer, index, &reply, &memfd);
+    if (rc != 0)
+        return rc;
+    if (reply.addr != region->addr || reply.length != region->length) {
+        close(memfd);
         return MC_ERR_TRANSFER_FAIL;
     }
     void *p =
@@ -511,7 +589,7 @@ static int shm_check_owner(mc_peer_t *peer)
 }
 
 int mc_shm_transfer(mc_transfer_engine_t *te, mc_peer_t *peer, int opcode, void *local,
-                    uint64_t remote, uint64_t len, uint32_t *crc)
+                    uint64_t remote, uint64_t len, uint64_t epoch, uint64_t token, uint32_t *crc)
 {
     mc_remote_region_t region;
     pthread_mutex_lock(&peer->lock);
@@ -546,6 +624,22 @@ int mc_shm_transfer(mc_transfer_engine_t *te, mc_peer_t *peer, int opcode, void 
     }
 
     char *base = (char *)peer->shm_maps[region.shm_index] + (remote - region.addr);
+    /* A write is admitted in our slot of the owner's fence page: refused there when the owner
+     * refused its token or moved to another epoch, and waited for by the owner's fences until
+     * the last byte is copied (so a copy stopped half-way holds the owner's fence, not the
+     * memory's next occupant). */
+    _Atomic uint64_t *ring = peer->shm_fence->slots[peer->shm_fence_slot].count;
+    uint64_t pass = 0;
+    if (opcode == MC_TE_OP_WRITE) {
+        char why[256];
+        if (mc_fence_admit(peer->shm_fence, ring, epoch, token, &pass, why, sizeof(why)) != 0) {
+            pthread_rwlock_unlock(&peer->shm_rw);
+            MC_ERROR("shared-memory write of %llu bytes at %#llx on segment %s refused: %s",
+                     (unsigned long long)len, (unsigned long long)remote, peer->name, why);
+            return MC_ERR_INVALID_WRITE;
+        }
+        mc_failpoint("shm.write.admitted");
+    }
     if (crc && opcode == MC_TE_OP_WRITE)
         *crc = mc_copy_crc32c(base, local, len, 0, 1);
     else if (crc)
@@ -554,6 +648,8 @@ int mc_shm_transfer(mc_transfer_engine_t *te, mc_peer_t *peer, int opcode, void 
         memcpy(base, local, len);
     else
         memcpy(local, base, len);
+    if (opcode == MC_TE_OP_WRITE)
+        mc_fence_release(ring, pass);
     int alive = shm_check_owner(peer);
     pthread_rwlock_unlock(&peer->shm_rw);
     if (alive == 0)

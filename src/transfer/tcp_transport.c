@@ -51,6 +51,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -359,7 +360,7 @@ static int serve_transfer(mc_transfer_engine_t *te, int fd, const mc_frame_heade
     if (mc_pb_decode(&mc__transfer_header__descriptor, body, h->body_len,
                      (ProtobufCMessage **)&th) != 0)
         return MC_ERR_DESERIALIZE_FAIL;
-    uint64_t addr = th->addr, len = th->length, epoch = th->epoch;
+    uint64_t addr = th->addr, len = th->length, epoch = th->epoch, token = th->fence_token;
     mc__transfer_header__free_unpacked(th, NULL);
     int is_write = h->opcode == MC_TE_OP_WRITE;
     char msg[512];
@@ -384,9 +385,29 @@ static int serve_transfer(mc_transfer_engine_t *te, int fd, const mc_frame_heade
     }
     int rc;
     if (is_write) {
+        /* Admitted under the write fence (write_fence.c): a revoked allocation's token or a stale
+         * epoch is refused here, immediately before the bytes move, and a fence raised while
+         * they move waits for them. */
+        uint64_t pass;
+        char why[256];
+        if (mc_net_peer_gone(fd)) { /* gave up while we read the header: not waiting any more */
+            pthread_rwlock_unlock(&te->registry.lock);
+            MC_WARN("dropping a write of %llu bytes from %s: its initiator reset the connection "
+                    "before the payload was applied",
+                    (unsigned long long)len, peer);
+            return MC_ERR_TRANSFER_FAIL;
+        }
+        if (mc_fence_admit(te->fence, te->fence_inflight, epoch, token, &pass, why, sizeof(why)) !=
+            0) {
+            pthread_rwlock_unlock(&te->registry.lock);
+            snprintf(msg, sizeof(msg), "write [%#llx, +%llu) on %.128s: %.200s",
+                     (unsigned long long)addr, (unsigned long long)len, te->name, why);
+            return refuse_transfer(te, fd, h, len, peer, msg, deadline_ms);
+        }
         /* Bounded by the deadline: a stalled writer cannot land bytes here later. */
         rc = mc_net_recv_all_by(fd, (void *)(uintptr_t)addr, len, deadline_ms);
         int saved = errno;
+        mc_fence_release(te->fence_inflight, pass);
         pthread_rwlock_unlock(&te->registry.lock);
         if (rc == 0)
             rc = send_status(fd, h->request_id, 0, NULL, deadline_ms);
@@ -444,6 +465,19 @@ static void *conn_main(void *p)
             return NULL;
         if (n == 0)
             continue;
+        /* A request whose initiator has already given up (it aborts on every failure) is not
+         * served: a receiver stalled past the initiator's timeout finds the request and the RST
+         * queued together, and Linux would still hand it the queued bytes. */
+        if (mc_net_peer_gone(fd)) {
+            int queued = 0;
+            if (ioctl(fd, FIONREAD, &queued) == 0 && queued > 0) {
+                MC_WARN("dropping connection from %s: its initiator reset it before its request "
+                        "was read (%d bytes queued; was this process stalled?): none applied",
+                        peer, queued);
+                failed = 1;
+            }
+            break; /* else an idle connection its initiator closed */
+        }
         /* A whole request — header, body, write payload, reply — within the transfer timeout
          * from when it started to arrive. */
         uint64_t deadline = mc_now_ms() + (uint64_t)te->timeout_ms;
@@ -731,14 +765,15 @@ void mc_tcp_pool_close(mc_peer_t *peer)
 static _Atomic uint64_t next_request_id = 1;
 
 static int exchange(int fd, int opcode, void *local, uint64_t remote, uint64_t len, uint64_t epoch,
-                    uint64_t deadline_ms)
+                    uint64_t token, uint64_t deadline_ms)
 {
     uint64_t id = atomic_fetch_add(&next_request_id, 1);
     Mc__TransferHeader th = MC__TRANSFER_HEADER__INIT;
-    uint8_t body[48]; /* three varints of at most 10 bytes, and their tags */
+    uint8_t body[64]; /* four varints of at most 10 bytes, and their tags */
     th.addr = remote;
     th.length = len;
     th.epoch = epoch;
+    th.fence_token = opcode == MC_TE_OP_WRITE ? token : 0;
     size_t n = mc__transfer_header__pack(&th, body);
     int rc;
     if (opcode == MC_TE_OP_WRITE) {
@@ -763,14 +798,15 @@ static int exchange(int fd, int opcode, void *local, uint64_t remote, uint64_t l
  * a cut link comes back, into memory the target may have given to another object since.
  */
 int mc_tcp_transfer(mc_transfer_engine_t *te, mc_peer_t *peer, int opcode, void *local,
-                    uint64_t remote, uint64_t len, uint64_t epoch, uint64_t deadline)
+                    uint64_t remote, uint64_t len, uint64_t epoch, uint64_t token,
+                    uint64_t deadline)
 {
     for (int attempt = 0;; attempt++) {
         int pooled;
         int fd = pool_get(te, peer, &pooled, deadline);
         if (fd < 0)
             return fd == MC_ERR_ILLEGAL_CLIENT ? fd : MC_ERR_TRANSFER_FAIL;
-        int rc = exchange(fd, opcode, local, remote, len, epoch, deadline);
+        int rc = exchange(fd, opcode, local, remote, len, epoch, token, deadline);
         if (rc == 0) {
             pool_put(peer, fd);
             return 0;

@@ -135,8 +135,17 @@ uint64_t mc_te_deadline_ms(const mc_transfer_engine_t *te, uint64_t now, uint64_
 /* One slice to a remote peer by the request's deadline: rdma when both ends speak it, else tcp.
  * Past the deadline it fails at once, without touching the peer. */
 static int move_slice(mc_transfer_engine_t *te, size_t worker, mc_peer_t *peer, int op, void *local,
-                      uint64_t remote, uint64_t len, uint64_t epoch, uint64_t deadline_ms)
+                      uint64_t remote, uint64_t len, uint64_t epoch, uint64_t token,
+                      uint64_t deadline_ms)
 {
+    if (op == MC_TE_OP_WRITE && mc_fence_token_refused(te->fence, token)) {
+        if (mc_peer_should_log(peer))
+            MC_ERROR("write of %llu bytes at %#llx on segment %s refused: its allocation (token "
+                     "%llu) was revoked",
+                     (unsigned long long)len, (unsigned long long)remote, peer->name,
+                     (unsigned long long)token);
+        return MC_ERR_INVALID_WRITE;
+    }
     if (mc_now_ms() >= deadline_ms) {
         if (mc_peer_should_log(peer))
             MC_ERROR("%s of %llu bytes at %#llx on segment %s failed: its request's deadline "
@@ -146,9 +155,10 @@ static int move_slice(mc_transfer_engine_t *te, size_t worker, mc_peer_t *peer, 
         return MC_ERR_TRANSFER_FAIL;
     }
     int rc = mc_rdma_transfer(te, worker, peer, op, local, remote, len,
-                              deadline_ms); /* epoch unchecked */
+                              deadline_ms); /* epoch unchecked: the owner's fences replace the
+                                               rdma endpoints instead (write_fence.c) */
     if (rc == 1)
-        rc = mc_tcp_transfer(te, peer, op, local, remote, len, epoch, deadline_ms);
+        rc = mc_tcp_transfer(te, peer, op, local, remote, len, epoch, token, deadline_ms);
     return rc;
 }
 
@@ -188,9 +198,9 @@ static void *worker_main(void *p)
         int rc = MC_ERR_TRANSFER_FAIL;
         if (!atomic_load(&r->error)) { /* a failed request's remaining slices are skipped */
             int op = r->req.opcode == MC_TRANSFER_WRITE ? MC_TE_OP_WRITE : MC_TE_OP_READ;
-            rc =
-                move_slice(te, arg.index, s.peer, op, (char *)r->req.source + s.offset,
-                           r->req.target_offset + s.offset, s.length, r->req.epoch, r->deadline_ms);
+            rc = move_slice(te, arg.index, s.peer, op, (char *)r->req.source + s.offset,
+                            r->req.target_offset + s.offset, s.length, r->req.epoch,
+                            r->req.fence_token, r->deadline_ms);
         }
         pthread_mutex_lock(&te->queue_lock);
         s.peer->busy_workers--;
@@ -241,6 +251,11 @@ int mc_te_create(const mc_transfer_engine_config_t *config, mc_transfer_engine_t
     te->park_epfd = te->park_wake = -1;
     te->shm_listen_fd = -1;
     mc_registry_init(&te->registry);
+    if (mc_fence_init(te) != 0) {
+        mc_registry_destroy(&te->registry);
+        free(te);
+        return MC_ERR_INTERNAL_ERROR;
+    }
     pthread_mutex_init(&te->conn_lock, NULL);
     pthread_cond_init(&te->conn_cond, NULL);
     pthread_mutex_init(&te->peers_lock, NULL);
@@ -335,6 +350,7 @@ void mc_te_destroy(mc_transfer_engine_t *te)
     free(te->queue);
     mc_rdma_stop(te);
     mc_registry_destroy(&te->registry);
+    mc_fence_fini(te);
     pthread_mutex_destroy(&te->conn_lock);
     pthread_cond_destroy(&te->conn_cond);
     pthread_mutex_destroy(&te->peers_lock);
@@ -379,7 +395,14 @@ int mc_te_set_epoch(mc_transfer_engine_t *te, uint64_t epoch)
 {
     if (!te)
         return MC_ERR_INVALID_PARAMS;
-    atomic_store(&te->epoch, epoch); /* transfers checked from now on see it */
+    /* The epoch is a rule of the write fence too (same-host writers check it in its page): a
+     * change of epoch raises a fence, waited for below. rdma writes carry no epoch; their
+     * serving endpoints are replaced when the segment may be handed out anew (a re-mount's
+     * UINT64_MAX, or one epoch straight to another). */
+    uint64_t old = atomic_load(&te->epoch), gen = 0;
+    int rc =
+        mc_fence_raise(te, NULL, 0, 1, epoch,
+                       epoch == UINT64_MAX || (old != 0 && old != UINT64_MAX && epoch != 0), &gen);
     /*
      * Transfers admitted under the previous epoch hold the registry read lock until their last
      * byte moved; taking the write lock waits for them. Each is bounded by the transfer timeout
@@ -397,7 +420,9 @@ int mc_te_set_epoch(mc_transfer_engine_t *te, uint64_t epoch)
     }
     if (pthread_rwlock_clockwrlock(&te->registry.lock, CLOCK_MONOTONIC, &until) == 0)
         pthread_rwlock_unlock(&te->registry.lock);
-    return 0;
+    if (rc == 0 && gen)
+        rc = mc_fence_wait(te, gen, (int)wait_ms);
+    return rc;
 }
 
 int mc_te_republish(mc_transfer_engine_t *te)
@@ -552,6 +577,7 @@ int mc_te_open_segment(mc_transfer_engine_t *te, const char *segment_name, mc_se
     snprintf(p->host, sizeof(p->host), "%s", host);
     p->port = port;
     p->shm_sock = -1;
+    p->shm_fence_slot = -1;
     p->is_self = !strcmp(segment_name, te->name);
     p->desc_gen = 1;
     pthread_mutex_init(&p->lock, NULL);
@@ -653,6 +679,17 @@ static int transfer_local(mc_transfer_engine_t *te, const mc_transfer_req_t *req
     }
     const mc_local_region_t *g =
         mc_registry_find_locked(&te->registry, req->target_offset, req->length);
+    uint64_t pass = 0;
+    if (g && req->opcode == MC_TRANSFER_WRITE) {
+        char why[256];
+        if (mc_fence_admit(te->fence, te->fence_inflight, req->epoch, req->fence_token, &pass, why,
+                           sizeof(why)) != 0) {
+            pthread_rwlock_unlock(&te->registry.lock);
+            MC_ERROR("write [%#llx, +%zu) on local segment %s refused: %s",
+                     (unsigned long long)req->target_offset, req->length, te->name, why);
+            return refused;
+        }
+    }
     if (g) {
         void *target = (void *)(uintptr_t)req->target_offset;
         void *dst = req->opcode == MC_TRANSFER_WRITE ? target : req->source;
@@ -665,6 +702,8 @@ static int transfer_local(mc_transfer_engine_t *te, const mc_transfer_req_t *req
             if (crc) /* overlapping ranges: the bytes now at the destination */
                 *crc = mc_crc32c(0, dst, req->length);
         }
+        if (req->opcode == MC_TRANSFER_WRITE)
+            mc_fence_release(te->fence_inflight, pass);
     }
     pthread_rwlock_unlock(&te->registry.lock);
     if (g)
@@ -748,8 +787,10 @@ int mc_te_submit(mc_batch_t *b, const mc_transfer_req_t *reqs, size_t n)
         int rc = check_remote_range(te, peer, &r->req, deadline);
         if (rc == 0) {
             int op = r->req.opcode == MC_TRANSFER_WRITE ? MC_TE_OP_WRITE : MC_TE_OP_READ;
-            rc = mc_shm_transfer(te, peer, op, r->req.source, r->req.target_offset, r->req.length,
-                                 crc);
+            rc = op == MC_TE_OP_WRITE && mc_fence_token_refused(te->fence, r->req.fence_token)
+                     ? MC_ERR_INVALID_WRITE
+                     : mc_shm_transfer(te, peer, op, r->req.source, r->req.target_offset,
+                                       r->req.length, r->req.epoch, r->req.fence_token, crc);
             r->has_crc32c = crc && rc == 0;
             if (rc <= 0) {
                 finish_now(b, r, rc);

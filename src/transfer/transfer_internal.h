@@ -150,6 +150,62 @@ void mc_metadata_unpublish(mc_transfer_engine_t *te);
 int mc_metadata_lookup(mc_transfer_engine_t *te, const char *name, mc_segment_desc_t *out,
                        uint64_t deadline_ms);
 
+/* ---- the write fence (write_fence.c) ---------------------------------------------------- */
+
+#define MC_FENCE_SLOTS 256 /* same-host writer processes per owner */
+/* Admission counters per writer (this process, or one same-host peer), indexed by generation
+ * modulo this: at most this many fences minus one can wait at once. */
+#define MC_FENCE_RING 16
+
+/*
+ * The owner's rules for writes into its memory, shared with same-host writers (a memfd mapped
+ * MAP_SHARED by the owner and by every shm peer). The owner writes everything but the slots; a
+ * peer writes only its own slot. tokens[0..count) is sorted ascending and read under the
+ * seqlock `seq` (odd while the owner rewrites it).
+ */
+typedef struct mc_fence_page {
+    uint64_t magic;
+    _Atomic uint64_t gen;   /* bumped by every change of rules; starts at 1 */
+    _Atomic uint64_t epoch; /* the owner's mount epoch (0 = none), as te->epoch */
+    _Atomic uint64_t floor; /* every token <= floor is refused (set after an overflow) */
+    _Atomic uint64_t seq;
+    _Atomic uint32_t count;
+    uint32_t pad;
+    struct { /* a same-host peer's writes in flight, by the generation they were admitted in */
+        _Atomic uint64_t count[MC_FENCE_RING];
+    } slots[MC_FENCE_SLOTS];
+    _Atomic uint64_t tokens[MC_TE_MAX_REFUSED_TOKENS];
+} mc_fence_page_t;
+
+size_t mc_fence_page_size(void);
+int mc_fence_init(mc_transfer_engine_t *te);
+void mc_fence_fini(mc_transfer_engine_t *te);
+/* 0 when a write carrying (epoch, token) may move under page f's rules, else
+ * MC_ERR_INVALID_WRITE with the reason in why. */
+int mc_fence_check(const mc_fence_page_t *f, uint64_t epoch, uint64_t token, char *why,
+                   size_t why_len);
+int mc_fence_token_refused(const mc_fence_page_t *f, uint64_t token);
+/*
+ * Admits a write under page f's rules, counted in `ring` (MC_FENCE_RING counters: this process's
+ * te->fence_inflight for writes into its own memory — tcp server, local path — or a same-host
+ * peer's slot in the owner's page): call before the first byte moves, and mc_fence_release
+ * after the last. 0 with *pass set, or MC_ERR_INVALID_WRITE (not counted) with why.
+ */
+int mc_fence_admit(mc_fence_page_t *f, _Atomic uint64_t *ring, uint64_t epoch, uint64_t token,
+                   uint64_t *pass, char *why, size_t why_len);
+void mc_fence_release(_Atomic uint64_t *ring, uint64_t pass);
+/* Owner: new rules (tokens; the epoch too when set_epoch) and a fence (the rdma serving
+ * endpoints replaced too with fence_rdma); *gen its generation.
+ * MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS when MC_FENCE_RING fences still wait (nothing changed),
+ * MC_ERR_INTERNAL_ERROR out of memory. */
+int mc_fence_raise(mc_transfer_engine_t *te, const uint64_t *tokens, size_t n, int set_epoch,
+                   uint64_t epoch, int fence_rdma, uint64_t *gen);
+/* Waits until the fence `gen` completed: 0, or MC_ERR_TRANSFER_FAIL after timeout_ms. */
+int mc_fence_wait(mc_transfer_engine_t *te, uint64_t gen, int timeout_ms);
+/* A slot for a same-host peer (-1: none left, or no shareable page); freed on its hang-up. */
+int32_t mc_fence_slot_claim(mc_transfer_engine_t *te);
+void mc_fence_slot_free(mc_transfer_engine_t *te, int32_t slot);
+
 /* ---- peers (opened segments) ------------------------------------------------------------- */
 
 typedef struct mc_rdma mc_rdma_t;           /* engine-wide UCX state (rdma_transport.c) */
@@ -176,7 +232,9 @@ typedef struct mc_peer {
     pthread_rwlock_t shm_rw;
     int shm_state; /* 0 untried, 1 usable, -1 unusable (fall back to tcp) */
     int shm_sock;
-    void **shm_maps; /* indexed by shm_index */
+    mc_fence_page_t *shm_fence; /* the owner's fence page, mapped; NULL until connected */
+    int32_t shm_fence_slot;     /* this process's slot in it */
+    void **shm_maps;            /* indexed by shm_index */
     uint64_t *shm_lens;
     size_t shm_map_count;
     /*
@@ -211,6 +269,14 @@ struct mc_transfer_engine {
      * the previous epoch still moves bytes when it returns.
      */
     _Atomic uint64_t epoch;
+    /* The write fence (write_fence.c): the page of rules, in-process admissions by generation,
+     * the highest completed generation and the slots handed to same-host peers. */
+    mc_fence_page_t *fence;
+    int fence_memfd;
+    pthread_mutex_t fence_lock; /* raising fences, fence_done, fence_slot_used */
+    _Atomic uint64_t fence_inflight[MC_FENCE_RING];
+    uint64_t fence_done;
+    unsigned char fence_slot_used[MC_FENCE_SLOTS];
     uint64_t slice_bytes;
     mc_auth_t *auth; /* the cluster secret (wire/auth.h); NULL = none */
     mc_rdma_t *rdma; /* NULL unless protocol "rdma" */
@@ -247,6 +313,7 @@ struct mc_transfer_engine {
     int shm_wake[2];          /* pipe: wakes the shm server thread to stop */
     pthread_mutex_t shm_lock; /* guards shm_conns */
     int *shm_conns;           /* connected same-host peers */
+    int32_t *shm_slots;       /* their fence slots (-1: none yet), parallel to shm_conns */
     size_t shm_conn_count, shm_conn_capacity;
 
     /* peers */
@@ -315,7 +382,8 @@ void mc_tcp_server_get_stats(mc_transfer_engine_t *te, mc_te_server_stats_t *out
  * at once, without connecting, when that has passed.
  */
 int mc_tcp_transfer(mc_transfer_engine_t *te, mc_peer_t *peer, int opcode, void *local,
-                    uint64_t remote, uint64_t len, uint64_t epoch, uint64_t deadline_ms);
+                    uint64_t remote, uint64_t len, uint64_t epoch, uint64_t token,
+                    uint64_t deadline_ms);
 /* Direct handshake with host:port (fresh connection, pooled afterwards when peer != NULL). */
 /* deadline_ms (mc_now_ms clock; 0 = none): the handshake, connect included, ends by then. */
 int mc_tcp_handshake(mc_transfer_engine_t *te, const char *host, int port, mc_segment_desc_t *out,
@@ -334,7 +402,7 @@ void mc_shm_server_stop(mc_transfer_engine_t *te);
  * returned. Called with peer->lock NOT held.
  */
 int mc_shm_transfer(mc_transfer_engine_t *te, mc_peer_t *peer, int opcode, void *local,
-                    uint64_t remote, uint64_t len, uint32_t *crc);
+                    uint64_t remote, uint64_t len, uint64_t epoch, uint64_t token, uint32_t *crc);
 void mc_shm_peer_close(mc_peer_t *peer);
 /* Tells connected same-host peers that a shm region went away (they drop their mappings). */
 void mc_shm_notify_revoke(mc_transfer_engine_t *te);
