@@ -6,12 +6,14 @@
  *  - the receiver-side fence (mc_rdma_fence): once it returned, no rdma write sent to the engine
  *    before it can modify the engine's memory, and peers' next transfers reconnect and succeed.
  *
- * This program is both sides. Run with "owner" it is the owner of a segment: an rdma engine
+ * This program is both sides (it includes transfer_internal.h for the hook itself, which must be
+ * a no-op on a tcp engine). Run with "owner" it is the owner of a segment: an rdma engine
  * (P2PHANDSHAKE, UCX over its tcp transport here) with SEG_BYTES of segment memory holding the
  * pattern (i * 7 + 3) & 0xff, printing
  *   READY <segment name> <addr> <bytes>
  * and answering commands on stdin, one per line:
- *   FENCE            mc_rdma_fence(), then "FENCED <rc> <ms>"
+ *   FENCE            a pure fence, mc_te_refuse_tokens(te, NULL, 0, &gen) (its rdma part is
+ *                    mc_rdma_fence), then "FENCED <rc> <ms>"
  *   HASH <off> <len> "HASH <fnv-1a 64 of the bytes>" (read directly, not through a transport)
  *   QUIT             destroys the engine and exits 0
  * Without arguments it is the cmocka test: the initiator, in this process, against owner
@@ -94,7 +96,8 @@ static int owner_main(void)
             break;
         if (!strncmp(line, "FENCE", 5)) {
             double t0 = now_s();
-            rc = mc_rdma_fence(te);
+            uint64_t gen = 0;
+            rc = mc_te_refuse_tokens(te, NULL, 0, &gen);
             printf("FENCED %d %.0f\n", rc, (now_s() - t0) * 1000.0);
         } else if (sscanf(line, "HASH %llu %llu", &off, &len) == 2 && off + len <= SEG_BYTES) {
             printf("HASH %llu\n", (unsigned long long)fnv1a(seg + off, len));
