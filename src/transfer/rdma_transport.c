@@ -839,8 +839,9 @@ static int op_wait(mc_rdma_t *r, size_t w, rdma_op_t *op, uint64_t deadline_ms)
  * could therefore still write into the caller's buffer after the call returned, when the peer's
  * reply arrives: so nothing is released before its callback ran. Should UCX never let go, this
  * never returns — the caller's buffer stays UCX's and so does this worker (and its engine
- * worker thread: it serves no other transfer) — and an error says so every
- * MC_RDMA_STUCK_LOG_MS.
+ * worker thread: it serves no other transfer; the registry read lock rdma_move holds keeps
+ * (un)registrations waiting, and mc_te_destroy waits to join the thread) — and an error says so
+ * every MC_RDMA_STUCK_LOG_MS.
  */
 static void op_wait_released(mc_rdma_t *r, size_t w, rdma_op_t *op, const char *what)
 {

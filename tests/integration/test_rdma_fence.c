@@ -6,10 +6,9 @@
  *  - the receiver-side fence (mc_rdma_fence): once it returned, no rdma write sent to the engine
  *    before it can modify the engine's memory, and peers' next transfers reconnect and succeed.
  *
- * This program is both sides (it includes transfer_internal.h for the hook itself, which must be
- * a no-op on a tcp engine). Run with "owner" it is the owner of a segment: an rdma engine
- * (P2PHANDSHAKE, UCX over its tcp transport here) with SEG_BYTES of segment memory holding the
- * pattern (i * 7 + 3) & 0xff, printing
+ * This program is both sides. Run with "owner [METADATA]" it is the owner of a segment: an rdma
+ * engine (P2PHANDSHAKE unless METADATA is given; UCX over its tcp transport here) with SEG_BYTES
+ * of segment memory holding the pattern (i * 7 + 3) & 0xff, printing
  *   READY <segment name> <addr> <bytes>
  * and answering commands on stdin, one per line:
  *   FENCE            a pure fence, mc_te_refuse_tokens(te, NULL, 0, &gen) (its rdma part is
@@ -17,14 +16,16 @@
  *   HASH <off> <len> "HASH <fnv-1a 64 of the bytes>" (read directly, not through a transport)
  *   QUIT             destroys the engine and exits 0
  * Without arguments it is the cmocka test: the initiator, in this process, against owner
- * children. The fence's hold point is the failpoint rdma.fence.hold (MC_FAILPOINTS in the
- * owner's environment): the old serving worker is no longer progressed but not yet destroyed.
+ * children (it includes transfer_internal.h for the hook itself, a no-op on a tcp engine). The
+ * fence's hold point is the failpoint rdma.fence.hold (MC_FAILPOINTS in the owner's environment):
+ * the old serving worker is no longer progressed but not yet destroyed.
  */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "mooncake/http_metadata.h"
 #include "mooncake/transfer_engine.h"
 #include "proc.h"
 #include "transfer_internal.h"
@@ -69,10 +70,10 @@ static double now_s(void)
 
 /* ---- owner role ------------------------------------------------------------------------- */
 
-static int owner_main(void)
+static int owner_main(const char *metadata)
 {
     mc_transfer_engine_config_t cfg = {
-        .local_server_name = "127.0.0.1:0", .metadata_server = "P2PHANDSHAKE", .protocol = "rdma"};
+        .local_server_name = "127.0.0.1:0", .metadata_server = metadata, .protocol = "rdma"};
     mc_transfer_engine_t *te;
     int rc = mc_te_create(&cfg, &te);
     if (rc != 0) {
@@ -118,11 +119,11 @@ typedef struct owner {
     uint64_t addr, len;
 } owner_t;
 
-static int start_owner(owner_t *o, const char *failpoints)
+static int start_owner_with(owner_t *o, const char *failpoints, const char *metadata)
 {
     if (failpoints)
         setenv("MC_FAILPOINTS", failpoints, 1);
-    char *argv[] = {SELF_BIN, "owner", NULL};
+    char *argv[] = {SELF_BIN, "owner", (char *)metadata, NULL};
     int rc = mc_proc_start(&o->proc, argv, "READY ", 20000);
     unsetenv("MC_FAILPOINTS");
     if (rc != 0)
@@ -133,6 +134,11 @@ static int start_owner(owner_t *o, const char *failpoints)
     o->addr = a;
     o->len = b;
     return 0;
+}
+
+static int start_owner(owner_t *o, const char *failpoints)
+{
+    return start_owner_with(o, failpoints, "P2PHANDSHAKE");
 }
 
 /* QUIT: the owner destroys its engine and exits 0. */
@@ -198,10 +204,10 @@ static void fill_random(uint8_t *buf, size_t len, uint64_t seed)
 
 /* One initiator worker thread, so every slice runs on the same UCX worker (the one a leaked
  * request would be progressed by) and in order. */
-static mc_transfer_engine_t *new_initiator(void)
+static mc_transfer_engine_t *new_initiator_with(const char *metadata)
 {
     mc_transfer_engine_config_t cfg = {.local_server_name = "127.0.0.1:0",
-                                       .metadata_server = "P2PHANDSHAKE",
+                                       .metadata_server = metadata,
                                        .protocol = "rdma",
                                        .disable_shm = 1,
                                        .transfer_timeout_ms = TIMEOUT_MS,
@@ -209,6 +215,11 @@ static mc_transfer_engine_t *new_initiator(void)
     mc_transfer_engine_t *te = NULL;
     assert_int_equal(mc_te_create(&cfg, &te), 0);
     return te;
+}
+
+static mc_transfer_engine_t *new_initiator(void)
+{
+    return new_initiator_with("P2PHANDSHAKE");
 }
 
 static int one(mc_transfer_engine_t *te, mc_segment_id_t seg, mc_transfer_opcode_t op, void *buf,
@@ -343,6 +354,31 @@ static void test_transfers_reconnect_after_each_of_several_fences(void **state)
     stop_owner(o);
 }
 
+/* With HTTP metadata a peer re-reads the descriptor from the metadata service, not from the
+ * owner: the fence must have republished the new worker address there. */
+static void test_an_http_metadata_peer_reconnects_after_a_fence(void **state)
+{
+    (void)state;
+    mc_http_metadata_server_t *meta = NULL;
+    assert_int_equal(mc_http_metadata_server_start("127.0.0.1", 0, &meta), 0);
+    char url[128];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/metadata", mc_http_metadata_server_port(meta));
+    owner_t *o = &owner;
+    assert_int_equal(start_owner_with(o, NULL, url), 0);
+    mc_transfer_engine_t *te = new_initiator_with(url);
+    mc_segment_id_t seg = -1;
+    assert_int_equal(mc_te_open_segment(te, o->name, &seg), 0);
+    round_trip(te, seg, o, 0, 30);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(mc_proc_send(&o->proc, "FENCE\n"), 0);
+        owner_fenced(o, 20000);
+        round_trip(te, seg, o, 0, 31 + (uint64_t)i);
+    }
+    mc_te_destroy(te);
+    stop_owner(o);
+    mc_http_metadata_server_stop(meta);
+}
+
 /* Transfers running on another thread while the owner fences: each either fails or is exact,
  * and once the fences are done every one succeeds. */
 typedef struct mover {
@@ -416,8 +452,8 @@ static void test_fence_is_a_no_op_for_a_tcp_engine(void **state)
 
 int main(int argc, char **argv)
 {
-    if (argc == 2 && !strcmp(argv[1], "owner"))
-        return owner_main();
+    if ((argc == 2 || argc == 3) && !strcmp(argv[1], "owner"))
+        return owner_main(argc == 3 ? argv[2] : "P2PHANDSHAKE");
     signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fence_is_a_no_op_for_a_tcp_engine),
@@ -426,6 +462,7 @@ int main(int argc, char **argv)
                                   kill_owner),
         cmocka_unit_test_teardown(test_transfers_reconnect_after_each_of_several_fences,
                                   kill_owner),
+        cmocka_unit_test_teardown(test_an_http_metadata_peer_reconnects_after_a_fence, kill_owner),
         cmocka_unit_test_teardown(test_fences_while_transfers_run, kill_owner),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
