@@ -96,7 +96,8 @@ struct mc_rdma {
     pthread_mutex_t fence_lock;
     ucp_worker_h server;
     int server_efd;
-    int stop_fd; /* eventfd: tells the progress thread to stop */
+    int stop_fd;            /* eventfd: wakes the progress thread to stop */
+    atomic_int stop_server; /* set: the progress thread stops before its next progress call */
     pthread_t progress;
     int progress_running;
     uint64_t fences; /* fences done (log lines) */
@@ -345,19 +346,19 @@ static void worker_spin(const mc_rdma_t *r, ucp_worker_h w, const unsigned *pend
 }
 
 /*
- * The serving worker's thread. The stop request is checked before every progress call, so once
- * it is posted the worker runs at most the ucp_worker_progress already under way: its AM
- * handlers (an emulated put copying into memory, a get reply being packed) finish inside that
- * call, and pthread_join returns only after it returned.
+ * The serving worker's thread: progresses it while it has work, then sleeps on its event fd.
+ * stop_server is checked before every progress call, so once it is set the worker runs at most
+ * the ucp_worker_progress already under way — its AM handlers (an emulated put copying into
+ * memory, a get reply being packed) finish inside that call — and pthread_join returns only
+ * after it returned. (Checked per call, not per idle spell: peers streaming puts keep the worker
+ * busy indefinitely and must not hold a fence off.)
  */
 static void *progress_main(void *p)
 {
     mc_rdma_t *r = p;
-    for (;;) {
-        struct pollfd stop = {.fd = r->stop_fd, .events = POLLIN};
-        if (poll(&stop, 1, 0) > 0)
-            break;
-        worker_spin(r, r->server, NULL);
+    while (!atomic_load(&r->stop_server)) {
+        if (ucp_worker_progress(r->server))
+            continue;
         worker_sleep(r->server, r->server_efd, r->stop_fd, MC_RDMA_POLL_CAP_MS);
     }
     return NULL;
@@ -369,6 +370,7 @@ static int progress_start(mc_rdma_t *r)
     uint64_t pending;
     while (read(r->stop_fd, &pending, sizeof(pending)) == (ssize_t)sizeof(pending))
         ;
+    atomic_store(&r->stop_server, 0);
     if (pthread_create(&r->progress, NULL, progress_main, r) != 0) {
         MC_ERROR("rdma: cannot start the UCX progress thread: %s", strerror(errno));
         return MC_ERR_INTERNAL_ERROR;
@@ -382,6 +384,7 @@ static void progress_stop(mc_rdma_t *r)
 {
     if (!r->progress_running)
         return;
+    atomic_store(&r->stop_server, 1);
     uint64_t one = 1;
     if (write(r->stop_fd, &one, sizeof(one)) != (ssize_t)sizeof(one))
         MC_ERROR("rdma: cannot wake the UCX progress thread: %s", strerror(errno));
