@@ -149,6 +149,9 @@ typedef struct mc_replica_desc {
     uint64_t epoch;         /* memory: the mount epoch of its segment (0 for disk replicas) */
     int has_checksum;       /* 1: checksum holds the writer's CRC32C of the value */
     uint32_t checksum;      /* CRC32C (Castagnoli, as iSCSI/ext4) of the whole value */
+    /* memory, PROCESSING (a put's or upsert's target): the fencing token of the allocation, for
+     * the writes into it (mc_transfer_req_t.fence_token); 0 otherwise */
+    uint64_t fence_token;
 } mc_replica_desc_t;
 
 /*

@@ -25,12 +25,15 @@ int mc_master_call_segments(mc_rpc_client_t *rpc, uint16_t opcode, const Mc__Seg
 }
 
 int mc_master_call_ping(mc_rpc_client_t *rpc, const char *client_id, uint64_t fallback_reads,
-                        uint64_t checksum_mismatches, Mc__PingResponse **resp)
+                        uint64_t checksum_mismatches, uint64_t fence_acked, uint64_t fence_view,
+                        Mc__PingResponse **resp)
 {
     Mc__PingRequest req = MC__PING_REQUEST__INIT;
     req.client_id = (char *)client_id;
     req.fallback_reads = fallback_reads;
     req.checksum_mismatches = checksum_mismatches;
+    req.fence_acked = fence_acked;
+    req.fence_view = fence_view;
     return mc_rpc_call_pb(rpc, MC_RPC_PING, &req.base, &mc__ping_response__descriptor,
                           (ProtobufCMessage **)resp);
 }

@@ -17,9 +17,11 @@ int mc_master_call_keys(mc_rpc_client_t *rpc, uint16_t opcode, const Mc__KeysReq
 int mc_master_call_segments(mc_rpc_client_t *rpc, uint16_t opcode, const Mc__SegmentRequest *req,
                             Mc__StatusResponse **resp);
 /* fallback_reads / checksum_mismatches: this client's running totals of reads served from disk
- * replicas and of replica reads that failed checksum verification. */
+ * replicas and of replica reads that failed checksum verification. fence_acked / fence_view:
+ * the write fence's confirmation (store.proto PingRequest; 0 / 0 when none). */
 int mc_master_call_ping(mc_rpc_client_t *rpc, const char *client_id, uint64_t fallback_reads,
-                        uint64_t checksum_mismatches, Mc__PingResponse **resp);
+                        uint64_t checksum_mismatches, uint64_t fence_acked, uint64_t fence_view,
+                        Mc__PingResponse **resp);
 int mc_master_call_service_ready(mc_rpc_client_t *rpc, Mc__ServiceReadyResponse **resp);
 /* Offload: a heartbeat, task results, disk replicas about to be deleted (codes per item). */
 int mc_master_call_offload_heartbeat(mc_rpc_client_t *rpc, const Mc__OffloadHeartbeatRequest *req,

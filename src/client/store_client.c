@@ -138,6 +138,13 @@ struct mc_store {
     int checksum;            /* 1: CRC32C on put, verified on get */
     uint64_t delete_wait_ms; /* how long a remove/upsert waits for its old files to go */
     atomic_uint_fast64_t checksum_mismatches; /* replicas whose bytes failed verification */
+    /*
+     * The write fence (owner side; ping thread only): tokens of revoked puts on our segments
+     * come with pings (fence_view: the master instance); fence_raised: the sequence of the last
+     * batch our engine refuses, whose fence is generation fence_gen; fence_acked: the highest
+     * sequence whose fence completed, confirmed in every ping.
+     */
+    uint64_t fence_view, fence_raised, fence_gen, fence_acked;
     atomic_uint_fast64_t last_mismatch_log_ms;
     atomic_uint_fast64_t last_master_error_ms; /* rate limit: one failure line per second */
     /* Every public call holds op_lock for reading; close takes it for writing, so it waits for
@@ -491,6 +498,9 @@ static int write_objects(mc_store_t *s, int upsert, const char *const *keys,
              * allocated by a master that since died or was deposed must not land in memory
              * the next one handed out (issue 15). */
             reqs[nreq].epoch = r->replicas[k]->epoch;
+            /* Once the master revoked this put (we failed, or it timed us out) the owner
+             * refuses these writes, however late they arrive. */
+            reqs[nreq].fence_token = r->replicas[k]->fence_token;
             /* The first replica's copy computes the value's checksum when it is a memcpy. */
             reqs[nreq].want_crc32c = s->checksum && k == 0;
             req_owner[nreq++] = j;
@@ -1249,6 +1259,7 @@ int mc_store_get_replica_desc(mc_store_t *s, const char *key, mc_replica_desc_t 
         d->epoch = r->replicas[i]->epoch;
         d->has_checksum = r->replicas[i]->has_checksum;
         d->checksum = r->replicas[i]->checksum;
+        d->fence_token = r->replicas[i]->fence_token;
         d->size = r->replicas[i]->size;
         snprintf(d->file_path, sizeof(d->file_path), "%s", r->replicas[i]->file_path);
     }
@@ -1368,12 +1379,14 @@ int64_t mc_store_remove_by_regex(mc_store_t *s, const char *regex, int force)
 
 /* Gives the engine the master's epoch for this client's segments, unless it already has it
  * (mc_te_set_epoch waits for older transfers: not for nothing). */
-static void store_set_epoch(mc_store_t *s, uint64_t epoch)
+static int store_set_epoch(mc_store_t *s, uint64_t epoch)
 {
     if (epoch == s->epoch)
-        return;
-    mc_te_set_epoch(s->te, epoch);
-    s->epoch = epoch;
+        return 0;
+    int rc = mc_te_set_epoch(s->te, epoch);
+    if (rc == 0) /* else asked again next time: its fence did not complete */
+        s->epoch = epoch;
+    return rc;
 }
 
 /* Fills one wire segment. */
@@ -1950,22 +1963,70 @@ static void *view_main(void *arg)
     return NULL;
 }
 
+/*
+ * The write fence, owner side (ping thread). A ping reply names tokens of revoked puts on our
+ * segments: our engine refuses them from now on and raises a fence (mc_te_refuse_tokens);
+ * once the fence completed — every write admitted before it is over, a same-host writer
+ * stopped mid-copy included — the next ping confirms the batch and the master frees the
+ * extents. Nothing here blocks: a fence that waits for a stopped writer leaves the extents
+ * quarantined, not the ping thread stuck (its silence would expire us).
+ */
+static int fence_progress(mc_store_t *s);
+
+static void fence_take(mc_store_t *s, const Mc__PingResponse *resp)
+{
+    if (resp->view_version != s->fence_view) { /* another master instance: its own sequences */
+        s->fence_view = resp->view_version;
+        s->fence_raised = s->fence_acked = s->fence_gen = 0;
+    }
+    if (resp->n_fence_tokens == 0 || resp->fence_upto <= s->fence_raised)
+        return;
+    uint64_t gen = 0;
+    int rc = mc_te_refuse_tokens(s->te, resp->fence_tokens, resp->n_fence_tokens, &gen);
+    if (rc != 0) { /* too many fences still waiting, or no memory: asked again next ping */
+        MC_WARN("cannot refuse %zu revoked allocations yet (%s); retrying", resp->n_fence_tokens,
+                mc_error_name(rc));
+        return;
+    }
+    s->fence_raised = resp->fence_upto;
+    s->fence_gen = gen;
+    fence_progress(s);
+}
+
+/* Moves fence_acked up when the last raised fence completed; 1 when a confirmation is due. */
+static int fence_progress(mc_store_t *s)
+{
+    if (s->fence_raised > s->fence_acked && mc_te_fence_completed(s->te) >= s->fence_gen) {
+        s->fence_acked = s->fence_raised;
+        return 1;
+    }
+    return 0;
+}
+
 static void *ping_main(void *arg)
 {
     mc_store_t *s = arg;
+    uint64_t last_ping = 0;
     pthread_mutex_lock(&s->ping_lock);
     while (!s->ping_stop) {
+        /* While a write fence is pending, look at it every 10 ms and confirm it at once: its
+         * extents stay out of use until then. */
+        int fencing = s->fence_raised > s->fence_acked;
         struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_sec += MC_PING_INTERVAL_MS / 1000;
+        mc_deadline_after_ms(&ts, CLOCK_REALTIME, fencing ? 10 : MC_PING_INTERVAL_MS);
         pthread_cond_timedwait(&s->ping_cond, &s->ping_lock, &ts);
         if (s->ping_stop)
             break;
+        if (fencing && !fence_progress(s) && mc_now_ms() - last_ping < MC_PING_INTERVAL_MS)
+            continue;
         pthread_mutex_unlock(&s->ping_lock);
+        last_ping = mc_now_ms();
 
         Mc__PingResponse *resp = NULL;
+        fence_progress(s);
         int rc = mc_master_call_ping(s->rpc, s->client_id, mc_offload_fallback_reads(s->offload),
-                                     atomic_load(&s->checksum_mismatches), &resp);
+                                     atomic_load(&s->checksum_mismatches), s->fence_acked,
+                                     s->fence_view, &resp);
         if (rc != 0) {
             if (atomic_exchange(&s->master_reachable, 0))
                 MC_WARN("master %s unreachable (%s); will re-mount when it is back", s->master_addr,
@@ -1979,9 +2040,17 @@ static void *ping_main(void *arg)
                  * and those admitted under the old one drain first: a late write of the old
                  * mount can then never land on memory the new mount hands out. */
                 pthread_mutex_lock(&s->segs_lock);
+                int mrc = 0;
+                /* The fence must be complete before the master may hand the memory out again:
+                 * a same-host writer stopped mid-copy holds the re-mount back. */
                 if (s->segment || s->run_seg_count)
-                    store_set_epoch(s, UINT64_MAX);
-                int mrc = segment_call(s, MC_RPC_REMOUNT_SEGMENT);
+                    mrc = store_set_epoch(s, UINT64_MAX);
+                if (mrc != 0)
+                    MC_WARN("re-mount of segment %s deferred: a write admitted before it is "
+                            "still copying (%s)",
+                            mc_te_local_segment_name(s->te), mc_error_name(mrc));
+                else
+                    mrc = segment_call(s, MC_RPC_REMOUNT_SEGMENT);
                 size_t nrun = s->run_seg_count;
                 pthread_mutex_unlock(&s->segs_lock);
                 s->remount_pending = mrc != 0;
@@ -1998,6 +2067,7 @@ static void *ping_main(void *arg)
                 MC_INFO("master %s reachable", s->master_addr);
             if (resp->offload_pending > 0)
                 mc_offload_wake(s->offload);
+            fence_take(s, resp);
             mc__ping_response__free_unpacked(resp, NULL);
         }
         pthread_mutex_lock(&s->ping_lock);
@@ -2383,7 +2453,8 @@ int mc_store_close(mc_store_t *s)
             atomic_load(&s->checksum_mismatches) > 0) { /* the master's counts, up to date */
             Mc__PingResponse *resp = NULL;
             if (mc_master_call_ping(s->rpc, s->client_id, mc_offload_fallback_reads(s->offload),
-                                    atomic_load(&s->checksum_mismatches), &resp) == 0)
+                                    atomic_load(&s->checksum_mismatches), s->fence_acked,
+                                    s->fence_view, &resp) == 0)
                 mc__ping_response__free_unpacked(resp, NULL);
         }
     }

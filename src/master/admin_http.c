@@ -652,6 +652,11 @@ static void render_metrics(mc_admin_http_t *a, FILE *f)
            "Clients dropped after their liveness TTL since start.", st.expired_clients);
     metric(f, "master_revoked_puts_total", "counter",
            "Puts revoked by timeout or client expiry since start.", st.revoked_puts);
+    metric(f, "master_quarantined_extents_total", "counter",
+           "Extents of revoked puts held until their owner confirmed a write fence.",
+           st.quarantined_extents);
+    metric(f, "master_quarantine_freed_total", "counter",
+           "Quarantined extents freed after their owner's write fence.", st.quarantine_freed);
     render_offload_metrics(f, &st);
     mc_restore_stats_t rst = {0};
     mc_master_restore_stats(a->master, &rst);

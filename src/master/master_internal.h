@@ -42,6 +42,9 @@ typedef struct mc_pending_put {
     uint8_t nrep;
     mc_replica_ref_t rep[MC_MAX_REPLICAS];
     char client_id[MC_CLIENT_ID_MAX]; /* the writer; only it may end or revoke */
+    /* The fencing token of its allocation (replica descriptors carry it; writes carry it to the
+     * owner): unique, and growing with time across master instances (see next_fence_token). */
+    uint64_t token;
 } mc_pending_put_t;
 
 struct mc_offloader;
@@ -60,6 +63,15 @@ typedef struct mc_segment {
      * readable. */
     uint64_t drain_until;
     struct mc_offloader *offloader; /* the owner, when it offloads; else NULL */
+    /*
+     * The write fence (see mc_deferred_free_t.wfence): tokens of revoked puts with an extent
+     * here that the owner must refuse (fence_tokens[i] asked for at master-wide sequence
+     * fence_seqs[i], ascending), and the highest sequence the owner confirmed: every token
+     * up to it is refused there and no write admitted before is still moving.
+     */
+    uint64_t *fence_tokens, *fence_seqs;
+    size_t fence_count, fence_cap;
+    uint64_t fence_acked;
 } mc_segment_t;
 
 /* A live client: one that mounted (or remounted) and has pinged within client_ttl_ms. */
@@ -192,6 +204,10 @@ typedef struct mc_deferred_free {
      * once mc_master_journal_durable reached it. 0: no gate; UINT64_MAX: its entry is not
      * assigned yet (the next journal entry tags it). */
     uint64_t jseq;
+    /* The write fence (quarantine of a revoked put's extent): freed only once the segment's
+     * owner confirmed fence sequence `wfence` (mc_segment_t.fence_acked), i.e. it refuses the
+     * put's token and no write of that put can still land. 0: no gate. */
+    uint64_t wfence;
 } mc_deferred_free_t;
 
 /* A put short of memory waits (the client retries) rather than evict live objects while fences
@@ -257,6 +273,9 @@ struct mc_master {
     size_t cand_cap;
     uint64_t evict_retry_at; /* monotonic ms: the background check idles until then */
 
+    uint64_t last_token; /* the last fencing token handed out */
+    uint64_t fence_seq;  /* the last write-fence sequence asked for (master-wide) */
+    uint64_t quarantined_extents, quarantine_freed; /* revoked puts' extents, since start */
     uint64_t evicted_keys, eviction_runs, expired_clients, revoked_puts;
     uint64_t lease_releases, put_fence_waits;
     uint64_t checksum_mismatches; /* summed from the clients' reports */

@@ -172,6 +172,28 @@ static void extent_free(mc_master_t *m, mc_replica_ref_t ref)
     (void)rc;
 }
 
+/* Appends a deferred-free entry (its extent's cookie already cleared) and counts it fenced. */
+static void deferred_push(mc_master_t *m, mc_deferred_free_t e)
+{
+    mc_alloc_t *a = segment_at(m, e.seg)->alloc;
+    if (m->deferred_count == m->deferred_cap) {
+        size_t cap = m->deferred_cap ? m->deferred_cap * 2 : 64;
+        mc_deferred_free_t *d = realloc(m->deferred, cap * sizeof(*d));
+        if (!d) {
+            /* Freeing now could hand a leased reader's bytes (or a revoked put's late ones) to
+             * a writer; keeping the extent until its segment is unmounted only costs space. */
+            MC_ERROR("out of memory deferring a free: extent kept until its segment unmounts");
+            return;
+        }
+        m->deferred = d;
+        m->deferred_cap = cap;
+    }
+    m->deferred[m->deferred_count++] = e;
+    if (e.jseq == UINT64_MAX)
+        m->j_untagged++;
+    m->fenced_bytes += mc_alloc_extent_size(a, e.handle);
+}
+
 /* Frees the extent now, or, while readers hold leases on `o`'s value, once they are done. */
 static void extent_release(mc_master_t *m, mc_replica_ref_t ref, const mc_object_t *o, uint64_t now)
 {
@@ -180,37 +202,72 @@ static void extent_release(mc_master_t *m, mc_replica_ref_t ref, const mc_object
         extent_free(m, ref);
         return;
     }
-    mc_alloc_t *a = segment_at(m, ref.seg)->alloc;
-    mc_alloc_set_cookie(a, ref.handle, NULL);
-    if (m->deferred_count == m->deferred_cap) {
-        size_t cap = m->deferred_cap ? m->deferred_cap * 2 : 64;
-        mc_deferred_free_t *d = realloc(m->deferred, cap * sizeof(*d));
-        if (!d) {
-            /* Freeing now could hand a leased reader's bytes to a writer; keeping the extent
-             * until its segment is unmounted only costs space. */
-            MC_ERROR("out of memory deferring a free: extent kept until its segment unmounts");
-            return;
-        }
-        m->deferred = d;
-        m->deferred_cap = cap;
-    }
+    mc_alloc_set_cookie(segment_at(m, ref.seg)->alloc, ref.handle, NULL);
     /* With a journal, the extent also waits for the entry that drops it to be durable
      * (journal.h: the release gate); the entry tags it when it is assigned. */
-    m->deferred[m->deferred_count++] =
-        (mc_deferred_free_t){.seg = ref.seg,
-                             .handle = ref.handle,
-                             .readers = read ? o->readers : 0,
-                             .lease_id = read ? o->read_lease_id : 0,
-                             .free_at = read ? o->read_until : 0,
-                             .jseq = m->journal.set ? UINT64_MAX : 0};
-    if (m->journal.set)
-        m->j_untagged++;
-    m->fenced_bytes += mc_alloc_extent_size(a, ref.handle);
+    deferred_push(m, (mc_deferred_free_t){.seg = ref.seg,
+                                          .handle = ref.handle,
+                                          .readers = read ? o->readers : 0,
+                                          .lease_id = read ? o->read_lease_id : 0,
+                                          .free_at = read ? o->read_until : 0,
+                                          .jseq = m->journal.set ? UINT64_MAX : 0});
 }
 
-/* 1 when deferred entry d's readers are done (now) and its journal entry is durable. */
+/* A fencing token: unique, and above every token an earlier master instance handed out (they
+ * are nanoseconds of the wall clock, bumped past the last one), so an owner that still refuses
+ * an old token never refuses a new put's. */
+static uint64_t next_fence_token(mc_master_t *m)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t t = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    m->last_token = t > m->last_token ? t : m->last_token + 1;
+    return m->last_token;
+}
+
+/*
+ * A revoked put's extent on a live segment: the put's bytes may still arrive (its owner was
+ * stalled with them queued, or a same-host writer stopped mid-copy), so the extent is freed
+ * only after the segment's owner confirmed a write fence refusing the put's token (its ping
+ * carries the confirmation; mc_master_fence_ping). Until then it counts as fenced memory.
+ */
+static void extent_quarantine(mc_master_t *m, mc_replica_ref_t ref, uint64_t token, uint64_t now)
+{
+    mc_segment_t *s = segment_at(m, ref.seg);
+    if (s->fence_count == s->fence_cap) {
+        size_t cap = s->fence_cap ? s->fence_cap * 2 : 16;
+        uint64_t *t = realloc(s->fence_tokens, cap * sizeof(*t));
+        if (t)
+            s->fence_tokens = t;
+        uint64_t *q = t ? realloc(s->fence_seqs, cap * sizeof(*q)) : NULL;
+        if (!q) {
+            MC_ERROR("out of memory fencing a revoked put: its extent is kept until segment %s "
+                     "unmounts",
+                     s->info.id);
+            mc_alloc_set_cookie(s->alloc, ref.handle, NULL);
+            return;
+        }
+        s->fence_seqs = q;
+        s->fence_cap = cap;
+    }
+    uint64_t seq = ++m->fence_seq;
+    s->fence_tokens[s->fence_count] = token;
+    s->fence_seqs[s->fence_count++] = seq;
+    m->quarantined_extents++;
+    /* free_at: a put short of memory may wait a moment for it (its owner confirms within a
+     * ping or two) rather than evict live objects. */
+    deferred_push(m, (mc_deferred_free_t){.seg = ref.seg,
+                                          .handle = ref.handle,
+                                          .free_at = now + MC_FENCE_PATIENCE_MS,
+                                          .wfence = seq});
+}
+
+/* 1 when deferred entry d's readers are done (now), its journal entry is durable and its
+ * segment's owner confirmed its write fence. */
 static int deferred_may_free(const mc_master_t *m, const mc_deferred_free_t *d, uint64_t now)
 {
+    if (d->wfence)
+        return segment_at(m, d->seg)->fence_acked >= d->wfence;
     return (d->free_at <= now || d->readers == 0) && d->jseq <= m->jdurable;
 }
 
@@ -221,6 +278,8 @@ static void deferred_free_at(mc_master_t *m, size_t i)
     mc_alloc_t *a = segment_at(m, d.seg)->alloc;
     m->fenced_bytes -= mc_alloc_extent_size(a, d.handle);
     extent_free(m, (mc_replica_ref_t){.seg = d.seg, .handle = d.handle});
+    if (d.wfence)
+        m->quarantine_freed++;
     if (d.jseq == UINT64_MAX)
         m->j_untagged--;
     m->deferred[i] = m->deferred[--m->deferred_count];
@@ -326,16 +385,25 @@ static void pending_unlink(mc_master_t *m, mc_pending_put_t *p)
 }
 
 /*
- * Drops the put in progress on `o` and frees its extents (nobody reads them). `counted`: revoked
- * by the master (timeout, client expiry), not by the writer. Returns 1 when `o` was deleted (it
- * had no readable value).
+ * Drops the put in progress on `o`; its extents are quarantined until their owners confirm a
+ * write fence (extent_quarantine: nobody reads them, but the put's bytes may still arrive),
+ * except those in segment slot `gone` (being unmounted: its memory goes with it; UINT32_MAX:
+ * none). `counted`: revoked by the master (timeout, client expiry), not by the writer. Returns
+ * 1 when `o` was deleted (it had no readable value).
  */
-static int pending_revoke(mc_master_t *m, mc_object_t *o, int counted)
+static int pending_revoke(mc_master_t *m, mc_object_t *o, int counted, uint32_t gone)
 {
     mc_pending_put_t *p = o->pending;
     if (p->size > 0) {
-        for (unsigned i = 0; i < p->nrep; i++)
-            extent_free(m, p->rep[i]);
+        uint64_t now = mc_master_now_locked(m);
+        for (unsigned i = 0; i < p->nrep; i++) {
+            if (p->rep[i].seg == gone) {
+                extent_free(m, p->rep[i]);
+                continue;
+            }
+            mc_alloc_set_cookie(segment_at(m, p->rep[i].seg)->alloc, p->rep[i].handle, NULL);
+            extent_quarantine(m, p->rep[i], p->token, now);
+        }
     }
     pending_unlink(m, p);
     o->pending = NULL;
@@ -775,7 +843,7 @@ static void detach_segment(mc_master_t *m, mc_object_t *o, uint32_t slot, int co
 {
     mc_pending_put_t *p = o->pending;
     if (p && p->size > 0 && replicas_use_segment(p->rep, p->nrep, slot)) {
-        if (pending_revoke(m, o, counted))
+        if (pending_revoke(m, o, counted, slot))
             return;
     }
     if (!o->complete || o->size == 0 || !replicas_use_segment(o->rep, o->nrep, slot))
@@ -842,6 +910,8 @@ static int unmount_locked(mc_master_t *m, uint32_t slot, int counted)
     MC_INFO("unmounted segment %s (%s) of client %s: %zu objects affected", s->info.id,
             s->info.name, s->info.client_id, owners.n);
     mc_alloc_destroy(s->alloc);
+    free(s->fence_tokens);
+    free(s->fence_seqs);
     free(s);
     m->segs[slot] = NULL;
     m->seg_count--;
@@ -905,6 +975,80 @@ int mc_master_ping(mc_master_t *m, const char *client_id, uint64_t *view_version
         *view_version = m->view_version;
     pthread_mutex_unlock(&m->lock);
     return 0;
+}
+
+typedef struct fence_item {
+    uint64_t seq, token;
+} fence_item_t;
+
+static int fence_item_cmp(const void *a, const void *b)
+{
+    uint64_t x = ((const fence_item_t *)a)->seq, y = ((const fence_item_t *)b)->seq;
+    return (x > y) - (x < y);
+}
+
+int mc_master_fence_ping(mc_master_t *m, const char *client_id, uint64_t view, uint64_t acked,
+                         uint64_t *tokens, size_t capacity, size_t *n, uint64_t *upto)
+{
+    if (!m || !client_id_ok(client_id) || !n || !upto || (capacity > 0 && !tokens))
+        return MC_ERR_INVALID_PARAMS;
+    *n = 0;
+    *upto = 0;
+    pthread_mutex_lock(&m->lock);
+    /* A confirmation names the master instance it was for: another instance's sequences mean
+     * nothing here. Nor can it confirm what was not asked yet. */
+    if (view != m->view_version)
+        acked = 0;
+    if (acked > m->fence_seq)
+        acked = m->fence_seq;
+    size_t pending = 0;
+    int freed_any = 0;
+    for (size_t k = 0; k < m->seg_cap; k++) {
+        mc_segment_t *s = m->segs[k];
+        if (!s || strcmp(s->info.client_id, client_id) != 0)
+            continue;
+        if (acked > s->fence_acked) {
+            s->fence_acked = acked;
+            freed_any = 1;
+        }
+        size_t kept = 0;
+        for (size_t i = 0; i < s->fence_count; i++) {
+            if (s->fence_seqs[i] > s->fence_acked) {
+                s->fence_tokens[kept] = s->fence_tokens[i];
+                s->fence_seqs[kept++] = s->fence_seqs[i];
+            }
+        }
+        s->fence_count = kept;
+        pending += kept;
+    }
+    int rc = 0;
+    if (pending > 0 && capacity > 0) {
+        fence_item_t *v = malloc(pending * sizeof(*v));
+        if (v) {
+            size_t c = 0;
+            for (size_t k = 0; k < m->seg_cap; k++) {
+                const mc_segment_t *s = m->segs[k];
+                if (!s || strcmp(s->info.client_id, client_id) != 0)
+                    continue;
+                for (size_t i = 0; i < s->fence_count; i++)
+                    v[c++] = (fence_item_t){s->fence_seqs[i], s->fence_tokens[i]};
+            }
+            /* The oldest first: a confirmation of `upto` covers every sequence up to it. */
+            qsort(v, c, sizeof(*v), fence_item_cmp);
+            for (size_t i = 0; i < c && i < capacity; i++) {
+                tokens[i] = v[i].token;
+                *upto = v[i].seq;
+                (*n)++;
+            }
+            free(v);
+        } else {
+            rc = MC_ERR_INTERNAL_ERROR;
+        }
+    }
+    if (freed_any)
+        deferred_sweep(m, mc_master_now_locked(m));
+    pthread_mutex_unlock(&m->lock);
+    return rc;
 }
 
 int mc_master_client_is_live(mc_master_t *m, const char *client_id)
@@ -1050,7 +1194,7 @@ static int start_locked(mc_master_t *m, const char *key, size_t len, int upsert,
                     o->pending->client_id, age);
             __atomic_fetch_add(&m->ops.put_start_discards, 1, __ATOMIC_RELAXED);
             __atomic_fetch_add(&m->ops.put_start_releases, 1, __ATOMIC_RELAXED);
-            if (pending_revoke(m, o, 1))
+            if (pending_revoke(m, o, 1, UINT32_MAX))
                 o = NULL;
         }
         place(m, cfg, want, p);
@@ -1126,9 +1270,13 @@ static int start_put(mc_master_t *m, const char *client_id, const char *key, uin
     snprintf(p->client_id, sizeof(p->client_id), "%s", client_id);
 
     pthread_mutex_lock(&m->lock);
+    p->token = next_fence_token(m);
     int rc = start_locked(m, key, (size_t)len, upsert, cfg, want, p, mc_master_now_locked(m));
-    if (rc == 0)
+    if (rc == 0) {
         *count = fill_descs(m, p->rep, p->nrep, size, MC_REPLICA_PROCESSING, out, capacity);
+        for (size_t i = 0; i < *count && i < capacity; i++)
+            out[i].fence_token = p->token; /* its writes carry it; a revoke fences it */
+    }
     pthread_mutex_unlock(&m->lock);
     if (rc != 0)
         free(p);
@@ -1168,7 +1316,7 @@ static int finish_put(mc_master_t *m, const char *client_id, const char *key, in
     else if (commit)
         rc = pending_commit(m, o, mc_master_now_locked(m), checksum);
     else
-        pending_revoke(m, o, 0);
+        pending_revoke(m, o, 0, UINT32_MAX);
     pthread_mutex_unlock(&m->lock);
     return rc;
 }
@@ -1666,6 +1814,8 @@ void mc_master_get_stats(mc_master_t *m, mc_master_stats_t *out)
     out->eviction_runs = m->eviction_runs;
     out->expired_clients = m->expired_clients;
     out->revoked_puts = m->revoked_puts;
+    out->quarantined_extents = m->quarantined_extents;
+    out->quarantine_freed = m->quarantine_freed;
     out->fenced_bytes = m->fenced_bytes;
     out->lease_releases = m->lease_releases;
     out->put_fence_waits = m->put_fence_waits;
@@ -1776,7 +1926,7 @@ static int expire_client(mc_master_t *m, size_t idx, uint64_t now)
     for (mc_pending_put_t *p = m->pending.next, *next; p != &m->pending; p = next) {
         next = p->next;
         if (strcmp(p->client_id, id) == 0)
-            pending_revoke(m, p->obj, 1);
+            pending_revoke(m, p->obj, 1, UINT32_MAX);
     }
     m->clients[idx] = m->clients[--m->client_count];
     m->expired_clients++;
@@ -1797,7 +1947,7 @@ static void monitor_sweep_locked(mc_master_t *m, uint64_t now)
             MC_WARN("put of %.64s by %s unfinished after %" PRIu64 " ms: revoked",
                     mc_object_key(p->obj), p->client_id, elapsed_ms(now, p->start_ms));
             __atomic_fetch_add(&m->ops.put_start_releases, 1, __ATOMIC_RELAXED);
-            pending_revoke(m, p->obj, 1);
+            pending_revoke(m, p->obj, 1, UINT32_MAX);
         }
     }
     for (size_t k = 0; k < m->seg_cap; k++) {
@@ -2014,6 +2164,8 @@ static void master_free(mc_master_t *m)
     for (size_t k = 0; k < m->seg_cap; k++) {
         if (m->segs[k]) {
             mc_alloc_destroy(m->segs[k]->alloc);
+            free(m->segs[k]->fence_tokens);
+            free(m->segs[k]->fence_seqs);
             free(m->segs[k]);
         }
     }

@@ -160,6 +160,19 @@ uint64_t mc_master_segment_epoch(mc_master_t *m, const char *segment_id);
  */
 int mc_master_ping(mc_master_t *m, const char *client_id, uint64_t *view_version,
                    mc_client_status_t *status);
+/*
+ * The write fence, from the owner's side of a ping (see mc_te_refuse_tokens): the client
+ * confirms `acked` (the highest fence sequence whose tokens its engine refuses and whose fence
+ * completed; meaningful only for master instance `view`, the view_version its tokens came
+ * with; another view's confirmation counts as 0). Extents of revoked puts on its segments
+ * waiting for that confirmation are freed. Then tokens[0..*n) (n <= capacity) receives the
+ * tokens its segments must still refuse, oldest first, and *upto the sequence of the last of
+ * them (0 when none): the client confirms *upto once it refuses them all. Lock held briefly;
+ * O(segments + pending tokens). MC_ERR_INVALID_PARAMS on a bad argument, MC_ERR_INTERNAL_ERROR
+ * out of memory (no tokens returned; the confirmation still counted).
+ */
+int mc_master_fence_ping(mc_master_t *m, const char *client_id, uint64_t view, uint64_t acked,
+                         uint64_t *tokens, size_t capacity, size_t *n, uint64_t *upto);
 /* 1 when client_id names a live client (one that mounted, remounted or registered and has not
  * expired), else 0. */
 int mc_master_client_is_live(mc_master_t *m, const char *client_id);
@@ -462,6 +475,10 @@ typedef struct mc_master_stats {
     uint64_t eviction_runs;
     uint64_t expired_clients; /* clients dropped by TTL since start */
     uint64_t revoked_puts;    /* puts revoked by timeout or client expiry since start */
+    /* Extents of revoked puts quarantined until their owner confirmed a write fence, and of
+     * those the ones freed since, both since start (quarantined - freed - dropped with an
+     * unmounted segment are still held). */
+    uint64_t quarantined_extents, quarantine_freed;
     uint64_t reading_count;   /* objects readers hold read leases on now (not released) */
     uint64_t fenced_bytes;    /* of dropped values, kept until their readers are done */
     uint64_t lease_releases;  /* read leases released by their readers since start */

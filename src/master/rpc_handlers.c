@@ -121,12 +121,16 @@ static int handle_service_ready(rpc_conn_t *c, uint16_t opcode, uint64_t id, con
     return mc_rpc_conn_reply(c, opcode, id, &resp.base, 1);
 }
 
+/* Tokens of revoked puts a ping reply carries at most (8 bytes each); more go in later pings. */
+#define MC_RPC_FENCE_TOKENS_MAX 8192
+
 static int handle_ping(rpc_conn_t *c, uint16_t opcode, uint64_t id, const uint8_t *body, size_t len)
 {
     Mc__PingRequest *req = rpc_decode(&mc__ping_request__descriptor, body, len);
     if (!req)
         return MC_ERR_DESERIALIZE_FAIL;
     Mc__PingResponse resp = MC__PING_RESPONSE__INIT;
+    static _Thread_local uint64_t fence_tokens[MC_RPC_FENCE_TOKENS_MAX];
     uint64_t view = 0;
     mc_client_status_t status = MC_CLIENT_UNDEFINED;
     resp.code = mc_master_ping(mc_rpc_conn_master(c), req->client_id, &view, &status);
@@ -137,6 +141,17 @@ static int handle_ping(rpc_conn_t *c, uint16_t opcode, uint64_t id, const uint8_
             mc_master_offload_ping(mc_rpc_conn_master(c), req->client_id, req->fallback_reads);
         mc_master_report_checksum_mismatches(mc_rpc_conn_master(c), req->client_id,
                                              req->checksum_mismatches);
+        /* The write fence: the client's confirmation in, the tokens it must refuse out. */
+        size_t n = 0;
+        uint64_t upto = 0;
+        if (mc_master_fence_ping(mc_rpc_conn_master(c), req->client_id, req->fence_view,
+                                 req->fence_acked, fence_tokens, MC_RPC_FENCE_TOKENS_MAX, &n,
+                                 &upto) == 0 &&
+            n > 0) {
+            resp.fence_tokens = fence_tokens;
+            resp.n_fence_tokens = n;
+            resp.fence_upto = upto;
+        }
     }
     mc_master_count_op(mc_rpc_conn_master(c), MC_OP_PING, resp.code != 0);
     int rc = mc_rpc_conn_reply(c, opcode, id, &resp.base, resp.code == 0);
@@ -280,6 +295,7 @@ static int rpc_fill_replicas(rpc_arena_t *a, Mc__KeyResult *r, const mc_replica_
         reps[i].epoch = descs[i].epoch;
         reps[i].has_checksum = descs[i].has_checksum ? 1 : 0;
         reps[i].checksum = descs[i].checksum;
+        reps[i].fence_token = descs[i].fence_token;
         if (!reps[i].segment_name || !reps[i].file_path)
             return MC_ERR_INTERNAL_ERROR;
         ptrs[i] = &reps[i];

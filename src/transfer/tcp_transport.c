@@ -347,6 +347,51 @@ static int refuse_transfer(mc_transfer_engine_t *te, int fd, const mc_frame_head
                        why, deadline_ms);
 }
 
+static int writing_add(mc_transfer_engine_t *te, int fd, uint64_t token)
+{
+    pthread_mutex_lock(&te->writing_lock);
+    int rc = 0;
+    if (te->writing_count == te->writing_cap) {
+        size_t cap = te->writing_cap ? te->writing_cap * 2 : 16;
+        struct mc_tcp_writing *v = realloc(te->writing, cap * sizeof(*v));
+        if (v) {
+            te->writing = v;
+            te->writing_cap = cap;
+        } else {
+            rc = -1; /* not tracked: a fence then waits for its deadline instead */
+        }
+    }
+    if (rc == 0)
+        te->writing[te->writing_count++] = (struct mc_tcp_writing){fd, token};
+    pthread_mutex_unlock(&te->writing_lock);
+    return rc;
+}
+
+static void writing_remove(mc_transfer_engine_t *te, int fd)
+{
+    pthread_mutex_lock(&te->writing_lock);
+    for (size_t i = 0; i < te->writing_count; i++) {
+        if (te->writing[i].fd == fd) {
+            te->writing[i] = te->writing[--te->writing_count];
+            break;
+        }
+    }
+    pthread_mutex_unlock(&te->writing_lock);
+}
+
+void mc_tcp_fence(mc_transfer_engine_t *te)
+{
+    pthread_mutex_lock(&te->writing_lock);
+    for (size_t i = 0; i < te->writing_count; i++) {
+        if (mc_fence_token_refused(te->fence, te->writing[i].token)) {
+            MC_WARN("cutting short a write of revoked allocation %llu still being received",
+                    (unsigned long long)te->writing[i].token);
+            shutdown(te->writing[i].fd, SHUT_RDWR); /* its thread aborts the connection */
+        }
+    }
+    pthread_mutex_unlock(&te->writing_lock);
+}
+
 /*
  * Serves one READ or WRITE. The epoch and range checks and the copy all happen under the
  * registry read lock, so a region is never unregistered, nor the epoch changed
@@ -404,9 +449,13 @@ static int serve_transfer(mc_transfer_engine_t *te, int fd, const mc_frame_heade
                      (unsigned long long)addr, (unsigned long long)len, te->name, why);
             return refuse_transfer(te, fd, h, len, peer, msg, deadline_ms);
         }
-        /* Bounded by the deadline: a stalled writer cannot land bytes here later. */
+        /* Bounded by the deadline: a stalled writer cannot land bytes here later. A fence that
+         * refuses its token meanwhile cuts it short (mc_tcp_fence). */
+        int tracked = token != 0 && writing_add(te, fd, token) == 0;
         rc = mc_net_recv_all_by(fd, (void *)(uintptr_t)addr, len, deadline_ms);
         int saved = errno;
+        if (tracked)
+            writing_remove(te, fd);
         mc_fence_release(te->fence_inflight, pass);
         pthread_rwlock_unlock(&te->registry.lock);
         if (rc == 0)

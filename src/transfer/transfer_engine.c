@@ -257,6 +257,7 @@ int mc_te_create(const mc_transfer_engine_config_t *config, mc_transfer_engine_t
         return MC_ERR_INTERNAL_ERROR;
     }
     pthread_mutex_init(&te->conn_lock, NULL);
+    pthread_mutex_init(&te->writing_lock, NULL);
     pthread_cond_init(&te->conn_cond, NULL);
     pthread_mutex_init(&te->peers_lock, NULL);
     pthread_mutex_init(&te->queue_lock, NULL);
@@ -352,6 +353,8 @@ void mc_te_destroy(mc_transfer_engine_t *te)
     mc_registry_destroy(&te->registry);
     mc_fence_fini(te);
     pthread_mutex_destroy(&te->conn_lock);
+    pthread_mutex_destroy(&te->writing_lock);
+    free(te->writing);
     pthread_cond_destroy(&te->conn_cond);
     pthread_mutex_destroy(&te->peers_lock);
     pthread_mutex_destroy(&te->queue_lock);

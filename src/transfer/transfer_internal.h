@@ -304,6 +304,14 @@ struct mc_transfer_engine {
     pthread_t park_thread;
     int park_started;
     atomic_uint_fast64_t conns_refused, conns_idle_closed, conns_parked_total;
+    /* Writes being received now (fd, fencing token), so that a fence refusing a token cuts a
+     * receive of it short instead of waiting for its deadline. Under writing_lock. */
+    pthread_mutex_t writing_lock;
+    struct mc_tcp_writing {
+        int fd;
+        uint64_t token;
+    } * writing;
+    size_t writing_count, writing_cap;
     atomic_uint_fast64_t last_refuse_log_ms;
 
     /* shm server */
@@ -389,6 +397,9 @@ int mc_tcp_transfer(mc_transfer_engine_t *te, mc_peer_t *peer, int opcode, void 
 int mc_tcp_handshake(mc_transfer_engine_t *te, const char *host, int port, mc_segment_desc_t *out,
                      uint64_t deadline_ms);
 void mc_tcp_pool_close(mc_peer_t *peer);
+/* The tcp part of a fence: receives of writes whose token is refused now are cut short (their
+ * connections shut down; the write fails, nothing more of it lands) rather than waited for. */
+void mc_tcp_fence(mc_transfer_engine_t *te);
 
 /* ---- shm (shm_transport.c) --------------------------------------------------------------- */
 

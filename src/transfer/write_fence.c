@@ -276,6 +276,9 @@ int mc_fence_raise(mc_transfer_engine_t *te, const uint64_t *tokens, size_t n, i
     pthread_mutex_unlock(&te->fence_lock);
     if (rc != 0)
         return rc;
+    /* tcp receives of a token refused now stop at once instead of at their deadline. */
+    if (n > 0)
+        mc_tcp_fence(te);
     /* rdma writes are applied by UCX, not admitted here: their serving endpoints are replaced,
      * so nothing queued to them before this point lands. */
     int rrc = fence_rdma ? mc_rdma_fence(te) : 0;

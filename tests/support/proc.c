@@ -238,7 +238,7 @@ int mc_proc_read_line(mc_proc_t *p, char *out, size_t cap, int timeout_ms)
  * may itself contain spaces or parentheses); 0 when the task is gone. */
 static char task_state(pid_t pid, const char *tid)
 {
-    char path[96], buf[512];
+    char path[320], buf[512];
     snprintf(path, sizeof(path), "/proc/%d/task/%s/stat", (int)pid, tid);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)

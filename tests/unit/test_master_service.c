@@ -138,6 +138,28 @@ static mc_master_stats_t stats(mc_master_t *m)
     return s;
 }
 
+/*
+ * The owner `owner` confirms the write fence for every revoked put on its segments, as its
+ * store client's ping does once its engine refuses their tokens: the first call hands out the
+ * tokens, the second confirms them. Returns how many tokens it was asked to refuse.
+ */
+static size_t fence_confirm(mc_master_t *m, const char *owner)
+{
+    static uint64_t tokens[8192];
+    uint64_t view = 0, upto = 0;
+    size_t n = 0, again = 0;
+    mc_client_status_t status;
+    assert_int_equal(mc_master_ping(m, owner, &view, &status), 0);
+    assert_int_equal(mc_master_fence_ping(m, owner, view, 0, tokens, 8192, &n, &upto), 0);
+    if (n > 0) {
+        assert_true(upto > 0);
+        assert_int_equal(mc_master_fence_ping(m, owner, view, upto, tokens, 8192, &again, &upto),
+                         0);
+        assert_int_equal(again, 0);
+    }
+    return n;
+}
+
 /* ---- lifecycle ------------------------------------------------------------------------------ */
 
 static void test_put_then_get_returns_complete_replica(void **state)
@@ -216,10 +238,39 @@ static void test_revoke_frees_the_space(void **state)
     assert_int_equal(put_start(m, "client-a", "k", 1 * MiB, NULL, out, &n), 0);
     assert_int_equal(stats(m).used_bytes, 1 * MiB);
     assert_int_equal(mc_master_put_revoke(m, "client-b", "k"), MC_ERR_ILLEGAL_CLIENT);
+    uint64_t token = out[0].fence_token;
+    assert_true(token != 0);
     assert_int_equal(mc_master_put_revoke(m, "client-a", "k"), 0);
-    assert_int_equal(stats(m).used_bytes, 0);
+    /* Quarantined, not free: the put's bytes may still arrive at its owner, until the owner
+     * confirms a write fence refusing the put's token. */
+    assert_int_equal(stats(m).used_bytes, 1 * MiB);
     assert_int_equal(stats(m).key_count, 0);
+    assert_int_equal(stats(m).quarantined_extents, 1);
+    assert_int_equal(put(m, "client-a", "k2", 1 * MiB, NULL), MC_ERR_NO_AVAILABLE_HANDLE);
+    /* A confirmation from another instance, or before the tokens were asked for, counts for
+     * nothing; the owner is handed exactly the revoked put's token. */
+    uint64_t view = 0, tokens[4], upto = 0;
+    size_t nt = 0;
+    mc_client_status_t st;
+    assert_int_equal(mc_master_ping(m, "client-a", &view, &st), 0);
+    assert_int_equal(
+        mc_master_fence_ping(m, "client-a", view + 1, UINT64_MAX, tokens, 4, &nt, &upto), 0);
+    assert_int_equal(nt, 1);
+    assert_true(tokens[0] == token);
+    assert_int_equal(stats(m).used_bytes, 1 * MiB);
+    assert_int_equal(mc_master_fence_ping(m, "client-b", view, upto, tokens, 4, &nt, &upto), 0);
+    assert_int_equal(nt, 0); /* not b's segment */
+    assert_int_equal(stats(m).used_bytes, 1 * MiB);
+    assert_int_equal(fence_confirm(m, "client-a"), 1);
+    assert_int_equal(stats(m).used_bytes, 0);
+    assert_int_equal(stats(m).quarantine_freed, 1);
     assert_int_equal(put(m, "client-a", "k", 1 * MiB, NULL), 0);
+    /* Every put gets its own token, larger than the last. */
+    assert_int_equal(mc_master_remove(m, "k", 1), 0);
+    assert_int_equal(put_start(m, "client-a", "k3", 1000, NULL, out, &n), 0);
+    uint64_t t3 = out[0].fence_token;
+    assert_int_equal(put_start(m, "client-a", "k4", 1000, NULL, out, &n), 0);
+    assert_true(t3 > token && out[0].fence_token > t3);
     mc_master_destroy(m);
 }
 
@@ -893,6 +944,9 @@ static void test_client_expiry_drops_segments_and_puts_then_remount(void **state
     assert_int_equal(mc_master_ping(m, "client-b", NULL, &status), 0);
     advance(6000); /* a: 12 s silent; b: 6 s */
     mc_master_tick(m);
+    /* a's own put had its extent on b's segment: quarantined until b confirms its fence. */
+    assert_int_equal(stats(m).used_bytes, 2048);
+    assert_int_equal(fence_confirm(m, "client-b"), 1);
 
     mc_master_stats_t s = stats(m);
     assert_int_equal(s.expired_clients, 1);
@@ -942,7 +996,9 @@ static void test_unfinished_put_is_revoked_after_release_timeout(void **state)
     mc_master_stats_t s = stats(m);
     assert_int_equal(s.processing_count, 0);
     assert_int_equal(s.revoked_puts, 1);
-    assert_int_equal(s.used_bytes, 0);
+    assert_int_equal(s.used_bytes, 1024); /* quarantined until the owner's fence */
+    assert_int_equal(fence_confirm(m, "client-a"), 1);
+    assert_int_equal(stats(m).used_bytes, 0);
     assert_int_equal(mc_master_put_end(m, "c", "k"), MC_ERR_OBJECT_NOT_FOUND);
     mc_master_destroy(m);
 }
@@ -962,6 +1018,8 @@ static void test_abandoned_put_is_replaced_after_discard_timeout(void **state)
     assert_int_equal(mc_master_put_end(m, "writer-1", "k"), MC_ERR_ILLEGAL_CLIENT);
     assert_int_equal(mc_master_put_end(m, "writer-2", "k"), 0);
     assert_int_equal(get_size(m, "k"), 2000);
+    assert_int_equal(stats(m).used_bytes, 2048 + 1024); /* writer-1's extent: quarantined */
+    assert_int_equal(fence_confirm(m, "client-a"), 1);
     assert_int_equal(stats(m).used_bytes, 2048);
     assert_int_equal(stats(m).revoked_puts, 1);
     mc_master_destroy(m);
@@ -1256,6 +1314,8 @@ static void test_concurrent_put_get_remove_keeps_invariants(void **state)
     mc_client_status_t status;
     assert_int_equal(mc_master_ping(m, "owner-a", NULL, &status), 0); /* not expired by the jump */
     assert_int_equal(mc_master_ping(m, "owner-b", NULL, &status), 0);
+    fence_confirm(m, "owner-a"); /* revoked puts' extents: quarantined until then */
+    fence_confirm(m, "owner-b");
     mc_master_tick(m);
     assert_int_equal(stats(m).segment_count, 2);
     mc_master_stats_t s = stats(m);
