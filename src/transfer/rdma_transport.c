@@ -24,10 +24,16 @@
  * registered memory), and for a write ucp_ep_flush_nbx, so a write is done only when it is
  * remotely complete. The thread progresses its worker and sleeps on the worker's event fd until
  * every request completed or the request's deadline passed; then the endpoint is force-closed,
- * which cancels its requests (UCX stops touching the buffer), and the slice fails with
- * MC_ERR_TRANSFER_FAIL. A peer that dies fails its endpoint (error callback) and requests; the
+ * which cancels its requests, and the slice returns — failed, MC_ERR_TRANSFER_FAIL — only once
+ * UCX has completed every one of them, however long that takes (op_wait_released): a request
+ * released earlier could still write a late get reply into the caller's buffer. A peer that
+ * dies fails its endpoint (error callback) and requests; the
  * next slice to it re-reads its descriptor first (it may have restarted elsewhere) and connects
  * anew. A failure on an endpoint that had already worked is retried once that way.
+ *
+ * Receiver-side fence (mc_rdma_fence): the serving worker and its progress thread are replaced,
+ * so nothing peers had sent to the old worker is applied after the fence returns; peers'
+ * endpoints to it fail and reconnect to the new worker's address (see the function).
  *
  * Devices: UCX's automatic choice unless device_names restricts UCX_NET_DEVICES. Names are checked
  * at start-up against UCT's device list: "mlx5_0" means port 1 ("mlx5_0:1") unless a device of
@@ -40,6 +46,7 @@
  */
 #include "transfer_internal.h"
 
+#include "failpoint.h"
 #include "log.h"
 #include "net.h"
 
@@ -59,8 +66,8 @@
 /* Longest sleep on a worker's event fd before re-checking deadlines — and a safety net should
  * UCX ever miss a wake-up (ms). */
 #define MC_RDMA_POLL_CAP_MS 100
-/* After a force-close, how long cancelled requests may take to be returned (ms). */
-#define MC_RDMA_CANCEL_GRACE_MS 2000
+/* While UCX has not returned a cancelled request, how often that is logged (ms). */
+#define MC_RDMA_STUCK_LOG_MS 5000
 /* Bound on a graceful endpoint close at engine destroy (ms). */
 #define MC_RDMA_CLOSE_MS 1000
 /* Bytes of probe scratch per worker (a cache line: workers do not share one). */
@@ -79,13 +86,32 @@
 
 struct mc_rdma {
     ucp_context_h ctx;
-    ucp_worker_h server;        /* progressed only by the progress thread */
-    ucp_address_t *server_addr; /* the descriptor's rdma_address */
-    size_t server_addr_len;
+    /*
+     * The serving worker and its progress thread. server and server_efd are read by the
+     * progress thread and changed only while no progress thread runs (start, stop, fence: the
+     * thread is joined first), all under fence_lock, which also serializes fences.
+     * NULL server: a fence could not make a new one (the descriptor then has no rdma address
+     * and peers use tcp).
+     */
+    pthread_mutex_t fence_lock;
+    ucp_worker_h server;
     int server_efd;
-    int stop_fd; /* eventfd: tells the progress thread to stop */
+    int stop_fd;            /* eventfd: wakes the progress thread to stop */
+    atomic_int stop_server; /* set: the progress thread stops before its next progress call */
     pthread_t progress;
     int progress_running;
+    uint64_t fences; /* fences done (log lines) */
+    /*
+     * The descriptor's rdma_address: a malloc'd copy of the serving worker's address, swapped
+     * by fences under addr_lock. mc_rdma_local_address hands out the pointer, which its caller
+     * copies after addr_lock is released, so a replaced address is kept (retired) until
+     * mc_rdma_stop rather than freed: one worker address (a few hundred bytes) per fence.
+     */
+    pthread_mutex_t addr_lock;
+    uint8_t *server_addr;
+    size_t server_addr_len;
+    uint8_t **retired;
+    size_t retired_count, retired_capacity;
     ucp_worker_h *workers; /* [worker_count]: worker i belongs to engine worker thread i */
     int *worker_efds;
     size_t worker_count;
@@ -319,17 +345,86 @@ static void worker_spin(const mc_rdma_t *r, ucp_worker_h w, const unsigned *pend
     }
 }
 
+/*
+ * The serving worker's thread: progresses it while it has work, then sleeps on its event fd.
+ * stop_server is checked before every progress call, so once it is set the worker runs at most
+ * the ucp_worker_progress already under way — its AM handlers (an emulated put copying into
+ * memory, a get reply being packed) finish inside that call — and pthread_join returns only
+ * after it returned. (Checked per call, not per idle spell: peers streaming puts keep the worker
+ * busy indefinitely and must not hold a fence off.)
+ */
 static void *progress_main(void *p)
 {
     mc_rdma_t *r = p;
-    for (;;) {
-        worker_spin(r, r->server, NULL);
-        struct pollfd stop = {.fd = r->stop_fd, .events = POLLIN};
-        if (poll(&stop, 1, 0) > 0)
-            break;
+    while (!atomic_load(&r->stop_server)) {
+        if (ucp_worker_progress(r->server))
+            continue;
         worker_sleep(r->server, r->server_efd, r->stop_fd, MC_RDMA_POLL_CAP_MS);
     }
     return NULL;
+}
+
+/* Starts the progress thread of r->server (the stop request of a previous one consumed). */
+static int progress_start(mc_rdma_t *r)
+{
+    uint64_t pending;
+    while (read(r->stop_fd, &pending, sizeof(pending)) == (ssize_t)sizeof(pending))
+        ;
+    atomic_store(&r->stop_server, 0);
+    if (pthread_create(&r->progress, NULL, progress_main, r) != 0) {
+        MC_ERROR("rdma: cannot start the UCX progress thread: %s", strerror(errno));
+        return MC_ERR_INTERNAL_ERROR;
+    }
+    r->progress_running = 1;
+    return 0;
+}
+
+/* Stops the progress thread and returns once it has: r->server is progressed by no one. */
+static void progress_stop(mc_rdma_t *r)
+{
+    if (!r->progress_running)
+        return;
+    atomic_store(&r->stop_server, 1);
+    uint64_t one = 1;
+    if (write(r->stop_fd, &one, sizeof(one)) != (ssize_t)sizeof(one))
+        MC_ERROR("rdma: cannot wake the UCX progress thread: %s", strerror(errno));
+    pthread_join(r->progress, NULL);
+    r->progress_running = 0;
+}
+
+/* Creates a serving worker: *w, its event fd and a malloc'd copy of its address (*addr, *len).
+ * On failure nothing is left (*w NULL). */
+static int server_create(mc_rdma_t *r, ucp_worker_h *w, int *efd, uint8_t **addr, size_t *len)
+{
+    *addr = NULL;
+    *len = 0;
+    int rc = worker_create(r->ctx, w, efd);
+    ucp_address_t *ua = NULL;
+    size_t ua_len = 0;
+    if (rc == 0) {
+        ucs_status_t st = ucp_worker_get_address(*w, &ua, &ua_len);
+        if (st != UCS_OK || ua_len > MC_TE_MAX_RDMA_BLOB) {
+            MC_ERROR("rdma: cannot get the UCX worker address: %s",
+                     st != UCS_OK ? ucs_status_string(st) : "too long");
+            if (st == UCS_OK)
+                ucp_worker_release_address(*w, ua);
+            rc = MC_ERR_INTERNAL_ERROR;
+        }
+    }
+    if (rc == 0) {
+        *addr = malloc(ua_len);
+        if (*addr) {
+            memcpy(*addr, ua, ua_len);
+            *len = ua_len;
+        }
+        ucp_worker_release_address(*w, ua);
+        rc = *addr ? 0 : MC_ERR_INTERNAL_ERROR;
+    }
+    if (rc != 0 && *w) {
+        ucp_worker_destroy(*w);
+        *w = NULL;
+    }
+    return rc;
 }
 
 static int env_flag(const char *name)
@@ -429,6 +524,8 @@ int mc_rdma_start(mc_transfer_engine_t *te, const char *device_names, const char
     mc_rdma_t *r = calloc(1, sizeof(*r));
     if (!r)
         return MC_ERR_INTERNAL_ERROR;
+    pthread_mutex_init(&r->fence_lock, NULL);
+    pthread_mutex_init(&r->addr_lock, NULL);
     r->server_efd = -1;
     r->stop_fd = -1;
     {
@@ -443,15 +540,9 @@ int mc_rdma_start(mc_transfer_engine_t *te, const char *device_names, const char
     int rc = context_create(r, device_names, bind_host);
     if (rc != 0)
         return rc;
-    rc = worker_create(r->ctx, &r->server, &r->server_efd);
+    rc = server_create(r, &r->server, &r->server_efd, &r->server_addr, &r->server_addr_len);
     if (rc != 0)
         return rc;
-    ucs_status_t st = ucp_worker_get_address(r->server, &r->server_addr, &r->server_addr_len);
-    if (st != UCS_OK || r->server_addr_len > MC_TE_MAX_RDMA_BLOB) {
-        MC_ERROR("rdma: cannot get the UCX worker address: %s",
-                 st != UCS_OK ? ucs_status_string(st) : "too long");
-        return MC_ERR_INTERNAL_ERROR;
-    }
     r->workers = calloc(te->worker_count, sizeof(*r->workers));
     r->worker_efds = calloc(te->worker_count, sizeof(*r->worker_efds));
     r->scratch = calloc(te->worker_count, MC_RDMA_SCRATCH);
@@ -464,12 +555,11 @@ int mc_rdma_start(mc_transfer_engine_t *te, const char *device_names, const char
             return rc;
     }
     r->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (r->stop_fd < 0 || pthread_create(&r->progress, NULL, progress_main, r) != 0) {
-        MC_ERROR("rdma: cannot start the UCX progress thread: %s", strerror(errno));
+    if (r->stop_fd < 0) {
+        MC_ERROR("rdma: cannot create the progress thread's eventfd: %s", strerror(errno));
         return MC_ERR_INTERNAL_ERROR;
     }
-    r->progress_running = 1;
-    return 0;
+    return progress_start(r);
 }
 
 void mc_rdma_stop(mc_transfer_engine_t *te)
@@ -477,12 +567,9 @@ void mc_rdma_stop(mc_transfer_engine_t *te)
     mc_rdma_t *r = te->rdma;
     if (!r)
         return;
-    if (r->progress_running) {
-        uint64_t one = 1;
-        if (write(r->stop_fd, &one, sizeof(one)) != (ssize_t)sizeof(one))
-            MC_ERROR("rdma: cannot wake the UCX progress thread: %s", strerror(errno));
-        pthread_join(r->progress, NULL);
-    }
+    pthread_mutex_lock(&r->fence_lock); /* a fence still running (misuse) finishes first */
+    progress_stop(r);
+    pthread_mutex_unlock(&r->fence_lock);
     if (r->stop_fd >= 0)
         close(r->stop_fd);
     for (size_t i = 0; i < r->worker_count; i++) {
@@ -492,8 +579,10 @@ void mc_rdma_stop(mc_transfer_engine_t *te)
     free(r->workers);
     free(r->worker_efds);
     free(r->scratch);
-    if (r->server_addr)
-        ucp_worker_release_address(r->server, r->server_addr);
+    free(r->server_addr);
+    for (size_t i = 0; i < r->retired_count; i++)
+        free(r->retired[i]);
+    free(r->retired);
     if (r->server)
         ucp_worker_destroy(r->server);
     /* Regions still registered are unmapped before the context goes (the registry unmaps the
@@ -502,15 +591,137 @@ void mc_rdma_stop(mc_transfer_engine_t *te)
         mc_rdma_unmap(te, &te->registry.regions[i]);
     if (r->ctx)
         ucp_cleanup(r->ctx);
+    pthread_mutex_destroy(&r->fence_lock);
+    pthread_mutex_destroy(&r->addr_lock);
     free(r);
     te->rdma = NULL;
 }
 
 void mc_rdma_local_address(const mc_transfer_engine_t *te, const uint8_t **addr, size_t *len)
 {
-    const mc_rdma_t *r = te->rdma;
-    *addr = r ? (const uint8_t *)r->server_addr : NULL;
-    *len = r ? r->server_addr_len : 0;
+    mc_rdma_t *r = te->rdma;
+    *addr = NULL;
+    *len = 0;
+    if (!r)
+        return;
+    pthread_mutex_lock(&r->addr_lock);
+    *addr = r->server_addr;
+    *len = r->server_addr_len;
+    pthread_mutex_unlock(&r->addr_lock);
+}
+
+/* ---- the receiver-side fence ------------------------------------------------------------- */
+
+/* Makes addr the descriptor's rdma_address, keeping the one it replaces (see
+ * mc_rdma_t.server_addr). With fence_lock held. */
+static void address_install(mc_rdma_t *r, uint8_t *addr, size_t len)
+{
+    pthread_mutex_lock(&r->addr_lock);
+    if (r->server_addr) {
+        if (r->retired_count == r->retired_capacity) {
+            size_t cap = r->retired_capacity ? r->retired_capacity * 2 : 4;
+            uint8_t **n = realloc(r->retired, cap * sizeof(*n));
+            if (n) {
+                r->retired = n;
+                r->retired_capacity = cap;
+            }
+        }
+        /* Out of memory for the list: the old address is leaked, never freed under a reader. */
+        if (r->retired_count < r->retired_capacity)
+            r->retired[r->retired_count++] = r->server_addr;
+    }
+    r->server_addr = addr;
+    r->server_addr_len = len;
+    pthread_mutex_unlock(&r->addr_lock);
+}
+
+/*
+ * What it guarantees: once it returned, no rdma operation a peer sent to this engine before the
+ * call — a put (write) waiting in the serving worker's sockets or queues, or one the peer's
+ * UCX is still retrying — can modify this engine's memory, and no get queued before it is
+ * answered. Peers' next transfers reconnect to the new worker.
+ *
+ * How: every remote access to this engine's memory goes through the serving worker. Over UCX's
+ * tcp transport (no RDMA device) puts and gets are emulated with messages that the worker's
+ * progress thread applies (ucp_put_handler copies a put's bytes into memory, inside
+ * ucp_worker_progress); on RDMA hardware puts and gets need no CPU here, but they arrive on the
+ * worker's transport endpoints (RC/DC QPs), which belong to the worker and are destroyed with
+ * it. So the fence:
+ *   1. creates the new worker first (its tcp interface gets a port of its own: an old
+ *      endpoint cannot reach the new worker by a reused port) and makes its address the
+ *      descriptor's (what mc_rdma_local_address returns, under addr_lock), so a peer that
+ *      refreshes during the fence connects to the new worker — answered once its progress
+ *      thread runs, a few milliseconds later — rather than to the old one;
+ *   2. stops the progress thread and joins it: a handler in the middle of a copy finishes
+ *      inside the ucp_worker_progress under way (progress_main checks the stop before each
+ *      call), and after the join nothing progresses the old worker;
+ *   3. destroys the old worker: its endpoints, uct interfaces and sockets go, so whatever
+ *      peers had queued to it — in UCX's queues or the kernel's socket buffers — is dropped
+ *      unapplied (closing a socket discards its unread bytes), and a peer still sending finds
+ *      the connection reset;
+ *   4. starts the new worker's progress thread and republishes the descriptor
+ *      (mc_metadata_publish: HTTP or etcd; a P2PHANDSHAKE peer reads the new address in the
+ *      handshake its failed transfer triggers).
+ * Memory registrations stay: a memh and its packed rkey belong to the UCX context, not to a
+ * worker (ucp_rkey_pack takes the context), and a peer unpacks rkeys per endpoint, so after it
+ * reconnects it unpacks the same packed rkeys on its new endpoint (mc_rdma_transfer: a new
+ * descriptor generation drops the old unpacked ones). An rkey grants nothing without a
+ * transport endpoint of this engine, and the old ones are gone. The descriptor's version is not
+ * changed: it is the registry's (bumped only under its write lock, which a fence must not wait
+ * for while transfers hold the read lock), and peers replace their copy on every refresh
+ * whatever its version.
+ * Peers: a transfer on an endpoint to the old worker fails (connection reset: the endpoint's
+ * error callback), closes it and is retried once after a descriptor refresh, which reconnects
+ * (mc_rdma_transfer's one retry of an endpoint that had worked).
+ * Not covered: transports that reach memory without the worker — UCX's shared-memory ones
+ * (cma, knem, xpmem) are not used with peer error handling (see the top), and the engine's own
+ * shm transport maps memfds directly (its fence is the shm transport's business).
+ * Threads: callable from any thread while transfers run; fences are serialized by fence_lock;
+ * this engine's initiator workers are untouched. It blocks for the join (at most one progress
+ * call) plus worker creation and destruction (milliseconds) and the publish.
+ * Returns 0; MC_ERR_INTERNAL_ERROR when the new worker or its progress thread could not be made
+ * (the old one is destroyed all the same, so the guarantee holds; the descriptor then has no
+ * rdma address and peers move bytes over tcp until a later fence succeeds) or when the
+ * descriptor could not be republished (HTTP or etcd peers may keep the old address).
+ */
+int mc_rdma_fence(mc_transfer_engine_t *te)
+{
+    mc_rdma_t *r = te ? te->rdma : NULL;
+    if (!r)
+        return 0;
+    pthread_mutex_lock(&r->fence_lock);
+    uint64_t t0 = mc_now_ms();
+    ucp_worker_h w = NULL;
+    int efd = -1;
+    uint8_t *addr = NULL;
+    size_t len = 0;
+    int rc = server_create(r, &w, &efd, &addr, &len);
+    address_install(r, addr, len);
+    progress_stop(r);
+    /* Test hook: the old worker exists (its sockets accept bytes) but nothing progresses it. */
+    mc_failpoint("rdma.fence.hold");
+    if (r->server)
+        ucp_worker_destroy(r->server);
+    r->server = w;
+    r->server_efd = efd;
+    if (w && progress_start(r) != 0) {
+        address_install(r, NULL, 0);
+        ucp_worker_destroy(w);
+        r->server = NULL;
+        rc = MC_ERR_INTERNAL_ERROR;
+    }
+    r->fences++;
+    int published = mc_metadata_publish(te);
+    uint64_t fences = r->fences;
+    pthread_mutex_unlock(&r->fence_lock);
+    if (rc != 0)
+        MC_ERROR("rdma: fence %llu: the old serving worker is gone but no new one could be "
+                 "started; peers reach this engine over tcp only",
+                 (unsigned long long)fences);
+    else
+        MC_INFO("rdma: fence %llu: serving worker replaced in %llu ms; peers reconnect",
+                (unsigned long long)fences, (unsigned long long)(mc_now_ms() - t0));
+    return rc != 0 || published != 0 ? MC_ERR_INTERNAL_ERROR : 0;
 }
 
 /* ---- memory ----------------------------------------------------------------------------- */
@@ -621,7 +832,41 @@ static int op_wait(mc_rdma_t *r, size_t w, rdma_op_t *op, uint64_t deadline_ms)
     return 0;
 }
 
-/* Returns every request of op to UCX (a request still running completes without callback). */
+/*
+ * Progresses worker w until every request of op has completed — its callback ran — however long
+ * that takes. For requests that were cancelled (their endpoint force-closed): UCX documents that
+ * ucp_ep_close_nbx with UCP_EP_CLOSE_FLAG_FORCE completes every outstanding request with
+ * UCS_ERR_CANCELED, but it does so from a later ucp_worker_progress (UCX 1.13 purges them once
+ * the endpoint's transport lanes are discarded, in a progress callback), and that a request
+ * freed (ucp_request_free) before completing goes on running inside UCX. A get released early
+ * could therefore still write into the caller's buffer after the call returned, when the peer's
+ * reply arrives: so nothing is released before its callback ran. Should UCX never let go, this
+ * never returns — the caller's buffer stays UCX's and so does this worker (and its engine
+ * worker thread: it serves no other transfer; the registry read lock rdma_move holds keeps
+ * (un)registrations waiting, and mc_te_destroy waits to join the thread) — and an error says so
+ * every MC_RDMA_STUCK_LOG_MS.
+ */
+static void op_wait_released(mc_rdma_t *r, size_t w, rdma_op_t *op, const char *what)
+{
+    uint64_t start = mc_now_ms(), next_log = start + MC_RDMA_STUCK_LOG_MS;
+    while (op->pending) {
+        worker_spin(r, r->workers[w], &op->pending);
+        if (!op->pending)
+            break;
+        uint64_t now = mc_now_ms();
+        if (now >= next_log) {
+            MC_ERROR("rdma: UCX has not released %u cancelled request(s) of %s after %llu ms; "
+                     "their buffer stays in use and UCX worker %zu (engine worker thread %zu) "
+                     "moves nothing else until it does",
+                     op->pending, what, (unsigned long long)(now - start), w, w);
+            next_log = now + MC_RDMA_STUCK_LOG_MS;
+        }
+        worker_sleep(r->workers[w], r->worker_efds[w], -1, MC_RDMA_POLL_CAP_MS);
+    }
+}
+
+/* Returns every request of op to UCX. Only once each completed (op_wait or op_wait_released
+ * returned 0), except a probe's, whose scratch outlives the workers. */
 static void op_release(rdma_op_t *op)
 {
     for (int i = 0; i < op->count; i++)
@@ -652,8 +897,10 @@ static void conn_drop_rkeys(mc_rdma_conn_t *c)
 
 /*
  * Closes c's endpoint — forcibly (its requests, e.g. those of `op`, are cancelled) or after a
- * flush — waits a bounded time for the close and for op's requests, then releases them and the
- * rkeys (only now: a request in flight may still use its rkey). op may be NULL.
+ * flush — and waits for the close and for op's requests, then releases them and the rkeys (only
+ * now: a request in flight may still use its rkey). op may be NULL. A forced close waits until
+ * UCX has completed every request of op (op_wait_released: they may touch a caller's buffer); a
+ * graceful one (op NULL: no transfer of it is outstanding) waits at most MC_RDMA_CLOSE_MS.
  */
 static void conn_close(mc_rdma_t *r, size_t w, mc_rdma_conn_t *c, int force, rdma_op_t *op)
 {
@@ -668,7 +915,10 @@ static void conn_close(mc_rdma_t *r, size_t w, mc_rdma_conn_t *c, int force, rdm
         c->ep = NULL; /* the error callback ignores the endpoint from now on */
         op_track(op, ucp_ep_close_nbx(ep, &prm));
     }
-    op_wait(r, w, op, mc_now_ms() + (force ? MC_RDMA_CANCEL_GRACE_MS : MC_RDMA_CLOSE_MS));
+    if (force)
+        op_wait_released(r, w, op, "a transfer given up on");
+    else
+        op_wait(r, w, op, mc_now_ms() + MC_RDMA_CLOSE_MS);
     op_release(op);
     conn_drop_rkeys(c);
     free(c->address);
