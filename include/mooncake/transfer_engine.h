@@ -52,12 +52,25 @@
  * check a pooled connection before reusing it. mc_te_get_server_stats counts all of it.
  *
  * Epochs: a segment's owner may hold an epoch (mc_te_set_epoch(), from the store's master at
- * each mount) and a request may carry one (mc_transfer_req_t.epoch). Where the owner moves the
- * bytes — tcp, and the local path — a request whose epoch is nonzero and differs from the
- * owner's nonzero epoch is refused before any byte moves (MC_ERR_INVALID_WRITE /
- * MC_ERR_INVALID_READ; the owner logs "stale epoch"); a refused write's bytes are discarded.
- * shm and rdma are NOT checked: the initiator copies straight to/from the owner's memory
- * without the owner taking part. The store's end-to-end checksum covers those.
+ * each mount) and a request may carry one (mc_transfer_req_t.epoch). A request whose epoch is
+ * nonzero and differs from the owner's nonzero epoch is refused before any byte moves
+ * (MC_ERR_INVALID_WRITE / MC_ERR_INVALID_READ; "stale epoch" in the log); a refused write's
+ * bytes are discarded. tcp and the local path: checked by the owner; shm writes: checked by the
+ * writer against the owner's epoch in the owner's fence page (below); shm reads and rdma: not
+ * checked (an epoch change replaces the owner's rdma serving endpoints instead).
+ *
+ * Fences (a write reported failed never lands later): a write may carry the fencing token of
+ * the allocation it fills (mc_transfer_req_t.fence_token; the store's master hands one out per
+ * put). The owner can refuse tokens (mc_te_refuse_tokens) and learn when every write admitted
+ * before is over (mc_te_fence_completed). Writes are admitted immediately before their bytes
+ * move: by the owner (tcp, local), by a same-host writer in its slot of the owner's shared fence
+ * page (shm: a writer stopped mid-copy keeps the fence incomplete until it finishes or dies).
+ * rdma writes are applied by UCX, so a fence replaces the owner's serving UCX worker (what
+ * peers had queued to it is dropped; they reconnect), and a serving progress thread that finds
+ * its process was stalled for over a second replaces its worker before applying anything queued
+ * meanwhile. A tcp request whose initiator already reset the connection (it gave up) is dropped
+ * unread, whatever was queued. The store uses this to keep a revoked put's extent out of use
+ * until its owner's fence completed (docs/ARCHITECTURE.md, "Integrity").
  *
  * Metadata (how peers find a segment's descriptor): "P2PHANDSHAKE" (ask the endpoint itself),
  * "http://host:port/metadata" (descriptors published with PUT, looked up with GET), or etcd:
@@ -231,10 +244,13 @@ int mc_te_republish(mc_transfer_engine_t *te);
  * Sets this engine's segment epoch: the epoch the store's master gave the segment at its latest
  * mount; 0 = none (the default: every request accepted). From the moment it is stored, requests
  * the owner serves (tcp, local) with a nonzero epoch different from a nonzero `epoch` are refused
- * (see "Epochs"). Before returning it waits for transfers admitted under the previous epoch that
- * still move bytes to finish — at most the transfer timeout plus one second, by which time each
- * of them has completed or been aborted. Safe to call from any thread while transfers run.
- * Returns 0, or MC_ERR_INVALID_PARAMS when te is NULL.
+ * (see "Epochs"); the change raises a fence ("Fences"). Before returning it waits for transfers
+ * admitted under the previous epoch that still move bytes to finish — at most the transfer
+ * timeout plus one second. Safe to call from any thread while transfers run. Returns 0,
+ * MC_ERR_INVALID_PARAMS when te is NULL, MC_ERR_TRANSFER_FAIL when a write admitted before is
+ * still copying after that wait (a same-host writer stopped mid-copy: the epoch is set, but
+ * memory must not be handed out anew yet; call again), MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS as
+ * mc_te_refuse_tokens (nothing changed).
  */
 int mc_te_set_epoch(mc_transfer_engine_t *te, uint64_t epoch);
 
@@ -249,9 +265,14 @@ int mc_te_set_epoch(mc_transfer_engine_t *te, uint64_t epoch);
  * writers stopped mid-copy are waited for, however long; the rdma serving endpoints open
  * before the call were replaced, so nothing queued to them lands). n == 0 raises a fence alone.
  * Refused tokens are kept (at most MC_TE_MAX_REFUSED_TOKENS; beyond that every token at or
- * below the oldest dropped one is refused: tokens grow with time). Non-blocking; thread-safe.
+ * below the oldest dropped one is refused: tokens grow with time). Does not wait for the fence;
+ * an rdma engine replaces its serving worker before returning (milliseconds, plus republishing
+ * its descriptor to HTTP or etcd metadata). Thread-safe.
  * Returns 0, MC_ERR_INVALID_PARAMS (te NULL, tokens NULL with n > 0), MC_ERR_INTERNAL_ERROR
- * (out of memory: nothing refused).
+ * (out of memory: nothing refused; or the rdma worker could not be replaced or republished: the
+ * tokens are refused and the old worker is gone all the same),
+ * MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS (15 fences are still waiting for a writer admitted before
+ * them — stopped mid-copy — nothing refused: call again later).
  */
 #define MC_TE_MAX_REFUSED_TOKENS 65536
 int mc_te_refuse_tokens(mc_transfer_engine_t *te, const uint64_t *tokens, size_t n, uint64_t *gen);

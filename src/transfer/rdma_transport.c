@@ -66,6 +66,10 @@
 /* Longest sleep on a worker's event fd before re-checking deadlines — and a safety net should
  * UCX ever miss a wake-up (ms). */
 #define MC_RDMA_POLL_CAP_MS 100
+/* A serving progress thread that did not run for this long beyond its sleep was stalled: it
+ * fences instead of applying what was queued meanwhile (stalled_self_fence). Below any transfer
+ * timeout worth having (seconds), above scheduling delays of a loaded host. */
+#define MC_RDMA_STALL_MS 1000
 /* While UCX has not returned a cancelled request, how often that is logged (ms). */
 #define MC_RDMA_STUCK_LOG_MS 5000
 /* Bound on a graceful endpoint close at engine destroy (ms). */
@@ -101,6 +105,15 @@ struct mc_rdma {
     pthread_t progress;
     int progress_running;
     uint64_t fences; /* fences done (log lines) */
+    /*
+     * Self-fence (see progress_main): a progress thread that finds it did not run for longer
+     * than MC_RDMA_STALL_MS (this process was stopped or starved) hands the worker to a fence
+     * thread instead of applying what was queued meanwhile. Under fence_lock.
+     */
+    mc_transfer_engine_t *te;
+    pthread_t self_fence;
+    int self_fence_started; /* a self_fence thread was created and not joined yet */
+    int closing;            /* mc_rdma_stop began: no new self-fence */
     /*
      * The descriptor's rdma_address: a malloc'd copy of the serving worker's address, swapped
      * by fences under addr_lock. mc_rdma_local_address hands out the pointer, which its caller
@@ -353,10 +366,52 @@ static void worker_spin(const mc_rdma_t *r, ucp_worker_h w, const unsigned *pend
  * after it returned. (Checked per call, not per idle spell: peers streaming puts keep the worker
  * busy indefinitely and must not hold a fence off.)
  */
+static void *self_fence_main(void *p)
+{
+    mc_rdma_t *r = p;
+    mc_rdma_fence(r->te);
+    return NULL;
+}
+
+/*
+ * After a stall of this process, what peers queued to the serving worker meanwhile is not
+ * applied: their writes timed out and were reported failed while we could not run (a SIGSTOP,
+ * a VM pause, a swap storm). So a progress thread that finds it did not run for longer than
+ * this (beyond its own sleep cap) starts a fence instead of progressing: the old worker is
+ * destroyed unprogressed and peers reconnect (their writes still waiting for an answer fail
+ * and are retried once). 1: it did, the caller returns without progressing.
+ */
+static int stalled_self_fence(mc_rdma_t *r, uint64_t gap_ms)
+{
+    /* A fence holding fence_lock is replacing this worker already (or has just started this
+     * thread): no second one. */
+    if (pthread_mutex_trylock(&r->fence_lock) != 0)
+        return 0;
+    int started = 0;
+    if (!r->closing) {
+        if (r->self_fence_started)
+            pthread_join(r->self_fence, NULL); /* the previous one, long finished */
+        r->self_fence_started = pthread_create(&r->self_fence, NULL, self_fence_main, r) == 0;
+        started = r->self_fence_started;
+    }
+    pthread_mutex_unlock(&r->fence_lock);
+    if (started)
+        MC_WARN("rdma: this process did not run for %llu ms (stopped or starved); what peers "
+                "queued meanwhile is dropped, not applied: their writes were reported failed",
+                (unsigned long long)gap_ms);
+    return started;
+}
+
 static void *progress_main(void *p)
 {
     mc_rdma_t *r = p;
+    uint64_t last = mc_now_ms();
     while (!atomic_load(&r->stop_server)) {
+        uint64_t now = mc_now_ms();
+        if (now - last > MC_RDMA_POLL_CAP_MS + MC_RDMA_STALL_MS &&
+            stalled_self_fence(r, now - last))
+            return NULL; /* the fence thread joins this one and destroys the worker */
+        last = now;
         if (ucp_worker_progress(r->server))
             continue;
         worker_sleep(r->server, r->server_efd, r->stop_fd, MC_RDMA_POLL_CAP_MS);
@@ -522,6 +577,8 @@ static int context_create(mc_rdma_t *r, const char *device_names, const char *bi
 int mc_rdma_start(mc_transfer_engine_t *te, const char *device_names, const char *bind_host)
 {
     mc_rdma_t *r = calloc(1, sizeof(*r));
+    if (r)
+        r->te = te;
     if (!r)
         return MC_ERR_INTERNAL_ERROR;
     pthread_mutex_init(&r->fence_lock, NULL);
@@ -567,6 +624,14 @@ void mc_rdma_stop(mc_transfer_engine_t *te)
     mc_rdma_t *r = te->rdma;
     if (!r)
         return;
+    pthread_mutex_lock(&r->fence_lock);
+    r->closing = 1; /* no self-fence from now on */
+    int joined = r->self_fence_started;
+    pthread_t sf = r->self_fence;
+    r->self_fence_started = 0;
+    pthread_mutex_unlock(&r->fence_lock);
+    if (joined)
+        pthread_join(sf, NULL);         /* a self-fence under way finishes (it takes fence_lock) */
     pthread_mutex_lock(&r->fence_lock); /* a fence still running (misuse) finishes first */
     progress_stop(r);
     pthread_mutex_unlock(&r->fence_lock);

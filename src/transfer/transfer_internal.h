@@ -2,6 +2,7 @@
  * transfer_internal.h — the Transfer Engine's internal structures, shared by its files:
  *
  *   segment_registry.c   this process's registered memory (the local segment) and range lookups
+ *   write_fence.c        the write fence: refused tokens, epochs, admissions, fence generations
  *   segment_metadata.c   segment descriptors: build, encode (protobuf / JSON), publish, look up
  *   tcp_transport.c      the peer protocol server (handshake, read, write) and its client side
  *   shm_transport.c      memfd-backed segment memory and the same-host mapping of peers' memory
@@ -17,7 +18,13 @@
  *  - A pooled tcp connection is idle and in a known protocol state; a connection that failed in
  *    any way is aborted (RST, mc_net_abort), never returned to the pool nor closed gracefully.
  *  - A transfer whose epoch is nonzero and differs from the engine's nonzero epoch moves no byte
- *    on the paths the owner serves (tcp, local); shm and rdma copy without the owner.
+ *    on the paths the owner serves (tcp, local), nor as an shm write (the writer checks the
+ *    owner's fence page); shm reads and rdma are not checked.
+ *  - Every write into this engine's memory by tcp, local or a same-host writer is admitted under
+ *    the fence page (write_fence.c) before its first byte and released after its last; a fence
+ *    is complete only when no admission older than it remains.
+ *  - A tcp request whose connection is no longer established (its initiator gave up and reset
+ *    it) is not served, whatever is queued.
  *  - Transport choice per request, in order: the engine's own segment -> local memcpy; a same-host
  *    peer's shm region (unless shm is disabled) -> shm; a peer whose descriptor carries an
  *    rdma_address, when this engine runs protocol rdma -> rdma; anything else -> tcp. So tcp and

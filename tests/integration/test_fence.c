@@ -3,10 +3,11 @@
  * that stalled (real processes, stopped with SIGSTOP and waited for until every thread is in
  * state T; their memory read with process_vm_readv while stopped and after):
  *
- *   - Transfer Engine over tcp: the target stopped with a 64 KiB / 1 MiB / 4 MiB write queued
- *     in its socket; the write fails; the target's memory is unchanged while stopped and holds
- *     none of the failed write after it resumes (it drops requests whose initiator reset the
- *     connection); a new write right after the resume reads back exact, repeatedly.
+ *   - Transfer Engine over tcp and rdma (UCX): the target stopped with a 64 KiB / 1 MiB / 4 MiB
+ * write queued in its socket; the write fails; the target's memory is unchanged while stopped and
+ * holds none of the failed write after it resumes (tcp drops requests whose initiator reset the
+ *     connection; rdma's progress thread finds it was stalled and replaces its worker
+ * unprogressed); a new write right after the resume reads back exact, repeatedly.
  *   - Store over tcp: the holder stopped, put K1 fails over tcp, K2 of the same size put over
  *     shm and acknowledged while the holder is still stopped, the holder resumed; K1's bytes
  *     never appear in the holder's memory and K2 reads back exact (with checksums on: no -801;
@@ -74,11 +75,11 @@ typedef struct peer {
     uint64_t plain_addr, plain_len;
 } peer_t;
 
-static void peer_start(peer_t *p, uint64_t plain_len)
+static void peer_start(peer_t *p, uint64_t plain_len, const char *protocol)
 {
     char plain[32];
     snprintf(plain, sizeof(plain), "%llu", (unsigned long long)plain_len);
-    char *argv[] = {PEER_BIN, "127.0.0.1:0", "P2PHANDSHAKE", "4096", plain, "tcp", NULL};
+    char *argv[] = {PEER_BIN, "127.0.0.1:0", "P2PHANDSHAKE", "4096", plain, (char *)protocol, NULL};
     assert_int_equal(mc_proc_start(&p->proc, argv, "READY ", 20000), 0);
     mc_cluster_track(p->proc.pid);
     unsigned long long a, b, c, d;
@@ -152,12 +153,12 @@ static void tcp_stalled_receiver_case(peer_t *p, mc_transfer_engine_t *te, mc_se
     free(before);
 }
 
-static void test_te_tcp_failed_write_to_a_stalled_receiver_never_lands(void **state)
+static void stalled_receiver_cases(const char *protocol)
 {
-    (void)state;
     peer_t p;
-    peer_start(&p, 4 * MiB);
+    peer_start(&p, 4 * MiB, protocol);
     mc_transfer_engine_config_t cfg = {.local_server_name = "127.0.0.1:0",
+                                       .protocol = protocol,
                                        .disable_shm = 1,
                                        .transfer_timeout_ms = TIMEOUT_S * 1000};
     mc_transfer_engine_t *te;
@@ -174,6 +175,25 @@ static void test_te_tcp_failed_write_to_a_stalled_receiver_never_lands(void **st
     pid_t pid = p.proc.pid;
     assert_true(mc_clean_exit(mc_proc_stop(&p.proc, SIGTERM, 10000)));
     mc_cluster_untrack(pid);
+}
+
+static void test_te_tcp_failed_write_to_a_stalled_receiver_never_lands(void **state)
+{
+    (void)state;
+    stalled_receiver_cases("tcp");
+}
+
+/* The same over the rdma transport (UCX; its tcp transport here): the resumed target's serving
+ * progress thread finds it was stalled and replaces its worker instead of applying what was
+ * queued (rdma_transport.c, stalled_self_fence). */
+static void test_te_rdma_failed_write_to_a_stalled_receiver_never_lands(void **state)
+{
+    (void)state;
+#ifdef MC_HAVE_RDMA
+    stalled_receiver_cases("rdma");
+#else
+    skip(); /* built without UCX: there is no rdma transport to test */
+#endif
 }
 
 /* ---- store, tcp: a stalled holder -------------------------------------------------------------
@@ -395,6 +415,8 @@ int main(void)
     signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_te_tcp_failed_write_to_a_stalled_receiver_never_lands,
+                                  teardown),
+        cmocka_unit_test_teardown(test_te_rdma_failed_write_to_a_stalled_receiver_never_lands,
                                   teardown),
         cmocka_unit_test_teardown(test_store_tcp_failed_put_to_a_stalled_holder_never_lands,
                                   teardown),
