@@ -17,6 +17,7 @@ PKGS=(
   python3-dev python3-pytest python3-numpy python3-torch
   mpich libmpich-dev openmpi-bin libopenmpi-dev
   fio procps curl iproute2 util-linux iperf3  # iperf3: bench/crosshost_bench.py's limit
+  strace  # test_offload_crash's directory-fsync tests trace the holder's syscalls
   clang-format cppcheck
   uuid-dev  # <uuid/uuid.h>: the libdfs test double's daos_types.h includes it, as DAOS's does
   etcd-server etcd-client  # master HA and etcd:// metadata (issue 15); tests start their own

@@ -22,7 +22,8 @@
  * legitimate answer (puts, upserts and removes race); reads of one whose put had not returned,
  * or failed, are counted ("unacked"), not failed. Errors are fine: counted per code.
  *
- * Exit 0 only with 0 wrong bytes and at least --min_verified verified reads; every child is
+ * Exit 0 only with 0 wrong bytes, at least --min_verified verified reads and (unless --calm)
+ * at least one holder stop, kill and restart each (one more per minute); every child is
  * stopped and reaped on every path (the cluster registry, an atexit hook and a SIGABRT hook).
  *
  *   fault_soak [--duration=40] [--threads=8] [--holders=3] [--seed=N] [--value_size=1-1048576]
@@ -69,6 +70,7 @@ enum {
     SOAK_EXIT_TOO_FEW_READS = 2,
     SOAK_EXIT_SETUP = 3,
     SOAK_EXIT_HANG = 4,
+    SOAK_EXIT_TOO_LITTLE_CHAOS = 5, /* fewer stops, kills or restarts than the duration calls for */
     SOAK_EXIT_USAGE = 64,
 };
 
@@ -152,6 +154,7 @@ typedef struct soak_holder {
 
 typedef struct soak_chaos_stats {
     uint64_t short_stops, long_stops, kills, restarts, restart_failures, crashes;
+    uint64_t stop_failures; /* a live holder or reader that did not stop within 5 s */
 } soak_chaos_stats_t;
 
 static soak_opts_t opt;
@@ -794,17 +797,49 @@ static void check_crashed(soak_holder_t *h, double now)
     h->until = now;
 }
 
+/*
+ * SIGSTOP that returns once every thread of the child is stopped (mc_proc_freeze): a holder
+ * still running after kill() returned would make "stopped" a lie. 0 when stopped; -1 when the
+ * child died meanwhile (check_crashed reaps it) or, counted as a failure of the soak, when a
+ * live child did not stop within 5 s (it is resumed).
+ */
+static int chaos_freeze(soak_holder_t *h)
+{
+    if (mc_proc_freeze(h->h.proc.pid, 5000) == 0)
+        return 0;
+    if (mc_proc_is_frozen(h->h.proc.pid) >= 0) {
+        chaos_stats.stop_failures++;
+        mc_proc_thaw(h->h.proc.pid);
+    }
+    return -1;
+}
+
+/* The fewest stops, kills and restarts a soak of this length must have done to pass: one of
+ * each from 10 s on, one more per minute (the random chaos does several per minute). */
+static uint64_t chaos_minimum(void)
+{
+    return opt.duration_s < 10.0 ? 0 : 1 + (uint64_t)(opt.duration_s / 60.0);
+}
+
 static void chaos_act(soak_holder_t *h, uint64_t *rng, double now)
 {
     double ttl = opt.client_ttl_s;
     uint64_t pick = rng_below(rng, 100);
+    /* Past a third of the soak with no stop or no kill yet (an unlucky seed), do that one: a
+     * pass must have survived every kind of fault. */
+    if (now - start_time > opt.duration_s / 3.0) {
+        if (chaos_stats.kills == 0)
+            pick = 99;
+        else if (chaos_stats.short_stops + chaos_stats.long_stops == 0)
+            pick = 50;
+    }
+    if (pick < 70 && chaos_freeze(h) != 0)
+        return;
     if (pick < 30) { /* short stall: 0.5 .. 2x client_ttl */
-        kill(h->h.proc.pid, SIGSTOP);
         h->state = HOLDER_STOPPED;
         h->until = now + ttl * (0.5 + 1.5 * rng_unit(rng));
         chaos_stats.short_stops++;
     } else if (pick < 70) { /* past the ttl: the master expires it, it re-mounts */
-        kill(h->h.proc.pid, SIGSTOP);
         h->state = HOLDER_STOPPED;
         h->until = now + ttl * 2.0 + 1.0 + 2.0 * rng_unit(rng);
         chaos_stats.long_stops++;
@@ -866,7 +901,8 @@ static void chaos_stall_reader(uint64_t *rng, double now)
     if (r->state != HOLDER_RUNNING)
         return;
     double longest = 2.0 * opt.client_ttl_s + 3.0;
-    kill(r->h.proc.pid, SIGSTOP);
+    if (chaos_freeze(r) != 0)
+        return;
     r->state = HOLDER_STOPPED;
     r->until = now + 0.2 + (longest - 0.2) * rng_unit(rng);
     reader_stops++;
@@ -938,8 +974,12 @@ static void chaos_expire_under_reader(uint64_t *rng, double now)
     soak_holder_t *h = &holders[i];
     if (r->state != HOLDER_RUNNING || h->state != HOLDER_RUNNING)
         return;
-    kill(r->h.proc.pid, SIGSTOP);
-    kill(h->h.proc.pid, SIGSTOP);
+    if (chaos_freeze(r) != 0)
+        return;
+    if (chaos_freeze(h) != 0) {
+        mc_proc_thaw(r->h.proc.pid);
+        return;
+    }
     h->state = r->state = HOLDER_STOPPED;
     h->until = now + 2.0 * opt.client_ttl_s + 0.5 + rng_unit(rng);
     r->until = h->until + 1.5 + 2.0 * rng_unit(rng);
@@ -1086,9 +1126,11 @@ static void print_table(const soak_op_stats_t *total, double elapsed)
     }
     if (!opt.reader_child)
         printf("chaos: %" PRIu64 " short stops, %" PRIu64 " stops past client_ttl, %" PRIu64
-               " kills, %" PRIu64 " restarts (%" PRIu64 " failed), %" PRIu64 " holder crashes\n",
+               " kills, %" PRIu64 " restarts (%" PRIu64 " failed), %" PRIu64
+               " holder crashes, %" PRIu64 " stops that did not take\n",
                chaos_stats.short_stops, chaos_stats.long_stops, chaos_stats.kills,
-               chaos_stats.restarts, chaos_stats.restart_failures, chaos_stats.crashes);
+               chaos_stats.restarts, chaos_stats.restart_failures, chaos_stats.crashes,
+               chaos_stats.stop_failures);
     fflush(stdout);
 }
 
@@ -1106,10 +1148,11 @@ static void write_json(const soak_op_stats_t *total, double elapsed, uint64_t ve
             "\"value_max\": %zu, \"verified_reads\": %" PRIu64 ", \"wrong_bytes\": %" PRIu64
             ",\n \"chaos\": {\"short_stops\": %" PRIu64 ", \"long_stops\": %" PRIu64
             ", \"kills\": %" PRIu64 ", \"restarts\": %" PRIu64 ", \"restart_failures\": %" PRIu64
-            ", \"crashes\": %" PRIu64 "},\n \"ops\": {",
+            ", \"crashes\": %" PRIu64 ", \"stop_failures\": %" PRIu64 "},\n \"ops\": {",
             result, elapsed, opt.seed, opt.threads, opt.holders, opt.keys, opt.vmin, opt.vmax,
             verified, wrong, chaos_stats.short_stops, chaos_stats.long_stops, chaos_stats.kills,
-            chaos_stats.restarts, chaos_stats.restart_failures, chaos_stats.crashes);
+            chaos_stats.restarts, chaos_stats.restart_failures, chaos_stats.crashes,
+            chaos_stats.stop_failures);
     for (int o = 0; o < OP_COUNT; o++) {
         const soak_op_stats_t *s = &total[o];
         fprintf(f,
@@ -1515,9 +1558,19 @@ static int run_soak(void)
                reader_lost ? ", a reader's report was lost" : "");
     verified += reader_verified;
     wrong += reader_wrong;
+    /* A soak that did not stop, kill and restart holders proved nothing about them. */
+    uint64_t least = opt.reader_child || opt.calm ? 0 : chaos_minimum();
+    int little_chaos = chaos_stats.short_stops + chaos_stats.long_stops < least ||
+                       chaos_stats.kills < least || chaos_stats.restarts < least ||
+                       chaos_stats.stop_failures > 0;
+    if (little_chaos)
+        printf("fault_soak: too little chaos for %.0f s: wanted at least %" PRIu64
+               " stops, kills and restarts each, and every stop to take\n",
+               opt.duration_s, least);
     const char *result = wrong                         ? "wrong_bytes"
                          : hung || reader_lost         ? "hang_or_lost_reader"
                          : verified < opt.min_verified ? "too_few_reads"
+                         : little_chaos                ? "too_little_chaos"
                                                        : "pass";
     printf("fault_soak: %" PRIu64 " verified reads, %" PRIu64 " WRONG BYTES: %s\n", verified, wrong,
            result);
@@ -1535,6 +1588,7 @@ static int run_soak(void)
     return wrong                         ? SOAK_EXIT_WRONG_BYTES
            : reader_lost                 ? SOAK_EXIT_HANG
            : verified < opt.min_verified ? SOAK_EXIT_TOO_FEW_READS
+           : little_chaos                ? SOAK_EXIT_TOO_LITTLE_CHAOS
                                          : SOAK_EXIT_PASS;
 }
 

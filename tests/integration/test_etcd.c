@@ -434,7 +434,7 @@ static void test_failover_when_first_member_dies(void **state)
     assert_int_equal(mc_etcd_get(e, "f/k", &kv, NULL), MC_ERR_ETCD_OPERATION_ERROR);
     took = now_ms() - t0;
     fprintf(stderr, "get without quorum failed after %lld ms\n", took);
-    assert_true(took <= 3 * TIMEOUT_MS + 500);
+    assert_true(took < 4 * TIMEOUT_MS); /* less than one more attempt than there are endpoints */
     assert_int_equal(mc_etcd_cluster_resume(&cl, stopped), 0);
     assert_int_equal(mc_etcd_cluster_restart(&cl, 0), 0);
     assert_int_equal(mc_etcd_get(e, "f/k", &kv, NULL), 0);
@@ -491,8 +491,11 @@ static void test_all_members_dead(void **state)
     assert_int_equal(mc_etcd_put(e, "z/k", "2", 1, 0, NULL), MC_ERR_ETCD_OPERATION_ERROR);
     long long took = now_ms() - t0;
     fprintf(stderr, "put with every member stopped failed after %lld ms\n", took);
+    /* One attempt per endpoint, each to its timeout: at least three timeouts, and less than
+     * four, which one more attempt (a second round, a retry) would take. The gap is the slack
+     * for a loaded machine. */
     assert_true(took >= 3 * TIMEOUT_MS - 100);
-    assert_true(took <= 3 * TIMEOUT_MS + 500);
+    assert_true(took < 4 * TIMEOUT_MS);
     /* killed: refused at once */
     for (int i = 0; i < 3; i++)
         assert_int_equal(mc_etcd_cluster_kill(&cl, i), 0);

@@ -432,7 +432,7 @@ static void stalled_leader_is_deposed(void **state)
     assert_non_null(direct);
     assert_int_equal(mc_store_exist(direct, "ha-100-0"), 1);
 
-    kill(masters[leader].pid, SIGSTOP);
+    assert_int_equal(mc_proc_freeze(masters[leader].pid, 5000), 0);
     uint64_t stopped = now_ms();
     int next = wait_leader(e, leader, 30000);
     assert_true(next >= 0);
@@ -448,7 +448,9 @@ static void stalled_leader_is_deposed(void **state)
     printf("  stalled leader: first put through the new leader %.2f s after SIGSTOP\n",
            (double)(now_ms() - stopped) / 1000.0);
 
-    kill(masters[leader].pid, SIGCONT);
+    /* Stopped the whole time: the new leader was elected without it, not after it gave up. */
+    assert_int_equal(mc_proc_is_frozen(masters[leader].pid), 1);
+    assert_int_equal(mc_proc_thaw(masters[leader].pid), 0);
     /* The old leader runs again: whatever it still had queued, it answers nothing now. */
     len = value_of(102, 0, buf);
     int rc = mc_store_put(direct, "ha-102-0", buf, len, NULL);
@@ -571,7 +573,7 @@ static void remove_before_remount_loses_nothing(void **state)
     }
     /* The holders cannot re-mount at the next leader for a while. */
     for (int h = 0; h < nholders; h++)
-        kill(holders[h].proc.pid, SIGSTOP);
+        assert_int_equal(mc_proc_freeze(holders[h].proc.pid, 5000), 0);
     mc_master_stop(&masters[leader], SIGKILL);
     master_up[leader] = 0;
     int next = wait_leader(e, leader, 30000);
@@ -586,8 +588,16 @@ static void remove_before_remount_loses_nothing(void **state)
         removed += rc == 0;
         retry += rc == MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;
     }
-    for (int h = 0; h < nholders; h++)
-        kill(holders[h].proc.pid, SIGCONT);
+    for (int h = 0; h < nholders; h++) {
+        assert_int_equal(mc_proc_is_frozen(holders[h].proc.pid), 1);
+        assert_int_equal(mc_proc_thaw(holders[h].proc.pid), 0);
+    }
+    /* No holder could re-mount at the new leader during the removes (all were stopped
+     * throughout): each remove must have been answered "retry", none done nor -704. */
+    printf("  remove before re-mount: %d of %d answered retry (-1010), %d removed\n", retry, nk,
+           removed);
+    assert_int_equal(removed, 0);
+    assert_int_equal(retry, nk);
     /* New puts at the new leader, once the holders re-mounted there. */
     int acked[600] = {0};
     end = now_ms() + 20000;
@@ -663,9 +673,11 @@ static void stale_writer_cannot_overwrite(void **state)
     snprintf(line, sizeof(line), "put stale-0 %zu 7\n", vsize);
     assert_int_equal(mc_proc_send(&w, line), 0);
     uint64_t deadline = now_ms() + 30000;
-    int st;
-    while (waitpid(w.pid, &st, WNOHANG | WUNTRACED) != w.pid && now_ms() < deadline)
+    int st = 0;
+    pid_t waited;
+    while ((waited = waitpid(w.pid, &st, WNOHANG | WUNTRACED)) == 0 && now_ms() < deadline)
         usleep(10000);
+    assert_int_equal(waited, w.pid); /* else st was never written */
     assert_true(WIFSTOPPED(st));
 
     mc_master_stop(&masters[leader], SIGKILL);

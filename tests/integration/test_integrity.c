@@ -302,6 +302,10 @@ static void expired_holder_case(int checksum)
     char *v = malloc(size);
     mc_payload_fill(v, size, 1);
     assert_int_equal(mc_store_put(s, "expiry/a", v, size, NULL), 0);
+    mc_replica_desc_t old_d[2], new_d[2];
+    size_t nd = 0;
+    assert_int_equal(mc_store_get_replica_desc(s, "expiry/a", old_d, 2, &nd), 0);
+    assert_int_equal(nd, 1);
 
     /* A reader that has its replica list (and lease) and is about to copy. */
     mc_proc_t r;
@@ -315,13 +319,13 @@ static void expired_holder_case(int checksum)
     wait_stopped(r.pid);
 
     /* The holder goes silent until the master expires it (its objects are dropped). */
-    assert_int_equal(kill(h.proc.pid, SIGSTOP), 0);
+    assert_int_equal(mc_proc_freeze(h.proc.pid, 5000), 0);
     uint64_t deadline = now_ms() + 30000;
     while (mc_store_exist(s, "expiry/a") != 0) {
         assert_true(now_ms() < deadline);
         usleep(50000);
     }
-    assert_int_equal(kill(h.proc.pid, SIGCONT), 0);
+    assert_int_equal(mc_proc_thaw(h.proc.pid), 0);
     /* It re-mounts; a new object lands where the old one was. */
     mc_payload_fill(v, size, 2);
     int rc;
@@ -329,6 +333,13 @@ static void expired_holder_case(int checksum)
         assert_true(now_ms() < deadline);
         usleep(50000);
     }
+    /* The same extent of the same segment, in the segment's new mount epoch: otherwise the old
+     * reader's copy could not see the new object's bytes and this proves nothing. */
+    assert_int_equal(mc_store_get_replica_desc(s, "expiry/b", new_d, 2, &nd), 0);
+    assert_int_equal(nd, 1);
+    assert_string_equal(new_d[0].segment_name, old_d[0].segment_name);
+    assert_int_equal(new_d[0].address, old_d[0].address);
+    assert_true(new_d[0].epoch != old_d[0].epoch);
     /* The reader goes on: the old object's exact bytes, or an error. */
     assert_int_equal(kill(r.pid, SIGCONT), 0);
     char line[256];
@@ -511,7 +522,7 @@ static void test_batch_judges_each_keys_lease_alone(void **state)
     assert_int_equal(mc_store_put(s, "batch/stalled", v, size, &on2), 0);
     /* The second key's holder stalls: its read fails after the 2 s transfer timeout, so the
      * batch as a whole outlives the 1 s lease; the first key's read took milliseconds. */
-    assert_int_equal(kill(h2.proc.pid, SIGSTOP), 0);
+    assert_int_equal(mc_proc_freeze(h2.proc.pid, 5000), 0);
     const char *keys[] = {"batch/quick", "batch/stalled"};
     void *bufs[] = {g1, g2};
     size_t caps[] = {size, size};
@@ -519,7 +530,7 @@ static void test_batch_judges_each_keys_lease_alone(void **state)
     uint64_t t = now_ms();
     mc_store_get_batch(s, keys, bufs, caps, 2, res);
     t = now_ms() - t;
-    assert_int_equal(kill(h2.proc.pid, SIGCONT), 0);
+    assert_int_equal(mc_proc_thaw(h2.proc.pid), 0);
     print_message("batch [quick key, key on a stopped holder] with a 1 s lease took %llu ms: "
                   "%lld, %lld\n",
                   (unsigned long long)t, (long long)res[0], (long long)res[1]);

@@ -32,6 +32,8 @@ try:
 except ImportError:
     sys.path.insert(0, os.path.join(BUILD, "python"))
     import mooncake.store as mcs  # noqa: E402
+sys.path.insert(0, os.path.join(REPO, "tests", "python"))
+import procstop  # noqa: E402
 
 # Upstream flags we refuse, with a value that is not upstream's default, and the default.
 REFUSED = [
@@ -409,7 +411,7 @@ class ImplementedFlags(unittest.TestCase):
             c = Client(m)
             m.wait_value("master_active_clients", lambda v: v == 1)
             self.assertGreater(m.value("master_total_capacity_bytes"), 0)
-            os.kill(c.proc.pid, signal.SIGSTOP)
+            procstop.freeze(c.proc.pid)
             t0 = time.monotonic()
             m.wait_value("master_active_clients", lambda v: v == 0, timeout=10)
             # the TTL is 2 s and the monitor sweeps every second (slack for a loaded machine;

@@ -22,6 +22,7 @@
 
 #include <signal.h>
 #include <stdio.h>
+#include <sys/syscall.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -138,6 +139,36 @@ static void test_client_wait_is_bounded(void **state)
     unlink(log);
 }
 
+/*
+ * Starts mooncake_client (stderr to `log`) and returns 0 once it serves: a SIGTERM before then
+ * makes it exit 1 on purpose (it has not finished setting up), so a test that stops it as soon
+ * as some earlier log line appears can fail for nothing. Serving is its "mooncake_client ready"
+ * line and then its main thread asleep in the futex of the semaphore it waits on for a signal
+ * (/proc/PID/syscall): it marks itself ready just before that wait. -1 when either is missing.
+ */
+static int start_serving_client(mc_proc_t *p, char *const argv[], const char *log)
+{
+    if (mc_proc_start_logged(p, argv, log, "mooncake_client ready", 30000) != 0)
+        return -1;
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/syscall", (int)p->pid);
+    for (int waited = 0; waited < 10000; waited += 5) {
+        FILE *f = fopen(path, "r");
+        long nr = -1;
+        if (f && fscanf(f, "%ld", &nr) != 1)
+            nr = -1;
+        if (f)
+            fclose(f);
+        if (nr == SYS_futex)
+            return 0;
+        usleep(5000);
+    }
+    fprintf(stderr, "mooncake_client %d printed its ready line but never waited for a signal\n",
+            (int)p->pid);
+    mc_proc_stop(p, SIGKILL, 5000);
+    return -1;
+}
+
 /* ---- the cluster's distributed root ------------------------------------------------------- */
 
 /* Starts a distributed-offload holder with MOONCAKE_DISTRIBUTED_ROOT_DIR=root; 0 when ready. */
@@ -157,7 +188,7 @@ static int start_dfs_holder(mc_proc_t *p, const mc_master_t *m, const char *root
                     "--global_segment_size=16MB",
                     NULL};
     mc_env_apply(env, 1);
-    int rc = mc_proc_start_logged(p, argv, log, ", local buffer ", 30000);
+    int rc = start_serving_client(p, argv, log);
     mc_env_apply(env, 0);
     return rc;
 }
@@ -244,7 +275,7 @@ static int client_warnings(const char *master_addr, const char *host, const char
                     host_flag,  port_flag, "--global_segment_size=16MB",
                     NULL};
     mc_proc_t client;
-    assert_int_equal(mc_proc_start_logged(&client, argv, log, ", local buffer ", 30000), 0);
+    assert_int_equal(start_serving_client(&client, argv, log), 0);
     int n = count_lines(log, needle);
     assert_true(mc_clean_exit(mc_proc_stop(&client, SIGTERM, 10000)));
     unlink(log);

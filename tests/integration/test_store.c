@@ -556,9 +556,10 @@ static void test_a_master_stopped_past_the_client_ttl_keeps_live_holders(void **
     uint8_t v[65536], out[65536];
     fill(v, sizeof(v), 77);
     assert_int_equal(mc_store_put(s, "paused", v, sizeof(v), NULL), 0);
-    assert_int_equal(kill(m.pid, SIGSTOP), 0);
+    assert_int_equal(mc_proc_freeze(m.pid, 5000), 0);
     usleep(5 * 1000 * 1000); /* 2.5 x --client_ttl: the stall is what is tested */
-    assert_int_equal(kill(m.pid, SIGCONT), 0);
+    assert_int_equal(mc_proc_is_frozen(m.pid), 1); /* stopped the whole 5 s */
+    assert_int_equal(mc_proc_thaw(m.pid), 0);
     usleep(2 * 1000 * 1000); /* a monitor sweep or two after the resume */
     memset(out, 0, sizeof(out));
     assert_int_equal(mc_store_get(s, "paused", out, sizeof(out)), (int64_t)sizeof(v));

@@ -318,8 +318,11 @@ static void test_finish_ms_is_set_per_request_and_ordered(void **state)
     assert_true(ss.finish_ms >= t0 && ss.finish_ms <= t1);
     assert_true(sl.finish_ms >= t0 && sl.finish_ms <= t1);
     assert_true(sf.finish_ms >= t0 && sf.finish_ms <= t1);
-    /* The small request is judged on its own time, not the batch's. */
-    assert_true(ss.finish_ms <= sl.finish_ms);
+    /* The small request is judged on its own time, not the batch's: it ends before the 48 MiB
+     * read over tcp (tens of ms), and the refused one at once. One stamp for the whole batch
+     * would make them equal. */
+    assert_true(ss.finish_ms < sl.finish_ms);
+    assert_true(sf.finish_ms < sl.finish_ms);
     fprintf(stderr, "finish: small +%llu ms, large +%llu ms, refused +%llu ms\n",
             (unsigned long long)(ss.finish_ms - t0), (unsigned long long)(sl.finish_ms - t0),
             (unsigned long long)(sf.finish_ms - t0));
@@ -406,8 +409,10 @@ static void test_server_aborts_a_write_that_stalls_past_the_timeout(void **state
 {
     long took = stalled_writer(0);
     fprintf(stderr, "stalled writer: reset after %ld ms\n", took);
+    /* Reset (not closed, not acknowledged: those give -1) once the timeout passed, and within
+     * a few timeouts (slack for a loaded machine), well inside the writer's 6 s watch. */
     assert_true(took >= PEER_TIMEOUT_S * 1000 - 100);
-    assert_true(took <= PEER_TIMEOUT_S * 1000 + 1500);
+    assert_true(took <= PEER_TIMEOUT_S * 1000 + 3000);
     server_still_serves();
 }
 
@@ -417,29 +422,11 @@ static void test_server_aborts_a_write_that_trickles_past_the_timeout(void **sta
     long took = stalled_writer(1);
     fprintf(stderr, "trickling writer: reset after %ld ms\n", took);
     assert_true(took >= PEER_TIMEOUT_S * 1000 - 100);
-    assert_true(took <= PEER_TIMEOUT_S * 1000 + 1500);
+    assert_true(took <= PEER_TIMEOUT_S * 1000 + 3000);
     server_still_serves();
 }
 
 /* ---- the initiator bounds a whole slice --------------------------------------------------- */
-
-static void wait_until_stopped(pid_t pid)
-{
-    char path[64], buf[512];
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    for (int i = 0; i < 1000; i++) {
-        FILE *f = fopen(path, "r");
-        size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
-        if (f)
-            fclose(f);
-        buf[n] = '\0';
-        char *p = strrchr(buf, ')');
-        if (p && p[1] == ' ' && p[2] == 'T')
-            return;
-        usleep(5000);
-    }
-    fail_msg("process %d did not stop", (int)pid);
-}
 
 static void test_initiator_fails_within_the_timeout_when_the_target_is_stopped(void **state)
 {
@@ -452,21 +439,26 @@ static void test_initiator_fails_within_the_timeout_when_the_target_is_stopped(v
     fill(src, len, 11);
     assert_int_equal(xfer(te, seg, MC_TRANSFER_WRITE, src, d.shm_addr, len, 0), 0);
 
-    kill(d.proc.pid, SIGSTOP);
-    wait_until_stopped(d.proc.pid);
+    assert_int_equal(mc_proc_freeze(d.proc.pid, 5000), 0); /* every thread, not just the first */
     uint64_t t0 = now_ms();
     int w = xfer(te, seg, MC_TRANSFER_WRITE, src, d.shm_addr, len, 0);
     uint64_t t1 = now_ms();
     int r = xfer(te, seg, MC_TRANSFER_READ, got, d.shm_addr, len, 0);
     uint64_t t2 = now_ms();
-    kill(d.proc.pid, SIGCONT);
+    int frozen = mc_proc_is_frozen(d.proc.pid);
+    mc_proc_thaw(d.proc.pid);
+    assert_int_equal(frozen, 1);
     fprintf(stderr, "stopped target: write failed after %llu ms, read after %llu ms\n",
             (unsigned long long)(t1 - t0), (unsigned long long)(t2 - t1));
     assert_int_equal(w, MC_ERR_TRANSFER_FAIL);
     assert_int_equal(r, MC_ERR_TRANSFER_FAIL);
-    /* One transfer timeout per slice as a whole (slices run in parallel), plus a margin. */
-    assert_true(t1 - t0 <= TIMEOUT_MS + 900);
-    assert_true(t2 - t1 <= TIMEOUT_MS + 900);
+    /* Each waited out the timeout (the target never answered) and no more than about one: the
+     * four slices wait in parallel, in series they would take four timeouts. The upper bound
+     * leaves a second for a loaded machine. */
+    assert_true(t1 - t0 >= TIMEOUT_MS - 100);
+    assert_true(t2 - t1 >= TIMEOUT_MS - 100);
+    assert_true(t1 - t0 <= 2 * TIMEOUT_MS + 500);
+    assert_true(t2 - t1 <= 2 * TIMEOUT_MS + 500);
 
     /* Running again: new connections move bytes. */
     fill(src, len, 12);
@@ -680,9 +672,19 @@ static int setup(void **state)
     return start_peer(&peer_a, 64 * MiB, 20 * MiB);
 }
 
+/* Last: the shared peer, having served every test above, exits cleanly on SIGTERM. A test, not
+ * the group teardown: cmocka 1.1.5 does not count a failed group teardown as a failure. */
+static void test_shared_peer_exits_cleanly(void **state)
+{
+    assert_true(exited_cleanly(mc_proc_stop(&peer_a.proc, SIGTERM, 10000))); /* pid is -1 after */
+}
+
+/* Only when the last test did not run to its stop: the peer is still running. */
 static int teardown(void **state)
 {
-    return exited_cleanly(mc_proc_stop(&peer_a.proc, SIGTERM, 10000)) ? 0 : -1;
+    if (peer_a.proc.pid > 0)
+        mc_proc_stop(&peer_a.proc, SIGKILL, 10000);
+    return 0;
 }
 
 int main(void)
@@ -697,6 +699,7 @@ int main(void)
         cmocka_unit_test(test_server_aborts_a_write_that_trickles_past_the_timeout),
         cmocka_unit_test(test_initiator_fails_within_the_timeout_when_the_target_is_stopped),
         cmocka_unit_test(test_failed_write_aborts_its_connection_and_never_lands_late),
+        cmocka_unit_test(test_shared_peer_exits_cleanly),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

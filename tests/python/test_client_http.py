@@ -28,6 +28,7 @@ try:
 except ImportError:
     sys.path.insert(0, os.path.join(BUILD, "python"))
     import mooncake.store as mcs  # noqa: E402
+import procstop  # noqa: E402  (tests/python, beside this file)
 
 MiB = 1 << 20
 INVALID_PARAMS = -600
@@ -385,12 +386,13 @@ class ClientHttpSetup(unittest.TestCase):
         try:
             self.assertEqual(rc, 0)
             self.assertEqual(http_get(port, "/health")[0], 200)
-            os.kill(c.master.pid, signal.SIGSTOP)
+            procstop.freeze(c.master.pid)
             # the ping times out after the 10 s RPC timeout
             wait_for(lambda: http_get(port, "/health")[0] == 503, 40, "503 after SIGSTOP")
             self.assertEqual(json.loads(http_get(port, "/health")[1]),
                              {"status": "master_unreachable", "code": 2})
-            os.kill(c.master.pid, signal.SIGCONT)
+            self.assertTrue(procstop.is_frozen(c.master.pid))  # 503 while it was stopped
+            procstop.thaw(c.master.pid)
             wait_for(lambda: http_get(port, "/health")[0] == 200, 40, "200 after SIGCONT")
             c.master.kill()
             c.master.wait()

@@ -33,6 +33,7 @@ except ImportError:
     sys.path.insert(0, os.path.join(BUILD, "python"))
     import mooncake.engine as me  # noqa: E402
 import mooncake.store as mcs  # noqa: E402
+import procstop  # noqa: E402  (tests/python, beside this file)
 
 REGION = 6 << 20  # bytes per peer region: a transfer of 5 MiB crosses the 4 MiB slice size
 
@@ -325,14 +326,15 @@ class ErrorPaths(PeersCase):
         a, b = self.spawn(env), self.spawn(env)
         self.assertEqual(a.call("transfer_sync_write", b.segment, a.plain, b.plain, 4096), 0)
         self.write(a, b, a.plain, b.plain, 4096)
-        b.proc.send_signal(signal.SIGSTOP)
+        procstop.freeze(b.proc.pid)
         try:
             t0 = time.monotonic()
             self.assertEqual(a.call("transfer_sync_write", b.segment, a.plain, b.plain + 8192,
                                     4 << 20), -1)
             took = time.monotonic() - t0
+            self.assertTrue(procstop.is_frozen(b.proc.pid))  # stopped for the whole write
         finally:
-            b.proc.send_signal(signal.SIGCONT)
+            procstop.thaw(b.proc.pid)
         # bounded by MC_TRANSFER_TIMEOUT=5 s (not the default 30 s)
         self.assertGreater(took, 3.0)
         self.assertLess(took, 15.0)

@@ -29,6 +29,7 @@ try:
 except ImportError:
     sys.path.insert(0, os.path.join(BUILD, "python"))
     import mooncake.store as mcs  # noqa: E402
+import procstop  # noqa: E402  (tests/python, beside this file)
 
 MiB = 1 << 20
 INVALID_PARAMS = -600
@@ -247,13 +248,13 @@ class CopyMove(unittest.TestCase):
         key, data = unique("states"), value(MiB, 2)
         put_on(key, data, CL.seg("slow"))
         slow = CL.proc("slow").pid
-        os.kill(slow, signal.SIGSTOP)  # its executor cannot take the task yet
+        procstop.freeze(slow)  # its executor cannot take the task yet
         try:
             task_id, rc = W.create_copy_task(key, [CL.seg("c")])
             self.assertEqual(rc, 0)
             first = status_of(task_id)
         finally:
-            os.kill(slow, signal.SIGCONT)
+            procstop.thaw(slow)
         self.assertEqual(first.status, mcs.TaskStatus.PENDING)
         self.assertEqual(first.id, task_id)
         self.assertGreater(first.created_at_ms_epoch, 1_600_000_000_000)
@@ -359,11 +360,11 @@ class Failures(unittest.TestCase):
         for k in keys:
             put_on(k, b"y" * 4096, CL.seg("slow"))
         slow = CL.proc("slow").pid
-        os.kill(slow, signal.SIGSTOP)
+        procstop.freeze(slow)
         try:
             made = [W.create_copy_task(k, [CL.seg("b")]) for k in keys]
         finally:
-            os.kill(slow, signal.SIGCONT)
+            procstop.thaw(slow)
         self.assertEqual([rc for _, rc in made[:PENDING_LIMIT]], [0] * PENDING_LIMIT)
         self.assertEqual(made[-1], (NIL_ID, TASK_PENDING_LIMIT_EXCEEDED))
         for task_id, _ in made[:PENDING_LIMIT]:
@@ -429,13 +430,13 @@ class Timeouts(unittest.TestCase):
         for k in keys:
             put_on(k, data, cl.seg("src"), store=w)
         src = cl.proc("src").pid
-        os.kill(src, signal.SIGSTOP)  # nobody fetches: the task times out PENDING
+        procstop.freeze(src)  # nobody fetches: the task times out PENDING
         try:
             first, rc = w.create_copy_task(keys[0], [cl.seg("dst")])
             self.assertEqual(rc, 0)
             failed = wait_status(first, mcs.TaskStatus.FAILED, store=w)
         finally:
-            os.kill(src, signal.SIGCONT)
+            procstop.thaw(src)
         self.assertIn("pending timeout", failed.message)
         # fetched, then not reported within 1 s (the executor waits 4 s): FAILED, but the target
         # extent stays reserved until the executor reports (it may still be writing into it);

@@ -5,6 +5,7 @@
 #include "cluster.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
@@ -64,8 +65,55 @@ int mc_port_open(int port)
     return ok;
 }
 
+/* 1 when process pid holds a TCP socket listening on `port` (IPv4 or IPv6): the listening
+ * sockets' inodes from /proc/net/tcp{,6}, matched against the links in /proc/pid/fd. */
+static int pid_listens_on(pid_t pid, int port)
+{
+    unsigned long inodes[64];
+    int n = 0;
+    const char *tables[] = {"/proc/net/tcp", "/proc/net/tcp6"};
+    for (int t = 0; t < 2; t++) {
+        FILE *f = fopen(tables[t], "r");
+        char line[512];
+        while (f && fgets(line, sizeof(line), f) && n < 64) {
+            unsigned local_port, state;
+            unsigned long inode;
+            /* "sl local_address:port rem_address:port st tx:rx tr:when retrnsmt uid timeout inode"
+             */
+            if (sscanf(line, " %*d: %*[0-9A-Fa-f]:%x %*[0-9A-Fa-f]:%*x %x %*s %*s %*s %*u %*u %lu",
+                       &local_port, &state, &inode) == 3 &&
+                (int)local_port == port && state == 0x0A /* LISTEN */)
+                inodes[n++] = inode;
+        }
+        if (f)
+            fclose(f);
+    }
+    char dir[64];
+    snprintf(dir, sizeof(dir), "/proc/%d/fd", (int)pid);
+    DIR *d = opendir(dir);
+    int found = 0;
+    for (struct dirent *e; d && !found && (e = readdir(d)) != NULL;) {
+        char path[320], target[64];
+        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+        ssize_t len = readlink(path, target, sizeof(target) - 1);
+        unsigned long inode;
+        if (len <= 0)
+            continue;
+        target[len] = '\0';
+        if (sscanf(target, "socket:[%lu]", &inode) != 1)
+            continue;
+        for (int i = 0; i < n && !found; i++)
+            found = inodes[i] == inode;
+    }
+    if (d)
+        closedir(d);
+    return found;
+}
+
 /* mooncake_master with its RPC on host:rpc_port (metrics on 127.0.0.1 and a free port), waiting
- * for the RPC port (and, with offload, the metrics port). */
+ * until the child itself listens on the RPC port (and, with offload, the metrics port) and
+ * answers there: another process listening on the port is not the master (which then could not
+ * bind it and exits). */
 static int master_spawn(mc_master_t *m, const char *host, int rpc_port, int offload,
                         const char *const *extra)
 {
@@ -87,7 +135,18 @@ static int master_spawn(mc_master_t *m, const char *host, int rpc_port, int offl
         return -1;
     mc_cluster_track(m->pid);
     for (int i = 0; i < 200; i++) {
-        if (mc_port_open_at(host, m->rpc_port) && (!offload || mc_port_open(m->metrics_port)))
+        int up = mc_port_open_at(host, m->rpc_port) && (!offload || mc_port_open(m->metrics_port));
+        int ours = up && pid_listens_on(m->pid, m->rpc_port) &&
+                   (!offload || pid_listens_on(m->pid, m->metrics_port));
+        int status;
+        if (waitpid(m->pid, &status, WNOHANG) == m->pid) {
+            fprintf(stderr, "mooncake_master exited during start-up (status %d)%s\n", status,
+                    up ? ", yet something else listens on its port" : "");
+            mc_cluster_untrack(m->pid);
+            m->pid = -1;
+            return -1;
+        }
+        if (ours)
             return 0;
         usleep(50000);
     }

@@ -198,14 +198,14 @@ int mc_etcd_cluster_pause(mc_etcd_cluster_t *c, int i)
 {
     if (i < 0 || i >= c->n || c->pid[i] <= 0)
         return -1;
-    return kill(c->pid[i], SIGSTOP) == 0 ? 0 : -1;
+    return mc_proc_freeze(c->pid[i], 5000);
 }
 
 int mc_etcd_cluster_resume(mc_etcd_cluster_t *c, int i)
 {
     if (i < 0 || i >= c->n || c->pid[i] <= 0)
         return -1;
-    return kill(c->pid[i], SIGCONT) == 0 ? 0 : -1;
+    return mc_proc_thaw(c->pid[i]);
 }
 
 int mc_etcd_cluster_restart(mc_etcd_cluster_t *c, int i)

@@ -37,7 +37,8 @@ int mc_etcd_cluster_start(mc_etcd_cluster_t *c, int n);
 int mc_etcd_cluster_start_at(mc_etcd_cluster_t *c, int n, const char *extra_host);
 /* SIGKILLs member i and reaps it; 0, or -1 when it was not running. */
 int mc_etcd_cluster_kill(mc_etcd_cluster_t *c, int i);
-/* SIGSTOP / SIGCONT member i; 0, or -1 when it is not running. */
+/* Stops member i (mc_proc_freeze: returns once every thread is stopped) / resumes it (SIGCONT);
+ * 0, or -1 when it is not running or did not stop within 5 s. */
 int mc_etcd_cluster_pause(mc_etcd_cluster_t *c, int i);
 int mc_etcd_cluster_resume(mc_etcd_cluster_t *c, int i);
 /* Restarts killed member i on its data dir and waits (up to 30 s) until it answers a get through
