@@ -157,6 +157,8 @@ static int execute(mc_task_executor_t *e, const Mc__TaskAssignment *t, const cha
         rc = mc_te_open_segment(e->te, t->targets[i]->segment_name, &seg);
         reqs[i] = (mc_transfer_req_t){
             MC_TRANSFER_WRITE, buf, seg, t->targets[i]->address, t->size, t->targets[i]->epoch, 0};
+        /* Once the master failed the task (a timeout), its targets' owners refuse these. */
+        reqs[i].fence_token = t->targets[i]->fence_token;
     }
     if (rc == 0)
         rc = mc_te_transfer_sync(e->te, reqs, n);

@@ -359,6 +359,15 @@ void mc_master_set_cookies_locked(mc_master_t *m, const mc_replica_ref_t *rep, u
 /* Fills a PROCESSING/COMPLETE memory replica descriptor for ref. */
 void mc_master_fill_desc_locked(const mc_master_t *m, mc_replica_ref_t ref, uint64_t size,
                                 mc_replica_status_t status, mc_replica_desc_t *out);
+/* A fencing token for a new allocation that writers will fill (a put's, a copy task's): unique,
+ * and above every token an earlier master instance handed out (wall-clock nanoseconds, bumped
+ * past the last). */
+uint64_t mc_master_next_token_locked(mc_master_t *m);
+/* An extent that writers carrying `token` may still be filling (a revoked put, a failed copy
+ * task) and no object owns (its allocator cookie NULL): freed only once the segment's owner
+ * confirmed a write fence refusing the token (mc_master_fence_ping); counted as fenced. */
+void mc_master_extent_quarantine_locked(mc_master_t *m, mc_replica_ref_t ref, uint64_t token,
+                                        uint64_t now);
 /* The live client with this id, or NULL. */
 mc_client_t *mc_master_client_locked(mc_master_t *m, const char *client_id);
 

@@ -216,7 +216,7 @@ static void extent_release(mc_master_t *m, mc_replica_ref_t ref, const mc_object
 /* A fencing token: unique, and above every token an earlier master instance handed out (they
  * are nanoseconds of the wall clock, bumped past the last one), so an owner that still refuses
  * an old token never refuses a new put's. */
-static uint64_t next_fence_token(mc_master_t *m)
+uint64_t mc_master_next_token_locked(mc_master_t *m)
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -231,7 +231,8 @@ static uint64_t next_fence_token(mc_master_t *m)
  * only after the segment's owner confirmed a write fence refusing the put's token (its ping
  * carries the confirmation; mc_master_fence_ping). Until then it counts as fenced memory.
  */
-static void extent_quarantine(mc_master_t *m, mc_replica_ref_t ref, uint64_t token, uint64_t now)
+void mc_master_extent_quarantine_locked(mc_master_t *m, mc_replica_ref_t ref, uint64_t token,
+                                        uint64_t now)
 {
     mc_segment_t *s = segment_at(m, ref.seg);
     if (s->fence_count == s->fence_cap) {
@@ -402,7 +403,7 @@ static int pending_revoke(mc_master_t *m, mc_object_t *o, int counted, uint32_t 
                 continue;
             }
             mc_alloc_set_cookie(segment_at(m, p->rep[i].seg)->alloc, p->rep[i].handle, NULL);
-            extent_quarantine(m, p->rep[i], p->token, now);
+            mc_master_extent_quarantine_locked(m, p->rep[i], p->token, now);
         }
     }
     pending_unlink(m, p);
@@ -1270,7 +1271,7 @@ static int start_put(mc_master_t *m, const char *client_id, const char *key, uin
     snprintf(p->client_id, sizeof(p->client_id), "%s", client_id);
 
     pthread_mutex_lock(&m->lock);
-    p->token = next_fence_token(m);
+    p->token = mc_master_next_token_locked(m);
     int rc = start_locked(m, key, (size_t)len, upsert, cfg, want, p, mc_master_now_locked(m));
     if (rc == 0) {
         *count = fill_descs(m, p->rep, p->nrep, size, MC_REPLICA_PROCESSING, out, capacity);

@@ -46,6 +46,10 @@ typedef struct mc_task {
     mc_replica_ref_t tgt[MC_MAX_REPLICAS];
     uint32_t tgt_gen[MC_MAX_REPLICAS];
     unsigned ntgt;
+    /* The targets' fencing token, and whether an executor was given them (then a release
+     * quarantines them until their owners' fences: its writes may still arrive). */
+    uint64_t token;
+    int handed;
     size_t key_len;
     char key[];
 } mc_task_t;
@@ -207,12 +211,18 @@ static int has_replica_on(const mc_object_t *o, uint32_t slot)
 /* Gives back the reserved extents whose mount is still the one they were reserved in. */
 static void release_targets(mc_master_t *m, mc_task_t *t)
 {
+    uint64_t now = t->handed ? mc_master_now_locked(m) : 0;
     for (unsigned i = 0; i < t->ntgt; i++) {
         mc_segment_t *s = mc_master_segment_locked(m, t->tgt[i].seg);
-        if (t->size > 0 && s && s->gen == t->tgt_gen[i])
-            mc_alloc_free(s->alloc, t->tgt[i].handle);
+        if (t->size > 0 && s && s->gen == t->tgt_gen[i]) {
+            if (t->handed)
+                mc_master_extent_quarantine_locked(m, t->tgt[i], t->token, now);
+            else
+                mc_alloc_free(s->alloc, t->tgt[i].handle);
+        }
     }
     t->ntgt = 0;
+    t->handed = 0;
 }
 
 static void prune_finished(struct mc_task_manager *tm, uint64_t max)
@@ -417,7 +427,9 @@ static int locate_source(mc_master_t *m, const mc_object_t *o, mc_task_t *t)
 static int reserve_targets(mc_master_t *m, mc_object_t *o, mc_task_t *t)
 {
     t->ntgt = 0;
+    t->handed = 0;
     t->size = o->size;
+    t->token = mc_master_next_token_locked(m);
     for (unsigned i = 0; i < t->ntargets; i++) {
         uint32_t slot;
         mc_segment_t *s = segment_named(m, t->targets[i], &slot);
@@ -494,8 +506,11 @@ int mc_master_fetch_tasks(mc_master_t *m, const char *client_id, size_t max,
         mc_master_count_op(m, t->type == MC_TASK_REPLICA_COPY ? MC_OP_COPY_START : MC_OP_MOVE_START,
                            0);
         mc_replica_desc_t descs[MC_MAX_REPLICAS];
-        for (unsigned i = 0; i < t->ntgt; i++)
+        for (unsigned i = 0; i < t->ntgt; i++) {
             mc_master_fill_desc_locked(m, t->tgt[i], t->size, MC_REPLICA_PROCESSING, &descs[i]);
+            descs[i].fence_token = t->token; /* its writes carry it; a failure fences it */
+        }
+        t->handed = 1;
         const mc_segment_t *src = mc_master_segment_locked(m, t->src.seg);
         mc_task_assignment_t a = {
             .id = t->id,
