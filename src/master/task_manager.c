@@ -636,15 +636,21 @@ int mc_master_complete_task(mc_master_t *m, const char *client_id, const char *t
         rc = MC_ERR_TASK_NOT_FOUND;
     else if (strcmp(t->client, client_id) != 0)
         rc = MC_ERR_ILLEGAL_CLIENT;
-    else if (t->ring == RING_DRAINING)
-        drained(m, t); /* timed out meanwhile: the executor is done with the extents now */
-    else if (t->status != MC_TASK_PROCESSING)
-        rc = 0; /* already finished (reported twice) */
-    else if (status == MC_TASK_SUCCESS)
-        rc = commit(m, t);
-    else
-        task_fail(m, t, error < 0 ? error : MC_ERR_INTERNAL_ERROR,
-                  message && message[0] ? message : "the executor failed");
+    else {
+        /* A success means every write it made was acknowledged: none can land later, so its
+         * extents need no fence if they are given back. A failure's may still arrive. */
+        if (status == MC_TASK_SUCCESS)
+            t->handed = 0;
+        if (t->ring == RING_DRAINING)
+            drained(m, t); /* timed out meanwhile: the executor is done with the extents now */
+        else if (t->status != MC_TASK_PROCESSING)
+            rc = 0; /* already finished (reported twice) */
+        else if (status == MC_TASK_SUCCESS)
+            rc = commit(m, t);
+        else
+            task_fail(m, t, error < 0 ? error : MC_ERR_INTERNAL_ERROR,
+                      message && message[0] ? message : "the executor failed");
+    }
     pthread_mutex_unlock(&m->lock);
     return rc;
 }

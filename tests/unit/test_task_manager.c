@@ -212,6 +212,40 @@ static void test_processing_timeout_keeps_extents_until_the_late_report(void **s
     mc_master_destroy(m);
 }
 
+/* A task its executor reports failed: its write may still land at the target (a stalled
+ * receiver), so the target extent is quarantined until the target's owner confirms a fence
+ * refusing the task's token — which the executor's writes carried. */
+static void test_failed_task_quarantines_its_target_until_the_owners_fence(void **state)
+{
+    (void)state;
+    mc_master_t *m = new_master(64 * MiB);
+    put_on_a(m, "writer", "k", MiB);
+    const char *targets[] = {"b:1"};
+    char id[MC_TASK_ID_LEN + 1];
+    fetched_t f = {0};
+    assert_int_equal(mc_master_create_copy_task(m, "k", targets, 1, id), 0);
+    assert_int_equal(mc_master_fetch_tasks(m, "ca", 8, on_task, &f), 1);
+    assert_int_equal(used(m), 2 * MiB);
+    assert_int_equal(mc_master_complete_task(m, "ca", id, MC_TASK_FAILED, MC_ERR_TRANSFER_FAIL,
+                                             "writing a target failed"),
+                     0);
+    assert_int_equal(status(m, id), MC_TASK_FAILED);
+    mc_master_tick(m);
+    assert_int_equal(used(m), 2 * MiB); /* quarantined */
+    uint64_t view = 0, tokens[8], upto = 0;
+    size_t n = 0;
+    mc_client_status_t st;
+    assert_int_equal(mc_master_ping(m, "cb", &view, &st), 0);
+    assert_int_equal(mc_master_fence_ping(m, "cb", view, 0, tokens, 8, &n, &upto), 0);
+    assert_int_equal(n, 1); /* the target's owner is asked to refuse the task's token */
+    assert_true(tokens[0] != 0);
+    assert_int_equal(mc_master_fence_ping(m, "cb", view, upto, tokens, 8, &n, &upto), 0);
+    assert_int_equal(n, 0);
+    assert_int_equal(used(m), MiB);
+    assert_int_equal(replicas(m, "k", NULL), 1);
+    mc_master_destroy(m);
+}
+
 static void test_move_keeps_the_source_when_the_target_replica_went(void **state)
 {
     (void)state;
@@ -300,6 +334,7 @@ int main(void)
         cmocka_unit_test(test_copy_commits_after_the_report),
         cmocka_unit_test(test_replaced_object_or_unmounted_target_fails_and_frees),
         cmocka_unit_test(test_processing_timeout_keeps_extents_until_the_late_report),
+        cmocka_unit_test(test_failed_task_quarantines_its_target_until_the_owners_fence),
         cmocka_unit_test(test_move_keeps_the_source_when_the_target_replica_went),
         cmocka_unit_test(test_no_room_on_the_target_is_retried_then_failed),
         cmocka_unit_test(test_replica_clear_takes_own_unleased_objects_only),
