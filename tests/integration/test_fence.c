@@ -11,7 +11,8 @@
  *   - Store over tcp: the holder stopped, put K1 fails over tcp, K2 of the same size put over
  *     shm and acknowledged while the holder is still stopped, the holder resumed; K1's bytes
  *     never appear in the holder's memory and K2 reads back exact (with checksums on: no -801;
- *     off: no wrong bytes) for several seconds.
+ *     off: no wrong bytes) for several seconds. Also with the holder stopped until the master
+ *     expired it, K2 put once it re-mounted.
  *   - Store over shm: a same-host writer stopped mid-copy (failpoint shm.write.admitted) until
  *     the master revoked its put (its client expired); the extent stays quarantined while the
  *     writer is stopped (the holder's fence waits for the writer's admission), the next object
@@ -253,11 +254,14 @@ static size_t words_of_value(pid_t pid, uint64_t start, uint64_t len, uint64_t s
     return hits;
 }
 
-static void store_stalled_holder_case(int checksum)
+/* expire: the holder stays stopped until the master expired it (--client_ttl=2), and K2 is put
+ * once it re-mounted, over tcp (its re-mount is a fence: nothing older lands after it). */
+static void store_stalled_holder_case(int checksum, int expire)
 {
     mc_master_t m;
     mc_holder_t h;
-    assert_int_equal(mc_master_start(&m, 0, NULL), 0);
+    const char *const ttl[] = {"--client_ttl=2", NULL};
+    assert_int_equal(mc_master_start(&m, 0, expire ? ttl : NULL), 0);
     char timeout[32];
     snprintf(timeout, sizeof(timeout), "MC_TRANSFER_TIMEOUT=%d", TIMEOUT_S);
     const char *const env[] = {timeout, NULL};
@@ -284,18 +288,37 @@ static void store_stalled_holder_case(int checksum)
     int rc = mc_store_put(w, "fence/k1", k1, size, NULL);
     print_message("  put K1 with the holder stopped: %d (%s)\n", rc, mc_error_name(rc));
     assert_true(rc < 0);
-    /* Still stopped: K2 of the same size, acknowledged (where K1's extent was, had it been
-     * freed at once). */
-    assert_int_equal(mc_proc_is_frozen(h.proc.pid), 1);
-    rc = mc_store_put(w2, "fence/k2", k2, size, NULL);
-    assert_int_equal(rc, 0);
     mc_replica_desc_t d[4];
     size_t nd = 0;
-    assert_int_equal(mc_store_get_replica_desc(w, "fence/k2", d, 4, &nd), 0);
-    assert_true(nd >= 1);
-    print_message("  K2 acknowledged at %#llx while the holder is stopped\n",
-                  (unsigned long long)d[0].address);
-    assert_int_equal(mc_proc_thaw(h.proc.pid), 0);
+    if (!expire) {
+        /* Still stopped: K2 of the same size, acknowledged (where K1's extent was, had it been
+         * freed at once). */
+        assert_int_equal(mc_proc_is_frozen(h.proc.pid), 1);
+        rc = mc_store_put(w2, "fence/k2", k2, size, NULL);
+        assert_int_equal(rc, 0);
+        assert_int_equal(mc_store_get_replica_desc(w, "fence/k2", d, 4, &nd), 0);
+        assert_true(nd >= 1);
+        print_message("  K2 acknowledged at %#llx while the holder is stopped\n",
+                      (unsigned long long)d[0].address);
+        assert_int_equal(mc_proc_thaw(h.proc.pid), 0);
+    } else {
+        uint64_t deadline = now_ms() + 30000;
+        while (mc_master_metric(&m, "master_expired_clients_total") < 1) {
+            assert_true(now_ms() < deadline);
+            usleep(50 * 1000);
+        }
+        assert_int_equal(mc_proc_is_frozen(h.proc.pid), 1);
+        assert_int_equal(mc_proc_thaw(h.proc.pid), 0);
+        /* Acknowledged once the holder has re-mounted. */
+        while ((rc = mc_store_put(w, "fence/k2", k2, size, NULL)) != 0) {
+            assert_true(now_ms() < deadline);
+            usleep(100 * 1000);
+        }
+        assert_int_equal(mc_store_get_replica_desc(w, "fence/k2", d, 4, &nd), 0);
+        assert_true(nd >= 1);
+        print_message("  K2 acknowledged at %#llx after the holder expired and re-mounted\n",
+                      (unsigned long long)d[0].address);
+    }
     uint64_t seg_start = 0, seg_len = 0;
     mapping_of(h.proc.pid, d[0].address, &seg_start, &seg_len);
     uint64_t until = now_ms() + 5000;
@@ -326,8 +349,15 @@ static void store_stalled_holder_case(int checksum)
 static void test_store_tcp_failed_put_to_a_stalled_holder_never_lands(void **state)
 {
     (void)state;
-    store_stalled_holder_case(1);
-    store_stalled_holder_case(0);
+    store_stalled_holder_case(1, 0);
+    store_stalled_holder_case(0, 0);
+}
+
+static void test_store_tcp_failed_put_to_a_holder_that_expired_never_lands(void **state)
+{
+    (void)state;
+    store_stalled_holder_case(1, 1);
+    store_stalled_holder_case(0, 1);
 }
 
 /* ---- store, shm: a same-host writer stopped mid-copy across a revoke --------------------------
@@ -433,6 +463,8 @@ int main(void)
         cmocka_unit_test_teardown(test_te_rdma_failed_write_to_a_stalled_receiver_never_lands,
                                   teardown),
         cmocka_unit_test_teardown(test_store_tcp_failed_put_to_a_stalled_holder_never_lands,
+                                  teardown),
+        cmocka_unit_test_teardown(test_store_tcp_failed_put_to_a_holder_that_expired_never_lands,
                                   teardown),
         cmocka_unit_test_teardown(test_store_shm_writer_stopped_mid_copy_is_fenced, teardown),
     };
