@@ -2025,7 +2025,7 @@ static int invariants_hold(mc_master_t *m)
         mc_segment_t *s = segment_at(m, m->deferred[i].seg);
         ok = s && mc_alloc_is_live(s->alloc, m->deferred[i].handle) &&
              !mc_alloc_cookie(s->alloc, m->deferred[i].handle) &&
-             (m->deferred[i].readers > 0 || m->deferred[i].jseq != 0);
+             (m->deferred[i].readers > 0 || m->deferred[i].jseq != 0 || m->deferred[i].wfence != 0);
         if (ok) {
             seg_used[m->deferred[i].seg] += mc_alloc_extent_size(s->alloc, m->deferred[i].handle);
             fenced += mc_alloc_extent_size(s->alloc, m->deferred[i].handle);
