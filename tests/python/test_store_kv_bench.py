@@ -832,7 +832,9 @@ class ConsoleAndSummaryTest(BenchTestCase):
 
     def test_progress_lines(self):
         FAKE.fail = lambda m, k: time.sleep(0.002) if m == "put" else None
-        code, _, text = self.run_bench("--scenario", "write_perf", "--runtime", "0.7",
+        # 2 s of 0.2 s intervals: two lines at least even when a loaded host (ASan, ctest -j2)
+        # starves the progress thread for a second (0.7 s once gave a single line).
+        code, _, text = self.run_bench("--scenario", "write_perf", "--runtime", "2.0",
                                        "--nr-objects", "100000", "--progress-interval", "0.2")
         self.assertEqual(code, 0)
         self.assertGreaterEqual(text.count("progress phase=write_perf elapsed="), 2, text)
