@@ -26,3 +26,10 @@ add_test(NAME fault_soak_no_lease
                  --json=${CMAKE_CURRENT_BINARY_DIR}/fault_soak_no_lease.json)
 set_tests_properties(fault_soak_no_lease PROPERTIES TIMEOUT 300
                      ENVIRONMENT "MC_SOAK_SECONDS=${MC_SOAK_NO_LEASE_SECONDS}")
+# The same chaos with checksums off (MC_STORE_CHECKSUM=0 for the soak's clients and its
+# holders): prevention, not the checksum, must keep every successful read exact — a write
+# reported failed or revoked never lands in memory a later value was given (receiver fences).
+add_test(NAME fault_soak_no_checksum
+         COMMAND fault_soak --json=${CMAKE_CURRENT_BINARY_DIR}/fault_soak_no_checksum.json)
+set_tests_properties(fault_soak_no_checksum PROPERTIES TIMEOUT 300
+                     ENVIRONMENT "MC_SOAK_SECONDS=${MC_SOAK_NO_LEASE_SECONDS};MC_STORE_CHECKSUM=0")
