@@ -282,8 +282,8 @@ static void store_stalled_holder_case(int checksum, int expire)
     mc_payload_fill(k2, size, 22);
 
     /* Both writers know the holder's segment (K2's maps its shared memory) before it stops. */
-    assert_int_equal(mc_store_put(w, "fence/warm-tcp", k2, 4096, NULL), 0);
-    assert_int_equal(mc_store_put(w2, "fence/warm-shm", k2, 4096, NULL), 0);
+    assert_int_equal(mc_test_put_retry(w, "fence/warm-tcp", k2, 4096, NULL, 30000), 0);
+    assert_int_equal(mc_test_put_retry(w2, "fence/warm-shm", k2, 4096, NULL, 30000), 0);
     assert_int_equal(mc_proc_freeze(h.proc.pid, 5000), 0);
     int rc = mc_store_put(w, "fence/k1", k1, size, NULL);
     print_message("  put K1 with the holder stopped: %d (%s)\n", rc, mc_error_name(rc));

@@ -517,9 +517,9 @@ static void test_batch_judges_each_keys_lease_alone(void **state)
     on1.preferred_segment = h1.segment;
     on2.preferred_segment = h2.segment;
     mc_payload_fill(v, size, 3);
-    assert_int_equal(mc_store_put(s, "batch/quick", v, size, &on1), 0);
+    assert_int_equal(mc_test_put_retry(s, "batch/quick", v, size, &on1, 30000), 0);
     mc_payload_fill(v, size, 4);
-    assert_int_equal(mc_store_put(s, "batch/stalled", v, size, &on2), 0);
+    assert_int_equal(mc_test_put_retry(s, "batch/stalled", v, size, &on2, 30000), 0);
     /* The second key's holder stalls: its read fails after the 2 s transfer timeout, so the
      * batch as a whole outlives the 1 s lease; the first key's read took milliseconds. */
     assert_int_equal(mc_proc_freeze(h2.proc.pid, 5000), 0);

@@ -146,7 +146,7 @@ static void falls_over(const char *protocol)
     mc_payload_fill(v, VALUE_LEN, 77);
     mc_replicate_config_t rc = MC_REPLICATE_CONFIG_INIT;
     rc.replica_num = 2;
-    assert_int_equal(mc_store_put(s, "to/k", v, VALUE_LEN, &rc), 0);
+    assert_int_equal(mc_test_put_retry(s, "to/k", v, VALUE_LEN, &rc, 30000), 0);
     mc_replica_desc_t d[4];
     size_t count = 0;
     assert_int_equal(mc_store_get_replica_desc(s, "to/k", d, 4, &count), 0);

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -297,4 +298,19 @@ mc_store_t *mc_test_client(const mc_master_t *m, int checksum, int disable_shm)
     if (disable_shm)
         unsetenv("MC_DISABLE_SHM");
     return rc == 0 ? s : NULL;
+}
+
+int mc_test_put_retry(mc_store_t *s, const char *key, const void *value, size_t size,
+                      const mc_replicate_config_t *cfg, int timeout_ms)
+{
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        int rc = mc_store_put(s, key, value, size, cfg);
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        long long ms = (t.tv_sec - t0.tv_sec) * 1000LL + (t.tv_nsec - t0.tv_nsec) / 1000000;
+        if (rc == 0 || ms >= timeout_ms)
+            return rc;
+        usleep(100 * 1000);
+    }
 }

@@ -69,6 +69,13 @@ int mc_holder_start_at(mc_holder_t *h, const mc_master_t *m, const char *host, c
  * checksums off when !checksum, tcp only (MC_DISABLE_SHM=1 while it starts) with disable_shm.
  * NULL when setup failed. */
 mc_store_t *mc_test_client(const mc_master_t *m, int checksum, int disable_shm);
+/*
+ * A put that sets a test up, tried again (every 100 ms, up to timeout_ms) while it fails: a
+ * holder that just started, on a loaded host, may answer its first handshake after a short
+ * MC_TRANSFER_TIMEOUT has passed. 0, or the last error.
+ */
+int mc_test_put_retry(mc_store_t *s, const char *key, const void *value, size_t size,
+                      const mc_replicate_config_t *cfg, int timeout_ms);
 /* Body of GET http://127.0.0.1:port/path (malloc'd, at most 1 MiB), or NULL. */
 char *mc_http_get(int port, const char *path);
 /* The master's metric `name` from its /metrics, or -1 when the master cannot be asked. */
