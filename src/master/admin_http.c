@@ -757,8 +757,11 @@ static void render_summary(mc_admin_http_t *a, FILE *f)
             st.soft_pinned_count, st.hard_pinned_count);
     fprintf(f, "Clients: %" PRIu64 " live, %" PRIu64 " expired since start\n", st.client_count,
             st.expired_clients);
-    fprintf(f, "Eviction: %" PRIu64 " keys in %" PRIu64 " runs; revoked puts: %" PRIu64 "\n",
-            st.evicted_keys, st.eviction_runs, st.revoked_puts);
+    fprintf(f,
+            "Eviction: %" PRIu64 " keys in %" PRIu64 " runs; revoked puts: %" PRIu64
+            "; quarantined extents: %" PRIu64 " (%" PRIu64 " freed after their holder's fence)\n",
+            st.evicted_keys, st.eviction_runs, st.revoked_puts, st.quarantined_extents,
+            st.quarantine_freed);
     if (st.offload_enabled) {
         char bytes[32], dused[32], dcap[32];
         fprintf(f,
