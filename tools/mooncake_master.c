@@ -238,6 +238,7 @@ typedef struct master_opts {
     int64_t offload_task_timeout_sec;
     int64_t offload_max_attempts;
     uint64_t offload_put_wait_ms;
+    uint64_t fence_put_wait_ms;
     int64_t offloading_queue_limit;
     int promotion_on_hit;
     int64_t promotion_admission_threshold;
@@ -342,6 +343,7 @@ static void opts_default(master_opts_t *o)
     o->offload_task_timeout_sec = 60;
     o->offload_max_attempts = 3;
     o->offload_put_wait_ms = 10000;
+    o->fence_put_wait_ms = 1000;
     o->offloading_queue_limit = 50000;
     o->promotion_admission_threshold = 2;
     o->promotion_queue_limit = 50000;
@@ -469,6 +471,8 @@ static size_t flags_table(master_opts_t *o, mc_flag_t *out, size_t cap)
                  "leases of one offload task before it is failed (and logged)"),
         FLAG("offload_put_wait_ms", MC_FLAG_DURATION_MS, offload_put_wait_ms,
              "how long a put short of memory waits for pending offloads before -200"),
+        FLAG("fence_put_wait_ms", MC_FLAG_DURATION_MS, fence_put_wait_ms,
+             "how long a put short of memory waits for fenced extents before evicting"),
         FLAG_INT("offloading_queue_limit", offloading_queue_limit, 1, 100000000,
                  "offload tasks queued per client; beyond, objects are not queued"),
         FLAG("promotion_on_hit", MC_FLAG_BOOL, promotion_on_hit,
@@ -1164,6 +1168,7 @@ static void master_config_from(const master_opts_t *o, mc_master_config_t *c)
     c->offload_task_timeout_ms = (uint64_t)o->offload_task_timeout_sec * 1000;
     c->offload_max_attempts = (uint32_t)o->offload_max_attempts;
     c->offload_put_wait_ms = o->offload_put_wait_ms;
+    c->fence_put_wait_ms = o->fence_put_wait_ms;
     c->offloading_queue_limit = (uint64_t)o->offloading_queue_limit;
     c->promotion_on_hit = o->promotion_on_hit && o->enable_offload;
     int64_t thr = o->promotion_admission_threshold;

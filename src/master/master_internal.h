@@ -210,12 +210,6 @@ typedef struct mc_deferred_free {
     uint64_t wfence;
 } mc_deferred_free_t;
 
-/* A put short of memory waits (the client retries) rather than evict live objects while fences
- * would make room, for this long from the first put that waited for each: their readers normally
- * release within a transfer's time. After that (a reader stopped or gone) the fence waits for its
- * lease alone and no longer holds eviction back. */
-#define MC_FENCE_PATIENCE_MS 1000
-
 /*
  * An address range of a segment that was unmounted while read leases still covered extents in
  * it: a mount of the same name overlapping it is refused (MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS)

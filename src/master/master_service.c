@@ -53,6 +53,7 @@ void mc_master_config_default(mc_master_config_t *config)
         .offload_task_timeout_ms = 60000,
         .offload_max_attempts = 3,
         .offload_put_wait_ms = 10000,
+        .fence_put_wait_ms = 1000,
         .offloading_queue_limit = 50000,
         .promotion_admission_threshold = 2,
         .promotion_queue_limit = 50000,
@@ -259,7 +260,7 @@ void mc_master_extent_quarantine_locked(mc_master_t *m, mc_replica_ref_t ref, ui
      * ping or two) rather than evict live objects. */
     deferred_push(m, (mc_deferred_free_t){.seg = ref.seg,
                                           .handle = ref.handle,
-                                          .free_at = now + MC_FENCE_PATIENCE_MS,
+                                          .free_at = now + m->cfg.fence_put_wait_ms,
                                           .wfence = seq});
 }
 
@@ -306,18 +307,19 @@ void mc_master_deferred_sweep_locked(mc_master_t *m, uint64_t now)
     deferred_sweep(m, now);
 }
 
-static int fence_worth_waiting(const mc_deferred_free_t *d, uint64_t now)
+static int fence_worth_waiting(const mc_master_t *m, const mc_deferred_free_t *d, uint64_t now)
 {
-    return d->free_at > now && (d->waited_from == 0 || now - d->waited_from < MC_FENCE_PATIENCE_MS);
+    return d->free_at > now &&
+           (d->waited_from == 0 || now - d->waited_from < m->cfg.fence_put_wait_ms);
 }
 
-/* Bytes of fences a put may still wait for (MC_FENCE_PATIENCE_MS). */
+/* Bytes of fences a put may still wait for (cfg.fence_put_wait_ms). */
 static uint64_t waitable_fenced_bytes(const mc_master_t *m, uint64_t now)
 {
     uint64_t bytes = 0;
     for (size_t i = 0; i < m->deferred_count; i++) {
         const mc_deferred_free_t *d = &m->deferred[i];
-        if (fence_worth_waiting(d, now))
+        if (fence_worth_waiting(m, d, now))
             bytes += mc_alloc_extent_size(segment_at(m, d->seg)->alloc, d->handle);
     }
     return bytes;
@@ -328,7 +330,7 @@ static void fences_waited_for(mc_master_t *m, uint64_t now)
 {
     for (size_t i = 0; i < m->deferred_count; i++) {
         mc_deferred_free_t *d = &m->deferred[i];
-        if (d->waited_from == 0 && fence_worth_waiting(d, now))
+        if (d->waited_from == 0 && fence_worth_waiting(m, d, now))
             d->waited_from = now;
     }
 }
@@ -1237,8 +1239,9 @@ uint64_t mc_master_put_wait_ms(mc_master_t *m, uint64_t size)
     uint64_t now = mc_master_now_locked(m);
     /* Twice the patience: by then the fences are free, or waited for long enough that a put
      * evicts instead. */
-    uint64_t fence_ms =
-        size > 0 && waitable_fenced_bytes(m, now) >= align_up(size) ? 2 * MC_FENCE_PATIENCE_MS : 0;
+    uint64_t fence_ms = size > 0 && waitable_fenced_bytes(m, now) >= align_up(size)
+                            ? 2 * m->cfg.fence_put_wait_ms
+                            : 0;
     pthread_mutex_unlock(&m->lock);
     return offload_ms > fence_ms ? offload_ms : fence_ms;
 }

@@ -60,7 +60,13 @@ typedef struct mc_master_config {
     uint32_t offload_max_attempts;    /* 3: leases of one task before it is failed */
     uint64_t offload_put_wait_ms;     /* 10000: a put short of memory while offloads are
                                          pending retries this long before -200 */
-    uint64_t offloading_queue_limit;  /* 50000 tasks per client; beyond, not queued */
+    /* 1000: a put short of memory waits (the client retries) this long, from the first put that
+     * waited for each, for fenced extents (a removed object's readers still inside their leases,
+     * a revoked put's quarantine) rather than evict live objects: readers normally release within
+     * a transfer's time. After that (a reader stopped or gone) the fence waits for its lease
+     * alone and no longer holds eviction back. */
+    uint64_t fence_put_wait_ms;
+    uint64_t offloading_queue_limit; /* 50000 tasks per client; beyond, not queued */
     /* Promotion of disk-only objects back to memory on a hit (promotion.c; matches upstream's
      * --promotion_on_hit family). Active only with enable_offload. */
     int promotion_on_hit;                   /* 0 */

@@ -73,12 +73,17 @@ typedef struct cluster {
     mc_holder_t h;
 } cluster_t;
 
-static void cluster_up_with(cluster_t *c, unsigned pool_mib)
+static void cluster_up_extra(cluster_t *c, unsigned pool_mib, const char *const *extra)
 {
     char seg[32];
     snprintf(seg, sizeof(seg), "%uMB", pool_mib);
-    assert_int_equal(mc_master_start(&c->m, 0, NULL), 0);
+    assert_int_equal(mc_master_start(&c->m, 0, extra), 0);
     assert_int_equal(mc_holder_start(&c->h, &c->m, seg, NULL, NULL, 30000), 0);
+}
+
+static void cluster_up_with(cluster_t *c, unsigned pool_mib)
+{
+    cluster_up_extra(c, pool_mib, NULL);
 }
 
 static void cluster_up(cluster_t *c)
@@ -478,7 +483,10 @@ static void test_put_waits_for_a_reader_to_release_fenced_memory(void **state)
 {
     (void)state;
     cluster_t c;
-    cluster_up_with(&c, FENCE_POOL_MIB);
+    /* The put's patience outlasts the resumed reader's copy on a loaded host: the test is about
+     * waiting instead of evicting, not about how fast a reader finishes. */
+    const char *const extra[] = {"--fence_put_wait_ms=20000", NULL};
+    cluster_up_extra(&c, FENCE_POOL_MIB, extra);
     mc_store_t *s = new_client(&c);
     void *v = malloc(FENCE_BIG);
     assert_non_null(v);
