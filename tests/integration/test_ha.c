@@ -1,5 +1,5 @@
 /*
- * test_ha.c — master high availability on a real 3-member etcd cluster (issue 15).
+ * test_ha.c — master high availability on a real 3-member etcd cluster.
  *
  * Every case runs real processes on loopback: etcd (Debian's 3.4), two or three mooncake_master
  * with --enable_ha --enable_oplog, two mooncake_client memory holders and store clients that all
@@ -560,7 +560,7 @@ static void planned_restart_of_every_master(void **state)
 }
 
 /*
- * Issue 15's attacker: a remove that reaches a new leader before the holders re-mounted used to
+ * A remove that reaches a new leader before the holders re-mounted used to
  * be answered -704 and forget the hidden restored record without logging a DEL; the log kept
  * naming the key at memory the leader then handed to new puts, and the next failover brought
  * the removed keys back over those puts' bytes (105 of 200 read another object's bytes, 105 of
@@ -657,11 +657,11 @@ static void remove_before_remount_loses_nothing(void **state)
 }
 
 /*
- * Issue 15's attacker: a put allocated by a leader that then died, its writer stalled between
- * PutStart and the transfer, used to write over objects the new leader had placed in the same
- * memory (8 of 400 acknowledged objects then held the stale writer's bytes). A put's transfer
- * now carries the segment's mount epoch, and the holder, re-mounted at the new leader, refuses
- * it (tcp; shm and rdma are covered by the readers' checksums: docs/ha.md).
+ * The stale writer: a put allocated by a leader that then died, its writer stalled between
+ * PutStart and the transfer, must not write over objects the new leader placed in the same
+ * memory (it did: 8 of 400 acknowledged objects once held the stale writer's bytes). A put's
+ * transfer carries the segment's mount epoch, and the holder, re-mounted at the new leader,
+ * refuses it. This case is tcp; test_fence_ha has the same writer over shm.
  */
 static void stale_writer_cannot_overwrite(void **state)
 {

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -296,4 +297,60 @@ int mc_proc_freeze(pid_t pid, int timeout_ms)
 int mc_proc_thaw(pid_t pid)
 {
     return pid > 0 && kill(pid, SIGCONT) == 0 ? 0 : -1;
+}
+
+int mc_proc_peek(pid_t pid, uint64_t addr, void *out, size_t len)
+{
+    size_t done = 0;
+    while (done < len) {
+        struct iovec l = {(char *)out + done, len - done};
+        struct iovec r = {(void *)(uintptr_t)(addr + done), len - done};
+        ssize_t n = process_vm_readv(pid, &l, 1, &r, 1, 0);
+        if (n <= 0)
+            return -1;
+        done += (size_t)n;
+    }
+    return 0;
+}
+
+int mc_proc_mapping_of(pid_t pid, uint64_t addr, uint64_t *start, uint64_t *len)
+{
+    char path[64], line[512];
+    snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    int found = 0;
+    while (!found && fgets(line, sizeof(line), f)) {
+        unsigned long long a, b;
+        if (sscanf(line, "%llx-%llx", &a, &b) == 2 && addr >= a && addr < b) {
+            *start = a;
+            *len = b - a;
+            found = 1;
+        }
+    }
+    fclose(f);
+    return found ? 0 : -1;
+}
+
+long long mc_proc_count_words(pid_t pid, uint64_t start, uint64_t len, const uint64_t *probe,
+                              size_t nprobe)
+{
+    const size_t chunk = 4u << 20;
+    uint64_t *buf = malloc(chunk);
+    if (!buf)
+        return -1;
+    long long hits = 0;
+    for (uint64_t off = 0; off < len; off += chunk) {
+        size_t n = len - off < chunk ? (size_t)(len - off) : chunk;
+        if (mc_proc_peek(pid, start + off, buf, n) != 0) {
+            free(buf);
+            return -1;
+        }
+        for (size_t i = 0; i < n / 8; i++)
+            for (size_t k = 0; k < nprobe; k++)
+                hits += buf[i] == probe[k];
+    }
+    free(buf);
+    return hits;
 }

@@ -9,6 +9,7 @@
 #define MC_TEST_PROC_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 
@@ -52,6 +53,18 @@ int mc_proc_freeze(pid_t pid, int timeout_ms);
 int mc_proc_is_frozen(pid_t pid);
 /* Resumes a process stopped by mc_proc_freeze (SIGCONT); 0, or -1 when it cannot be signalled. */
 int mc_proc_thaw(pid_t pid);
+
+/* Another process's memory (process_vm_readv; the caller needs ptrace rights over pid, as root
+ * has). The target may be running or stopped. */
+/* Reads len bytes at addr of pid; 0, or -1 when any of them cannot be read. */
+int mc_proc_peek(pid_t pid, uint64_t addr, void *out, size_t len);
+/* The mapping of pid (a line of /proc/PID/maps) that contains addr: [*start, *start + *len);
+ * 0, or -1 when none does. */
+int mc_proc_mapping_of(pid_t pid, uint64_t addr, uint64_t *start, uint64_t *len);
+/* How many aligned 8-byte words of [start, start + len) in pid equal one of probe[0..nprobe):
+ * a search of a process's memory for any trace of a value. -1 when the range cannot be read. */
+long long mc_proc_count_words(pid_t pid, uint64_t start, uint64_t len, const uint64_t *probe,
+                              size_t nprobe);
 
 /* Writes `line` to the child's stdin; 0, or -1 when it could not be written whole. */
 int mc_proc_send(mc_proc_t *p, const char *line);
