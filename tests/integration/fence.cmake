@@ -3,7 +3,7 @@
 # queued or mid-copy. Real processes; memory read with process_vm_readv.
 mc_add_test(test_fence SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_fence.c
             ${CMAKE_CURRENT_SOURCE_DIR}/../support/proc.c
-            ${CMAKE_CURRENT_SOURCE_DIR}/../support/cluster.c LIBS mc_store TIMEOUT 300)
+            ${CMAKE_CURRENT_SOURCE_DIR}/../support/cluster.c LIBS mc_store TIMEOUT 600)
 target_include_directories(test_fence PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/../support)
 add_dependencies(test_fence te_peer store_rw mooncake_client mooncake_master)
 # The same across a master failover (3-member etcd, two masters with HA and the operation log): a
@@ -11,7 +11,7 @@ add_dependencies(test_fence te_peer store_rw mooncake_client mooncake_master)
 mc_add_test(test_fence_ha SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_fence_ha.c
             ${CMAKE_CURRENT_SOURCE_DIR}/../support/proc.c
             ${CMAKE_CURRENT_SOURCE_DIR}/../support/cluster.c
-            ${CMAKE_CURRENT_SOURCE_DIR}/../support/etcd_cluster.c LIBS mc_store TIMEOUT 400)
+            ${CMAKE_CURRENT_SOURCE_DIR}/../support/etcd_cluster.c LIBS mc_store TIMEOUT 600)
 target_include_directories(test_fence_ha PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/../support
                            ${PROJECT_SOURCE_DIR}/src/common)
 add_dependencies(test_fence_ha store_rw mooncake_client mooncake_master)

@@ -333,24 +333,48 @@ int mc_proc_mapping_of(pid_t pid, uint64_t addr, uint64_t *start, uint64_t *len)
     return found ? 0 : -1;
 }
 
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
 long long mc_proc_count_words(pid_t pid, uint64_t start, uint64_t len, const uint64_t *probe,
                               size_t nprobe)
 {
+    /* Sorted probe words, searched per word of memory: a 64 MiB segment against 512 probes
+     * is 8 M binary searches, not 4 G comparisons (which took minutes on a loaded 2-core host). */
     const size_t chunk = 4u << 20;
-    uint64_t *buf = malloc(chunk);
-    if (!buf)
+    uint64_t *buf = malloc(chunk), *sorted = malloc((nprobe ? nprobe : 1) * sizeof(uint64_t));
+    if (!buf || !sorted) {
+        free(buf);
+        free(sorted);
         return -1;
+    }
+    memcpy(sorted, probe, nprobe * sizeof(uint64_t));
+    qsort(sorted, nprobe, sizeof(uint64_t), cmp_u64);
     long long hits = 0;
     for (uint64_t off = 0; off < len; off += chunk) {
         size_t n = len - off < chunk ? (size_t)(len - off) : chunk;
         if (mc_proc_peek(pid, start + off, buf, n) != 0) {
             free(buf);
+            free(sorted);
             return -1;
         }
-        for (size_t i = 0; i < n / 8; i++)
-            for (size_t k = 0; k < nprobe; k++)
-                hits += buf[i] == probe[k];
+        for (size_t i = 0; i < n / 8; i++) {
+            size_t lo = 0, hi = nprobe;
+            while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                if (sorted[mid] < buf[i])
+                    lo = mid + 1;
+                else
+                    hi = mid;
+            }
+            for (size_t k = lo; k < nprobe && sorted[k] == buf[i]; k++)
+                hits++; /* each equal probe word counts, as before */
+        }
     }
     free(buf);
+    free(sorted);
     return hits;
 }
