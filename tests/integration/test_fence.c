@@ -427,5 +427,7 @@ int main(void)
                                   teardown),
         cmocka_unit_test_teardown(test_store_shm_writer_stopped_mid_copy_is_fenced, teardown),
     };
+    if (getenv("MC_TEST_FILTER")) /* e.g. MC_TEST_FILTER='*rdma*' */
+        cmocka_set_test_filter(getenv("MC_TEST_FILTER"));
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -71,7 +71,9 @@ int mc_proc_send(mc_proc_t *p, const char *line);
 /* Reads one line (without its newline) of the child's stdout into out[0..cap), waiting up to
  * timeout_ms; 0, or -1 on timeout or end of output. */
 int mc_proc_read_line(mc_proc_t *p, char *out, size_t cap, int timeout_ms);
-/* A free TCP port on 127.0.0.1 (bound then released). */
+/* A free TCP port on 127.0.0.1 (bound then released), chosen below the kernel's range for
+ * outgoing connections' source ports, so that it stays free for a server restarted on it.
+ * Not thread-safe (one seed per process). */
 int mc_test_free_port(void);
 
 #endif
