@@ -32,6 +32,7 @@
 #include "auth.h"
 #include "flags.h"
 #include "ha.h"
+#include "liveness.h"
 #include "journal.h"
 #include "oplog.h"
 #include "log.h"
@@ -1299,8 +1300,9 @@ typedef struct master_servers {
     mc_oplog_t *oplog;                  /* --enable_oplog */
     int sync_ack;                       /* --oplog_sync_ack */
     atomic_uint_fast64_t durable_local; /* the master's journal seq committed in etcd */
-    uint64_t oplog_backlog; /* new writes wait while more entries than this wait for etcd */
-    int deposed_efd;        /* --enable_ha: written when this master lost leadership */
+    uint64_t oplog_backlog;  /* new writes wait while more entries than this wait for etcd */
+    int deposed_efd;         /* --enable_ha: written when this master lost leadership */
+    mc_liveness_t *liveness; /* the failure detector the RPC server tells of closed clients */
 } master_servers_t;
 
 /* Until the election runs, serve nothing. */
@@ -1331,7 +1333,9 @@ static void servers_stop_listeners(master_servers_t *s)
         mc_etcd_destroy(s->log_etcd);
     mc_http_metadata_server_stop(s->metadata);
     mc_admin_http_stop(s->admin);
-    mc_rpc_server_stop(s->rpc);
+    mc_rpc_server_stop(s->rpc); /* first: its hook tells the detector */
+    mc_liveness_stop(s->liveness);
+    s->liveness = NULL;
     s->metadata = NULL;
     s->admin = NULL;
     s->rpc = NULL;
@@ -1489,6 +1493,11 @@ static int servers_start(const master_opts_t *o, master_servers_t *s)
     /* With --enable_ha the RPC server answers nothing until this master leads (the gate). */
     if (rc == 0 && o->enable_ha)
         mc_rpc_server_set_gate(s->rpc, gate_closed, NULL);
+    /* A holder's closed connection starts a probe of its endpoints (liveness.h). */
+    if (rc == 0)
+        rc = mc_liveness_start(s->master, &s->liveness);
+    if (rc == 0)
+        mc_rpc_server_set_peer_closed(s->rpc, mc_liveness_peer_closed, s->liveness);
     if (rc == 0 && o->enable_http_metadata_server) {
         mc_http_metadata_server_options_t mo = {.cluster_secret = o->cluster_secret,
                                                 .cluster_secret_file = o->cluster_secret_file,

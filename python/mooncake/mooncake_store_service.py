@@ -50,7 +50,8 @@ HMAC-SHA-256(secret, "mc-auth-v1 rest" | method | path | nonce | SHA-256(body)) 
 below computes it); anything else gets 401 and nothing happens. The header's format and its
 nonce are checked before the body is read (a request without a valid nonce gets 401, its body
 unread, and the connection closed), so without the secret nothing but the header is read. Costs
-are bounded: at most --max-connections (16) connections are served at once (more are closed),
+are bounded: at most --max-connections (16) connections are served at once (more are closed;
+one peer address holds at most a quarter of 16 or more, so one flooding peer leaves the rest),
 so bodies held in memory are at most 16 x 100 MB; a connection idle for 30 s is closed; every
 request has an absolute bound of --request-timeout seconds (30), counted from the connection's
 accept or the previous response on it, to its response sent, however slowly its bytes trickle
@@ -143,6 +144,9 @@ class _Nonces:
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    # socketserver's default listen backlog is 5: a burst of connections (a flood, or many
+    # clients at once) then drops new peers' SYNs, and they wait a second per retransmit
+    request_queue_size = 128
 
     def __init__(self, address, handler, service, max_connections,
                  request_timeout=REQUEST_TIMEOUT_S):
@@ -152,6 +156,11 @@ class _Server(ThreadingHTTPServer):
             address = (host.strip("[]"), address[1])
         self.service = service
         self._slots = threading.BoundedSemaphore(max_connections)
+        # one peer (an address, whatever its ports) holds at most a quarter of the slots (of 16
+        # or more), so a flood of idle connections from it leaves the rest to everybody else
+        self._per_peer = max_connections // 4 if max_connections >= 16 else max_connections
+        self._peer_lock = threading.Lock()
+        self._peer_count = {}  # address -> connections it holds
         self.request_timeout = request_timeout
         self.timed_out = 0  # connections closed by the watchdog
         self._watch_lock = threading.Lock()
@@ -197,18 +206,39 @@ class _Server(ThreadingHTTPServer):
         super().server_close()
 
     def process_request(self, request, client_address):
+        host = client_address[0] if isinstance(client_address, tuple) else client_address
+        with self._peer_lock:
+            held = self._peer_count.get(host, 0)
+            if held < self._per_peer:
+                self._peer_count[host] = held + 1
+        if held >= self._per_peer:
+            logging.warning("REST API: %s holds %d connections, the limit for one peer; "
+                            "closing its new one", host, held)
+            self.shutdown_request(request)
+            return
         if not self._slots.acquire(blocking=False):
+            self._peer_done(host)
             logging.warning("REST API: more than the connection limit open; closing %s",
                             client_address)
             self.shutdown_request(request)
             return
         super().process_request(request, client_address)
 
+    def _peer_done(self, host):
+        with self._peer_lock:
+            held = self._peer_count.get(host, 0) - 1
+            if held > 0:
+                self._peer_count[host] = held
+            else:
+                self._peer_count.pop(host, None)
+
     def process_request_thread(self, request, client_address):
         try:
             super().process_request_thread(request, client_address)
         finally:
             self._slots.release()
+            self._peer_done(client_address[0] if isinstance(client_address, tuple)
+                            else client_address)
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -255,8 +255,11 @@ static void render_limit_metrics(mc_admin_http_t *a, FILE *f, const mc_master_st
     metric(f, "master_mount_refused_total", "counter",
            "Segment mounts refused for a size above --max_segment_size.", st->mounts_refused);
     metric(f, "master_admin_http_connections_refused_total", "counter",
-           "Admin HTTP connections refused over the connection limit.",
+           "Admin HTTP connections refused over the connection limit or one peer's share.",
            mc_http_guard_refused(&a->guard));
+    metric(f, "master_admin_http_connections_refused_per_peer_total", "counter",
+           "Of those, refused because their peer already held a quarter of the limit.",
+           mc_http_guard_refused_per_peer(&a->guard));
     metric(f, "master_admin_http_requests_timed_out_total", "counter",
            "Admin HTTP connections closed for a request over the time bound.",
            mc_http_guard_timed_out(&a->guard));
@@ -650,6 +653,10 @@ static void render_metrics(mc_admin_http_t *a, FILE *f)
     metric(f, "master_hard_pinned_keys", "gauge", "Hard-pinned objects.", st.hard_pinned_count);
     metric(f, "master_expired_clients_total", "counter",
            "Clients dropped after their liveness TTL since start.", st.expired_clients);
+    metric(f, "master_gone_clients_total", "counter",
+           "Clients whose process was found gone (connection closed, endpoints refusing) since "
+           "start.",
+           st.gone_clients);
     metric(f, "master_revoked_puts_total", "counter",
            "Puts revoked by timeout or client expiry since start.", st.revoked_puts);
     metric(f, "master_quarantined_extents_total", "counter",
@@ -697,7 +704,11 @@ static void render_metrics(mc_admin_http_t *a, FILE *f)
     metric(f, "master_rpc_connections_total", "counter", "RPC connections accepted since start.",
            rs.connections_accepted);
     metric(f, "master_rpc_connections_rejected_total", "counter",
-           "RPC connections refused over the connection limit.", rs.connections_rejected);
+           "RPC connections refused over the connection limit or one peer's share.",
+           rs.connections_rejected);
+    metric(f, "master_rpc_connections_rejected_per_peer_total", "counter",
+           "Of those, refused because their peer already held a quarter of the limit.",
+           rs.connections_rejected_per_peer);
     metric(f, "master_rpc_protocol_errors_total", "counter",
            "RPC connections closed for a malformed frame or body.", rs.protocol_errors);
     metric(f, "master_rpc_auth_refused_total", "counter",
@@ -755,8 +766,10 @@ static void render_summary(mc_admin_http_t *a, FILE *f)
             ", soft-pinned %" PRIu64 ", hard-pinned %" PRIu64 ")\n",
             st.key_count, st.complete_count, st.processing_count, st.leased_count,
             st.soft_pinned_count, st.hard_pinned_count);
-    fprintf(f, "Clients: %" PRIu64 " live, %" PRIu64 " expired since start\n", st.client_count,
-            st.expired_clients);
+    fprintf(f,
+            "Clients: %" PRIu64 " live, %" PRIu64 " expired and %" PRIu64
+            " found gone since start\n",
+            st.client_count, st.expired_clients, st.gone_clients);
     fprintf(f,
             "Eviction: %" PRIu64 " keys in %" PRIu64 " runs; revoked puts: %" PRIu64
             "; quarantined extents: %" PRIu64 " (%" PRIu64 " freed after their holder's fence)\n",

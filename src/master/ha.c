@@ -34,6 +34,7 @@ struct mc_ha {
     int64_t lease;                 /* election thread, renewal thread while leading */
     int64_t my_version;            /* create revision of our view key while leading */
     atomic_int deposed;            /* set once by whoever notices first */
+    atomic_int deadline_said;      /* the gate's "deadline passed" line was logged */
     pthread_mutex_t view_lock;
     char view_leader[MC_ENDPOINT_MAX];
     int64_t view_version;
@@ -253,6 +254,7 @@ static void *election_main(void *arg)
             nap(ha, ha->cfg.poll_ms * 4);
             continue;
         }
+        atomic_store(&ha->deadline_said, 0);
         set_state(ha, MC_HA_SERVING);
         /* Serve until deposed or stopped; the renewal thread decides. */
         stop_renewal(ha);
@@ -363,12 +365,31 @@ int mc_ha_may_serve(const mc_ha_t *ha)
     if (!ha)
         return 1;
     mc_ha_t *h = (mc_ha_t *)ha;
-    return atomic_load(&h->state) == MC_HA_SERVING && mc_now_ms() < atomic_load(&h->deadline);
+    if (atomic_load(&h->state) != MC_HA_SERVING)
+        return 0;
+    uint64_t deadline = atomic_load(&h->deadline);
+    if (mc_now_ms() < deadline)
+        return 1;
+    /* The gate stops serving here, up to a renewal period before the renewal thread deposes
+     * this master: say so now, once, so that the log never shows it serving past this point
+     * (a deadline of 0 is a handover or a deposition, logged where it happens). */
+    if (deadline != 0 && !atomic_exchange(&h->deadline_said, 1))
+        MC_WARN("HA: the serving deadline passed without a renewed lease: deposed, answering "
+                "nothing from now on");
+    return 0;
 }
 
 mc_ha_state_t mc_ha_state(const mc_ha_t *ha)
 {
-    return ha ? (mc_ha_state_t)atomic_load(&((mc_ha_t *)ha)->state) : MC_HA_SERVING;
+    if (!ha)
+        return MC_HA_SERVING;
+    mc_ha_t *h = (mc_ha_t *)ha;
+    mc_ha_state_t s = (mc_ha_state_t)atomic_load(&h->state);
+    /* Serving only while the gate serves: past the deadline it is deposed, whether or not the
+     * renewal thread has noticed yet (a poller must never see two leaders serving). */
+    if (s == MC_HA_SERVING && mc_now_ms() >= atomic_load(&h->deadline))
+        return MC_HA_DEPOSED;
+    return s;
 }
 
 void mc_ha_view(const mc_ha_t *ha, char *leader, size_t cap, int64_t *view_version)

@@ -78,6 +78,8 @@ void mc_ha_stop(mc_ha_t *ha);
 void mc_ha_resign(mc_ha_t *ha, const char *why);
 /* 1 while this master leads, serves and is inside its lease deadline; else 0. NULL (no HA): 1. */
 int mc_ha_may_serve(const mc_ha_t *ha);
+/* The state; MC_HA_DEPOSED as soon as a serving master's deadline passed (when its gate stops
+ * serving), even before the renewal thread has noticed. */
 mc_ha_state_t mc_ha_state(const mc_ha_t *ha);
 /* Upstream's state names for /ha_status: starting, standby, candidate, recovering, serving,
  * plus deposed and stopped. */

@@ -80,6 +80,10 @@ typedef struct mc_client {
     uint64_t last_seen_ms;
     uint64_t fallback_reads;      /* the running total it last reported */
     uint64_t checksum_mismatches; /* likewise */
+    /* Its process was found gone (liveness.h): its segments are unmounted and its puts revoked;
+     * the record stays until its TTL (its offloaded files wait for a restarted holder to take
+     * them over) and a ping is told to re-mount. A mount or remount clears it. */
+    int gone;
 } mc_client_t;
 
 /* ---- offload (offload.c) -------------------------------------------------------------------- */
@@ -270,7 +274,7 @@ struct mc_master {
     uint64_t last_token; /* the last fencing token handed out */
     uint64_t fence_seq;  /* the last write-fence sequence asked for (master-wide) */
     uint64_t quarantined_extents, quarantine_freed; /* revoked puts' extents, since start */
-    uint64_t evicted_keys, eviction_runs, expired_clients, revoked_puts;
+    uint64_t evicted_keys, eviction_runs, expired_clients, gone_clients, revoked_puts;
     uint64_t lease_releases, put_fence_waits;
     uint64_t checksum_mismatches; /* summed from the clients' reports */
     uint64_t regex_refused;       /* remove_by_regex calls that hit a pattern limit */

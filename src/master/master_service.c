@@ -638,6 +638,7 @@ static int client_touch(mc_master_t *m, const char *id, uint64_t now)
     mc_client_t *c = client_find(m, id);
     if (c) {
         c->last_seen_ms = now;
+        c->gone = 0;
         return 0;
     }
     if (m->client_count == m->client_cap) {
@@ -973,7 +974,8 @@ int mc_master_ping(mc_master_t *m, const char *client_id, uint64_t *view_version
     mc_client_t *c = client_find(m, client_id);
     if (c)
         c->last_seen_ms = mc_master_now_locked(m);
-    *status = c ? MC_CLIENT_OK : MC_CLIENT_NEED_REMOUNT;
+    /* One found gone that pings after all re-mounts: its segments were unmounted. */
+    *status = c && !c->gone ? MC_CLIENT_OK : MC_CLIENT_NEED_REMOUNT;
     if (view_version)
         *view_version = m->view_version;
     pthread_mutex_unlock(&m->lock);
@@ -1817,6 +1819,7 @@ void mc_master_get_stats(mc_master_t *m, mc_master_stats_t *out)
     out->evicted_keys = m->evicted_keys;
     out->eviction_runs = m->eviction_runs;
     out->expired_clients = m->expired_clients;
+    out->gone_clients = m->gone_clients;
     out->revoked_puts = m->revoked_puts;
     out->quarantined_extents = m->quarantined_extents;
     out->quarantine_freed = m->quarantine_freed;
@@ -1914,27 +1917,91 @@ size_t mc_master_list_segments(mc_master_t *m, mc_segment_info_t *out, size_t ca
 
 /* ---- liveness, timeouts, deferred frees ------------------------------------------------------ */
 
-/* Drops a client that stopped pinging: its segments, its puts, itself. 0 when it is gone. */
+/* Unmounts every segment of client id and revokes its unfinished puts. 0, or -1 when out of
+ * memory (the caller tries again later). */
+static int drop_client_memory(mc_master_t *m, const char *id)
+{
+    for (size_t k = 0; k < m->seg_cap; k++) {
+        if (m->segs[k] && strcmp(m->segs[k]->info.client_id, id) == 0 &&
+            unmount_locked(m, (uint32_t)k, 1) != 0)
+            return -1;
+    }
+    for (mc_pending_put_t *p = m->pending.next, *next; p != &m->pending; p = next) {
+        next = p->next;
+        if (strcmp(p->client_id, id) == 0)
+            pending_revoke(m, p->obj, 1, UINT32_MAX);
+    }
+    return 0;
+}
+
+/* Drops a client that stopped pinging: its segments, its puts, its offloaded files, itself. 0
+ * when it is gone. */
 static int expire_client(mc_master_t *m, size_t idx, uint64_t now)
 {
     char id[MC_CLIENT_ID_MAX];
     snprintf(id, sizeof(id), "%s", m->clients[idx].id);
     MC_WARN("client %s expired (no ping for %" PRIu64 " ms): unmounting its segments", id,
             elapsed_ms(now, m->clients[idx].last_seen_ms));
-    for (size_t k = 0; k < m->seg_cap; k++) {
-        if (m->segs[k] && strcmp(m->segs[k]->info.client_id, id) == 0 &&
-            unmount_locked(m, (uint32_t)k, 1) != 0)
-            return -1; /* out of memory: try again on the next sweep */
-    }
+    if (drop_client_memory(m, id) != 0)
+        return -1; /* out of memory: try again on the next sweep */
     mc_offload_client_gone_locked(m, id);
-    for (mc_pending_put_t *p = m->pending.next, *next; p != &m->pending; p = next) {
-        next = p->next;
-        if (strcmp(p->client_id, id) == 0)
-            pending_revoke(m, p->obj, 1, UINT32_MAX);
-    }
     m->clients[idx] = m->clients[--m->client_count];
     m->expired_clients++;
     return 0;
+}
+
+size_t mc_master_client_endpoints(mc_master_t *m, const char *client_id,
+                                  char (*names)[MC_SEGMENT_NAME_MAX], size_t cap,
+                                  uint64_t *last_seen_ms)
+{
+    if (!m || !client_id_ok(client_id))
+        return 0;
+    size_t n = 0;
+    pthread_mutex_lock(&m->lock);
+    const mc_client_t *c = client_find(m, client_id);
+    for (size_t k = 0; c && !c->gone && k < m->seg_cap; k++) {
+        const mc_segment_t *s = m->segs[k];
+        if (!s || strcmp(s->info.client_id, client_id) != 0)
+            continue;
+        int seen = 0;
+        for (size_t j = 0; j < n && j < cap; j++)
+            seen |= strcmp(names[j], s->info.name) == 0;
+        if (seen)
+            continue;
+        if (n < cap)
+            snprintf(names[n], MC_SEGMENT_NAME_MAX, "%s", s->info.name);
+        n++;
+    }
+    if (last_seen_ms)
+        *last_seen_ms = c ? c->last_seen_ms : 0;
+    pthread_mutex_unlock(&m->lock);
+    return n;
+}
+
+int mc_master_client_gone(mc_master_t *m, const char *client_id, uint64_t last_seen_ms)
+{
+    if (!m || !client_id_ok(client_id))
+        return MC_ERR_INVALID_PARAMS;
+    pthread_mutex_lock(&m->lock);
+    mc_client_t *c = client_find(m, client_id);
+    int rc = 0;
+    if (!c || c->gone)
+        rc = MC_ERR_CLIENT_NOT_FOUND;
+    else if (c->last_seen_ms != last_seen_ms)
+        rc = 1; /* it pinged while it was probed: alive after all */
+    else if (drop_client_memory(m, client_id) != 0)
+        rc = MC_ERR_INTERNAL_ERROR;
+    if (rc == 0) {
+        c = client_find(m, client_id); /* unmounting does not move clients, but be exact */
+        if (c)
+            c->gone = 1;
+        m->gone_clients++;
+        MC_WARN("client %s is gone (its connection closed and its endpoints refuse "
+                "connections): its segments are unmounted and its puts revoked",
+                client_id);
+    }
+    pthread_mutex_unlock(&m->lock);
+    return rc;
 }
 
 static void monitor_sweep_locked(mc_master_t *m, uint64_t now)

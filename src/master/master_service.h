@@ -114,7 +114,7 @@ typedef enum mc_client_status {
 
 typedef struct mc_segment_info {
     char id[MC_SEGMENT_ID_MAX]; /* UUID text chosen by the client */
-    char name[272];             /* the owner's endpoint "host:port" */
+    char name[272];             /* the owner's endpoint "host:port" (MC_SEGMENT_NAME_MAX) */
     uint64_t base;              /* first address, in the owner's address space */
     uint64_t size;              /* bytes */
     char protocol[16];          /* "tcp" | "rdma" */
@@ -182,6 +182,29 @@ int mc_master_fence_ping(mc_master_t *m, const char *client_id, uint64_t view, u
 /* 1 when client_id names a live client (one that mounted, remounted or registered and has not
  * expired), else 0. */
 int mc_master_client_is_live(mc_master_t *m, const char *client_id);
+
+/*
+ * Failure detection (liveness.h). The distinct endpoints ("host:port", the segment names) of
+ * client_id's mounted segments: up to cap are written to names, the count is returned (0: none,
+ * an unknown client, or one already found gone); *last_seen_ms (may be NULL) gets its last ping
+ * in the master clock, to be handed back to mc_master_client_gone. Lock held briefly.
+ */
+#define MC_SEGMENT_NAME_MAX 272
+size_t mc_master_client_endpoints(mc_master_t *m, const char *client_id,
+                                  char (*names)[MC_SEGMENT_NAME_MAX], size_t cap,
+                                  uint64_t *last_seen_ms);
+/*
+ * client_id's process is gone (its connection closed and every endpoint refused connections):
+ * unmounts its segments (objects left with no replica are dropped, so a put of their key stores
+ * the new value), revokes its unfinished puts, and tells its next ping to re-mount. Its record,
+ * and the local-disk replicas of its offloaded objects, stay until its --client_ttl runs out (a
+ * holder restarted on the same directory takes those files over). Nothing happens when it pinged
+ * since last_seen_ms (from mc_master_client_endpoints): it is alive. Returns 0 (dropped), 1 (it
+ * pinged since: nothing done), MC_ERR_CLIENT_NOT_FOUND (unknown or already gone),
+ * MC_ERR_INVALID_PARAMS, MC_ERR_INTERNAL_ERROR (out of memory; nothing dropped it could not
+ * finish: the TTL still applies). Counted in gone_clients.
+ */
+int mc_master_client_gone(mc_master_t *m, const char *client_id, uint64_t last_seen_ms);
 /* A live client's running total of replica reads that failed checksum verification (from its
  * pings); the master sums the increments into mc_master_stats_t.checksum_mismatches. */
 void mc_master_report_checksum_mismatches(mc_master_t *m, const char *client_id, uint64_t total);
@@ -480,6 +503,7 @@ typedef struct mc_master_stats {
     uint64_t evicted_keys; /* total since start */
     uint64_t eviction_runs;
     uint64_t expired_clients; /* clients dropped by TTL since start */
+    uint64_t gone_clients;    /* clients whose process was found gone since start (liveness.h) */
     uint64_t revoked_puts;    /* puts revoked by timeout or client expiry since start */
     /* Extents of revoked puts quarantined until their owner confirmed a write fence, and of
      * those the ones freed since, both since start (quarantined - freed - dropped with an

@@ -134,6 +134,8 @@ static int handle_ping(rpc_conn_t *c, uint16_t opcode, uint64_t id, const uint8_
     uint64_t view = 0;
     mc_client_status_t status = MC_CLIENT_UNDEFINED;
     resp.code = mc_master_ping(mc_rpc_conn_master(c), req->client_id, &view, &status);
+    if (resp.code == 0 && status == MC_CLIENT_OK)
+        mc_rpc_conn_set_client(c, req->client_id);
     resp.view_version = view;
     resp.client_status = (int32_t)status;
     if (resp.code == 0) {
@@ -230,6 +232,8 @@ static int handle_segments(rpc_conn_t *c, uint16_t opcode, uint64_t id, const ui
     Mc__StatusResponse resp = MC__STATUS_RESPONSE__INIT;
     resp.code = rpc_run_segments(mc_rpc_conn_master(c), opcode, req, msg, sizeof(msg));
     int unmount = opcode == MC_RPC_UNMOUNT_SEGMENT || opcode == MC_RPC_GRACEFUL_UNMOUNT_SEGMENT;
+    if (resp.code == 0 && !unmount)
+        mc_rpc_conn_set_client(c, req->client_id);
     if (resp.code == 0 && !unmount && req->n_segments > 0)
         resp.epoch = mc_master_segment_epoch(mc_rpc_conn_master(c), req->segments[0]->id);
     resp.message = msg;

@@ -47,5 +47,9 @@ int mc_rpc_conn_reply(rpc_conn_t *c, uint16_t opcode, uint64_t id, const Protobu
 mc_master_t *mc_rpc_conn_master(const rpc_conn_t *c);
 /* "host:port" of the peer, for log lines. */
 const char *mc_rpc_conn_peer(const rpc_conn_t *c);
+/* Records that c speaks for client_id (a ping, mount or remount named it): when the peer closes
+ * c, the server's peer-closed hook hears of that client (rpc_server.h). An id too long is
+ * ignored. */
+void mc_rpc_conn_set_client(rpc_conn_t *c, const char *client_id);
 
 #endif /* MC_MASTER_RPC_INTERNAL_H */

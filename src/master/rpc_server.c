@@ -74,8 +74,27 @@ typedef struct rpc_reply {
     uint8_t bytes[];        /* frame header + body */
 } rpc_reply_t;
 
+/* A peer's address, not its port: one peer's share of the connections is counted by it. family
+ * 0: not counted (unknown, or no memory to count it). */
+typedef struct rpc_peer_key {
+    sa_family_t family;
+    uint8_t addr[16];
+} rpc_peer_key_t;
+
+typedef struct rpc_peer_count {
+    rpc_peer_key_t key;
+    uint32_t n;
+} rpc_peer_count_t;
+
+/* An accepted connection waiting for its worker. */
+typedef struct rpc_accepted {
+    int fd;
+    rpc_peer_key_t key;
+} rpc_accepted_t;
+
 struct rpc_conn {
-    uv_tcp_t tcp; /* tcp.data points back here */
+    uv_tcp_t tcp;            /* tcp.data points back here */
+    rpc_peer_key_t peer_key; /* counted in the server's per-peer table until closed */
     rpc_worker_t *worker;
     char peer[MC_ENDPOINT_MAX];
     uint8_t *buf; /* bytes [start, len) are received and not yet handled */
@@ -97,6 +116,8 @@ struct rpc_conn {
     uint64_t dispatch_seq; /* the barrier's sequence when the current request began */
     rpc_reply_t *held, *held_tail;
     size_t held_bytes;
+    /* the client this connection last spoke for (a ping or a mount named it); "" = none */
+    char client_id[MC_CLIENT_ID_MAX];
 };
 
 struct rpc_worker {
@@ -104,8 +125,8 @@ struct rpc_worker {
     uv_loop_t loop;
     uv_async_t wakeup; /* new fds queued, or the server is stopping */
     uv_thread_t thread;
-    pthread_mutex_t lock; /* guards pending */
-    int *pending;         /* accepted fds waiting for this worker */
+    pthread_mutex_t lock;    /* guards pending */
+    rpc_accepted_t *pending; /* accepted connections waiting for this worker */
     size_t npending;
     size_t pending_cap;
     int loop_ready;
@@ -130,7 +151,11 @@ struct mc_rpc_server {
     atomic_int stopping;
     atomic_uint_fast64_t accepted;
     atomic_uint_fast64_t active;
-    atomic_uint_fast64_t rejected;
+    atomic_uint_fast64_t rejected;          /* over either cap */
+    atomic_uint_fast64_t rejected_per_peer; /* of those, over one peer's share */
+    pthread_mutex_t peer_lock;              /* guards peers */
+    rpc_peer_count_t *peers;                /* open connections per peer address */
+    size_t npeers, peers_cap;
     atomic_uint_fast64_t protocol_errors;
     atomic_uint_fast64_t auth_refused;
     atomic_uint_fast64_t last_reject_log_ms;
@@ -149,6 +174,9 @@ struct mc_rpc_server {
     _Atomic(mc_rpc_seq_fn) barrier_durable;
     void *_Atomic barrier_arg;
     atomic_uint_fast64_t replies_held;
+    /* a client's connection closed by the peer (NULL: nobody is told) */
+    _Atomic(mc_rpc_peer_closed_fn) peer_closed;
+    void *_Atomic peer_closed_arg;
 };
 
 /* ---- receive-buffer budget --------------------------------------------------------------- */
@@ -178,6 +206,80 @@ static void rpc_release_to(rpc_conn_t *c, size_t keep)
     c->reserved = keep;
 }
 
+/* ---- one peer's share of the connections ----------------------------------------------- */
+
+static rpc_peer_key_t rpc_peer_key_of(const struct sockaddr_storage *ss)
+{
+    rpc_peer_key_t k;
+    memset(&k, 0, sizeof(k));
+    if (ss->ss_family == AF_INET) {
+        k.family = AF_INET;
+        memcpy(k.addr, &((const struct sockaddr_in *)ss)->sin_addr, 4);
+    } else if (ss->ss_family == AF_INET6) {
+        k.family = AF_INET6;
+        memcpy(k.addr, &((const struct sockaddr_in6 *)ss)->sin6_addr, 16);
+    }
+    return k;
+}
+
+static size_t rpc_peer_find(const mc_rpc_server_t *s, const rpc_peer_key_t *k)
+{
+    for (size_t i = 0; i < s->npeers; i++) {
+        if (s->peers[i].key.family == k->family && !memcmp(s->peers[i].key.addr, k->addr, 16))
+            return i;
+    }
+    return SIZE_MAX;
+}
+
+/* Counts one more connection of peer *k: 1, or 0 when it already holds its share. Without memory
+ * to count it, it is let in uncounted (k->family set to 0). */
+static int rpc_peer_admit(mc_rpc_server_t *s, rpc_peer_key_t *k)
+{
+    if (k->family == 0)
+        return 1;
+    int ok = 1;
+    pthread_mutex_lock(&s->peer_lock);
+    size_t i = rpc_peer_find(s, k);
+    if (i != SIZE_MAX && s->peers[i].n >= s->limits.max_per_peer) {
+        ok = 0;
+    } else if (i != SIZE_MAX) {
+        s->peers[i].n++;
+    } else {
+        if (s->npeers == s->peers_cap) {
+            size_t cap = s->peers_cap ? 2 * s->peers_cap : 64;
+            rpc_peer_count_t *v = realloc(s->peers, cap * sizeof(*v));
+            if (v) {
+                s->peers = v;
+                s->peers_cap = cap;
+            }
+        }
+        if (s->npeers < s->peers_cap)
+            s->peers[s->npeers++] = (rpc_peer_count_t){*k, 1};
+        else
+            k->family = 0;
+    }
+    pthread_mutex_unlock(&s->peer_lock);
+    return ok;
+}
+
+static void rpc_peer_leave(mc_rpc_server_t *s, const rpc_peer_key_t *k)
+{
+    if (k->family == 0)
+        return;
+    pthread_mutex_lock(&s->peer_lock);
+    size_t i = rpc_peer_find(s, k);
+    if (i != SIZE_MAX && --s->peers[i].n == 0)
+        s->peers[i] = s->peers[--s->npeers];
+    pthread_mutex_unlock(&s->peer_lock);
+}
+
+/* One accepted connection is gone before or after it became a conn: both counts drop. */
+static void rpc_unadmit(mc_rpc_server_t *s, const rpc_peer_key_t *k)
+{
+    rpc_peer_leave(s, k);
+    atomic_fetch_sub(&s->active, 1);
+}
+
 /* ---- connections ------------------------------------------------------------------------- */
 
 static void rpc_conn_closed(uv_handle_t *h)
@@ -187,7 +289,7 @@ static void rpc_conn_closed(uv_handle_t *h)
         n = r->next;
         free(r);
     }
-    atomic_fetch_sub(&c->worker->server->active, 1);
+    rpc_unadmit(c->worker->server, &c->peer_key);
     rpc_release_to(c, 0);
     free(c->buf);
     free(c);
@@ -359,6 +461,19 @@ mc_master_t *mc_rpc_conn_master(const rpc_conn_t *c)
 const char *mc_rpc_conn_peer(const rpc_conn_t *c)
 {
     return c->peer;
+}
+
+void mc_rpc_conn_set_client(rpc_conn_t *c, const char *client_id)
+{
+    if (client_id && strlen(client_id) < sizeof(c->client_id) &&
+        strcmp(c->client_id, client_id) != 0)
+        snprintf(c->client_id, sizeof(c->client_id), "%s", client_id);
+}
+
+void mc_rpc_server_set_peer_closed(mc_rpc_server_t *server, mc_rpc_peer_closed_fn fn, void *arg)
+{
+    atomic_store(&server->peer_closed_arg, arg);
+    atomic_store(&server->peer_closed, fn);
 }
 
 /* Queues one frame with a raw body. 0, or the connection is being closed. */
@@ -600,6 +715,12 @@ static void rpc_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         MC_WARN("RPC: closing connection from %s: out of memory for its frame", c->peer);
     else if (nread != UV_EOF)
         MC_VLOG(1, "RPC: connection from %s failed: %s", c->peer, uv_strerror((int)nread));
+    /* The peer closed or reset it: a process that dies closes its sockets at once, so this is
+     * the earliest sign a client's process is gone (or only that it closed a pooled connection:
+     * the hook decides, never this). */
+    mc_rpc_peer_closed_fn closed = atomic_load(&c->worker->server->peer_closed);
+    if (closed && c->client_id[0] && (nread == UV_EOF || nread == UV_ECONNRESET))
+        closed(atomic_load(&c->worker->server->peer_closed_arg), c->client_id);
     rpc_conn_close(c);
 }
 
@@ -622,17 +743,19 @@ static void rpc_format_peer(int fd, char out[MC_ENDPOINT_MAX])
     }
 }
 
-/* Adopts an accepted fd on worker w's loop (w's thread). */
-static void rpc_conn_open(rpc_worker_t *w, int fd)
+/* Adopts an accepted connection on worker w's loop (w's thread). */
+static void rpc_conn_open(rpc_worker_t *w, const rpc_accepted_t *a)
 {
+    int fd = a->fd;
     rpc_conn_t *c = calloc(1, sizeof(*c));
     if (!c) {
         MC_WARN("RPC: out of memory for a new connection; closing it");
         close(fd);
-        atomic_fetch_sub(&w->server->active, 1);
+        rpc_unadmit(w->server, &a->key);
         return;
     }
     c->worker = w;
+    c->peer_key = a->key;
     c->opened_ms = mc_now_ms();
     rpc_format_peer(fd, c->peer);
     uv_tcp_init(&w->loop, &c->tcp);
@@ -794,27 +917,29 @@ static void rpc_worker_wakeup(uv_async_t *a)
     }
     for (;;) {
         pthread_mutex_lock(&w->lock);
-        int fd = w->npending ? w->pending[--w->npending] : -1;
+        rpc_accepted_t a = {.fd = -1};
+        if (w->npending)
+            a = w->pending[--w->npending];
         pthread_mutex_unlock(&w->lock);
-        if (fd < 0)
+        if (a.fd < 0)
             break;
         if (stopping) {
-            close(fd);
-            atomic_fetch_sub(&w->server->active, 1);
+            close(a.fd);
+            rpc_unadmit(w->server, &a.key);
         } else {
-            rpc_conn_open(w, fd);
+            rpc_conn_open(w, &a);
         }
     }
     if (stopping)
         uv_walk(&w->loop, rpc_close_walk, NULL);
 }
 
-static int rpc_worker_push(rpc_worker_t *w, int fd)
+static int rpc_worker_push(rpc_worker_t *w, const rpc_accepted_t *a)
 {
     pthread_mutex_lock(&w->lock);
     if (w->npending == w->pending_cap) {
         size_t cap = w->pending_cap ? 2 * w->pending_cap : 64;
-        int *p = realloc(w->pending, cap * sizeof(*p));
+        rpc_accepted_t *p = realloc(w->pending, cap * sizeof(*p));
         if (!p) {
             pthread_mutex_unlock(&w->lock);
             return MC_ERR_INTERNAL_ERROR;
@@ -822,7 +947,7 @@ static int rpc_worker_push(rpc_worker_t *w, int fd)
         w->pending = p;
         w->pending_cap = cap;
     }
-    w->pending[w->npending++] = fd;
+    w->pending[w->npending++] = *a;
     pthread_mutex_unlock(&w->lock);
     uv_async_send(&w->wakeup);
     return 0;
@@ -836,8 +961,22 @@ static void rpc_accept_resume(uv_timer_t *t)
     uv_poll_start(&w->accept_poll, UV_READABLE, rpc_accept_cb);
 }
 
-static void rpc_accept_one(mc_rpc_server_t *s, int fd)
+static void rpc_accept_one(mc_rpc_server_t *s, int fd, const struct sockaddr_storage *ss)
 {
+    rpc_accepted_t a = {.fd = fd, .key = rpc_peer_key_of(ss)};
+    if (atomic_load(&s->active) < s->limits.max_connections && !rpc_peer_admit(s, &a.key)) {
+        atomic_fetch_add(&s->rejected, 1); /* counted before the peer can see the close */
+        atomic_fetch_add(&s->rejected_per_peer, 1);
+        close(fd);
+        if (mc_log_ratelimit(&s->last_reject_log_ms, RPC_REJECT_LOG_INTERVAL_MS)) {
+            char host[INET6_ADDRSTRLEN] = "?";
+            inet_ntop(a.key.family, a.key.addr, host, sizeof(host));
+            MC_WARN("RPC: %s holds %u connections, the limit for one peer (a quarter of "
+                    "--max_connections); refusing its new ones (%" PRIu64 " refused so far)",
+                    host, s->limits.max_per_peer, (uint64_t)atomic_load(&s->rejected));
+        }
+        return;
+    }
     if (atomic_load(&s->active) >= s->limits.max_connections) {
         atomic_fetch_add(&s->rejected, 1); /* counted before the peer can see the close */
         close(fd);
@@ -850,10 +989,10 @@ static void rpc_accept_one(mc_rpc_server_t *s, int fd)
     atomic_fetch_add(&s->active, 1);
     atomic_fetch_add(&s->accepted, 1);
     rpc_worker_t *w = &s->workers[s->next_worker++ % (size_t)s->nworkers];
-    if (rpc_worker_push(w, fd) != 0) {
+    if (rpc_worker_push(w, &a) != 0) {
         MC_WARN("RPC: out of memory queueing a new connection; closing it");
         close(fd);
-        atomic_fetch_sub(&s->active, 1);
+        rpc_unadmit(s, &a.key);
     }
 }
 
@@ -862,9 +1001,12 @@ static void rpc_accept_cb(uv_poll_t *p, int status, int events)
     rpc_worker_t *w = p->data;
     mc_rpc_server_t *s = w->server;
     for (int i = 0; i < RPC_ACCEPT_BURST; i++) {
-        int fd = accept4(s->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof(ss);
+        memset(&ss, 0, sizeof(ss));
+        int fd = accept4(s->listen_fd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd >= 0) {
-            rpc_accept_one(s, fd);
+            rpc_accept_one(s, fd, &ss);
             continue;
         }
         if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO)
@@ -944,14 +1086,21 @@ static void rpc_server_free(mc_rpc_server_t *s)
         if (w->loop_ready && uv_loop_close(&w->loop) != 0)
             MC_WARN("RPC: worker %d's loop still has handles at exit", i);
         for (size_t j = 0; j < w->npending; j++)
-            close(w->pending[j]);
+            close(w->pending[j].fd);
         free(w->pending);
         pthread_mutex_destroy(&w->lock);
     }
     if (s->listen_fd >= 0)
         close(s->listen_fd);
     free(s->workers);
+    free(s->peers);
+    pthread_mutex_destroy(&s->peer_lock);
     free(s);
+}
+
+uint32_t mc_rpc_default_per_peer(uint32_t max_connections)
+{
+    return max_connections >= MC_RPC_PER_PEER_MIN_CAP ? max_connections / 4 : max_connections;
 }
 
 void mc_rpc_limits_default(mc_rpc_limits_t *limits)
@@ -997,6 +1146,9 @@ int mc_rpc_server_start_limited(mc_master_t *master, const char *host, int port,
     s->workers = workers;
     s->nworkers = threads;
     s->limits = *limits;
+    if (s->limits.max_per_peer == 0 || s->limits.max_per_peer > s->limits.max_connections)
+        s->limits.max_per_peer = mc_rpc_default_per_peer(s->limits.max_connections);
+    pthread_mutex_init(&s->peer_lock, NULL);
     s->listen_fd = mc_net_listen_tcp(host, port, RPC_BACKLOG, &s->port);
     if (s->listen_fd < 0) {
         int rc = s->listen_fd; /* mc_net_listen_tcp logged host:port and the reason */
@@ -1049,6 +1201,7 @@ size_t mc_rpc_server_get_stats(const mc_rpc_server_t *server, mc_rpc_server_stat
             out->connections_accepted = atomic_load(&s->accepted);
             out->connections_active = atomic_load(&s->active);
             out->connections_rejected = atomic_load(&s->rejected);
+            out->connections_rejected_per_peer = atomic_load(&s->rejected_per_peer);
             out->protocol_errors = atomic_load(&s->protocol_errors);
             out->auth_refused = atomic_load(&s->auth_refused);
             out->gate_refused = atomic_load(&s->gate_refused);

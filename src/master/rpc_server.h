@@ -15,7 +15,10 @@
  *
  * Limits (mc_rpc_limits_t; mooncake_master flags in brackets):
  *   - at most max_connections open connections [--max_connections]; one more is accepted and
- *     closed at once, counted (connections_rejected) with a WARNING at most once a second;
+ *     closed at once, counted (connections_rejected) with a WARNING at most once a second; one
+ *     peer address (whatever its ports) holds at most max_per_peer of them (a quarter of the
+ *     cap), so a peer that floods the port leaves room for everybody else (also counted in
+ *     connections_rejected_per_peer; the WARNING names the peer);
  *   - a connection holding part of a frame, or replies the peer does not read, that makes no
  *     progress (no byte received, no reply written) for frame_timeout_ms is closed
  *     [--rpc_frame_timeout_seconds], counted (connections_stalled);
@@ -77,7 +80,14 @@ typedef struct mc_rpc_limits {
     uint32_t frame_timeout_ms;   /* a partial frame or unread replies without progress; > 0 */
     uint64_t max_buffered_bytes; /* receive buffers of all connections; >= MC_RPC_MIN_BUFFERED */
     uint32_t spin_us;            /* poll without blocking this long after a frame; <= 1000 */
+    /* open connections one peer address may hold; 0 (or more than max_connections) =
+     * mc_rpc_default_per_peer(max_connections) */
+    uint32_t max_per_peer;
 } mc_rpc_limits_t;
+/* Below this cap there is no per-peer share (a small cap is a test's or a single client's). */
+#define MC_RPC_PER_PEER_MIN_CAP 16u
+/* One peer's share of max_connections: a quarter, or all of a cap below MC_RPC_PER_PEER_MIN_CAP. */
+uint32_t mc_rpc_default_per_peer(uint32_t max_connections);
 
 /* The MC_RPC_DEFAULT_* limits. */
 void mc_rpc_limits_default(mc_rpc_limits_t *limits);
@@ -122,6 +132,15 @@ typedef uint64_t (*mc_rpc_seq_fn)(void *arg);
 void mc_rpc_server_set_barrier(mc_rpc_server_t *server, mc_rpc_seq_fn seq, mc_rpc_seq_fn durable,
                                void *arg);
 void mc_rpc_server_durable_advanced(mc_rpc_server_t *server);
+/*
+ * Liveness: closed(arg, client_id) is called on the loop thread when the peer closes (EOF) or
+ * resets a connection that last spoke for client_id (a ping, mount or remount named it). It only
+ * says "suspect": a client may close a pooled connection and live on; the hook must check
+ * (liveness.h) and must not block. NULL: nobody is told. Thread-safe; set it right after start.
+ */
+typedef void (*mc_rpc_peer_closed_fn)(void *arg, const char *client_id);
+void mc_rpc_server_set_peer_closed(mc_rpc_server_t *server, mc_rpc_peer_closed_fn closed,
+                                   void *arg);
 /* The port actually bound. */
 int mc_rpc_server_port(const mc_rpc_server_t *server);
 /* Closes every connection, stops and joins the threads, frees the server. NULL is a no-op. */
@@ -138,11 +157,12 @@ typedef struct mc_rpc_method_stats {
 typedef struct mc_rpc_server_stats {
     uint64_t connections_accepted; /* since start */
     uint64_t connections_active;
-    uint64_t connections_rejected;    /* over max_connections */
-    uint64_t protocol_errors;         /* connections closed for a malformed frame or body */
-    uint64_t connections_stalled;     /* closed: no progress on a partial frame or replies */
-    uint64_t connections_idle_closed; /* closed: nothing in flight for idle_timeout_ms */
-    uint64_t buffered_bytes;          /* receive-buffer bytes reserved now, all connections */
+    uint64_t connections_rejected;          /* over max_connections or one peer's share */
+    uint64_t connections_rejected_per_peer; /* of those, over the peer's share */
+    uint64_t protocol_errors;               /* connections closed for a malformed frame or body */
+    uint64_t connections_stalled;           /* closed: no progress on a partial frame or replies */
+    uint64_t connections_idle_closed;       /* closed: nothing in flight for idle_timeout_ms */
+    uint64_t buffered_bytes;                /* receive-buffer bytes reserved now, all connections */
     uint64_t buffer_waits;   /* times a connection waited for the max_buffered_bytes budget */
     uint64_t decode_refused; /* bodies over their decoding memory budget (pb_decode.h) */
     mc_rpc_limits_t limits;  /* in force */

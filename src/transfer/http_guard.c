@@ -8,6 +8,8 @@
 #include "mooncake/errors.h"
 #include "net.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,8 +22,33 @@ struct mc_http_guard_conn {
     struct mc_http_guard_conn *prev, *next;
     int fd;
     uint64_t start_ms;
-    int aborted; /* shut down by the sweeper; libmicrohttpd has yet to close it */
+    int aborted;                  /* shut down by the sweeper; libmicrohttpd has yet to close it */
+    struct sockaddr_storage peer; /* the client's address (family 0: unknown) */
 };
+
+/* 1 when a and b are the same host (the address, not the port). */
+static int same_host(const struct sockaddr *a, const struct sockaddr_storage *b)
+{
+    if (a->sa_family != b->ss_family)
+        return 0;
+    if (a->sa_family == AF_INET)
+        return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
+               ((const struct sockaddr_in *)b)->sin_addr.s_addr;
+    if (a->sa_family == AF_INET6)
+        return memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+                      &((const struct sockaddr_in6 *)b)->sin6_addr, sizeof(struct in6_addr)) == 0;
+    return 1; /* a local socket: one peer */
+}
+
+/* Text of a peer's address for a log line. */
+static void host_text(const struct sockaddr *a, char *out, size_t cap)
+{
+    snprintf(out, cap, "?");
+    if (a->sa_family == AF_INET)
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)a)->sin_addr, out, (socklen_t)cap);
+    else if (a->sa_family == AF_INET6)
+        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)a)->sin6_addr, out, (socklen_t)cap);
+}
 
 static void *guard_sweeper(void *arg);
 
@@ -30,9 +57,13 @@ int mc_http_guard_init(mc_http_guard_t *g, const char *what, unsigned max_connec
 {
     g->what = what;
     g->max_connections = max_connections;
+    /* A small cap is a test's or a single user's: no share then. */
+    g->max_per_peer =
+        max_connections >= MC_HTTP_GUARD_PER_PEER_MIN_CAP ? max_connections / 4 : max_connections;
     g->request_timeout_ms = request_timeout_ms;
     atomic_init(&g->active, 0);
     atomic_init(&g->refused, 0);
+    atomic_init(&g->refused_per_peer, 0);
     atomic_init(&g->timed_out, 0);
     atomic_init(&g->last_log_ms, 0);
     atomic_init(&g->last_timeout_log_ms, 0);
@@ -123,8 +154,28 @@ static void *guard_sweeper(void *arg)
 enum MHD_Result mc_http_guard_accept(void *cls, const struct sockaddr *addr, socklen_t addrlen)
 {
     mc_http_guard_t *g = cls;
-    if (atomic_load(&g->active) < g->max_connections)
-        return MHD_YES;
+    if (atomic_load(&g->active) < g->max_connections) {
+        if (!addr || addrlen < sizeof(addr->sa_family))
+            return MHD_YES;
+        /* One peer holds at most max_per_peer: the rest stays for everybody else. */
+        unsigned from_peer = 0;
+        pthread_mutex_lock(&g->lock);
+        for (const struct mc_http_guard_conn *c = g->conns; c; c = c->next)
+            from_peer += !c->aborted && same_host(addr, &c->peer);
+        pthread_mutex_unlock(&g->lock);
+        if (from_peer < g->max_per_peer)
+            return MHD_YES;
+        atomic_fetch_add(&g->refused, 1);
+        uint64_t n = atomic_fetch_add(&g->refused_per_peer, 1) + 1;
+        if (mc_log_ratelimit(&g->last_log_ms, GUARD_LOG_INTERVAL_MS)) {
+            char host[INET6_ADDRSTRLEN];
+            host_text(addr, host, sizeof(host));
+            MC_WARN("%s: %s holds %u connections, the limit for one peer; refusing its new ones "
+                    "(%llu refused so far)",
+                    g->what, host, g->max_per_peer, (unsigned long long)n);
+        }
+        return MHD_NO;
+    }
     uint64_t n = atomic_fetch_add(&g->refused, 1) + 1;
     if (mc_log_ratelimit(&g->last_log_ms, GUARD_LOG_INTERVAL_MS))
         MC_WARN("%s: %u connections are open, the limit; refusing new ones (%llu refused so far)",
@@ -139,19 +190,28 @@ void mc_http_guard_notify(void *cls, struct MHD_Connection *connection, void **s
     if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
         atomic_fetch_add(&g->active, 1);
         *socket_context = NULL;
-        if (g->request_timeout_ms == 0)
-            return;
         const union MHD_ConnectionInfo *info =
             MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
         int fd = info ? (int)info->connect_fd : -1;
         struct mc_http_guard_conn *c = calloc(1, sizeof(*c));
-        if (!c) { /* cannot bound it: do not serve it */
+        if (!c) { /* cannot bound or count it: do not serve it */
             if (fd >= 0)
                 shutdown(fd, SHUT_RDWR);
             return;
         }
         c->fd = fd;
         c->start_ms = mc_now_ms();
+        const union MHD_ConnectionInfo *addr =
+            MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        if (addr && addr->client_addr) {
+            socklen_t len = addr->client_addr->sa_family == AF_INET6
+                                ? (socklen_t)sizeof(struct sockaddr_in6)
+                                : (socklen_t)sizeof(struct sockaddr_in);
+            if (addr->client_addr->sa_family == AF_INET || addr->client_addr->sa_family == AF_INET6)
+                memcpy(&c->peer, addr->client_addr, len);
+            else
+                c->peer.ss_family = addr->client_addr->sa_family;
+        }
         pthread_mutex_lock(&g->lock);
         c->next = g->conns;
         if (g->conns)
@@ -196,6 +256,11 @@ void mc_http_guard_completed(void *cls, struct MHD_Connection *connection, void 
 uint64_t mc_http_guard_refused(mc_http_guard_t *g)
 {
     return atomic_load(&g->refused);
+}
+
+uint64_t mc_http_guard_refused_per_peer(mc_http_guard_t *g)
+{
+    return atomic_load(&g->refused_per_peer);
 }
 
 unsigned mc_http_guard_active(mc_http_guard_t *g)

@@ -3,7 +3,12 @@
  * HTTP metadata server here, the master's admin server, a store client's HTTP server).
  *
  * Cap: one more connection than `max_connections` is accepted and closed at once, counted, with a
- * WARNING at most once a second naming the server. libmicrohttpd has MHD_OPTION_CONNECTION_LIMIT,
+ * WARNING at most once a second naming the server. One peer (one address, whatever its ports)
+ * may hold at most max_connections / 4 of them (all of a cap below
+ * MC_HTTP_GUARD_PER_PEER_MIN_CAP): a peer that floods a server with
+ * idle connections cannot take the slots of everybody else, so /health keeps answering a
+ * liveness probe (counted in refused and, apart, in refused_per_peer; the WARNING names the
+ * peer). libmicrohttpd has MHD_OPTION_CONNECTION_LIMIT,
  * but it refuses silently; the guard counts open connections (MHD_OPTION_NOTIFY_CONNECTION) and
  * refuses in the accept policy callback (the apc argument of MHD_start_daemon).
  *
@@ -40,15 +45,18 @@
 #include <sys/socket.h>
 
 #define MC_HTTP_GUARD_HARD_LIMIT(max) ((max) + 16u)
+#define MC_HTTP_GUARD_PER_PEER_MIN_CAP 16u
 
 struct mc_http_guard_conn; /* one per open connection, private to http_guard.c */
 
 typedef struct mc_http_guard {
     const char *what; /* server name for log lines (static) */
     unsigned max_connections;
+    unsigned max_per_peer;       /* max_connections / 4, or all of a small cap */
     uint64_t request_timeout_ms; /* absolute bound per request; 0 = none */
     atomic_uint active;
-    atomic_uint_fast64_t refused;
+    atomic_uint_fast64_t refused;          /* over either cap */
+    atomic_uint_fast64_t refused_per_peer; /* of those, over the per-peer cap */
     atomic_uint_fast64_t timed_out;
     atomic_uint_fast64_t last_log_ms;
     atomic_uint_fast64_t last_timeout_log_ms;
@@ -78,6 +86,8 @@ void mc_http_guard_notify(void *cls, struct MHD_Connection *connection, void **s
 void mc_http_guard_completed(void *cls, struct MHD_Connection *connection, void **req_cls,
                              enum MHD_RequestTerminationCode toe);
 uint64_t mc_http_guard_refused(mc_http_guard_t *g);
+/* Of those, refused because their peer already held max_per_peer connections. */
+uint64_t mc_http_guard_refused_per_peer(mc_http_guard_t *g);
 unsigned mc_http_guard_active(mc_http_guard_t *g);
 /* Connections aborted for a request over request_timeout_ms, since init. */
 uint64_t mc_http_guard_timed_out(mc_http_guard_t *g);

@@ -468,6 +468,12 @@ static void stalled_leader_is_deposed(void **state)
     /* Stopped the whole time: the new leader was elected without it, not after it gave up. */
     assert_int_equal(mc_proc_is_frozen(masters[leader].pid), 1);
     assert_int_equal(mc_proc_thaw(masters[leader].pid), 0);
+    /* Its very first answer after the stall: not "serving" (its gate already refuses). */
+    char *ha_state = mc_http_get(masters[leader].metrics_port, "/ha_status");
+    printf("  stalled leader resumed: /ha_status \"%s\"\n", ha_state ? ha_state : "(none)");
+    assert_non_null(ha_state);
+    assert_null(strstr(ha_state, "serving"));
+    free(ha_state);
     /* The old leader runs again: whatever it still had queued, it answers nothing now. */
     len = value_of(102, 0, buf);
     int rc = mc_store_put(direct, "ha-102-0", buf, len, NULL);

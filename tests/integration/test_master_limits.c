@@ -40,6 +40,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -456,6 +457,65 @@ static void test_connections_beyond_the_cap_are_refused_and_the_others_keep_work
         close(fds[i]);
     char *log = master_log("cap");
     assert_non_null(strstr(log, "the limit (--max_connections)"));
+    free(log);
+    stop_master(&m);
+}
+
+/* A TCP connection to 127.0.0.1:port from source address `from` (another loopback address):
+ * the fd, or -1. */
+static int connect_from(const char *from, int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in src = {.sin_family = AF_INET},
+                       dst = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    inet_pton(AF_INET, from, &src.sin_addr);
+    inet_pton(AF_INET, LOOPBACK, &dst.sin_addr);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&src, sizeof(src)) != 0 ||
+        connect(fd, (struct sockaddr *)&dst, sizeof(dst)) != 0) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* One peer floods the RPC port with idle connections: it holds a quarter of the cap, and
+ * another peer is served at once (without the per-peer share the flood held all 64 slots). */
+static void test_one_peer_holds_a_quarter_of_the_connections_at_most(void **state)
+{
+    const char *flags[] = {"--max_connections=64", NULL};
+    mc_master_t m;
+    start_master(&m, "peer", flags);
+    enum { FLOOD = 300 };
+    int flood[FLOOD], opened = 0;
+    for (int i = 0; i < FLOOD; i++)
+        opened += (flood[i] = connect_from("127.0.0.2", m.rpc_port)) >= 0;
+    assert_int_equal(opened, FLOOD); /* the kernel completes them; the master closes most */
+    wait_metric_at_least(&m, "master_rpc_connections_rejected_per_peer_total", FLOOD - 16);
+    uint64_t t0 = mc_now_ms();
+    int fd = connect_master(&m);
+    service_ready_on(fd, 1); /* accepted and served */
+    uint64_t took = mc_now_ms() - t0;
+    print_message("  300 idle connections from 127.0.0.2: another peer served in %llu ms, %lld "
+                  "of the flood held\n",
+                  (unsigned long long)took,
+                  (long long)mc_master_metric(&m, "master_rpc_connections_active") - 1);
+    assert_true(took < 1000);
+    assert_int_equal(mc_master_metric(&m, "master_rpc_connections_active"), 16 + 1);
+    /* A store client (its own pool of connections) puts and gets. */
+    mc_store_t *s = mc_test_client(&m, 1, 1);
+    assert_non_null(s);
+    /* No holder here: the master's own answers, not a transport error. */
+    assert_int_equal(mc_store_put(s, "flooded", "x", 1, NULL), MC_ERR_NO_AVAILABLE_HANDLE);
+    char got[8];
+    assert_int_equal(mc_store_get(s, "flooded", got, sizeof(got)), MC_ERR_OBJECT_NOT_FOUND);
+    close(fd);
+    for (int i = 0; i < FLOOD; i++)
+        if (flood[i] >= 0)
+            close(flood[i]);
+    mc_store_free(s);
+    char *log = master_log("peer");
+    assert_non_null(strstr(log, "127.0.0.2 holds 16 connections, the limit for one peer"));
     free(log);
     stop_master(&m);
 }
@@ -978,6 +1038,7 @@ int main(void)
         LIMIT_TEST(test_evil_regex_fails_fast_and_the_master_keeps_serving),
         LIMIT_TEST(test_a_frame_of_empty_keys_is_refused_without_allocating),
         LIMIT_TEST(test_connections_beyond_the_cap_are_refused_and_the_others_keep_working),
+        LIMIT_TEST(test_one_peer_holds_a_quarter_of_the_connections_at_most),
         LIMIT_TEST(test_a_stalled_partial_frame_is_closed_and_an_idle_connection_is_not),
         LIMIT_TEST(test_idle_connections_are_closed_and_store_clients_carry_on),
         LIMIT_TEST(test_partial_frames_are_bounded_in_total),

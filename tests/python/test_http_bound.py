@@ -82,6 +82,12 @@ class Procs:
                                 "--host=127.0.0.1", f"--port={self.md}",
                                 f"--max_connections={MD_CAP}",
                                 f"--connection_timeout_seconds={int(MD_BOUND)}"], plain)
+        # the same with a cap of 64, for the flood (a cap of 8 has no per-peer share; the
+        # default, 1024, is more than the flood's 300)
+        self.md_default = free_port()
+        self.spawn("metadata_default", [os.path.join(tools, "mooncake_http_metadata_server"),
+                                        "--host=127.0.0.1", f"--port={self.md_default}",
+                                        "--max_connections=64"], plain)
         config = os.path.join(self.tmp.name, "config.json")
         with open(config, "w") as f:
             json.dump({"local_hostname": "127.0.0.1", "metadata_server": "P2PHANDSHAKE",
@@ -95,8 +101,13 @@ class Procs:
                             config, "--host", "127.0.0.1", "--port", str(self.rest),
                             "--max-connections", str(REST_CAP), "--request-timeout",
                             str(REST_BOUND), "--max-wait-time", "30"], py_env)
+        self.rest_default = free_port()
+        self.spawn("rest_default", [sys.executable, "-m", "mooncake.mooncake_store_service",
+                                    "--config", config, "--host", "127.0.0.1", "--port",
+                                    str(self.rest_default)], py_env)
         for name, port in (("client", self.client_http), ("metadata", self.md),
-                           ("rest", self.rest)):
+                           ("rest", self.rest), ("metadata_default", self.md_default),
+                           ("rest_default", self.rest_default)):
             self.wait_port(name, port, 60)
 
     def spawn(self, name, argv, env):
@@ -145,13 +156,22 @@ def tearDownModule():
         P.stop()
 
 
+PEERS = 16  # source addresses 127.0.0.2.. an attack spreads its connections over
+
+
+def source(i):
+    """The i-th attacking peer's address (loopback holds all of 127/8)."""
+    return (f"127.0.0.{2 + i % PEERS}", 0)
+
+
 class Trickle:
-    """n connections that each send a partial request header, then one byte a second."""
+    """n connections that each send a partial request header, then one byte a second, spread
+    over PEERS source addresses (one peer may hold only a quarter of a server's slots)."""
 
     def __init__(self, port, n):
         self.socks = []
-        for _ in range(n):
-            s = socket.create_connection(("127.0.0.1", port), timeout=2)
+        for i in range(n):
+            s = socket.create_connection(("127.0.0.1", port), timeout=2, source_address=source(i))
             try:
                 s.sendall(b"GET / HTTP/1.1\r\nX-a: ")
             except OSError:
@@ -344,3 +364,40 @@ class Bound(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class Flood(unittest.TestCase):
+    """300 idle connections from one address (127.0.0.2) to each HTTP listener."""
+
+    def flood_then_answer(self, port, path):
+        socks = []
+        self.addCleanup(lambda: [s.close() for s in socks])
+        for _ in range(300):
+            try:
+                socks.append(socket.create_connection(("127.0.0.1", port), timeout=2,
+                                                      source_address=("127.0.0.2", 0)))
+            except OSError:
+                pass
+        # the flood holds what it may (refused ones are closed by the server): a request from
+        # another address is served within a second, however long the flood stays
+        start = time.monotonic()
+        answer = get(port, path, timeout=1.0)
+        self.assertIsNotNone(answer, f"{path} unanswered while one peer holds 300 connections")
+        self.assertLess(time.monotonic() - start, 1.0)
+        self.assertEqual(answer[0], 200, answer)
+        time.sleep(1.5)  # and still, with the flood open a while
+        self.assertIsNotNone(get(port, path, timeout=1.0))
+
+    def test_admin_health_answers_during_a_flood(self):
+        self.flood_then_answer(P.admin, "/health")
+        self.assertGreater(metric(P.admin, "master_admin_http_connections_refused_per_peer_total"),
+                           0)
+
+    def test_client_health_answers_during_a_flood(self):
+        self.flood_then_answer(P.client_http, "/health")
+
+    def test_metadata_health_answers_during_a_flood(self):
+        self.flood_then_answer(P.md_default, "/health")
+
+    def test_rest_answers_during_a_flood(self):
+        self.flood_then_answer(P.rest_default, "/api/auth_challenge")

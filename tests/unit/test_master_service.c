@@ -918,6 +918,65 @@ static void test_segments_of_one_client_and_name_share_an_epoch(void **state)
     mc_master_destroy(m);
 }
 
+/* Found gone (liveness.h): segments unmounted and puts revoked at once, the record kept (a ping
+ * is told to re-mount); a client that pinged while it was probed is left alone. */
+static void test_client_gone_drops_it_unless_it_pinged_since(void **state)
+{
+    (void)state;
+    mc_master_t *m = new_quiet_master();
+    mount(m, "client-a", "seg-a", "host-a:1", 1 * MiB);
+    mount(m, "client-b", "seg-b", "host-b:1", 1 * MiB);
+    mc_replicate_config_t on_a = MC_REPLICATE_CONFIG_INIT, on_b = MC_REPLICATE_CONFIG_INIT;
+    on_a.preferred_segment = "host-a:1";
+    on_b.preferred_segment = "host-b:1";
+    mc_replica_desc_t out[MC_MAX_REPLICAS];
+    size_t n;
+    assert_int_equal(put(m, "client-b", "only-a", 1000, &on_a), 0);
+    assert_int_equal(put(m, "client-b", "only-b", 1000, &on_b), 0);
+    assert_int_equal(put_start(m, "client-a", "a-writing", 1000, &on_b, out, &n), 0);
+
+    char names[4][MC_SEGMENT_NAME_MAX];
+    uint64_t seen = 0;
+    assert_int_equal(mc_master_client_endpoints(m, "client-a", names, 4, &seen), 1);
+    assert_string_equal(names[0], "host-a:1");
+    assert_int_equal(mc_master_client_endpoints(m, "nobody", names, 4, NULL), 0);
+
+    /* It pinged after the probe began: alive, nothing dropped. */
+    mc_client_status_t status;
+    advance(10);
+    assert_int_equal(mc_master_ping(m, "client-a", NULL, &status), 0);
+    assert_int_equal(mc_master_client_gone(m, "client-a", seen), 1);
+    assert_true(exists(m, "only-a"));
+    assert_int_equal(stats(m).gone_clients, 0);
+
+    assert_int_equal(mc_master_client_endpoints(m, "client-a", names, 4, &seen), 1);
+    assert_int_equal(mc_master_client_gone(m, "client-a", seen), 0);
+    mc_master_stats_t s = stats(m);
+    assert_int_equal(s.gone_clients, 1);
+    assert_int_equal(s.expired_clients, 0);
+    assert_int_equal(s.segment_count, 1);
+    assert_false(exists(m, "only-a"));
+    assert_true(exists(m, "only-b"));
+    assert_int_equal(mc_master_put_end(m, "client-a", "a-writing"), MC_ERR_OBJECT_NOT_FOUND);
+    /* A put of the lost key is a new object, placed on the live segment. */
+    assert_int_equal(put(m, "client-b", "only-a", 1000, NULL), 0);
+    assert_int_equal(query(m, "only-a", out, &n), 0);
+    assert_string_equal(out[0].segment_name, "host-b:1");
+    /* Gone once: no endpoints, a second verdict finds nothing to do. */
+    assert_int_equal(mc_master_client_endpoints(m, "client-a", names, 4, &seen), 0);
+    assert_int_equal(mc_master_client_gone(m, "client-a", seen), MC_ERR_CLIENT_NOT_FOUND);
+    /* Pinging after all, it is told to re-mount, and is a live holder again once it has. */
+    assert_int_equal(mc_master_ping(m, "client-a", NULL, &status), 0);
+    assert_int_equal(status, MC_CLIENT_NEED_REMOUNT);
+    mc_segment_info_t seg = segment("seg-a", "host-a:1", 1 * MiB);
+    assert_int_equal(mc_master_remount_segments(m, "client-a", &seg, 1), 0);
+    assert_int_equal(mc_master_ping(m, "client-a", NULL, &status), 0);
+    assert_int_equal(status, MC_CLIENT_OK);
+    assert_int_equal(mc_master_client_gone(m, "client-a", 0), 1);
+    assert_int_equal(mc_master_client_gone(m, NULL, 0), MC_ERR_INVALID_PARAMS);
+    mc_master_destroy(m);
+}
+
 static void test_client_expiry_drops_segments_and_puts_then_remount(void **state)
 {
     mc_master_config_t cfg = quiet_config();
@@ -1364,6 +1423,7 @@ int main(void)
         cmocka_unit_test(test_mount_rules),
         cmocka_unit_test(test_unmount_keeps_object_readable_from_remaining_replica),
         cmocka_unit_test(test_client_expiry_drops_segments_and_puts_then_remount),
+        cmocka_unit_test(test_client_gone_drops_it_unless_it_pinged_since),
         cmocka_unit_test(test_unfinished_put_is_revoked_after_release_timeout),
         cmocka_unit_test(test_abandoned_put_is_replaced_after_discard_timeout),
         cmocka_unit_test(test_upsert_keeps_old_value_readable_until_end),
