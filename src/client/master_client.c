@@ -6,15 +6,44 @@
  */
 #include "master_client.h"
 
+#include "log.h"
 #include "mooncake/errors.h"
 
 #include <stdlib.h>
 
+/* Writes whose effect the operation log keeps: run twice, the second run can only find the
+ * first one's work done (no pending put to end, nothing to remove) and answer an error. */
+static int durable_write(uint16_t opcode)
+{
+    return opcode == MC_RPC_PUT_END || opcode == MC_RPC_UPSERT_END || opcode == MC_RPC_REMOVE ||
+           opcode == MC_RPC_REMOVE_ALL || opcode == MC_RPC_REMOVE_BY_REGEX;
+}
+
 int mc_master_call_keys(mc_rpc_client_t *rpc, uint16_t opcode, const Mc__KeysRequest *req,
                         Mc__KeysResponse **resp)
 {
-    return mc_rpc_call_pb(rpc, opcode, &req->base, &mc__keys_response__descriptor,
-                          (ProtobufCMessage **)resp);
+    int elsewhere = 0;
+    int rc = mc_rpc_call_pb_ex(rpc, opcode, &req->base, &mc__keys_response__descriptor,
+                               (ProtobufCMessage **)resp, &elsewhere);
+    if (rc != 0 || !elsewhere || !durable_write(opcode))
+        return rc;
+    /* The leader that got the first attempt may have executed and committed it before it died:
+     * an error from the new leader's run is not the outcome, which is unknown. A success is. */
+    Mc__KeysResponse *r = *resp;
+    size_t unknown = r->code != 0;
+    if (r->code != 0)
+        r->code = MC_ERR_RPC_FAIL;
+    for (size_t i = 0; i < r->n_results; i++) {
+        if (r->results[i]->code != 0) {
+            r->results[i]->code = MC_ERR_RPC_FAIL;
+            unknown++;
+        }
+    }
+    if (unknown)
+        MC_WARN("%s reached a new master after the old one may have executed it: %zu outcomes "
+                "unknown (RPC_FAIL)",
+                mc_rpc_method_name(opcode), unknown);
+    return rc;
 }
 
 int mc_master_call_segments(mc_rpc_client_t *rpc, uint16_t opcode, const Mc__SegmentRequest *req,

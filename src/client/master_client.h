@@ -5,6 +5,11 @@
  * Each call returns 0 with *resp set (free it with the matching mc__*__free_unpacked(resp, NULL)),
  * or a negative code: MC_ERR_RPC_FAIL / MC_ERR_RPC_TIMEOUT (transport),
  * MC_ERR_DESERIALIZE_FAIL (a reply that does not decode), MC_ERR_INTERNAL_ERROR (memory).
+ *
+ * Outcomes are never guessed: when a PutEnd, UpsertEnd, Remove, RemoveAll or RemoveByRegex was
+ * answered by another master than the one that may have executed it first (mc_rpc_call_ex), each
+ * error in the answer (the whole-request code and every key's) becomes MC_ERR_RPC_FAIL,
+ * upstream's code for "the call failed, its outcome unknown"; successes stay.
  */
 #ifndef MC_CLIENT_MASTER_CLIENT_H
 #define MC_CLIENT_MASTER_CLIENT_H

@@ -107,3 +107,12 @@ int mc_failpoint(const char *name)
     }
     return 0;
 }
+
+int mc_failpoint_named(const char *prefix, const char *suffix)
+{
+    if (atomic_load_explicit(&fp_state, memory_order_relaxed) == 1)
+        return 0;
+    char name[FP_NAME_MAX];
+    snprintf(name, sizeof(name), "%s.%s", prefix, suffix);
+    return mc_failpoint(name);
+}

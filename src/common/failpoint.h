@@ -21,5 +21,8 @@
 
 /* Runs the action configured for `name`, if any. Returns 1 when an action ran, else 0. */
 int mc_failpoint(const char *name);
+/* mc_failpoint("<prefix>.<suffix>"), e.g. ("rpc.held_reply", "UpsertEnd"): the name is built only
+ * when MC_FAILPOINTS names any failpoint, so a hot path pays one relaxed load otherwise. */
+int mc_failpoint_named(const char *prefix, const char *suffix);
 
 #endif

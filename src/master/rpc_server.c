@@ -27,6 +27,7 @@
 #include "rpc_server.h"
 
 #include "auth.h"
+#include "failpoint.h"
 #include "frame.h"
 #include "log.h"
 #include "mooncake/errors.h"
@@ -71,6 +72,7 @@ typedef struct rpc_reply {
     struct rpc_reply *next; /* held replies (see mc_rpc_server_set_barrier) */
     size_t len;             /* frame bytes */
     uint64_t need;          /* held until the barrier's durable sequence reaches this */
+    uint16_t opcode;        /* of the request it answers */
     uint8_t bytes[];        /* frame header + body */
 } rpc_reply_t;
 
@@ -411,6 +413,7 @@ int mc_rpc_conn_reply(rpc_conn_t *c, uint16_t opcode, uint64_t id, const Protobu
     r->len = MC_FRAME_HEADER_SIZE + body;
     r->next = NULL;
     r->need = 0;
+    r->opcode = opcode;
     mc_rpc_server_t *srv = c->worker->server;
     mc_rpc_seq_fn seq = atomic_load(&srv->barrier_seq);
     if (seq) {
@@ -882,6 +885,9 @@ static void rpc_flush_held(rpc_conn_t *c, uint64_t durable)
         if (!c->held)
             c->held_tail = NULL;
         c->held_bytes -= r->len;
+        /* Tests stop the leader here: the change is committed, its answer not yet sent. */
+        int m = mc_rpc_method_index(r->opcode);
+        mc_failpoint_named("rpc.held_reply", m >= 0 ? mc_rpc_methods[m].name : "Unknown");
         r->req.data = r;
         uv_buf_t b = uv_buf_init((char *)r->bytes, (unsigned int)r->len);
         if (uv_write(&r->req, (uv_stream_t *)&c->tcp, &b, 1, rpc_write_done) < 0) {

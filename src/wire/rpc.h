@@ -122,5 +122,18 @@ int mc_rpc_call(mc_rpc_client_t *c, uint16_t opcode, const uint8_t *body, size_t
  */
 int mc_rpc_call_pb(mc_rpc_client_t *c, uint16_t opcode, const ProtobufCMessage *req,
                    const ProtobufCMessageDescriptor *reply_desc, ProtobufCMessage **resp);
+/*
+ * The same, telling whether the answer may not be the first execution's: *elsewhere (not NULL)
+ * is set to 1 when the reply came from another master than an earlier attempt of this call that
+ * had sent the whole request and then lost its connection (the leader changed meanwhile). That
+ * earlier master may have executed the request, committed it and died before answering: the
+ * new leader's answer then says what a second execution finds, not what the first did (a remove
+ * retried finds nothing to remove). Else 0.
+ */
+int mc_rpc_call_ex(mc_rpc_client_t *c, uint16_t opcode, const uint8_t *body, size_t len,
+                   uint8_t **reply, size_t *reply_len, int *elsewhere);
+int mc_rpc_call_pb_ex(mc_rpc_client_t *c, uint16_t opcode, const ProtobufCMessage *req,
+                      const ProtobufCMessageDescriptor *reply_desc, ProtobufCMessage **resp,
+                      int *elsewhere);
 
 #endif /* MC_WIRE_RPC_H */

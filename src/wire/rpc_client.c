@@ -14,7 +14,10 @@
  * leader's address before its first connection and after a call fails in transport (refused,
  * reset, timed out): when the address changed, the pool is emptied and the call is retried once
  * at the new address. A master that is not (or no longer) the leader closes the connection
- * without executing the request, so that retry never runs a request twice.
+ * without executing the request. But a leader may execute a request, commit it and die before
+ * its answer leaves: the retry then runs it a second time at the new leader, and
+ * mc_rpc_call_ex says so (its caller turns a definite error of that second run into "outcome
+ * unknown", master_client.c).
  *
  * Waiting for a reply: a thread that blocks in recv() right after sending pays a wake-up when the
  * reply comes (on a VM, an inter-processor interrupt and a halted vCPU woken: tens of µs, as much
@@ -357,19 +360,21 @@ static void spin_for_reply(int fd)
 }
 
 static int exchange_once(mc_rpc_client_t *c, int fd, uint16_t opcode, const uint8_t *body,
-                         size_t len, uint8_t **reply, size_t *reply_len);
+                         size_t len, uint8_t **reply, size_t *reply_len, int *sent_all);
 
+/* *sent_all: the whole request left (the server may have executed it). */
 static int exchange(mc_rpc_client_t *c, int fd, uint16_t opcode, const uint8_t *body, size_t len,
-                    uint8_t **reply, size_t *reply_len)
+                    uint8_t **reply, size_t *reply_len, int *sent_all)
 {
     atomic_fetch_add(&g_spin.in_flight, 1);
-    int rc = exchange_once(c, fd, opcode, body, len, reply, reply_len);
+    *sent_all = 0;
+    int rc = exchange_once(c, fd, opcode, body, len, reply, reply_len, sent_all);
     atomic_fetch_sub(&g_spin.in_flight, 1);
     return rc;
 }
 
 static int exchange_once(mc_rpc_client_t *c, int fd, uint16_t opcode, const uint8_t *body,
-                         size_t len, uint8_t **reply, size_t *reply_len)
+                         size_t len, uint8_t **reply, size_t *reply_len, int *sent_all)
 {
     uint64_t id = atomic_fetch_add(&c->next_id, 1);
     uint8_t hdr[MC_FRAME_HEADER_SIZE];
@@ -397,6 +402,7 @@ static int exchange_once(mc_rpc_client_t *c, int fd, uint16_t opcode, const uint
             break;
         }
     }
+    *sent_all = 1;
     spin_for_reply(fd);
     uint8_t raw[MC_FRAME_HEADER_SIZE];
     if (mc_net_recv_all(fd, raw, sizeof(raw)) != 0)
@@ -451,8 +457,18 @@ int mc_rpc_client_local_host(mc_rpc_client_t *c, char *out, size_t cap)
 int mc_rpc_call(mc_rpc_client_t *c, uint16_t opcode, const uint8_t *body, size_t len,
                 uint8_t **reply, size_t *reply_len)
 {
+    return mc_rpc_call_ex(c, opcode, body, len, reply, reply_len, NULL);
+}
+
+int mc_rpc_call_ex(mc_rpc_client_t *c, uint16_t opcode, const uint8_t *body, size_t len,
+                   uint8_t **reply, size_t *reply_len, int *elsewhere)
+{
+    if (elsewhere)
+        *elsewhere = 0;
     if (!c || !reply || !reply_len || (len && !body) || len > MC_RPC_MAX_BODY)
         return MC_ERR_INVALID_PARAMS;
+    int unanswered = 0; /* an attempt sent the whole request and got no answer */
+    int relocated = 0;  /* ... and the call then moved to another master */
     *reply = NULL;
     *reply_len = 0;
     /* A pooled connection may have been closed by a restarted server: one retry on a fresh one.
@@ -467,13 +483,17 @@ int mc_rpc_call(mc_rpc_client_t *c, uint16_t opcode, const uint8_t *body, size_t
             rc = fd == MC_ERR_RPC_TIMEOUT || fd == MC_ERR_ILLEGAL_CLIENT ? fd : MC_ERR_RPC_FAIL;
         } else {
             int tracked = c->resolve && busy_add(c, fd, gen);
-            rc = exchange(c, fd, opcode, body, len, reply, reply_len);
+            int sent_all = 0;
+            rc = exchange(c, fd, opcode, body, len, reply, reply_len, &sent_all);
             if (tracked)
                 busy_remove(c, fd);
             if (rc == 0) {
                 give_back_gen(c, fd, gen);
+                if (elsewhere)
+                    *elsewhere = relocated;
                 return 0;
             }
+            unanswered |= sent_all;
             close(fd);
         }
         if (rc != MC_ERR_RPC_FAIL && rc != MC_ERR_RPC_TIMEOUT)
@@ -484,6 +504,7 @@ int mc_rpc_call(mc_rpc_client_t *c, uint16_t opcode, const uint8_t *body, size_t
             int moved = c->generation != gen; /* the leader changed while this call waited */
             pthread_mutex_unlock(&c->lock);
             if (moved || re_resolve(c) == 1) {
+                relocated = unanswered;
                 attempt = -1; /* a fresh pair of attempts at the new leader */
                 continue;
             }
@@ -573,6 +594,15 @@ const char *mc_rpc_method_name(uint16_t opcode)
 int mc_rpc_call_pb(mc_rpc_client_t *c, uint16_t opcode, const ProtobufCMessage *req,
                    const ProtobufCMessageDescriptor *reply_desc, ProtobufCMessage **resp)
 {
+    return mc_rpc_call_pb_ex(c, opcode, req, reply_desc, resp, NULL);
+}
+
+int mc_rpc_call_pb_ex(mc_rpc_client_t *c, uint16_t opcode, const ProtobufCMessage *req,
+                      const ProtobufCMessageDescriptor *reply_desc, ProtobufCMessage **resp,
+                      int *elsewhere)
+{
+    if (elsewhere)
+        *elsewhere = 0;
     size_t len = req ? protobuf_c_message_get_packed_size(req) : 0;
     uint8_t *body = calloc(1, len ? len : 1);
     if (!body)
@@ -581,7 +611,7 @@ int mc_rpc_call_pb(mc_rpc_client_t *c, uint16_t opcode, const ProtobufCMessage *
         protobuf_c_message_pack(req, body);
     uint8_t *reply = NULL;
     size_t reply_len = 0;
-    int rc = mc_rpc_call(c, opcode, body, len, &reply, &reply_len);
+    int rc = mc_rpc_call_ex(c, opcode, body, len, &reply, &reply_len, elsewhere);
     free(body);
     if (rc != 0)
         return rc;

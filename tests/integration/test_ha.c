@@ -505,6 +505,112 @@ static void stalled_leader_is_deposed(void **state)
     mc_etcd_destroy(e);
 }
 
+typedef struct write_arg {
+    mc_store_t *s;
+    const char *key;
+    int remove; /* else upsert */
+    const uint8_t *value;
+    size_t len;
+    int rc;
+} write_arg_t;
+
+static void *write_main(void *arg)
+{
+    write_arg_t *a = arg;
+    a->rc = a->remove ? mc_store_remove(a->s, a->key, 1)
+                      : mc_store_upsert(a->s, a->key, a->value, a->len, NULL);
+    return NULL;
+}
+
+/* The index of the leader once it is stopped (a failpoint stopped it), or -1 after ms. */
+static int wait_leader_stopped(int ms)
+{
+    for (uint64_t end = now_ms() + (uint64_t)ms; now_ms() < end; usleep(20 * 1000)) {
+        for (int i = 0; i < NMASTERS; i++)
+            if (master_up[i] && mc_proc_is_frozen(masters[i].pid) == 1)
+                return i;
+    }
+    return -1;
+}
+
+/* Runs an upsert or remove of key with s while the leader stops itself (a failpoint) after
+ * committing it and before answering; the call is retried at the next leader. Returns its code
+ * and leaves the stopped master killed. */
+static int write_across_a_stopped_answer(mc_etcd_t *e, write_arg_t *a)
+{
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, write_main, a), 0);
+    int stopped = wait_leader_stopped(20000);
+    assert_true(stopped >= 0);
+    assert_true(wait_leader(e, stopped, 30000) >= 0); /* elected while the call waits */
+    pthread_join(t, NULL);
+    mc_master_stop(&masters[stopped], SIGKILL);
+    master_up[stopped] = 0;
+    return a->rc;
+}
+
+/* A leader commits an upsert (then a remove) and stops before its answer leaves; the client's
+ * retry reaches the new leader, which finds the work already done. The answer is the true
+ * outcome (0) or "unknown" (RPC_FAIL), never a definite error for a write that took effect:
+ * before, the upsert answered OBJECT_NOT_FOUND and the remove too. */
+static void retried_write_answers_its_true_outcome(void **state)
+{
+    (void)state;
+    mc_etcd_t *e;
+    assert_int_equal(mc_etcd_create(ec.endpoints, 2000, &e), 0);
+    snprintf(cluster_id, sizeof(cluster_id), "test_ha_retry_%d", (int)getpid());
+    setenv("MC_STORE_CLUSTER_ID", cluster_id, 1);
+    /* Master 0 leads first and stops at its first UpsertEnd answer; the others at a Remove's. */
+    setenv("MC_FAILPOINTS", "rpc.held_reply.UpsertEnd=stop:1", 1);
+    assert_int_equal(start_master(0), 0);
+    unsetenv("MC_FAILPOINTS");
+    assert_int_equal(wait_leader(e, -1, 20000), 0);
+    setenv("MC_FAILPOINTS", "rpc.held_reply.Remove=stop:1", 1);
+    for (int i = 1; i < NMASTERS; i++)
+        assert_int_equal(start_master(i), 0);
+    unsetenv("MC_FAILPOINTS");
+    const char *flags[] = {NULL};
+    for (nholders = 0; nholders < 2; nholders++)
+        assert_int_equal(
+            mc_holder_start(&holders[nholders], &ha_master, "512MB", flags, NULL, 30000), 0);
+    mc_store_t *s = ha_client(1);
+    assert_non_null(s);
+    uint8_t *v1 = malloc(MAX_VALUE), *v2 = malloc(MAX_VALUE), *got = malloc(MAX_VALUE);
+    size_t l1 = value_of(300, 1, v1), l2 = value_of(300, 2, v2);
+    assert_int_equal(mc_test_put_retry(s, "ha-retry", v1, l1, NULL, 15000), 0);
+
+    write_arg_t up = {.s = s, .key = "ha-retry", .value = v2, .len = l2};
+    int rc = write_across_a_stopped_answer(e, &up);
+    int64_t n = -1;
+    for (uint64_t end = now_ms() + 15000; now_ms() < end; usleep(200 * 1000))
+        if ((n = mc_store_get(s, "ha-retry", got, MAX_VALUE)) >= 0)
+            break;
+    printf("  upsert committed, its leader stopped before answering: %d (%s); the key reads "
+           "%s\n",
+           rc, mc_error_name(rc),
+           n == (int64_t)l2 && !memcmp(got, v2, l2)   ? "the new value"
+           : n == (int64_t)l1 && !memcmp(got, v1, l1) ? "the old value"
+                                                      : "neither");
+    assert_true(rc == 0 || rc == MC_ERR_RPC_FAIL);
+    assert_int_equal(n, (int64_t)l2); /* committed: the new value */
+    assert_memory_equal(got, v2, l2);
+
+    write_arg_t rm = {.s = s, .key = "ha-retry", .remove = 1};
+    rc = write_across_a_stopped_answer(e, &rm);
+    n = mc_store_get(s, "ha-retry", got, MAX_VALUE);
+    printf("  remove committed, its leader stopped before answering: %d (%s); the key then "
+           "answers %lld\n",
+           rc, mc_error_name(rc), (long long)n);
+    assert_true(rc == 0 || rc == MC_ERR_RPC_FAIL);
+    assert_int_equal(n, MC_ERR_OBJECT_NOT_FOUND);
+    free(v1);
+    free(v2);
+    free(got);
+    mc_store_free(s);
+    stop_cluster();
+    mc_etcd_destroy(e);
+}
+
 static void planned_restart_of_every_master(void **state)
 {
     (void)state;
@@ -752,6 +858,7 @@ int main(void)
         cmocka_unit_test_teardown(planned_restart_of_every_master, test_teardown),
         cmocka_unit_test_teardown(remove_before_remount_loses_nothing, test_teardown),
         cmocka_unit_test_teardown(stale_writer_cannot_overwrite, test_teardown),
+        cmocka_unit_test_teardown(retried_write_answers_its_true_outcome, test_teardown),
     };
     if (getenv("MC_TEST_FILTER")) /* e.g. MC_TEST_FILTER=stalled* */
         cmocka_set_test_filter(getenv("MC_TEST_FILTER"));
