@@ -68,7 +68,7 @@ int mc_net_is_wildcard(const char *host)
     return !host || !*host || !strcmp(host, "0.0.0.0") || !strcmp(host, "::") || !strcmp(host, "*");
 }
 
-static int same_address(const struct sockaddr *a, const struct sockaddr *b)
+int mc_net_same_host(const struct sockaddr *a, const struct sockaddr *b)
 {
     if (a->sa_family != b->sa_family)
         return 0;
@@ -96,7 +96,7 @@ int mc_net_interface_of(const char *host, char *out, size_t cap)
             if (!i->ifa_addr || !i->ifa_name)
                 continue;
             for (struct addrinfo *a = res; a && rc != 0; a = a->ai_next) {
-                if (same_address(i->ifa_addr, a->ai_addr) && strlen(i->ifa_name) < cap) {
+                if (mc_net_same_host(i->ifa_addr, a->ai_addr) && strlen(i->ifa_name) < cap) {
                     snprintf(out, cap, "%s", i->ifa_name);
                     rc = 0;
                 }

@@ -17,6 +17,10 @@
 #define MC_HOST_MAX 256
 #define MC_ENDPOINT_MAX (MC_HOST_MAX + 8)
 
+/* 1 when a and b hold the same IPv4 or IPv6 address (ports ignored); 0 otherwise. */
+struct sockaddr;
+int mc_net_same_host(const struct sockaddr *a, const struct sockaddr *b);
+
 /* 1 when host means every interface: NULL, "", "0.0.0.0", "::" or "*". */
 int mc_net_is_wildcard(const char *host);
 /*

@@ -26,20 +26,6 @@ struct mc_http_guard_conn {
     struct sockaddr_storage peer; /* the client's address (family 0: unknown) */
 };
 
-/* 1 when a and b are the same host (the address, not the port). */
-static int same_host(const struct sockaddr *a, const struct sockaddr_storage *b)
-{
-    if (a->sa_family != b->ss_family)
-        return 0;
-    if (a->sa_family == AF_INET)
-        return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
-               ((const struct sockaddr_in *)b)->sin_addr.s_addr;
-    if (a->sa_family == AF_INET6)
-        return memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
-                      &((const struct sockaddr_in6 *)b)->sin6_addr, sizeof(struct in6_addr)) == 0;
-    return 1; /* a local socket: one peer */
-}
-
 /* Text of a peer's address for a log line. */
 static void host_text(const struct sockaddr *a, char *out, size_t cap)
 {
@@ -161,7 +147,7 @@ enum MHD_Result mc_http_guard_accept(void *cls, const struct sockaddr *addr, soc
         unsigned from_peer = 0;
         pthread_mutex_lock(&g->lock);
         for (const struct mc_http_guard_conn *c = g->conns; c; c = c->next)
-            from_peer += !c->aborted && same_host(addr, &c->peer);
+            from_peer += !c->aborted && mc_net_same_host(addr, (const struct sockaddr *)&c->peer);
         pthread_mutex_unlock(&g->lock);
         if (from_peer < g->max_per_peer)
             return MHD_YES;
