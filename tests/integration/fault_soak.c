@@ -36,6 +36,7 @@
 #include "proc.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <pthread.h>
@@ -84,6 +85,7 @@ typedef struct soak_opts {
     uint64_t min_verified;
     char segment[32];
     const char *json;
+    const char *log; /* --log: where the processes' stderr goes (NULL: inherited) */
 } soak_opts_t;
 
 /* One key: its name, and the fate of each generation written to it (guarded by mu). */
@@ -173,6 +175,8 @@ static atomic_int stop_flag;
 static double start_time; /* now_s() when the soak began */
 static atomic_int workers_running;
 static atomic_uint_fast64_t wrong_logged;
+/* The soak's own findings; with --log the processes' logs (stderr) go to that file instead. */
+static FILE *soak_err;
 static pthread_mutex_t done_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t done_cv = PTHREAD_COND_INITIALIZER;
 
@@ -310,7 +314,7 @@ static uint32_t key_issue(soak_key_t *k)
         uint32_t cap = k->cap ? k->cap * 2 : 64;
         uint8_t *fate = realloc(k->fate, cap);
         if (!fate) {
-            fprintf(stderr, "fault_soak: out of memory\n");
+            fprintf(soak_err, "fault_soak: out of memory\n");
             abort();
         }
         memset(fate + k->cap, GEN_IN_FLIGHT, cap - k->cap);
@@ -387,7 +391,7 @@ static void report_wrong(soak_thread_t *t, soak_op_t op, const soak_key_t *k, si
     va_start(ap, fmt);
     vsnprintf(why, sizeof(why), fmt, ap);
     va_end(ap);
-    fprintf(stderr, "fault_soak: t=%.1fs WRONG BYTES thread %d %s key %s size %zu: %s\n",
+    fprintf(soak_err, "fault_soak: t=%.1fs WRONG BYTES thread %d %s key %s size %zu: %s\n",
             now_s() - start_time, t->index, op_names[op], k->name, len, why);
 }
 
@@ -522,7 +526,7 @@ static soak_verdict_t verify_value(soak_thread_t *t, soak_op_t op, soak_key_t *k
     }
     uint8_t *expected = malloc(len);
     if (!expected) {
-        fprintf(stderr, "fault_soak: out of memory\n");
+        fprintf(soak_err, "fault_soak: out of memory\n");
         abort();
     }
     make_value(k, h.gen, expected);
@@ -784,10 +788,10 @@ static void check_crashed(soak_holder_t *h, double now)
         return;
     chaos_stats.crashes++;
     if (WIFEXITED(status))
-        fprintf(stderr, "fault_soak: holder %s exited by itself with status %d\n", h->h.segment,
+        fprintf(soak_err, "fault_soak: holder %s exited by itself with status %d\n", h->h.segment,
                 WEXITSTATUS(status));
     else if (WIFSIGNALED(status))
-        fprintf(stderr, "fault_soak: holder %s died of signal %d\n", h->h.segment,
+        fprintf(soak_err, "fault_soak: holder %s died of signal %d\n", h->h.segment,
                 WTERMSIG(status));
     mc_cluster_untrack(h->h.proc.pid);
     close(h->h.proc.stdin_fd);
@@ -851,7 +855,7 @@ static void chaos_act(soak_holder_t *h, uint64_t *rng, double now)
         chaos_stats.kills++;
     }
     if (opt.verbose)
-        fprintf(stderr, "fault_soak: t=%.1fs chaos %s holder %s for %.1f s\n", now - start_time,
+        fprintf(soak_err, "fault_soak: t=%.1fs chaos %s holder %s for %.1f s\n", now - start_time,
                 h->state == HOLDER_STOPPED ? "SIGSTOP" : "SIGKILL", h->h.segment, h->until - now);
 }
 
@@ -883,10 +887,10 @@ static void check_reader(soak_holder_t *r)
         return;
     reader_lost++;
     if (WIFEXITED(status))
-        fprintf(stderr, "fault_soak: %s exited by itself with status %d\n", r->h.segment,
+        fprintf(soak_err, "fault_soak: %s exited by itself with status %d\n", r->h.segment,
                 WEXITSTATUS(status));
     else if (WIFSIGNALED(status))
-        fprintf(stderr, "fault_soak: %s died of signal %d\n", r->h.segment, WTERMSIG(status));
+        fprintf(soak_err, "fault_soak: %s died of signal %d\n", r->h.segment, WTERMSIG(status));
     mc_cluster_untrack(r->h.proc.pid);
     close(r->h.proc.stdin_fd);
     close(r->h.proc.stdout_fd);
@@ -907,7 +911,7 @@ static void chaos_stall_reader(uint64_t *rng, double now)
     r->until = now + 0.2 + (longest - 0.2) * rng_unit(rng);
     reader_stops++;
     if (opt.verbose)
-        fprintf(stderr, "fault_soak: t=%.1fs chaos SIGSTOP %s for %.1f s\n", now - start_time,
+        fprintf(soak_err, "fault_soak: t=%.1fs chaos SIGSTOP %s for %.1f s\n", now - start_time,
                 r->h.segment, r->until - now);
 }
 
@@ -954,7 +958,7 @@ static void reader_finish(soak_holder_t *r, int index)
     }
     if (!got || status == -1 || !WIFEXITED(status) ||
         (WEXITSTATUS(status) != SOAK_EXIT_PASS && WEXITSTATUS(status) != SOAK_EXIT_WRONG_BYTES)) {
-        fprintf(stderr, "fault_soak: reader %d ended without its report (status %d)\n", index,
+        fprintf(soak_err, "fault_soak: reader %d ended without its report (status %d)\n", index,
                 status);
         reader_lost++;
     }
@@ -986,7 +990,7 @@ static void chaos_expire_under_reader(uint64_t *rng, double now)
     chaos_stats.long_stops++;
     reader_stops++;
     if (opt.verbose)
-        fprintf(stderr,
+        fprintf(soak_err,
                 "fault_soak: t=%.1fs chaos SIGSTOP holder %s for %.1f s under %s (%.1f s)\n",
                 now - start_time, h->h.segment, h->until - now, r->h.segment, r->until - now);
 }
@@ -1139,7 +1143,7 @@ static void write_json(const soak_op_stats_t *total, double elapsed, uint64_t ve
 {
     FILE *f = fopen(opt.json, "w");
     if (!f) {
-        fprintf(stderr, "fault_soak: cannot write %s: %s\n", opt.json, strerror(errno));
+        fprintf(soak_err, "fault_soak: cannot write %s: %s\n", opt.json, strerror(errno));
         return;
     }
     fprintf(f,
@@ -1193,6 +1197,9 @@ static void usage(FILE *out)
             "  --no_shm                MC_DISABLE_SHM=1: bytes cross loopback tcp\n"
             "  --min_verified=N        verified reads needed to pass (default 100)\n"
             "  --json=PATH             write a JSON summary\n"
+            "  --log=PATH              the master's, holders' and store's logs go to PATH; the\n"
+            "                          soak's findings stay on stderr, and a failing soak\n"
+            "                          prints the log's warnings and errors and its tail\n"
             "  --verbose               log every chaos action\n"
             "  --calm                  no chaos (a baseline: the same load, no faults)\n"
             "Exit: 0 pass, 1 wrong bytes, 2 too few verified reads, 3 set-up failed,\n"
@@ -1297,17 +1304,20 @@ static int parse_options(int argc, char **argv)
         } else if (IS("--json")) {
             opt.json = v;
             bad = !*v;
+        } else if (IS("--log")) {
+            opt.log = v;
+            bad = !*v;
         } else if (IS("--calm")) {
             opt.calm = 1;
         } else if (IS("--verbose")) {
             opt.verbose = 1;
         } else {
-            fprintf(stderr, "fault_soak: unknown option %s (--help lists them)\n", a);
+            fprintf(soak_err, "fault_soak: unknown option %s (--help lists them)\n", a);
             return -1;
         }
 #undef IS
         if (bad) {
-            fprintf(stderr, "fault_soak: bad value in %s\n", a);
+            fprintf(soak_err, "fault_soak: bad value in %s\n", a);
             return -1;
         }
     }
@@ -1346,6 +1356,7 @@ static int setup_keys(void)
 }
 
 static int setup_store(void);
+static void print_log_digest(void);
 
 static int setup_cluster(void)
 {
@@ -1358,12 +1369,12 @@ static int setup_cluster(void)
         return setup_store();
     }
     if (mc_master_start(&master, 0, extra) != 0) {
-        fprintf(stderr, "fault_soak: mooncake_master did not start\n");
+        fprintf(soak_err, "fault_soak: mooncake_master did not start\n");
         return -1;
     }
     for (int i = 0; i < opt.holders; i++) {
         if (holder_start(&holders[i]) != 0) {
-            fprintf(stderr, "fault_soak: holder %d did not start\n", i);
+            fprintf(soak_err, "fault_soak: holder %d did not start\n", i);
             return -1;
         }
     }
@@ -1371,7 +1382,7 @@ static int setup_cluster(void)
         return -1;
     for (int i = 0; i < opt.readers; i++) {
         if (reader_start(&readers[i]) != 0) {
-            fprintf(stderr, "fault_soak: reader %d did not start\n", i);
+            fprintf(soak_err, "fault_soak: reader %d did not start\n", i);
             return -1;
         }
     }
@@ -1388,7 +1399,7 @@ static int setup_store(void)
                              .master_server_addr = master.addr};
     int rc = mc_store_setup(&cfg, &store);
     if (rc != 0) {
-        fprintf(stderr, "fault_soak: mc_store_setup: %d\n", rc);
+        fprintf(soak_err, "fault_soak: mc_store_setup: %d\n", rc);
         return -1;
     }
     return 0;
@@ -1411,7 +1422,7 @@ static int setup_workers(void)
             return -1;
         int rc = mc_store_register_buffer(store, t->registered, area);
         if (rc != 0) {
-            fprintf(stderr, "fault_soak: mc_store_register_buffer: %d\n", rc);
+            fprintf(soak_err, "fault_soak: mc_store_register_buffer: %d\n", rc);
             return -1;
         }
     }
@@ -1453,25 +1464,25 @@ static void stop_children(void)
         kill(h->h.proc.pid, SIGCONT);
         int status = mc_proc_stop(&h->h.proc, SIGTERM, 15000);
         if (status == -1)
-            fprintf(stderr, "fault_soak: holder %s ignored SIGTERM for 15 s (killed)\n",
+            fprintf(soak_err, "fault_soak: holder %s ignored SIGTERM for 15 s (killed)\n",
                     h->h.segment);
         else if (WIFEXITED(status) && WEXITSTATUS(status) != 0)
-            fprintf(stderr, "fault_soak: holder %s exited with status %d\n", h->h.segment,
+            fprintf(soak_err, "fault_soak: holder %s exited with status %d\n", h->h.segment,
                     WEXITSTATUS(status));
         else if (WIFSIGNALED(status))
-            fprintf(stderr, "fault_soak: holder %s died of signal %d at stop\n", h->h.segment,
+            fprintf(soak_err, "fault_soak: holder %s died of signal %d at stop\n", h->h.segment,
                     WTERMSIG(status));
         h->state = HOLDER_DEAD;
     }
     if (master.pid > 0) {
         int status = mc_master_stop(&master, SIGTERM);
         if (status == -1)
-            fprintf(stderr, "fault_soak: mooncake_master ignored SIGTERM (killed)\n");
+            fprintf(soak_err, "fault_soak: mooncake_master ignored SIGTERM (killed)\n");
         else if (WIFEXITED(status) && WEXITSTATUS(status) != 0)
-            fprintf(stderr, "fault_soak: mooncake_master exited with status %d\n",
+            fprintf(soak_err, "fault_soak: mooncake_master exited with status %d\n",
                     WEXITSTATUS(status));
         else if (WIFSIGNALED(status))
-            fprintf(stderr, "fault_soak: mooncake_master died of signal %d\n", WTERMSIG(status));
+            fprintf(soak_err, "fault_soak: mooncake_master died of signal %d\n", WTERMSIG(status));
         master.pid = 0;
     }
     mc_cluster_kill_all();
@@ -1578,9 +1589,11 @@ static int run_soak(void)
     if (opt.json)
         write_json(total, elapsed, verified, wrong, result);
     if (hung) {
-        fprintf(stderr, "fault_soak: %d worker(s) still in a store call %.0f s after the end\n",
+        fprintf(soak_err, "fault_soak: %d worker(s) still in a store call %.0f s after the end\n",
                 atomic_load(&workers_running), grace);
         stop_children();
+        if (opt.log)
+            print_log_digest();
         _exit(wrong ? SOAK_EXIT_WRONG_BYTES : SOAK_EXIT_HANG); /* threads cannot be joined */
     }
     for (int i = 0; i < opt.threads; i++)
@@ -1592,8 +1605,60 @@ static int run_soak(void)
                                          : SOAK_EXIT_PASS;
 }
 
+/* Sends this process's stderr, and so every child's, to opt.log; findings stay on soak_err. */
+static int redirect_logs(void)
+{
+    int fd = open(opt.log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int keep = fd >= 0 ? fcntl(2, F_DUPFD_CLOEXEC, 3) : -1;
+    FILE *err = keep >= 0 ? fdopen(keep, "w") : NULL;
+    if (!err || dup2(fd, 2) < 0) {
+        fprintf(stderr, "fault_soak: cannot log to %s: %s\n", opt.log, strerror(errno));
+        if (err)
+            fclose(err);
+        else if (keep >= 0)
+            close(keep);
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    close(fd);
+    setvbuf(err, NULL, _IOLBF, 0);
+    soak_err = err;
+    return 0;
+}
+
+/* After a failed soak: the log's own findings, warnings and errors (the first 60) and its last
+ * 40 lines, so that a CI excerpt shows why without the whole log. */
+static void print_log_digest(void)
+{
+    FILE *f = fopen(opt.log, "r");
+    if (!f)
+        return;
+    enum { FIRST = 60, TAIL = 40, LINE = 400 };
+    static char tail[TAIL][LINE];
+    char line[LINE];
+    size_t n = 0, shown = 0;
+    fprintf(soak_err, "fault_soak: from %s, its findings, warnings and errors:\n", opt.log);
+    while (fgets(line, sizeof(line), f)) {
+        int notable = line[0] == 'W' || line[0] == 'E' || line[0] == 'F' ||
+                      strncmp(line, "fault_soak:", 11) == 0 || strstr(line, "ERROR:") != NULL;
+        if (notable && shown < FIRST) {
+            fputs(line, soak_err);
+            shown++;
+        }
+        snprintf(tail[n % TAIL], LINE, "%s", line);
+        n++;
+    }
+    fclose(f);
+    fprintf(soak_err, "fault_soak: the last %zu lines of %s:\n", n < TAIL ? n : (size_t)TAIL,
+            opt.log);
+    for (size_t i = n > TAIL ? n - TAIL : 0; i < n; i++)
+        fputs(tail[i % TAIL], soak_err);
+}
+
 int main(int argc, char **argv)
 {
+    soak_err = stderr;
     int rc = parse_options(argc, argv);
     if (rc != 0)
         return rc > 0 ? 0 : SOAK_EXIT_USAGE;
@@ -1603,6 +1668,8 @@ int main(int argc, char **argv)
     signal(SIGINT, on_stop_request);
     signal(SIGTERM, on_stop_request);
     atexit(mc_cluster_kill_all);
+    if (opt.log && !opt.reader_child && redirect_logs() != 0)
+        return SOAK_EXIT_SETUP;
     set_child_environment();
     if (!opt.reader_child)
         printf("fault_soak: seed %" PRIu64
@@ -1621,5 +1688,10 @@ int main(int argc, char **argv)
     }
     stop_children();
     free_keys();
+    if (rc != SOAK_EXIT_PASS && opt.log && !opt.reader_child) {
+        print_log_digest();
+        fprintf(soak_err, "fault_soak: failed with exit status %d (--help says what it means)\n",
+                rc);
+    }
     return rc;
 }
