@@ -19,6 +19,7 @@ PKGS=(
   fio procps curl iproute2 util-linux iperf3  # iperf3: bench/crosshost_bench.py's limit
   strace  # test_offload_crash's directory-fsync tests trace the holder's syscalls
   clang-format cppcheck
+  clang libclang-rt-dev  # the fuzz targets (fuzz/, docs/fuzzing.md): clang and its libFuzzer runtime
   uuid-dev  # <uuid/uuid.h>: the libdfs test double's daos_types.h includes it, as DAOS's does
   etcd-server etcd-client  # master HA and etcd:// metadata (issue 15); tests start their own
   python3-matplotlib  # store_kv_bench.py --plot (issue 16)

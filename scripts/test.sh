@@ -2,10 +2,12 @@
 # scripts/test.sh — the README's test command: installs dependencies, checks the formatting of
 # every C file, lints them with cppcheck (scripts/lint.sh), builds a Release tree and an
 # ASan+UBSan tree, and runs every test (ctest: cmocka unit tests and multi-process integration
-# tests) in both, plus an install check of the guide's cmake commands.
+# tests) in both, plus an install check of the guide's cmake commands, then builds the libFuzzer
+# targets with clang (build-fuzz/, fuzz/) and runs each for a few seconds (docs/fuzzing.md).
 #
 #   bash scripts/test.sh            # everything
-#   MC_TEST_SKIP_ASAN=1 bash scripts/test.sh   # Release tree only (quicker local loop)
+#   MC_TEST_SKIP_ASAN=1 bash scripts/test.sh   # Release tree only (quicker local loop; no fuzzing)
+#   MC_TEST_SKIP_FUZZ=1 bash scripts/test.sh   # everything but the fuzz targets
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -80,5 +82,18 @@ if [ "${MC_TEST_SKIP_ASAN:-0}" != 1 ]; then
   step "ASan+UBSan tests"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir build-asan --output-on-failure -j"$jobs" --timeout 900
+fi
+
+if [ "${MC_TEST_SKIP_ASAN:-0}" != 1 ] && [ "${MC_TEST_SKIP_FUZZ:-0}" != 1 ]; then
+  step "fuzz targets (build-fuzz/: clang, libFuzzer + ASan/UBSan; docs/fuzzing.md)"
+  # Only the fuzz targets and the libraries they drive are built; each target's ctest runs it
+  # for MC_FUZZ_SECONDS (5) over a fresh copy of fuzz/corpus/<name> and fuzz/regression/<name>
+  # and fails on any crash, leak, UB report, timeout or out-of-memory (the input is kept under
+  # build-fuzz/fuzz/artifacts/).
+  cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug -DMC_FUZZ=ON \
+    -DMC_BUILD_TESTS=OFF -DWITH_PYTHON=OFF -DUSE_RDMA=OFF >/dev/null
+  cmake --build build-fuzz -j"$jobs" --target fuzz
+  bash scripts/lint.sh build-fuzz # the fuzz targets' own sources, as the step above lints ours
+  ctest --test-dir build-fuzz --output-on-failure -j"$jobs" --timeout 300
 fi
 step "all tests passed"

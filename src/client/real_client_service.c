@@ -456,6 +456,8 @@ static int64_t replica_desc(dummy_conn_t *c, const Mc__DummyRequest *req, Mc__Du
         mp[i] = &m[i];
     }
     free(d);
+    if (k == 0)
+        free(m); /* reply_free frees the array through its first element: there is none */
     rep->replicas = mp;
     rep->n_replicas = k;
     rep->count = count;

@@ -97,7 +97,13 @@ int mc_oplog_create(const mc_oplog_config_t *config, mc_oplog_t **out)
 /* Applies one batch read from etcd. 0, or MC_ERR_INCOMPLETE_OPLOG_CATCH_UP (logged). */
 static int apply_batch(mc_oplog_t *log, const mc_etcd_kv_t *kv)
 {
-    uint64_t id = strtoull(kv->key + strlen(log->prefix), NULL, 10);
+    /* etcd answers keys in the range asked for; one that is not is refused, never read past. */
+    size_t plen = strlen(log->prefix);
+    if (strncmp(kv->key, log->prefix, plen) != 0) {
+        MC_ERROR("oplog: etcd answered key %.128s, not a batch of %s", kv->key, log->prefix);
+        return MC_ERR_INCOMPLETE_OPLOG_CATCH_UP;
+    }
+    uint64_t id = strtoull(kv->key + plen, NULL, 10);
     if (id != log->last_batch_id + 1) {
         MC_ERROR("oplog: batch %" PRIu64 " follows batch %" PRIu64 ": a gap in %s", id,
                  log->last_batch_id, log->prefix);

@@ -194,6 +194,8 @@ int mc_obj_unescape_name(const char *name, char *key, size_t cap, size_t *key_le
 {
     if (strchr(name, '~'))
         return 1;
+    if (strlen(name) > MC_FS_NAME_MAX_ESCAPED) /* such a key gets a hashed name */
+        return MC_ERR_INVALID_PARAMS;
     size_t n = 0;
     for (size_t i = 0; name[i] != '\0'; i++) {
         if (n + 1 >= cap)
