@@ -353,6 +353,41 @@ int mc_net_recv_all_by(int fd, void *buf, size_t len, uint64_t deadline_ms)
     return 0;
 }
 
+int mc_net_stamp_arrivals(int fd)
+{
+    int on = 1;
+    return setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof(on));
+}
+
+ssize_t mc_net_recv_stamped(int fd, void *buf, size_t len, uint64_t *queued_ms)
+{
+    union {
+        char raw[CMSG_SPACE(sizeof(struct timespec))];
+        struct cmsghdr align;
+    } control;
+    struct iovec iov = {buf, len};
+    struct msghdr m = {.msg_iov = &iov,
+                       .msg_iovlen = 1,
+                       .msg_control = control.raw,
+                       .msg_controllen = sizeof(control.raw)};
+    *queued_ms = UINT64_MAX;
+    ssize_t n = recvmsg(fd, &m, MSG_DONTWAIT);
+    if (n <= 0)
+        return n;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SO_TIMESTAMPNS)
+            continue;
+        struct timespec at, now;
+        memcpy(&at, CMSG_DATA(c), sizeof(at));
+        clock_gettime(CLOCK_REALTIME, &now);
+        int64_t age_ns = ((int64_t)now.tv_sec - (int64_t)at.tv_sec) * 1000000000 +
+                         ((int64_t)now.tv_nsec - (int64_t)at.tv_nsec);
+        if (at.tv_sec != 0 && age_ns >= 0 && age_ns < 86400ll * 1000000000)
+            *queued_ms = (uint64_t)age_ns / 1000000u;
+    }
+    return n;
+}
+
 int mc_net_sendmsg_all_by(int fd, struct iovec *iov, int iovcnt, uint64_t deadline_ms)
 {
     int flags = MSG_DONTWAIT;

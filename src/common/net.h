@@ -81,6 +81,20 @@ int mc_net_recv_all_by(int fd, void *buf, size_t len, uint64_t deadline_ms);
 int mc_net_sendmsg_all_by(int fd, struct iovec *iov, int iovcnt, uint64_t deadline_ms);
 
 /*
+ * Receive timestamps: how long bytes have been waiting in a socket's receive queue. After
+ * mc_net_stamp_arrivals(fd) (on a listening socket it holds for every socket accepted from it),
+ * the kernel stamps each arriving segment (SO_TIMESTAMPNS, CLOCK_REALTIME).
+ * mc_net_recv_stamped receives what is queued, up to len bytes, without waiting (MSG_DONTWAIT)
+ * and sets *queued_ms to how long ago the last segment it read arrived; UINT64_MAX when the
+ * kernel gave no stamp (not enabled, or the segment arrived before) or the stamp is not
+ * believable (in the future, or more than a day old: a clock step). Returns recv()'s value.
+ * Used by a receiver to learn that a request sat unread, e.g. while this process was stopped,
+ * for longer than its sender was going to wait.
+ */
+int mc_net_stamp_arrivals(int fd);
+ssize_t mc_net_recv_stamped(int fd, void *buf, size_t len, uint64_t *queued_ms);
+
+/*
  * Aborts a connection: SO_LINGER {on, 0}, then close. The kernel discards bytes still queued in
  * either direction and sends RST, so nothing queued before the abort is ever delivered later
  * (a graceful close keeps retransmitting queued bytes, e.g. once a cut link comes back).

@@ -6,7 +6,9 @@
  * cores). Each frame (frame.h) is one request:
  *   HANDSHAKE  -> HANDSHAKE_REPLY with this segment's descriptor (P2PHANDSHAKE metadata)
  *   WRITE      -> the epoch and range are checked, then the payload is received straight into
- *                 the segment memory, then STATUS confirms the bytes are in place
+ *                 the segment memory while its initiator still waits (its budget, from the
+ *                 frame's arrival stamp; apply_payload), then STATUS confirms the bytes are in
+ *                 place
  *   READ       -> the epoch and range are checked, STATUS, then the bytes straight from memory
  * A refused READ or WRITE (stale epoch, range outside the registered memory) gets a STATUS with
  * the error; a refused write's payload is drained and discarded, never written. A frame with a
@@ -38,6 +40,7 @@
  */
 #include "transfer_internal.h"
 
+#include "failpoint.h"
 #include "frame.h"
 #include "log.h"
 #include "pb_decode.h"
@@ -63,6 +66,13 @@
 /* A served connection idle this long gives up its thread (parked until bytes arrive). */
 #define MC_TCP_PARK_AFTER_MS 1000
 #define MC_TCP_PARK_SWEEP_MS 1000 /* idle-timeout sweep of parked connections, at most */
+/* A write's payload is applied only this long before its initiator stops waiting (its budget,
+ * counted from the frame's arrival): covers the one-way delay and the initiator's time between
+ * stamping the budget and sending, so the STATUS still finds it waiting. */
+#define MC_TCP_APPLY_MARGIN_MS 50
+/* The most of a write's payload copied into segment memory after one check that its initiator
+ * is still waiting and its allocation not revoked (apply_payload). */
+#define MC_TCP_APPLY_CHUNK (256u << 10)
 
 /* ---- framing helpers ------------------------------------------------------------------- */
 
@@ -78,13 +88,29 @@ static int send_frame(int fd, uint16_t opcode, uint64_t request_id, const uint8_
     return mc_net_sendmsg_all_by(fd, iov, payload_len ? 3 : 2, deadline_ms);
 }
 
-/* Receives one frame header and its body (bounded by max_body) into a malloc'd buffer. */
-static int recv_frame(int fd, uint32_t max_body, mc_frame_header_t *h, uint8_t **body,
-                      uint64_t deadline_ms)
+/*
+ * Receives one frame header and its body (bounded by max_body) into a malloc'd buffer. With
+ * arrived_ms, the server's form: *arrived_ms is when (mc_now_ms() clock) the frame's first bytes
+ * arrived in the socket, from the kernel's receive stamp (mc_net_recv_stamped), or now when the
+ * kernel gave none.
+ */
+static int recv_frame_at(int fd, uint32_t max_body, mc_frame_header_t *h, uint8_t **body,
+                         uint64_t deadline_ms, uint64_t *arrived_ms)
 {
     uint8_t raw[MC_FRAME_HEADER_SIZE];
+    size_t got = 0;
     *body = NULL;
-    int rc = mc_net_recv_all_by(fd, raw, sizeof(raw), deadline_ms);
+    if (arrived_ms) {
+        uint64_t queued = UINT64_MAX;
+        ssize_t n = mc_net_recv_stamped(fd, raw, sizeof(raw), &queued);
+        uint64_t now = mc_now_ms();
+        *arrived_ms = queued != UINT64_MAX && queued < now ? now - queued : now;
+        if (n == 0)
+            return MC_ERR_TRANSFER_FAIL; /* hung up */
+        if (n > 0)
+            got = (size_t)n;
+    }
+    int rc = mc_net_recv_all_by(fd, raw + got, sizeof(raw) - got, deadline_ms);
     if (rc != 0)
         return rc;
     rc = mc_frame_decode(raw, max_body, h);
@@ -99,6 +125,12 @@ static int recv_frame(int fd, uint32_t max_body, mc_frame_header_t *h, uint8_t *
         *body = NULL;
     }
     return rc;
+}
+
+static int recv_frame(int fd, uint32_t max_body, mc_frame_header_t *h, uint8_t **body,
+                      uint64_t deadline_ms)
+{
+    return recv_frame_at(fd, max_body, h, body, deadline_ms, NULL);
 }
 
 static int send_status(int fd, uint64_t request_id, int code, const char *message,
@@ -393,20 +425,98 @@ void mc_tcp_fence(mc_transfer_engine_t *te)
 }
 
 /*
+ * Receives a write's payload straight into segment memory, but only bytes already queued in the
+ * socket (never a recv that waits: a thread stopped inside one would, once resumed, copy whatever
+ * arrived meanwhile), at most MC_TCP_APPLY_CHUNK at a time, each after checking that the
+ * initiator is still waiting (apply_by, before its own deadline) and that the allocation was
+ * not revoked. Waiting for more bytes is a poll(), which moves nothing. So a receiver stopped
+ * at any point resumes into a check, and a write its initiator has reported failed is not
+ * applied further. 0, or MC_ERR_TRANSFER_FAIL with errno ETIMEDOUT (out of time), ECANCELED
+ * (revoked) or the socket's error.
+ */
+static int apply_payload(mc_transfer_engine_t *te, int fd, uint8_t *dst, uint64_t len,
+                         uint64_t token, uint64_t apply_by)
+{
+    /* poll() wakes only once a whole copy's worth is queued (SO_RCVLOWAT), so a payload moves
+     * in few, large copies rather than one per arriving segment. Put back to 1 after it, for
+     * the frames that follow. */
+    int lowat = 1, rc = 0;
+    while (len > 0) {
+        uint64_t now = mc_now_ms();
+        if (now >= apply_by) {
+            errno = ETIMEDOUT;
+            rc = MC_ERR_TRANSFER_FAIL;
+            break;
+        }
+        if (token && mc_fence_token_refused(te->fence, token)) {
+            errno = ECANCELED;
+            rc = MC_ERR_TRANSFER_FAIL;
+            break;
+        }
+        mc_failpoint("tcp.write.before_chunk");
+        size_t want = len < MC_TCP_APPLY_CHUNK ? (size_t)len : MC_TCP_APPLY_CHUNK;
+        ssize_t n = recv(fd, dst, want, MSG_DONTWAIT);
+        if (n > 0) {
+            dst += n;
+            len -= (uint64_t)n;
+            if (len > 0)
+                mc_failpoint("tcp.write.chunk_applied");
+            continue;
+        }
+        if (n == 0) {
+            errno = ECONNRESET;
+            rc = MC_ERR_TRANSFER_FAIL;
+            break;
+        }
+        if (errno == EINTR)
+            continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK) {
+            rc = MC_ERR_TRANSFER_FAIL;
+            break;
+        }
+        if (lowat != (int)want &&
+            setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &(int){(int)want}, sizeof(int)) == 0)
+            lowat = (int)want;
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        uint64_t left = apply_by - now;
+        if (poll(&pfd, 1, left > 1000 ? 1000 : (int)left) < 0 && errno != EINTR) {
+            rc = MC_ERR_TRANSFER_FAIL;
+            break;
+        }
+    }
+    int saved = errno;
+    if (lowat != 1)
+        setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &(int){1}, sizeof(int));
+    errno = saved;
+    return rc;
+}
+
+/*
  * Serves one READ or WRITE. The epoch and range checks and the copy all happen under the
  * registry read lock, so a region is never unregistered, nor the epoch changed
  * (mc_te_set_epoch), under a transfer admitted before. Returns 0 to keep the connection,
  * non-zero to abort it.
  */
 static int serve_transfer(mc_transfer_engine_t *te, int fd, const mc_frame_header_t *h,
-                          const uint8_t *body, const char *peer, uint64_t deadline_ms)
+                          const uint8_t *body, const char *peer, uint64_t arrived_ms,
+                          uint64_t deadline_ms)
 {
     Mc__TransferHeader *th = NULL;
     if (mc_pb_decode(&mc__transfer_header__descriptor, body, h->body_len,
                      (ProtobufCMessage **)&th) != 0)
         return MC_ERR_DESERIALIZE_FAIL;
     uint64_t addr = th->addr, len = th->length, epoch = th->epoch, token = th->fence_token;
+    uint64_t budget = th->budget_ms;
     mc__transfer_header__free_unpacked(th, NULL);
+    /* When the initiator stops waiting, on this clock: the frame's arrival plus its budget
+     * (less a margin). Without a budget (an older initiator), this request's own deadline. */
+    uint64_t apply_by = deadline_ms;
+    if (budget != 0) {
+        uint64_t until = arrived_ms + budget;
+        until = until > MC_TCP_APPLY_MARGIN_MS ? until - MC_TCP_APPLY_MARGIN_MS : 0;
+        if (until < apply_by)
+            apply_by = until;
+    }
     int is_write = h->opcode == MC_TE_OP_WRITE;
     char msg[512];
 
@@ -442,6 +552,16 @@ static int serve_transfer(mc_transfer_engine_t *te, int fd, const mc_frame_heade
                     (unsigned long long)len, peer);
             return MC_ERR_TRANSFER_FAIL;
         }
+        uint64_t now = mc_now_ms();
+        if (now >= apply_by) { /* e.g. queued while this process was stopped: it gave up */
+            pthread_rwlock_unlock(&te->registry.lock);
+            MC_WARN("dropping a write of %llu bytes from %s: it waited %llu ms in this socket, "
+                    "past the %llu ms its initiator was going to wait (was this process "
+                    "stalled?): none applied",
+                    (unsigned long long)len, peer, (unsigned long long)(now - arrived_ms),
+                    (unsigned long long)(budget ? budget : (uint64_t)te->timeout_ms));
+            return MC_ERR_TRANSFER_FAIL;
+        }
         if (mc_fence_admit(te->fence, te->fence_inflight, epoch, token, &pass, why, sizeof(why)) !=
             0) {
             pthread_rwlock_unlock(&te->registry.lock);
@@ -449,10 +569,11 @@ static int serve_transfer(mc_transfer_engine_t *te, int fd, const mc_frame_heade
                      (unsigned long long)addr, (unsigned long long)len, te->name, why);
             return refuse_transfer(te, fd, h, len, peer, msg, deadline_ms);
         }
-        /* Bounded by the deadline: a stalled writer cannot land bytes here later. A fence that
-         * refuses its token meanwhile cuts it short (mc_tcp_fence). */
+        /* Applied only while the initiator still waits: neither a stalled writer nor this
+         * process stalled mid-payload lands bytes after the initiator reported failure. A fence
+         * that refuses its token meanwhile cuts it short (apply_payload, mc_tcp_fence). */
         int tracked = token != 0 && writing_add(te, fd, token) == 0;
-        rc = mc_net_recv_all_by(fd, (void *)(uintptr_t)addr, len, deadline_ms);
+        rc = apply_payload(te, fd, (uint8_t *)(uintptr_t)addr, len, token, apply_by);
         int saved = errno;
         if (tracked)
             writing_remove(te, fd);
@@ -462,8 +583,14 @@ static int serve_transfer(mc_transfer_engine_t *te, int fd, const mc_frame_heade
             rc = send_status(fd, h->request_id, 0, NULL, deadline_ms);
         else if (saved == ETIMEDOUT)
             MC_WARN("aborting connection from %s: write of %llu bytes at %#llx not received "
-                    "within the transfer timeout (%d ms)",
-                    peer, (unsigned long long)len, (unsigned long long)addr, te->timeout_ms);
+                    "while its initiator waited (%llu ms from its arrival)",
+                    peer, (unsigned long long)len, (unsigned long long)addr,
+                    (unsigned long long)(apply_by - arrived_ms));
+        else if (saved == ECANCELED)
+            MC_WARN("aborting connection from %s: write of %llu bytes at %#llx cut short: its "
+                    "allocation (token %llu) was revoked",
+                    peer, (unsigned long long)len, (unsigned long long)addr,
+                    (unsigned long long)token);
     } else {
         Mc__TransferStatus st = MC__TRANSFER_STATUS__INIT;
         uint8_t buf[64];
@@ -529,10 +656,10 @@ static void *conn_main(void *p)
         }
         /* A whole request — header, body, write payload, reply — within the transfer timeout
          * from when it started to arrive. */
-        uint64_t deadline = mc_now_ms() + (uint64_t)te->timeout_ms;
+        uint64_t deadline = mc_now_ms() + (uint64_t)te->timeout_ms, arrived;
         mc_frame_header_t h;
         uint8_t *body;
-        int rc = recv_frame(fd, MC_TCP_MAX_CONTROL_BODY, &h, &body, deadline);
+        int rc = recv_frame_at(fd, MC_TCP_MAX_CONTROL_BODY, &h, &body, deadline, &arrived);
         if (rc == MC_ERR_DESERIALIZE_FAIL || rc == MC_ERR_BUFFER_OVERFLOW) {
             MC_WARN("closing connection from %s: %s frame header", peer,
                     rc == MC_ERR_BUFFER_OVERFLOW ? "oversized" : "invalid (bad magic or version)");
@@ -549,7 +676,7 @@ static void *conn_main(void *p)
             break;
         case MC_TE_OP_WRITE:
         case MC_TE_OP_READ:
-            rc = serve_transfer(te, fd, &h, body, peer, deadline);
+            rc = serve_transfer(te, fd, &h, body, peer, arrived, deadline);
             break;
         case MC_AUTH_OP_HELLO: { /* a peer with a secret; this engine has none: say so */
             uint8_t *why;
@@ -655,6 +782,11 @@ int mc_tcp_server_start(mc_transfer_engine_t *te, const char *bind_host, int por
     }
     te->listen_fd = fd;
     te->listen_port = bound;
+    /* Accepted connections inherit it: a request's arrival time is known (serve_transfer). */
+    if (mc_net_stamp_arrivals(fd) != 0)
+        MC_WARN("transfer engine: no receive timestamps (%s): a request queued while this "
+                "process was stalled is judged by the time it is read",
+                strerror(errno));
     if (pthread_create(&te->park_thread, NULL, park_main, te) != 0) {
         close(te->listen_fd);
         te->listen_fd = -1;
@@ -818,11 +950,15 @@ static int exchange(int fd, int opcode, void *local, uint64_t remote, uint64_t l
 {
     uint64_t id = atomic_fetch_add(&next_request_id, 1);
     Mc__TransferHeader th = MC__TRANSFER_HEADER__INIT;
-    uint8_t body[64]; /* four varints of at most 10 bytes, and their tags */
+    uint8_t body[64]; /* five varints of at most 10 bytes, and their tags */
     th.addr = remote;
     th.length = len;
     th.epoch = epoch;
     th.fence_token = opcode == MC_TE_OP_WRITE ? token : 0;
+    if (opcode == MC_TE_OP_WRITE) { /* how long this side waits: the owner applies only within */
+        uint64_t now = mc_now_ms();
+        th.budget_ms = deadline_ms > now ? deadline_ms - now : 1;
+    }
     size_t n = mc__transfer_header__pack(&th, body);
     int rc;
     if (opcode == MC_TE_OP_WRITE) {

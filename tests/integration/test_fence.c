@@ -8,6 +8,9 @@
  * holds none of the failed write after it resumes (tcp drops requests whose initiator reset the
  *     connection; rdma's progress thread finds it was stalled and replaces its worker
  * unprogressed); a new write right after the resume reads back exact, repeatedly.
+ *   - tcp, the target stopped in the middle of a payload (failpoint tcp.write.chunk_applied):
+ *     nothing more of it is applied after the resume; and a write that waited unread in a
+ *     stopped target past its budget, its initiator's reset lost, is dropped (arrival stamp).
  *   - Store over tcp: the holder stopped, put K1 fails over tcp, K2 of the same size put over
  *     shm and acknowledged while the holder is still stopped, the holder resumed; K1's bytes
  *     never appear in the holder's memory and K2 reads back exact (with checksums on: no -801;
@@ -25,10 +28,14 @@
 #include <cmocka.h>
 
 #include "cluster.h"
+#include "frame.h"
 #include "mooncake/store.h"
 #include "mooncake/transfer_engine.h"
+#include "net.h"
 #include "payload.h"
 #include "proc.h"
+#include "transfer.pb-c.h"
+#include "transfer_internal.h"
 
 #include <inttypes.h>
 #include <signal.h>
@@ -36,6 +43,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -183,6 +192,167 @@ static void test_te_tcp_failed_write_to_a_stalled_receiver_never_lands(void **st
 {
     (void)state;
     stalled_receiver_cases("tcp");
+}
+
+/*
+ * A write that waited in a stopped target's socket longer than its initiator was going to wait,
+ * with no reset to say so: the initiator's RST was lost (a cut link), so the connection still
+ * looks established when the target resumes. The initiator here is this test speaking the
+ * peer protocol itself (a WRITE frame whose budget is 300 ms), so that its connection stays
+ * open without an answer; the target, stopped before the frame was sent and resumed 1.5 s
+ * later, must not apply it: the kernel's arrival stamp tells it how long the frame waited.
+ */
+static void test_te_tcp_write_queued_past_its_budget_is_never_applied(void **state)
+{
+    (void)state;
+    const size_t size = 64 << 10;
+    peer_t p;
+    peer_start(&p, size, "tcp");
+    char host[300];
+    snprintf(host, sizeof(host), "%s", p.name);
+    char *colon = strrchr(host, ':');
+    assert_non_null(colon);
+    *colon = '\0';
+    uint8_t *payload = malloc(size), *before = malloc(size), *seen = malloc(size);
+    assert_non_null(payload && before && seen);
+    mc_payload_fill(payload, size, 41);
+    assert_int_equal(mc_proc_peek(p.proc.pid, p.plain_addr, before, size), 0);
+
+    assert_int_equal(mc_proc_freeze(p.proc.pid, 5000), 0);
+    int fd = mc_net_connect_tcp(host, atoi(colon + 1), 3000);
+    assert_true(fd >= 0);
+    Mc__TransferHeader th = MC__TRANSFER_HEADER__INIT;
+    th.addr = p.plain_addr;
+    th.length = size;
+    th.budget_ms = 300;
+    uint8_t body[64], hdr[MC_FRAME_HEADER_SIZE];
+    size_t n = mc__transfer_header__pack(&th, body);
+    mc_frame_encode(MC_TE_OP_WRITE, 7, (uint32_t)n, 0, hdr);
+    struct iovec iov[3] = {{hdr, sizeof(hdr)}, {body, n}, {payload, size}};
+    assert_int_equal(mc_net_sendmsg_all_by(fd, iov, 3, now_ms() + 5000), 0);
+    usleep(1500 * 1000); /* the budget runs out while the frame waits, unread */
+    assert_int_equal(mc_proc_is_frozen(p.proc.pid), 1);
+    assert_int_equal(mc_proc_peek(p.proc.pid, p.plain_addr, seen, size), 0);
+    assert_memory_equal(seen, before, size);
+    assert_int_equal(mc_proc_thaw(p.proc.pid), 0);
+
+    /* The target answers with an error or drops the connection; never a success. */
+    uint8_t reply[MC_FRAME_HEADER_SIZE];
+    int rc = mc_net_recv_all_by(fd, reply, sizeof(reply), now_ms() + 10000);
+    if (rc == 0) {
+        mc_frame_header_t h;
+        uint8_t *st_body = NULL;
+        assert_int_equal(mc_frame_decode(reply, 4096, &h), 0);
+        st_body = malloc(h.body_len ? h.body_len : 1);
+        assert_int_equal(mc_net_recv_all_by(fd, st_body, h.body_len, now_ms() + 5000), 0);
+        Mc__TransferStatus *st = mc__transfer_status__unpack(NULL, h.body_len, st_body);
+        assert_non_null(st);
+        print_message("  answered code %d (%s)\n", st->code, st->message);
+        assert_int_not_equal(st->code, 0);
+        mc__transfer_status__free_unpacked(st, NULL);
+        free(st_body);
+    } else {
+        print_message("  dropped the connection unanswered\n");
+    }
+    mc_net_abort(fd);
+    /* Resumed and serving: its memory still holds none of the write. */
+    mc_transfer_engine_config_t cfg = {.local_server_name = "127.0.0.1:0",
+                                       .protocol = "tcp",
+                                       .disable_shm = 1,
+                                       .transfer_timeout_ms = TIMEOUT_S * 1000};
+    mc_transfer_engine_t *te;
+    assert_int_equal(mc_te_create(&cfg, &te), 0);
+    mc_segment_id_t seg;
+    assert_int_equal(mc_te_open_segment(te, p.name, &seg), 0);
+    mc_transfer_req_t r = {MC_TRANSFER_READ, seen, seg, p.plain_addr, size};
+    assert_int_equal(until_done(te, &r), 0);
+    assert_memory_equal(seen, before, size);
+    assert_int_equal(mc_proc_peek(p.proc.pid, p.plain_addr, seen, size), 0);
+    assert_memory_equal(seen, before, size);
+    mc_te_destroy(te);
+    free(payload);
+    free(before);
+    free(seen);
+    pid_t pid = p.proc.pid;
+    assert_true(mc_clean_exit(mc_proc_stop(&p.proc, SIGTERM, 10000)));
+    mc_cluster_untrack(pid);
+}
+
+/*
+ * The target stopped in the middle of a write's payload (failpoint tcp.write.chunk_applied: its
+ * serving thread has just copied part of it into segment memory and stops the process), with
+ * the rest queued in its socket. The write fails at the initiator; once the target resumes,
+ * nothing more of it may be applied: its memory stays as it was while stopped (a receiver that
+ * kept receiving the queued rest after the resume would change it). Then a new write reads back
+ * exact.
+ */
+static void test_te_tcp_receiver_stopped_mid_payload_applies_no_more_of_it(void **state)
+{
+    (void)state;
+    const size_t size = 16 * MiB;
+    peer_t p;
+    setenv("MC_FAILPOINTS", "tcp.write.chunk_applied=stop:1", 1);
+    peer_start(&p, size, "tcp");
+    unsetenv("MC_FAILPOINTS");
+    mc_transfer_engine_config_t cfg = {.local_server_name = "127.0.0.1:0",
+                                       .protocol = "tcp",
+                                       .disable_shm = 1,
+                                       .transfer_timeout_ms = TIMEOUT_S * 1000};
+    mc_transfer_engine_t *te;
+    assert_int_equal(mc_te_create(&cfg, &te), 0);
+    mc_segment_id_t seg;
+    assert_int_equal(mc_te_open_segment(te, p.name, &seg), 0);
+    uint8_t *failed = malloc(size), *fresh = malloc(size), *seen = malloc(size);
+    uint8_t *stopped = malloc(size);
+    assert_non_null(failed && fresh && seen && stopped);
+    mc_payload_fill(failed, size, 31);
+    mc_payload_fill(fresh, size, 32);
+
+    mc_batch_t *b;
+    assert_int_equal(mc_te_batch_create(te, 1, &b), 0);
+    mc_transfer_req_t w = {MC_TRANSFER_WRITE, failed, seg, p.plain_addr, size};
+    uint64_t t0 = now_ms();
+    assert_int_equal(mc_te_submit(b, &w, 1), 0);
+    /* The target stops itself part-way through the payload; wait until it is stopped. */
+    while (mc_proc_is_frozen(p.proc.pid) != 1 && now_ms() - t0 < 20000)
+        usleep(1000);
+    assert_int_equal(mc_proc_is_frozen(p.proc.pid), 1);
+    int rc = mc_te_wait(b, (TIMEOUT_S + 10) * 1000);
+    mc_te_batch_free(b);
+    assert_int_not_equal(rc, 0); /* nobody could have confirmed it */
+    assert_int_equal(mc_proc_is_frozen(p.proc.pid), 1);
+    assert_int_equal(mc_proc_peek(p.proc.pid, p.plain_addr, stopped, size), 0);
+    size_t landed = bytes_of(stopped, failed, size);
+    print_message("  stopped mid-payload: %zu of %zu bytes of the failed write in place\n", landed,
+                  size);
+    /* Part of it, not all: the stop really was in the middle of the payload. */
+    assert_true(landed >= (64u << 10));
+    assert_true(landed < size - (1u << 20));
+
+    assert_int_equal(mc_proc_thaw(p.proc.pid), 0);
+    mc_transfer_req_t r = {MC_TRANSFER_READ, seen, seg, p.plain_addr, size};
+    assert_int_equal(until_done(te, &r), 0); /* resumed and serving */
+    usleep(500 * 1000);
+    assert_int_equal(mc_proc_peek(p.proc.pid, p.plain_addr, seen, size), 0);
+    print_message("  after resume: %zu bytes of the failed write in place\n",
+                  bytes_of(seen, failed, size));
+    assert_memory_equal(seen, stopped, size);
+
+    w.source = fresh;
+    assert_int_equal(until_done(te, &w), 0);
+    for (int k = 0; k < 6; k++) {
+        usleep(100 * 1000);
+        assert_int_equal(mc_proc_peek(p.proc.pid, p.plain_addr, seen, size), 0);
+        assert_memory_equal(seen, fresh, size);
+    }
+    free(failed);
+    free(fresh);
+    free(seen);
+    free(stopped);
+    mc_te_destroy(te);
+    pid_t pid = p.proc.pid;
+    assert_true(mc_clean_exit(mc_proc_stop(&p.proc, SIGTERM, 10000)));
+    mc_cluster_untrack(pid);
 }
 
 /* The same over the rdma transport (UCX; its tcp transport here): the resumed target's serving
@@ -418,6 +588,10 @@ int main(void)
     signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_te_tcp_failed_write_to_a_stalled_receiver_never_lands,
+                                  teardown),
+        cmocka_unit_test_teardown(test_te_tcp_receiver_stopped_mid_payload_applies_no_more_of_it,
+                                  teardown),
+        cmocka_unit_test_teardown(test_te_tcp_write_queued_past_its_budget_is_never_applied,
                                   teardown),
         cmocka_unit_test_teardown(test_te_rdma_failed_write_to_a_stalled_receiver_never_lands,
                                   teardown),
