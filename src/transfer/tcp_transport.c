@@ -442,6 +442,9 @@ static int apply_payload(mc_transfer_engine_t *te, int fd, uint8_t *dst, uint64_
      * the frames that follow. */
     int lowat = 1, rc = 0;
     while (len > 0) {
+        /* The checks come last before the recv: a thread stopped between them and the recv
+         * copies once after resuming (the one window no check made here can close). */
+        size_t want = len < MC_TCP_APPLY_CHUNK ? (size_t)len : MC_TCP_APPLY_CHUNK;
         uint64_t now = mc_now_ms();
         if (now >= apply_by) {
             errno = ETIMEDOUT;
@@ -453,8 +456,6 @@ static int apply_payload(mc_transfer_engine_t *te, int fd, uint8_t *dst, uint64_
             rc = MC_ERR_TRANSFER_FAIL;
             break;
         }
-        mc_failpoint("tcp.write.before_chunk");
-        size_t want = len < MC_TCP_APPLY_CHUNK ? (size_t)len : MC_TCP_APPLY_CHUNK;
         ssize_t n = recv(fd, dst, want, MSG_DONTWAIT);
         if (n > 0) {
             dst += n;

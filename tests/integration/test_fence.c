@@ -299,14 +299,21 @@ static void test_te_tcp_receiver_stopped_mid_payload_applies_no_more_of_it(void 
                                        .disable_shm = 1,
                                        .transfer_timeout_ms = TIMEOUT_S * 1000};
     mc_transfer_engine_t *te;
+    /* One slice, so one connection and one serving thread, the one the failpoint stops after a
+     * copy. (With several, another thread may be stopped between its last check and its recv:
+     * that one copy, at most 256 KiB, is the window docs/ARCHITECTURE.md's known limits name;
+     * for the store, the quarantine covers it.) */
+    setenv("MC_SLICE_SIZE", "16777216", 1);
     assert_int_equal(mc_te_create(&cfg, &te), 0);
+    unsetenv("MC_SLICE_SIZE");
     mc_segment_id_t seg;
     assert_int_equal(mc_te_open_segment(te, p.name, &seg), 0);
     uint8_t *failed = malloc(size), *fresh = malloc(size), *seen = malloc(size);
-    uint8_t *stopped = malloc(size);
-    assert_non_null(failed && fresh && seen && stopped);
+    uint8_t *stopped = malloc(size), *before = malloc(size);
+    assert_non_null(failed && fresh && seen && stopped && before);
     mc_payload_fill(failed, size, 31);
     mc_payload_fill(fresh, size, 32);
+    assert_int_equal(mc_proc_peek(p.proc.pid, p.plain_addr, before, size), 0);
 
     mc_batch_t *b;
     assert_int_equal(mc_te_batch_create(te, 1, &b), 0);
@@ -322,12 +329,12 @@ static void test_te_tcp_receiver_stopped_mid_payload_applies_no_more_of_it(void 
     assert_int_not_equal(rc, 0); /* nobody could have confirmed it */
     assert_int_equal(mc_proc_is_frozen(p.proc.pid), 1);
     assert_int_equal(mc_proc_peek(p.proc.pid, p.plain_addr, stopped, size), 0);
-    size_t landed = bytes_of(stopped, failed, size);
-    print_message("  stopped mid-payload: %zu of %zu bytes of the failed write in place\n", landed,
-                  size);
+    size_t unchanged = bytes_of(stopped, before, size);
+    print_message("  stopped mid-payload: %zu of %zu bytes changed by the failed write\n",
+                  size - unchanged, size);
     /* Part of it, not all: the stop really was in the middle of the payload. */
-    assert_true(landed >= (64u << 10));
-    assert_true(landed < size - (1u << 20));
+    assert_true(memcmp(stopped, before, size) != 0);
+    assert_true(memcmp(stopped, failed, size) != 0);
 
     assert_int_equal(mc_proc_thaw(p.proc.pid), 0);
     mc_transfer_req_t r = {MC_TRANSFER_READ, seen, seg, p.plain_addr, size};
@@ -349,6 +356,7 @@ static void test_te_tcp_receiver_stopped_mid_payload_applies_no_more_of_it(void 
     free(fresh);
     free(seen);
     free(stopped);
+    free(before);
     mc_te_destroy(te);
     pid_t pid = p.proc.pid;
     assert_true(mc_clean_exit(mc_proc_stop(&p.proc, SIGTERM, 10000)));
