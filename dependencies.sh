@@ -21,8 +21,8 @@ PKGS=(
   clang-format cppcheck
   clang libclang-rt-dev  # the fuzz targets (fuzz/, docs/fuzzing.md): clang and its libFuzzer runtime
   uuid-dev  # <uuid/uuid.h>: the libdfs test double's daos_types.h includes it, as DAOS's does
-  etcd-server etcd-client  # master HA and etcd:// metadata (issue 15); tests start their own
-  python3-matplotlib  # store_kv_bench.py --plot (issue 16)
+  etcd-server etcd-client  # master HA and etcd:// metadata (docs/ha.md); tests start their own
+  python3-matplotlib  # store_kv_bench.py --plot
 )
 
 if [ "$(id -u)" -ne 0 ]; then

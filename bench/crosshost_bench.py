@@ -295,7 +295,7 @@ class Run:
     def pretouch(self, proto, total):
         """Puts and removes `total` bytes through the holder (mooncake_store_bench's first-touch
         pass), so a Python write lands in memory already faulted in: the row measures the path
-        across the link, not the holder's first-touch speed (issue 16's "fresh segment memory")."""
+        across the link, not the holder's first-touch speed on fresh segment memory."""
         argv = self.net.exec(1) + [
             os.path.join(self.tools, "mooncake_store_bench"),
             f"--master_server_address={self.net.addr[0]}:{self.rpc_port}",

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""trace_replay.py — replays Mooncake FAST'25 request traces through a real store (issue 17).
+"""trace_replay.py — replays Mooncake FAST'25 request traces through a real store.
 
 Each trace line is one request: `timestamp` (ms), `input_length`, `output_length` (tokens) and
 `hash_ids`, the ids of its 512-token prefix blocks (equal ids = the same reusable KV block). The

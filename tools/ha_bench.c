@@ -1,5 +1,5 @@
 /*
- * ha_bench — master high availability on etcd (issue 15, docs/ha.md): how long a failover takes,
+ * ha_bench — master high availability on etcd (docs/ha.md): how long a failover takes,
  * and what the operation log costs on 4 KiB puts. Everything runs on loopback in one go: this
  * program starts its own etcd cluster (Debian's /usr/bin/etcd, --etcd_members members on free
  * ports, data dirs in a temporary directory removed at the end; tests/support/etcd_cluster.c),

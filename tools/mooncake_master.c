@@ -2,7 +2,7 @@
  * mooncake_master.c — the Mooncake Store master: the Master Service (src/master/master_service.h)
  * behind its RPC server (rpc_server.h), the admin/metrics HTTP server (admin_http.h) and,
  * optionally, the embedded HTTP metadata server (mooncake/http_metadata.h). Command line and
- * config file are upstream's `mooncake_master` (../shared/reference/mooncake-interfaces.md §2.1):
+ * config file are upstream Mooncake's `mooncake_master`:
  *
  *   mooncake_master [--rpc_port=50051] [--rpc_address=0.0.0.0] [--config_path=master.yaml] ...
  *
@@ -80,11 +80,11 @@
 /* ---- upstream flags we do not implement ---------------------------------------------------- */
 
 /*
- * Every other flag of upstream's mooncake_master (../shared/reference/mooncake-interfaces-2.md
- * §6), typed as upstream types it so `--enable_ha` alone parses as a boolean. A REFUSED flag
- * given at any value but its default stops the start-up with exit 2 and one line naming the
- * flag, why and what to do: ignoring it would change what the user gets. A NO-OP flag is
- * accepted with one WARNING saying why it changes nothing here. docs/master-flags.md lists both.
+ * Every other flag of upstream's mooncake_master, typed as upstream types it so `--enable_ha`
+ * alone parses as a boolean. A REFUSED flag given at any value but its default stops the start-up
+ * with exit 2 and one line naming the flag, why and what to do: ignoring it would change what the
+ * user gets. A NO-OP flag is accepted with one WARNING saying why it changes nothing here.
+ * docs/master-flags.md lists both.
  */
 /* COMPAT_SNAPSHOT: upstream's snapshot flags, implemented here (snapshot_check, snapshotter). */
 typedef enum compat_kind { COMPAT_NOOP, COMPAT_REFUSED, COMPAT_SNAPSHOT } compat_kind_t;

@@ -1,7 +1,7 @@
 /*
  * offload_config.h — the offload settings every store client reads from its environment at setup
- * (docs/offload.md has the table). Upstream Mooncake's variable names and defaults
- * (../shared/reference/mooncake-interfaces.md §3.6), with their upstream spellings accepted:
+ * (docs/offload.md has the table). Upstream Mooncake's variable names and defaults, with their
+ * upstream spellings accepted:
  *
  *   MOONCAKE_OFFLOAD_STORAGE_BACKEND_DESCRIPTOR  local (default; also bucket_storage_backend,
  *                                                file_per_key_storage_backend) | distributed

@@ -152,7 +152,7 @@ struct mc_store {
     pthread_rwlock_t op_lock;
     pthread_mutex_t close_lock;
 
-    /* Following an elected master (master address "etcd://...", issue 15): the etcd handle the
+    /* Following an elected master (master address "etcd://..."): the etcd handle the
      * RPC client's resolver reads the leader's address through. NULL: a fixed master. */
     mc_etcd_t *view_etcd;
     char view_cluster[256];
@@ -496,7 +496,7 @@ static int write_objects(mc_store_t *s, int upsert, const char *const *keys,
                                              r->replicas[k]->address, sizes[i]};
             /* The owner refuses it once its segment was mounted again (tcp, local): a put
              * allocated by a master that since died or was deposed must not land in memory
-             * the next one handed out (issue 15). */
+             * the next one handed out. */
             reqs[nreq].epoch = r->replicas[k]->epoch;
             /* Once the master revoked this put (we failed, or it timed us out) the owner
              * refuses these writes, however late they arrive. */

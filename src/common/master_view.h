@@ -1,7 +1,7 @@
 /*
  * master_view.h — where the elected master is published in etcd, and how clients read it
- * (master high availability, issue 15). Matches upstream's etcd leader-election keys
- * (../shared/reference/mooncake-interfaces-2.md §5.2–5.3):
+ * (master high availability, docs/ha.md). Matches upstream Mooncake's etcd leader-election
+ * keys:
  *
  *   key   mooncake-store/<cluster_id>/master_view   (a trailing '/' of cluster_id is trimmed)
  *   value the leader's RPC address "host:port"

@@ -229,7 +229,7 @@ static void render_offload_metrics(FILE *f, const mc_master_stats_t *st)
            st->checksum_mismatches);
 }
 
-/* The limits of issue 11 (docs/limits.md): what was refused or closed, and the state they bound. */
+/* The server limits (docs/limits.md): what was refused or closed, and the state they bound. */
 static void render_limit_metrics(mc_admin_http_t *a, FILE *f, const mc_master_stats_t *st,
                                  const mc_rpc_server_stats_t *rs)
 {

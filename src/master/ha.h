@@ -1,7 +1,6 @@
 /*
  * ha.h — master high availability on etcd: leader election with a lease, as upstream's
- * MasterServiceSupervisor with the etcd backend (../shared/reference/mooncake-interfaces-2.md
- * §5.1–5.2; keys in common/master_view.h).
+ * MasterServiceSupervisor with the etcd backend (keys in common/master_view.h).
  *
  * Every master of a cluster runs one mc_ha_t. A master that finds no leader grants an etcd lease
  * of lease_ttl_s seconds and creates mooncake-store/<cluster>/master_view = its advertised RPC

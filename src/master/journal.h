@@ -1,9 +1,8 @@
 /*
  * journal.h — the master's durable object state: a journal of index changes (for the HA
  * operation log), export/import of object records (for snapshots and standbys), and restore
- * with re-mount (issue 15; upstream's snapshot/oplog idea, ../shared/reference/
- * mooncake-interfaces-2.md §5.4–5.5; our encoding is protobuf-c `mc.ObjectRecord`
- * (src/wire/proto/snapshot.proto), not upstream's msgpack).
+ * with re-mount (upstream Mooncake's snapshot/oplog idea; our encoding is protobuf-c
+ * `mc.ObjectRecord` (src/wire/proto/snapshot.proto), not upstream's msgpack).
  *
  * A record is the whole durable state of one COMPLETE object: key, size, CRC32C (if the writer
  * sent one), every memory replica (segment id, owner client id, segment name, address, length),

@@ -4,8 +4,7 @@
  * It owns the object index (key -> size, replicas, lease, pins, state), the mounted segments and
  * a space allocator for each, the client table (liveness), and the eviction policy. The RPC
  * server (rpc_server.c) and the admin HTTP server (admin_http.c) call into it; it never touches
- * object bytes. Semantics follow upstream Mooncake's MasterService
- * (../shared/reference/mooncake-interfaces.md §1.3–1.8), with its known bugs fixed.
+ * object bytes. Semantics follow upstream Mooncake's MasterService, with its known bugs fixed.
  *
  * Thread-safety: every function may be called from any thread. Background threads (started by
  * mc_master_create): eviction (every 10 ms: high watermark, and after an allocation failure) and

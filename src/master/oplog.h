@@ -1,7 +1,6 @@
 /*
- * oplog.h — the master's operation log in etcd, so that objects survive a failover (issue 15;
- * upstream's OpLog idea, ../shared/reference/mooncake-interfaces-2.md §5.4, with our own batch
- * encoding in src/wire/proto/oplog.proto).
+ * oplog.h — the master's operation log in etcd, so that objects survive a failover (upstream
+ * Mooncake's OpLog idea, with our own batch encoding in src/wire/proto/oplog.proto).
  *
  * The leader appends every change of a COMPLETE object's durable state (SET with the whole
  * record, or DEL) in commit order; an appender thread writes them as batches to

@@ -1060,46 +1060,25 @@ static int handle_restore_verify(rpc_conn_t *c, uint16_t opcode, uint64_t id, co
     return rc;
 }
 
-const mc_rpc_method_t mc_rpc_methods[MC_RPC_METHOD_COUNT] = {
-    {MC_RPC_SERVICE_READY, "ServiceReady", handle_service_ready},
-    {MC_RPC_PING, "Ping", handle_ping},
-    {MC_RPC_MOUNT_SEGMENT, "MountSegment", handle_segments},
-    {MC_RPC_REMOUNT_SEGMENT, "ReMountSegment", handle_segments},
-    {MC_RPC_UNMOUNT_SEGMENT, "UnmountSegment", handle_segments},
-    {MC_RPC_GRACEFUL_UNMOUNT_SEGMENT, "GracefulUnmountSegment", handle_segments},
-    {MC_RPC_PUT_START, "PutStart", handle_keys},
-    {MC_RPC_PUT_END, "PutEnd", handle_keys},
-    {MC_RPC_PUT_REVOKE, "PutRevoke", handle_keys},
-    {MC_RPC_UPSERT_START, "UpsertStart", handle_keys},
-    {MC_RPC_UPSERT_END, "UpsertEnd", handle_keys},
-    {MC_RPC_UPSERT_REVOKE, "UpsertRevoke", handle_keys},
-    {MC_RPC_GET_REPLICA_LIST, "GetReplicaList", handle_keys},
-    {MC_RPC_EXIST_KEY, "ExistKey", handle_keys},
-    {MC_RPC_RELEASE_LEASE, "ReleaseReadLease", handle_keys},
-    {MC_RPC_REMOVE, "Remove", handle_keys},
-    {MC_RPC_REMOVE_ALL, "RemoveAll", handle_keys},
-    {MC_RPC_REMOVE_BY_REGEX, "RemoveByRegex", handle_keys},
-    {MC_RPC_OFFLOAD_HEARTBEAT, "OffloadObjectHeartbeat", handle_offload_heartbeat},
-    {MC_RPC_NOTIFY_OFFLOAD_RESULT, "NotifyOffloadSuccess", handle_notify_offload},
-    {MC_RPC_EVICT_DISK_REPLICA, "BatchEvictDiskReplica", handle_evict_disk},
-    {MC_RPC_OFFLOAD_DELETIONS_PENDING, "OffloadDeletionsPending", handle_deletions_pending},
-    {MC_RPC_PROMOTION_TAKE, "PromotionAllocStart", handle_promotion_take},
-    {MC_RPC_PROMOTION_RESULT, "NotifyPromotionResult", handle_promotion_result},
-    {MC_RPC_CREATE_COPY_TASK, "CreateCopyTask", handle_create_task},
-    {MC_RPC_CREATE_MOVE_TASK, "CreateMoveTask", handle_create_task},
-    {MC_RPC_QUERY_TASK, "QueryTask", handle_query_task},
-    {MC_RPC_FETCH_TASKS, "FetchTasks", handle_fetch_tasks},
-    {MC_RPC_MARK_TASK_TO_COMPLETE, "MarkTaskToComplete", handle_complete_task},
-    {MC_RPC_BATCH_REPLICA_CLEAR, "BatchReplicaClear", handle_replica_clear},
-    {MC_RPC_RESTORE_VERIFY_FETCH, "RestoreVerifyFetch", handle_restore_verify},
-    {MC_RPC_RESTORE_VERIFY_CONFIRM, "RestoreVerifyConfirm", handle_restore_verify},
-};
+#define X(id, op, name, handler) {MC_RPC_##id, name, handle_##handler},
+const mc_rpc_method_t mc_rpc_methods[MC_RPC_METHOD_COUNT] = {MC_RPC_METHOD_LIST(X)};
+#undef X
 
 int mc_rpc_method_index(uint16_t opcode)
 {
-    for (int i = 0; i < MC_RPC_METHOD_COUNT; i++) {
-        if (mc_rpc_methods[i].opcode == opcode)
-            return i;
+    /* A switch derived from the list: the index of each method in it, in its order. */
+    enum {
+#define X(id, op, name, handler) MC_RPC_INDEX_##id,
+        MC_RPC_METHOD_LIST(X)
+#undef X
+    };
+    switch (opcode) {
+#define X(id, op, name, handler)                                                                   \
+    case MC_RPC_##id:                                                                              \
+        return MC_RPC_INDEX_##id;
+        MC_RPC_METHOD_LIST(X)
+#undef X
+    default:
+        return -1;
     }
-    return -1;
 }

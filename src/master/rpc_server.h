@@ -171,8 +171,8 @@ typedef struct mc_rpc_server_stats {
     uint64_t replies_held;   /* replies held until their changes were durable (HA) */
 } mc_rpc_server_stats_t;
 
-/* Number of methods; mc_rpc_server_get_methods fills up to that many entries. */
-#define MC_RPC_METHOD_COUNT 32
+/* MC_RPC_METHOD_COUNT (rpc.h, derived from the method list) bounds what
+ * mc_rpc_server_get_stats fills. */
 
 /* Fills out (may be NULL) and up to `capacity` method entries (methods may be NULL); returns the
  * number of methods written. A NULL server gives zero counters for every method. */

@@ -1,6 +1,6 @@
 /*
  * snapshot.c — snapshots of the master's object records on a local filesystem (journal.h;
- * upstream's --enable_snapshot family, ../shared/reference/mooncake-interfaces-2.md §5.4 and §6).
+ * upstream Mooncake's --enable_snapshot family of flags).
  *
  * Layout as upstream's: <root>/<YYYYMMDD_HHMMSS_mmm>/ and <root>/latest.txt naming the newest.
  * The files are ours (upstream writes msgpack): records.bin, a sequence of (u32 little-endian

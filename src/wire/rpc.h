@@ -18,53 +18,82 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Master RPC opcodes. Request body / reply body (store.proto). */
-enum mc_rpc_opcode {
-    MC_RPC_SERVICE_READY = 100,   /* (empty) / ServiceReadyResponse */
-    MC_RPC_PING = 101,            /* PingRequest / PingResponse */
-    MC_RPC_MOUNT_SEGMENT = 102,   /* SegmentRequest / StatusResponse */
-    MC_RPC_REMOUNT_SEGMENT = 103, /* SegmentRequest / StatusResponse */
-    MC_RPC_UNMOUNT_SEGMENT = 104, /* SegmentRequest (ids) / StatusResponse */
-    MC_RPC_PUT_START = 110,       /* KeysRequest (keys, sizes, config) / KeysResponse (replicas) */
-    MC_RPC_PUT_END = 111,         /* KeysRequest / KeysResponse */
-    MC_RPC_PUT_REVOKE = 112,      /* KeysRequest / KeysResponse */
-    MC_RPC_UPSERT_START = 113,
-    MC_RPC_UPSERT_END = 114,
-    MC_RPC_UPSERT_REVOKE = 115,
-    MC_RPC_GET_REPLICA_LIST = 120, /* KeysRequest / KeysResponse (replicas, size, lease_ttl_ms) */
-    MC_RPC_EXIST_KEY = 121,        /* KeysRequest / KeysResponse (exists) */
-    MC_RPC_RELEASE_LEASE = 122,    /* KeysRequest (keys, lease_ids) / KeysResponse (count) */
-    MC_RPC_REMOVE = 130,           /* KeysRequest (keys, force) / KeysResponse */
-    MC_RPC_REMOVE_ALL = 131,       /* KeysRequest (force) / KeysResponse (count) */
-    MC_RPC_REMOVE_BY_REGEX = 132,  /* KeysRequest (regex, force) / KeysResponse (count) */
-    /* offload: client -> master */
-    MC_RPC_OFFLOAD_HEARTBEAT = 140,     /* OffloadHeartbeatRequest / OffloadHeartbeatResponse */
-    MC_RPC_NOTIFY_OFFLOAD_RESULT = 141, /* NotifyOffloadRequest / CodesResponse */
-    MC_RPC_EVICT_DISK_REPLICA = 142,    /* EvictDiskRequest / CodesResponse */
-    /* mooncake-c: DeletionsPendingRequest / DeletionsPendingResponse (a remove or upsert waits
-     * until the old value's files are confirmed gone before it is acknowledged) */
-    MC_RPC_OFFLOAD_DELETIONS_PENDING = 143,
-    /* promotion of disk-only objects back to memory: client -> master (mooncake-c; upstream's
-     * PromotionAllocStart and NotifyPromotionSuccess/Failure) */
-    MC_RPC_PROMOTION_TAKE = 180,   /* PromotionTakeRequest / PromotionTakeResponse */
-    MC_RPC_PROMOTION_RESULT = 181, /* PromotionResultRequest / CodesResponse */
-    /* offload reads: client -> the client owning a local-disk replica (not the master) */
-    MC_RPC_OFFLOAD_FETCH = 150,   /* FetchRequest / FetchResponse */
-    MC_RPC_OFFLOAD_RELEASE = 151, /* ReleaseRequest / CodesResponse */
-    /* replica copy/move tasks and replica clear (task_manager.h) */
-    MC_RPC_CREATE_COPY_TASK = 160,      /* TaskCreateRequest / TaskCreateResponse */
-    MC_RPC_CREATE_MOVE_TASK = 161,      /* TaskCreateRequest / TaskCreateResponse */
-    MC_RPC_QUERY_TASK = 162,            /* TaskQueryRequest / TaskQueryResponse */
-    MC_RPC_FETCH_TASKS = 163,           /* FetchTasksRequest / FetchTasksResponse */
-    MC_RPC_MARK_TASK_TO_COMPLETE = 164, /* TaskCompleteRequest / StatusResponse */
-    MC_RPC_BATCH_REPLICA_CLEAR = 165,   /* ReplicaClearRequest / ReplicaClearResponse */
-    /* SegmentRequest (ids, grace_period_ms) / StatusResponse: upstream's GracefulUnmountSegment */
-    MC_RPC_GRACEFUL_UNMOUNT_SEGMENT = 170,
-    /* re-mount verification of restored extents (src/master/journal.h; mooncake-c): the owner
-     * fetches them and confirms those whose bytes match (RestoreVerifyRequest / Response) */
-    MC_RPC_RESTORE_VERIFY_FETCH = 230,
-    MC_RPC_RESTORE_VERIFY_CONFIRM = 231,
-};
+/*
+ * Master RPC methods: the one list (an X-macro, as MC_ERROR_LIST) from which the opcode enum,
+ * mc_rpc_method_name, MC_RPC_METHOD_COUNT and the master's handler table are derived, so a method
+ * is added in one line. X(ID, opcode, "UpstreamName", handler): MC_RPC_<ID> = opcode on the wire
+ * (values never change); the name is upstream's RPC name (the `method` label of the metrics);
+ * `handler` names the master's handle_<handler> (src/master/rpc_handlers.c) and means nothing
+ * here. The list's order is the order of the per-method counters and metrics. Request body /
+ * reply body (store.proto) beside each.
+ */
+#define MC_RPC_METHOD_LIST(X)                                                                      \
+    X(SERVICE_READY, 100, "ServiceReady", service_ready) /* (empty) / ServiceReadyResponse */      \
+    X(PING, 101, "Ping", ping)                           /* PingRequest / PingResponse */          \
+    X(MOUNT_SEGMENT, 102, "MountSegment", segments)      /* SegmentRequest / StatusResponse */     \
+    X(REMOUNT_SEGMENT, 103, "ReMountSegment", segments)  /* SegmentRequest / StatusResponse */     \
+    X(UNMOUNT_SEGMENT, 104, "UnmountSegment", segments)  /* SegmentRequest (ids) / Status */       \
+    /* SegmentRequest (ids, grace_period_ms) / StatusResponse */                                   \
+    X(GRACEFUL_UNMOUNT_SEGMENT, 170, "GracefulUnmountSegment", segments)                           \
+    /* KeysRequest (keys, sizes, config) / KeysResponse (replicas); End and Revoke alike */        \
+    X(PUT_START, 110, "PutStart", keys)                                                            \
+    X(PUT_END, 111, "PutEnd", keys)                                                                \
+    X(PUT_REVOKE, 112, "PutRevoke", keys)                                                          \
+    X(UPSERT_START, 113, "UpsertStart", keys)                                                      \
+    X(UPSERT_END, 114, "UpsertEnd", keys)                                                          \
+    X(UPSERT_REVOKE, 115, "UpsertRevoke", keys)                                                    \
+    /* KeysRequest / KeysResponse (replicas, size, lease_ttl_ms) */                                \
+    X(GET_REPLICA_LIST, 120, "GetReplicaList", keys)                                               \
+    X(EXIST_KEY, 121, "ExistKey", keys) /* KeysRequest / KeysResponse (exists) */                  \
+    /* KeysRequest (keys, lease_ids) / KeysResponse (count) */                                     \
+    X(RELEASE_LEASE, 122, "ReleaseReadLease", keys)                                                \
+    X(REMOVE, 130, "Remove", keys)                 /* KeysRequest (keys, force) / KeysResponse */  \
+    X(REMOVE_ALL, 131, "RemoveAll", keys)          /* KeysRequest (force) / (count) */             \
+    X(REMOVE_BY_REGEX, 132, "RemoveByRegex", keys) /* KeysRequest (regex, force) / (count) */      \
+    /* offload: client -> master. OffloadHeartbeatRequest / OffloadHeartbeatResponse */            \
+    X(OFFLOAD_HEARTBEAT, 140, "OffloadObjectHeartbeat", offload_heartbeat)                         \
+    /* NotifyOffloadRequest / CodesResponse */                                                     \
+    X(NOTIFY_OFFLOAD_RESULT, 141, "NotifyOffloadSuccess", notify_offload)                          \
+    /* EvictDiskRequest / CodesResponse */                                                         \
+    X(EVICT_DISK_REPLICA, 142, "BatchEvictDiskReplica", evict_disk)                                \
+    /* mooncake-c: DeletionsPendingRequest / DeletionsPendingResponse (a remove or upsert          \
+     * waits until the old value's files are confirmed gone before it is acknowledged) */          \
+    X(OFFLOAD_DELETIONS_PENDING, 143, "OffloadDeletionsPending", deletions_pending)                \
+    /* promotion of disk-only objects back to memory: client -> master (mooncake-c; upstream's     \
+     * PromotionAllocStart and NotifyPromotionSuccess/Failure). PromotionTakeRequest /             \
+     * PromotionTakeResponse; PromotionResultRequest / CodesResponse */                            \
+    X(PROMOTION_TAKE, 180, "PromotionAllocStart", promotion_take)                                  \
+    X(PROMOTION_RESULT, 181, "NotifyPromotionResult", promotion_result)                            \
+    /* replica copy/move tasks and replica clear (task_manager.h): TaskCreateRequest /             \
+     * TaskCreateResponse, TaskQueryRequest / TaskQueryResponse, FetchTasksRequest /               \
+     * FetchTasksResponse, TaskCompleteRequest / StatusResponse, ReplicaClearRequest /             \
+     * ReplicaClearResponse */                                                                     \
+    X(CREATE_COPY_TASK, 160, "CreateCopyTask", create_task)                                        \
+    X(CREATE_MOVE_TASK, 161, "CreateMoveTask", create_task)                                        \
+    X(QUERY_TASK, 162, "QueryTask", query_task)                                                    \
+    X(FETCH_TASKS, 163, "FetchTasks", fetch_tasks)                                                 \
+    X(MARK_TASK_TO_COMPLETE, 164, "MarkTaskToComplete", complete_task)                             \
+    X(BATCH_REPLICA_CLEAR, 165, "BatchReplicaClear", replica_clear)                                \
+    /* re-mount verification of restored extents (src/master/journal.h; mooncake-c): the           \
+     * owner fetches them and confirms those whose bytes match (RestoreVerifyRequest /             \
+     * Response) */                                                                                \
+    X(RESTORE_VERIFY_FETCH, 230, "RestoreVerifyFetch", restore_verify)                             \
+    X(RESTORE_VERIFY_CONFIRM, 231, "RestoreVerifyConfirm", restore_verify)
+
+/* Offload reads, client -> the client owning a local-disk replica (never the master, so not in
+ * the master's list): FetchRequest / FetchResponse, ReleaseRequest / CodesResponse. */
+#define MC_RPC_PEER_METHOD_LIST(X)                                                                 \
+    X(OFFLOAD_FETCH, 150, "OffloadFetch", offload_fetch)                                           \
+    X(OFFLOAD_RELEASE, 151, "OffloadRelease", offload_release)
+
+#define MC_RPC_X_ENUM(id, op, name, handler) MC_RPC_##id = op,
+enum mc_rpc_opcode { MC_RPC_METHOD_LIST(MC_RPC_X_ENUM) MC_RPC_PEER_METHOD_LIST(MC_RPC_X_ENUM) };
+#undef MC_RPC_X_ENUM
+
+/* Number of master methods (entries of MC_RPC_METHOD_LIST). */
+#define MC_RPC_X_ONE(id, op, name, handler) +1
+enum { MC_RPC_METHOD_COUNT = 0 MC_RPC_METHOD_LIST(MC_RPC_X_ONE) };
+#undef MC_RPC_X_ONE
 
 #define MC_RPC_REPLY 0x8000u
 #define MC_RPC_MAX_BODY (64u << 20)
@@ -78,7 +107,7 @@ typedef struct mc_rpc_client mc_rpc_client_t;
 /* address: "host:port". Does not connect yet. */
 int mc_rpc_client_create(const char *address, int timeout_ms, mc_rpc_client_t **out);
 /*
- * A client that follows an elected master (HA, issue 15): resolve(arg, out, cap) writes the
+ * A client that follows an elected master (HA on etcd): resolve(arg, out, cap) writes the
  * current leader's "host:port" into out and returns 0, or returns a negative code when no leader
  * is known. It is asked before the first connection and after a call fails in transport
  * (RPC_FAIL / RPC_TIMEOUT); when the address changed, the call is retried once at the new one

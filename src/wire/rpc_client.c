@@ -517,78 +517,16 @@ int mc_rpc_call_ex(mc_rpc_client_t *c, uint16_t opcode, const uint8_t *body, siz
 
 const char *mc_rpc_method_name(uint16_t opcode)
 {
+#define X(id, op, name, handler)                                                                   \
+    case MC_RPC_##id:                                                                              \
+        return name;
     switch (opcode) {
-    case MC_RPC_SERVICE_READY:
-        return "ServiceReady";
-    case MC_RPC_PING:
-        return "Ping";
-    case MC_RPC_MOUNT_SEGMENT:
-        return "MountSegment";
-    case MC_RPC_REMOUNT_SEGMENT:
-        return "ReMountSegment";
-    case MC_RPC_UNMOUNT_SEGMENT:
-        return "UnmountSegment";
-    case MC_RPC_GRACEFUL_UNMOUNT_SEGMENT:
-        return "GracefulUnmountSegment";
-    case MC_RPC_PUT_START:
-        return "PutStart";
-    case MC_RPC_PUT_END:
-        return "PutEnd";
-    case MC_RPC_PUT_REVOKE:
-        return "PutRevoke";
-    case MC_RPC_UPSERT_START:
-        return "UpsertStart";
-    case MC_RPC_UPSERT_END:
-        return "UpsertEnd";
-    case MC_RPC_UPSERT_REVOKE:
-        return "UpsertRevoke";
-    case MC_RPC_GET_REPLICA_LIST:
-        return "GetReplicaList";
-    case MC_RPC_PROMOTION_TAKE:
-        return "PromotionAllocStart";
-    case MC_RPC_PROMOTION_RESULT:
-        return "NotifyPromotionResult";
-    case MC_RPC_EXIST_KEY:
-        return "ExistKey";
-    case MC_RPC_RELEASE_LEASE:
-        return "ReleaseReadLease";
-    case MC_RPC_REMOVE:
-        return "Remove";
-    case MC_RPC_REMOVE_ALL:
-        return "RemoveAll";
-    case MC_RPC_REMOVE_BY_REGEX:
-        return "RemoveByRegex";
-    case MC_RPC_CREATE_COPY_TASK:
-        return "CreateCopyTask";
-    case MC_RPC_CREATE_MOVE_TASK:
-        return "CreateMoveTask";
-    case MC_RPC_QUERY_TASK:
-        return "QueryTask";
-    case MC_RPC_FETCH_TASKS:
-        return "FetchTasks";
-    case MC_RPC_MARK_TASK_TO_COMPLETE:
-        return "MarkTaskToComplete";
-    case MC_RPC_BATCH_REPLICA_CLEAR:
-        return "BatchReplicaClear";
-    case MC_RPC_OFFLOAD_HEARTBEAT:
-        return "OffloadObjectHeartbeat";
-    case MC_RPC_NOTIFY_OFFLOAD_RESULT:
-        return "NotifyOffloadSuccess";
-    case MC_RPC_EVICT_DISK_REPLICA:
-        return "BatchEvictDiskReplica";
-    case MC_RPC_OFFLOAD_DELETIONS_PENDING:
-        return "OffloadDeletionsPending";
-    case MC_RPC_OFFLOAD_FETCH:
-        return "OffloadFetch";
-    case MC_RPC_OFFLOAD_RELEASE:
-        return "OffloadRelease";
-    case MC_RPC_RESTORE_VERIFY_FETCH:
-        return "RestoreVerifyFetch";
-    case MC_RPC_RESTORE_VERIFY_CONFIRM:
-        return "RestoreVerifyConfirm";
+        MC_RPC_METHOD_LIST(X)
+        MC_RPC_PEER_METHOD_LIST(X)
     default:
         return "Unknown";
     }
+#undef X
 }
 
 int mc_rpc_call_pb(mc_rpc_client_t *c, uint16_t opcode, const ProtobufCMessage *req,

@@ -1,4 +1,4 @@
-# One deadline per transfer call (issue 14): batches to a SIGSTOPped peer or holder end within the
+# One deadline per transfer call: batches to a SIGSTOPped peer or holder end within the
 # transfer timeout plus a margin; a healthy 1 GiB batch still completes.
 mc_add_test(test_deadline SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_deadline.c
             ${CMAKE_CURRENT_SOURCE_DIR}/../support/proc.c

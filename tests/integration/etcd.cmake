@@ -1,4 +1,4 @@
-# The etcd v3 client (src/common/etcd.c, issue 15) against a real 3-member etcd cluster on
+# The etcd v3 client (src/common/etcd.c) against a real 3-member etcd cluster on
 # loopback (Debian's etcd 3.4 at /usr/bin/etcd, installed by dependencies.sh).
 mc_add_test(test_etcd SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_etcd.c
             ${CMAKE_CURRENT_SOURCE_DIR}/../support/proc.c

@@ -1,4 +1,4 @@
-# Eviction and leases (issue 12, "acknowledged means kept"): real master and holder processes,
+# Eviction and leases ("acknowledged means kept"): real master and holder processes,
 # in-process store clients as writer and reader (tests/integration/test_eviction.c).
 mc_add_test(test_eviction SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_eviction.c
             ${CMAKE_CURRENT_SOURCE_DIR}/../support/proc.c

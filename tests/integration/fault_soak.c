@@ -1,5 +1,5 @@
 /*
- * fault_soak.c — the store's fault soak (issue 10, "reads are exact or they fail").
+ * fault_soak.c — the store's fault soak ("reads are exact or they fail").
  *
  * Starts a real mooncake_master (short --client_ttl and --default_kv_lease_ttl, so expiry and
  * lease paths run) and N mooncake_client holders on loopback (tests/support/cluster.h), then,

@@ -1,4 +1,4 @@
-# Master high availability on a real 3-member etcd cluster (issue 15): failover under a verified
+# Master high availability on a real 3-member etcd cluster (docs/ha.md): failover under a verified
 # load, a stalled leader deposed, every master restarted from the operation log.
 mc_add_test(test_ha SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_ha.c
             ${CMAKE_CURRENT_SOURCE_DIR}/../support/proc.c

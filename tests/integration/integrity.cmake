@@ -1,4 +1,4 @@
-# Integrity tests (issue 10): every way a read used to return wrong bytes with success, with real
+# Integrity tests: every way a read used to return wrong bytes with success, with real
 # master, holder and client processes stopped at failpoints (MC_FAILPOINTS).
 add_executable(store_rw ${CMAKE_CURRENT_SOURCE_DIR}/store_rw.c)
 target_include_directories(store_rw PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/../support)

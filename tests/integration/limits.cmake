@@ -1,4 +1,4 @@
-# The limits of issue 11 (docs/limits.md) on real processes: a mooncake_master driven by raw
+# The server limits (docs/limits.md) on real processes: a mooncake_master driven by raw
 # frames, store clients and HTTP (test_master_limits); the Transfer Engine's tcp server (te_peer)
 # and the standalone HTTP metadata server (test_server_limits).
 mc_add_test(test_master_limits SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_master_limits.c

@@ -1,5 +1,6 @@
-# Network-fault tests (issue 10 case 3): a link cut in a network namespace (ip netns, veth, tc)
-# in the middle of a put. Needs root (CAP_NET_ADMIN) and iproute2; skips otherwise.
+# Network-fault tests (a late TCP write after a failed put): a link cut in a network namespace
+# (ip netns, veth, tc) in the middle of a put. Needs root (CAP_NET_ADMIN) and iproute2; skips
+# otherwise.
 mc_add_test(test_netfault SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_netfault.c
             ${CMAKE_CURRENT_SOURCE_DIR}/../support/proc.c
             ${CMAKE_CURRENT_SOURCE_DIR}/../support/cluster.c LIBS mc_store TIMEOUT 600)

@@ -19,7 +19,7 @@ if(USE_DAOS AND DAOS_TEST_DOUBLE)
   set_tests_properties(test_offload_daos PROPERTIES TIMEOUT 600
     ENVIRONMENT "MC_TEST_OFFLOAD_FS_TYPE=daos;DFS_DOUBLE_EQ_ASYNC=1")
 endif()
-# Crashes (issue 12): SIGKILLed masters and holders, restarts, what acknowledged writes survive.
+# Crashes: SIGKILLed masters and holders, restarts, what acknowledged writes survive.
 mc_add_test(test_offload_crash SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_offload_crash.c
             ${CMAKE_CURRENT_SOURCE_DIR}/../support/proc.c
             ${CMAKE_CURRENT_SOURCE_DIR}/../support/cluster.c LIBS mc_store TIMEOUT 900)

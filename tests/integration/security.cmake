@@ -1,4 +1,4 @@
-# Security tests (issue 11): the cluster secret on every connection, with a real master and
+# Security tests: the cluster secret on every connection, with a real master and
 # holders, and raw sockets playing the peer that does not know the secret.
 mc_add_test(test_security SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_security.c
             ${CMAKE_CURRENT_SOURCE_DIR}/../support/proc.c

@@ -1,4 +1,4 @@
-# Master snapshots and restore (issue 15): a real mooncake_master with --enable_snapshot and
+# Master snapshots and restore: a real mooncake_master with --enable_snapshot and
 # --enable_snapshot_restore, mooncake_client holders and in-process store clients on loopback.
 mc_add_test(test_snapshot SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_snapshot.c
             ${CMAKE_CURRENT_SOURCE_DIR}/../support/proc.c

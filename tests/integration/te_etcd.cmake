@@ -1,4 +1,4 @@
-# Transfer Engine etcd:// metadata (issue 15): te_peer processes and in-process engines against a
+# Transfer Engine etcd:// metadata: te_peer processes and in-process engines against a
 # real 3-member etcd cluster on loopback (tests/support/etcd_cluster.c).
 mc_add_test(test_te_etcd SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_te_etcd.c
             ${CMAKE_CURRENT_SOURCE_DIR}/../support/proc.c

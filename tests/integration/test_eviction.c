@@ -1,5 +1,5 @@
 /*
- * test_eviction.c — "acknowledged means kept" (issue 12), with real processes: a mooncake_master
+ * test_eviction.c — "acknowledged means kept", with real processes: a mooncake_master
  * (default lease 10 s, high watermark 0.90, eviction ratio 0.05), one mooncake_client holding the
  * whole pool, and store clients in this process (no segment) as writer and reader.
  *

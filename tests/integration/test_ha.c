@@ -142,6 +142,17 @@ static mc_store_t *ha_client(int checksum)
     return mc_store_setup(&cfg, &s) == 0 ? s : NULL;
 }
 
+/* The case's etcd handle: opened by the case, closed by its teardown, so that a case failing an
+ * assertion leaks nothing (a leak report would otherwise end the output, after the failure). */
+static mc_etcd_t *case_etcd;
+
+static mc_etcd_t *case_etcd_open(void)
+{
+    assert_null(case_etcd);
+    assert_int_equal(mc_etcd_create(ec.endpoints, 2000, &case_etcd), 0);
+    return case_etcd;
+}
+
 static int group_setup(void **state)
 {
     (void)state;
@@ -183,6 +194,8 @@ static int start_cluster(mc_etcd_t *e, int nmasters)
 static int test_teardown(void **state)
 {
     (void)state;
+    mc_etcd_destroy(case_etcd);
+    case_etcd = NULL;
     for (int i = 0; i < nholders; i++)
         mc_proc_stop(&holders[i].proc, SIGKILL, 5000);
     nholders = 0;
@@ -322,12 +335,11 @@ static void print_verdict(const char *what, const verdict_t *v)
 
 static void failover_under_load(int sync)
 {
-    mc_etcd_t *e;
     sync_ack = sync;
     snprintf(cluster_id, sizeof(cluster_id), "test_ha_%s_%d", sync ? "sync" : "async",
              (int)getpid());
     setenv("MC_STORE_CLUSTER_ID", cluster_id, 1);
-    assert_int_equal(mc_etcd_create(ec.endpoints, 2000, &e), 0);
+    mc_etcd_t *e = case_etcd_open();
     int leader = start_cluster(e, NMASTERS);
     printf("  leader: master %d at %s\n", leader, masters[leader].addr);
 
@@ -403,7 +415,6 @@ static void failover_under_load(int sync)
     assert_int_equal(a.exact, a.exact + a.missing + a.other); /* after failover: all exact */
 
     stop_cluster();
-    mc_etcd_destroy(e);
 }
 
 /* --oplog_sync_ack=true (the default): every acknowledged put survives. */
@@ -424,8 +435,7 @@ static void failover_async_ack_never_wrong(void **state)
 static void stalled_leader_is_deposed(void **state)
 {
     (void)state;
-    mc_etcd_t *e;
-    assert_int_equal(mc_etcd_create(ec.endpoints, 2000, &e), 0);
+    mc_etcd_t *e = case_etcd_open();
     snprintf(cluster_id, sizeof(cluster_id), "test_ha_stall_%d", (int)getpid());
     setenv("MC_STORE_CLUSTER_ID", cluster_id, 1);
     /* A short client TTL: the standby below idles longer than the 3 TTLs within which a leader
@@ -502,7 +512,6 @@ static void stalled_leader_is_deposed(void **state)
     free(got);
     mc_store_free(s);
     stop_cluster();
-    mc_etcd_destroy(e);
 }
 
 typedef struct write_arg {
@@ -556,8 +565,7 @@ static int write_across_a_stopped_answer(mc_etcd_t *e, write_arg_t *a)
 static void retried_write_answers_its_true_outcome(void **state)
 {
     (void)state;
-    mc_etcd_t *e;
-    assert_int_equal(mc_etcd_create(ec.endpoints, 2000, &e), 0);
+    mc_etcd_t *e = case_etcd_open();
     snprintf(cluster_id, sizeof(cluster_id), "test_ha_retry_%d", (int)getpid());
     setenv("MC_STORE_CLUSTER_ID", cluster_id, 1);
     /* Master 0 leads first and stops at its first UpsertEnd answer; the others at a Remove's. */
@@ -608,14 +616,12 @@ static void retried_write_answers_its_true_outcome(void **state)
     free(got);
     mc_store_free(s);
     stop_cluster();
-    mc_etcd_destroy(e);
 }
 
 static void planned_restart_of_every_master(void **state)
 {
     (void)state;
-    mc_etcd_t *e;
-    assert_int_equal(mc_etcd_create(ec.endpoints, 2000, &e), 0);
+    mc_etcd_t *e = case_etcd_open();
     snprintf(cluster_id, sizeof(cluster_id), "test_ha_restart_%d", (int)getpid());
     setenv("MC_STORE_CLUSTER_ID", cluster_id, 1);
     start_cluster(e, 2);
@@ -671,7 +677,6 @@ static void planned_restart_of_every_master(void **state)
     free(got);
     mc_store_free(s);
     stop_cluster();
-    mc_etcd_destroy(e);
 }
 
 /*
@@ -684,8 +689,7 @@ static void planned_restart_of_every_master(void **state)
 static void remove_before_remount_loses_nothing(void **state)
 {
     (void)state;
-    mc_etcd_t *e;
-    assert_int_equal(mc_etcd_create(ec.endpoints, 2000, &e), 0);
+    mc_etcd_t *e = case_etcd_open();
     sync_ack = 1;
     snprintf(cluster_id, sizeof(cluster_id), "test_ha_rm_%d", (int)getpid());
     setenv("MC_STORE_CLUSTER_ID", cluster_id, 1);
@@ -768,7 +772,6 @@ static void remove_before_remount_loses_nothing(void **state)
     free(got);
     mc_store_free(s);
     stop_cluster();
-    mc_etcd_destroy(e);
 }
 
 /*
@@ -781,8 +784,7 @@ static void remove_before_remount_loses_nothing(void **state)
 static void stale_writer_cannot_overwrite(void **state)
 {
     (void)state;
-    mc_etcd_t *e;
-    assert_int_equal(mc_etcd_create(ec.endpoints, 2000, &e), 0);
+    mc_etcd_t *e = case_etcd_open();
     sync_ack = 1;
     snprintf(cluster_id, sizeof(cluster_id), "test_ha_stale_%d", (int)getpid());
     setenv("MC_STORE_CLUSTER_ID", cluster_id, 1);
@@ -846,7 +848,6 @@ static void stale_writer_cannot_overwrite(void **state)
     free(got);
     mc_store_free(s);
     stop_cluster();
-    mc_etcd_destroy(e);
 }
 
 int main(void)

@@ -1,5 +1,5 @@
 /*
- * test_ha_partition.c — no split brain (issue 15): a leader cut off from etcd by a network
+ * test_ha_partition.c — no split brain (docs/ha.md): a leader cut off from etcd by a network
  * partition stops accepting writes before another master can be elected.
  *
  *        root namespace                                     namespace mchp<pid>

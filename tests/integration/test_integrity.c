@@ -1,5 +1,5 @@
 /*
- * test_integrity.c — "a read returns the object's exact bytes or an error" (issue 10), with real
+ * test_integrity.c — "a read returns the object's exact bytes or an error", with real
  * processes: mooncake_master, mooncake_client holders, store_rw clients stopped at failpoints
  * (MC_FAILPOINTS, src/common/failpoint.h), and this process as a store client.
  *

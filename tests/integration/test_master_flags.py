@@ -301,7 +301,7 @@ class RefusedFlags(unittest.TestCase):
                 self.assertIn(f"--{name}={bad} is not supported: ", lines[0])
 
     def test_ha_start_up_checks(self):
-        # --enable_ha (issue 15): upstream's fatal start-up checks, each with one clear line.
+        # --enable_ha: upstream's fatal start-up checks, each with one clear line.
         cases = [
             (["--enable_ha"], 1, "--enable_ha needs the etcd endpoints"),
             (["--enable_ha", "--etcd_endpoints=127.0.0.1:2379"], 1,

@@ -1,6 +1,6 @@
 /*
- * test_master_limits.c — the limits of issue 11 on a real mooncake_master: what a client or a
- * raw socket can no longer make the master do.
+ * test_master_limits.c — the server limits (docs/limits.md) on a real mooncake_master: what a
+ * client or a raw socket can no longer make the master do.
  *
  *   - a RemoveByRegex pattern with catastrophic backtracking neither stalls the master (its
  *     /health answers within 2 s, another client's put/get work) nor hangs the caller: -600;

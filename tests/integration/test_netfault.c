@@ -1,5 +1,5 @@
 /*
- * test_netfault.c — issue 10 case 3, "late TCP write after a failed put", with a real link cut in
+ * test_netfault.c — "late TCP write after a failed put", with a real link cut in
  * a network namespace.
  *
  * Topology (all created here, pid-suffixed, removed at the end — also after a failed assertion,

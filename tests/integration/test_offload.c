@@ -731,7 +731,7 @@ static void wait_stopped(pid_t pid)
 }
 
 /*
- * Issue 10 case 1. A reader stops between the owner's FETCH reply and its pull, past the staging
+ * A reader stops between the owner's FETCH reply and its pull, past the staging
  * TTL; another reader needs the room (the staging area holds one object), so the owner reclaims
  * the stalled reader's slot and stages another key there. The stalled reader then pulls that other
  * key's bytes: it must fail (its RELEASE finds the lease reclaimed), never return them as success.
@@ -784,9 +784,9 @@ test_reader_stalled_past_the_staging_ttl_reads_exact_bytes_without_contention(vo
 }
 
 /*
- * Issue 10 case 1 under load: four readers of different keys through one owner whose staging TTL
- * is 1 ms and whose staging area holds two objects. Every read is the key's exact bytes or an
- * error; none is another key's bytes.
+ * A stalled reader's slot reclaimed, under load: four readers of different keys through one
+ * owner whose staging TTL is 1 ms and whose staging area holds two objects. Every read is the
+ * key's exact bytes or an error; none is another key's bytes.
  */
 static void
 test_concurrent_readers_with_a_1_ms_staging_ttl_get_exact_bytes_or_an_error(void **state)

@@ -1,5 +1,5 @@
 /*
- * test_offload_crash.c — what an acknowledged put, upsert or remove survives (issue 12), with
+ * test_offload_crash.c — what an acknowledged put, upsert or remove survives, with
  * real processes: mooncake_master --enable_offload, mooncake_client --enable_offload holders
  * configured by the MOONCAKE_OFFLOAD_* / MOONCAKE_DISTRIBUTED_* environment, and this process as
  * a store client (no segment) that writes and reads back. Processes are killed with SIGKILL in
@@ -627,7 +627,7 @@ static dir_sync_check_t check_trace(const tracer_t *t)
 /* ---- tests -------------------------------------------------------------------------------- */
 
 /*
- * Issue 12, part 3: a published offload file and a deleted one are durable — the rename and the
+ * A published offload file and a deleted one are durable — the rename and the
  * unlink are followed by an fsync of their directory (observed with strace in the holder, local
  * backend and posix distributed backend alike).
  */
@@ -689,7 +689,7 @@ static void test_posix_dfs_files_are_published_and_deleted_with_a_directory_fsyn
 }
 
 /*
- * Issue 12, part 1: objects whose files are on disk survive the restart of any set of processes.
+ * Objects whose files are on disk survive the restart of any set of processes.
  * 16 objects written through holder 0 (the writer) and offloaded; then the kill set is SIGKILLed
  * and started again: every object reads back exactly. Distributed: nothing of the writer's
  * lifetime is left but the files under the shared root, which a client rescans for the master.
@@ -734,7 +734,7 @@ SURVIVE_TEST(dfs, 1, KILL_MASTER_AND_WRITER, master_and_writer)
 SURVIVE_TEST(dfs, 1, KILL_EVERY_PROCESS, every_process)
 
 /*
- * Issue 12, part 2: an acknowledged upsert or remove is never undone by a crash. ACK_N objects
+ * An acknowledged upsert or remove is never undone by a crash. ACK_N objects
  * (value 1) written through holder 0 and offloaded; then each is upserted to value 2, or
  * removed, and every call returns 0. Removed: right after the last acknowledgment the kill set
  * is SIGKILLed and started again; every key is missing. Upserted: once the new values have
@@ -856,9 +856,9 @@ static void wait_temps(const char *dir, int want)
 }
 
 /*
- * Issue 12, part 2, an offload in flight: the old value's file is being written (its writer
- * sleeps between writing and publishing it, failpoint fs.write.before_publish=sleep) when the
- * key is upserted. The writer publishes the file after the upsert was decided; the upsert is
+ * An acknowledged upsert with an offload in flight: the old value's file is being written (its
+ * writer sleeps between writing and publishing it, failpoint fs.write.before_publish=sleep) when
+ * the key is upserted. The writer publishes the file after the upsert was decided; the upsert is
  * acknowledged only once that file is gone too. The master is SIGKILLed once the new value has
  * its disk replica; once the writer is past its publish, the master comes back: the key reads
  * the new value, never the old one nor nothing.
@@ -911,7 +911,7 @@ static void test_dfs_upsert_during_the_old_values_offload_survives_sigkill_of_ma
 }
 
 /*
- * Issue 12, part 3: a writer killed mid-offload leaves its temporary file (written, not yet
+ * A writer killed mid-offload leaves its temporary file (written, not yet
  * renamed: stopped at the failpoint fs.write.before_publish, then SIGKILLed with the master);
  * the next start of a client on that storage deletes it, and the objects offloaded before stay
  * readable.

@@ -1,5 +1,5 @@
 /*
- * test_security.c — "nothing listens or obeys where it was not told to" (issue 11), with real
+ * test_security.c — "nothing listens or obeys where it was not told to", with real
  * processes: a mooncake_master and mooncake_client holders sharing a cluster secret, store clients
  * in this process, and raw sockets playing the peer that does not know the secret.
  *

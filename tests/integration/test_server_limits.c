@@ -1,6 +1,6 @@
 /*
- * test_server_limits.c — the limits of issue 11 on the Transfer Engine's tcp server (a real
- * te_peer process) and on the standalone HTTP metadata server (the real
+ * test_server_limits.c — the server limits (docs/limits.md) on the Transfer Engine's tcp server
+ * (a real te_peer process) and on the standalone HTTP metadata server (the real
  * mooncake_http_metadata_server binary).
  *
  *   Transfer Engine: 1500 idle connections do not hold 1500 threads (/proc/PID/task), and a

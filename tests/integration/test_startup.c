@@ -1,5 +1,5 @@
 /*
- * test_startup.c — start-up as deployments do it (issue 12), with real processes:
+ * test_startup.c — start-up as deployments do it, with real processes:
  *
  *  - a mooncake_client started before its master waits for it (one log line), and serves once the
  *    master comes up; with --master_wait_timeout=1 and no master it fails after about a second

@@ -1,6 +1,6 @@
 /*
  * test_timeouts.c — "a request fails within MC_TRANSFER_TIMEOUT plus a small stated margin, and a
- * get falls over to the next replica" (issue 12), with a holder whose host vanishes.
+ * get falls over to the next replica", with a holder whose host vanishes.
  *
  * Topology (created here, pid-suffixed, removed at the end, also after a failed assertion):
  *

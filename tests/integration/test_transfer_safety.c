@@ -1,6 +1,6 @@
 /*
  * test_transfer_safety.c — the Transfer Engine never lets a failed or stale transfer move bytes
- * later (issue 10, "Reads are exact or they fail"), with real te_peer target processes:
+ * later ("reads are exact or they fail"), with real te_peer target processes:
  *
  *   - epochs: a request whose epoch is stale is refused over tcp (read and write, the target's
  *     bytes unchanged) and on the local path; epoch 0 is never checked;

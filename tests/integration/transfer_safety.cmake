@@ -1,4 +1,4 @@
-# Transfer Engine safety tests (issue 10): epochs, finish times, whole-request deadlines and
+# Transfer Engine safety tests: epochs, finish times, whole-request deadlines and
 # aborted connections, against te_peer target processes (built by transfer.cmake).
 mc_add_test(test_transfer_safety SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_transfer_safety.c
             ${CMAKE_CURRENT_SOURCE_DIR}/../support/proc.c LIBS mc_transfer TIMEOUT 180)

@@ -1,4 +1,4 @@
-"""test_engine_etcd.py — mooncake.engine with etcd metadata (issue 15), against a real etcd.
+"""test_engine_etcd.py — mooncake.engine with etcd metadata, against a real etcd.
 
 A one-member etcd (Debian's /usr/bin/etcd, on free 127.0.0.1 ports, data in a temp dir, killed
 with the test) serves as metadata: two TransferEngines initialized with "etcd://127.0.0.1:<port>"

@@ -1,4 +1,4 @@
-"""test_ha.py — mooncake.store following the elected master (issue 15), on a real etcd.
+"""test_ha.py — mooncake.store following the elected master, on a real etcd.
 
 A one-member etcd (Debian's /usr/bin/etcd, free 127.0.0.1 ports, data in a temp dir, killed with
 the test), two mooncake_master with --enable_ha --enable_oplog (--oplog_sync_ack default: true)

@@ -1,4 +1,4 @@
-"""test_segments.py — segments mounted at run time (issue 14, item 5): mount_segment,
+"""test_segments.py — segments mounted at run time: mount_segment,
 allocate_and_mount_segment, unmount_segment, unmount_and_free_segment (with grace periods),
 unmount_local_disk_segment, init_all, and the REST service's mount routes.
 

@@ -1,5 +1,5 @@
-"""test_store_behaviours.py — MooncakeDistributedStore behaviours made to match upstream
-(issue 14, item 5), against a real mooncake_master + mooncake_client on loopback
+"""test_store_behaviours.py — MooncakeDistributedStore behaviours made to match upstream,
+against a real mooncake_master + mooncake_client on loopback
 (test_store.Cluster).
 
 Each test states upstream's behaviour it checks (mooncake-integration/store/store_py.cpp,

@@ -341,7 +341,7 @@ class ClusterBenchTest(unittest.TestCase):
 
 
 class HonestBenchTest(unittest.TestCase):
-    """A run never looks successful for work it did not do (issue 16)."""
+    """A run never looks successful for work it did not do."""
 
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory(prefix="kvbench_honest_")
@@ -435,7 +435,7 @@ class HonestBenchTest(unittest.TestCase):
 
 
 class StoreBenchExistingTest(unittest.TestCase):
-    """mooncake_store_bench (C) counts puts that found their key stored (issue 16)."""
+    """mooncake_store_bench (C) counts puts that found their key stored."""
 
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory(prefix="store_bench_existing_")

@@ -1,4 +1,4 @@
-"""test_trace_replay.py — bench/trace_replay.py (issue 17) against real clusters on loopback.
+"""test_trace_replay.py — bench/trace_replay.py against real clusters on loopback.
 
 Each test runs the tool as a user would (a subprocess; it starts its own mooncake_master and
 mooncake_client holders from MC_BUILD_DIR, and lane processes driving mooncake.store) and reads
@@ -11,8 +11,9 @@ its --json output:
     infinite-cache replay computed here from the same lines (the pool holds them all);
   * bad trace lines: exit status 2 and a message naming the file, the line and the fault.
 
-The traces are read from $MC_FAST25_TRACES, else <repo>/../shared/data/fast25-traces, else
-/work/shared/data/fast25-traces; the slice test fails naming those places when none has them.
+The traces are read from $MC_FAST25_TRACES, else shared/data/fast25-traces in the repository's
+parent directory, else /work/shared/data/fast25-traces; the slice test fails naming those places
+when none has them.
 """
 import json
 import os

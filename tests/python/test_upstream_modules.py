@@ -1,5 +1,5 @@
-"""test_upstream_modules.py — upstream Mooncake's pure-Python modules as mooncake-c ships them
-(issue 14, item 4), against real processes on loopback:
+"""test_upstream_modules.py — upstream Mooncake's pure-Python modules as mooncake-c ships them,
+against real processes on loopback:
 
   mooncake.http_metadata_server  KVBootstrapServer / KVPoll / `python -m`, on the C server; two
                                  stores whose Transfer Engines find each other through it

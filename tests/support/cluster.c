@@ -135,7 +135,8 @@ static int master_spawn(mc_master_t *m, const char *host, int rpc_port, int offl
     if (posix_spawn(&m->pid, MASTER_BIN, NULL, NULL, argv, environ) != 0)
         return -1;
     mc_cluster_track(m->pid);
-    for (int i = 0; i < 200; i++) {
+    /* Up to 30 s: an ASan master on a host that runs two other suites can take seconds. */
+    for (int i = 0; i < 600; i++) {
         int up = mc_port_open_at(host, m->rpc_port) && (!offload || mc_port_open(m->metrics_port));
         int ours = up && pid_listens_on(m->pid, m->rpc_port) &&
                    (!offload || pid_listens_on(m->pid, m->metrics_port));
@@ -151,6 +152,8 @@ static int master_spawn(mc_master_t *m, const char *host, int rpc_port, int offl
             return 0;
         usleep(50000);
     }
+    fprintf(stderr, "mooncake_master (pid %d) not serving on %s:%d after 30 s\n", (int)m->pid, host,
+            m->rpc_port);
     return -1;
 }
 

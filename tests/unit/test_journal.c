@@ -521,7 +521,7 @@ static void test_restore_verification(void **state)
  * its extent, which no allocator holds until the owner re-mounts (a DEL now could let that memory
  * be handed out before the DEL is in etcd). The remove answers -1010 (retry); after the re-mount
  * it removes. (Before: the record was forgotten without a DEL, and a failover brought it back
- * over memory given to other objects: issue 15's attacker.) */
+ * over memory given to other objects.) */
 static void test_hidden_records_wait_for_their_remount(void **state)
 {
     (void)state;

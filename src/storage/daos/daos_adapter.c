@@ -1,8 +1,7 @@
 /*
  * daos_adapter.c — the "daos" FS adapter: Mooncake-style objects in a DAOS (MASS) POSIX
  * container through libdfs. Built only with -DUSE_DAOS=ON, against the real libdfs or, with
- * -DDAOS_TEST_DOUBLE=ON, the test double in tests/support/dfs_double. Library facts:
- * ../shared/reference/daos-dfs.md.
+ * -DDAOS_TEST_DOUBLE=ON, the test double in tests/support/dfs_double.
  *
  * Open: root_dir is a dfuse/UNS path (/mnt/mass/mooncake/...). Its longest existing prefix is
  * resolved with duns_resolve_path() to pool, container and the directory inside the container;

@@ -1,6 +1,6 @@
 /*
  * daos_version.h — TEST DOUBLE of DAOS's generated version header (see daos_fs.h): the API
- * version of the DAOS the double was checked against (../shared/reference/daos-dfs.md).
+ * version of the DAOS the double was checked against.
  */
 #ifndef DFS_DOUBLE_DAOS_VERSION_H
 #define DFS_DOUBLE_DAOS_VERSION_H
