@@ -75,6 +75,7 @@ static const ProtobufCMessageDescriptor *const mc_fuzz_messages[] = {
     &mc__task_query_response__descriptor,
     &mc__transfer_header__descriptor,
     &mc__transfer_status__descriptor,
+    &mc__fence_rules__descriptor, /* after the others: appended when it was added */
 };
 #define MC_FUZZ_NMESSAGES (sizeof(mc_fuzz_messages) / sizeof(mc_fuzz_messages[0]))
 

@@ -278,6 +278,18 @@ int mc_te_set_epoch(mc_transfer_engine_t *te, uint64_t epoch);
 int mc_te_refuse_tokens(mc_transfer_engine_t *te, const uint64_t *tokens, size_t n, uint64_t *gen);
 /* The highest fence generation that has completed (see mc_te_refuse_tokens); 0 for NULL. */
 uint64_t mc_te_fence_completed(mc_transfer_engine_t *te);
+/*
+ * A write into this engine's own memory by code outside the engine (the store's promotion of a
+ * value read from a file into its segment), under the same fence as the engine's own writes:
+ * mc_te_admit_write before its first byte moves, mc_te_end_write(te, *pass) after its last.
+ * While admitted, a fence raised meanwhile does not complete (however long the write takes), so
+ * the memory is not handed to anything else under it. epoch 0 leaves the epoch unchecked; token
+ * is the write's fencing token (0: none). Returns 0 with *pass set, MC_ERR_INVALID_PARAMS (te or
+ * pass NULL), MC_ERR_INVALID_WRITE (the token is refused or the epoch is not this engine's: no
+ * byte may move). Thread-safe.
+ */
+int mc_te_admit_write(mc_transfer_engine_t *te, uint64_t epoch, uint64_t token, uint64_t *pass);
+void mc_te_end_write(mc_transfer_engine_t *te, uint64_t pass);
 
 /*
  * Allocates `length` bytes of shared memory (a memfd mapped MAP_SHARED|MAP_NORESERVE: pages are

@@ -112,7 +112,8 @@ int mc_offload_prepare(const mc_offload_setup_t *setup, mc_offload_t **out)
     return 0;
 }
 
-int mc_offload_start(mc_offload_t *o, mc_rpc_client_t *rpc, uintptr_t segment_base)
+int mc_offload_start(mc_offload_t *o, mc_rpc_client_t *rpc, uintptr_t segment_base,
+                     mc_transfer_engine_t *te)
 {
     if (!o->backend)
         return 0;
@@ -127,6 +128,7 @@ int mc_offload_start(mc_offload_t *o, mc_rpc_client_t *rpc, uintptr_t segment_ba
         .endpoint = o->server ? mc_offload_server_endpoint(o->server) : "",
         .segment_base = segment_base,
         .segment_size = o->segment_size,
+        .te = te,
         .env = &o->env,
     };
     int rc = mc_offload_worker_start(&wc, &o->worker);

@@ -58,9 +58,11 @@ int mc_offload_check_environment(uint64_t segment_size, int enable_offload,
 /*
  * After the segment is mounted: registers with the master and starts the worker (offloaders),
  * or checks the distributed backend with the master (readers). `segment_base` is where the
- * segment lives. Returns 0, or the master's refusal (logged).
+ * segment lives; `te` is the engine owning it (borrowed), under whose write fence promotions copy
+ * into it. Returns 0, or the master's refusal (logged).
  */
-int mc_offload_start(mc_offload_t *o, mc_rpc_client_t *rpc, uintptr_t segment_base);
+int mc_offload_start(mc_offload_t *o, mc_rpc_client_t *rpc, uintptr_t segment_base,
+                     mc_transfer_engine_t *te);
 
 /*
  * Reads a disk replica (LOCAL_DISK or DFS) of `key` into buf[0..size). Returns 0 or a code:

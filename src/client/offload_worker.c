@@ -181,6 +181,7 @@ struct mc_offload_worker {
     mc_offload_backend_t *backend;
     uintptr_t seg_base;
     uint64_t seg_size;
+    mc_transfer_engine_t *te; /* owns the segment: promotions copy under its write fence */
     mc_offload_env_t env;
     ledger_t ledger;
 
@@ -831,7 +832,21 @@ static int promote_one(mc_offload_worker_t *w, const Mc__PromotionTask *t)
         return MC_ERR_INVALID_PARAMS;
     }
     void *dst = (void *)(uintptr_t)t->address;
-    int code = mc_offload_backend_read(w->backend, t->key, t->version, dst, t->size);
+    /* Admitted under the segment's write fence with the extent's token: should this read outlast
+     * the master's bound (a file system that stopped answering), the master quarantines the
+     * extent instead of reusing it, and this client's fence for the token waits for the read to
+     * end; a copy not yet begun by then is refused here. */
+    uint64_t pass = 0;
+    int code = 0;
+    mc_failpoint("promotion.before_copy");
+    if (w->te)
+        code = mc_te_admit_write(w->te, 0, t->fence_token, &pass);
+    int admitted = w->te && code == 0;
+    if (code == 0)
+        code = mc_offload_backend_read(w->backend, t->key, t->version, dst, t->size);
+    mc_failpoint("promotion.after_copy");
+    if (admitted)
+        mc_te_end_write(w->te, pass);
     if (code == 0 && t->has_checksum && mc_crc32c(0, dst, (size_t)t->size) != t->checksum) {
         MC_ERROR("promotion: the file of %.64s does not match the value's checksum; not promoted",
                  t->key);
@@ -1049,6 +1064,7 @@ int mc_offload_worker_start(const mc_offload_worker_config_t *cfg, mc_offload_wo
     w->backend = cfg->backend;
     w->seg_base = cfg->segment_base;
     w->seg_size = cfg->segment_size;
+    w->te = cfg->te;
     w->env = *cfg->env;
     w->nwriters = w->env.io_threads;
     w->qcap = (size_t)w->nwriters * QUEUE_PER_THREAD;

@@ -24,6 +24,7 @@
 #ifndef MC_CLIENT_OFFLOAD_WORKER_H
 #define MC_CLIENT_OFFLOAD_WORKER_H
 
+#include "mooncake/transfer_engine.h"
 #include "offload_backend.h"
 #include "rpc.h"
 
@@ -39,6 +40,9 @@ typedef struct mc_offload_worker_config {
     const char *endpoint;          /* local backend: where others read this client's files */
     uintptr_t segment_base;        /* this client's segment */
     uint64_t segment_size;
+    /* The engine owning that segment (borrowed; may be NULL): a promotion's copy into the
+     * segment is admitted under its write fence with the extent's token. */
+    mc_transfer_engine_t *te;
     const mc_offload_env_t *env; /* copied */
 } mc_offload_worker_config_t;
 

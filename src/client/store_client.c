@@ -2302,7 +2302,7 @@ static int setup_checked(mc_store_t *s, const mc_store_config_t *c)
     if (s->segment && mc_task_executor_start(s->rpc, s->te, s->client_id, s->segment,
                                              s->global_segment_size, &s->tasks) != 0)
         return MC_ERR_INTERNAL_ERROR;
-    return mc_offload_start(s->offload, s->rpc, (uintptr_t)s->segment);
+    return mc_offload_start(s->offload, s->rpc, (uintptr_t)s->segment, s->te);
 }
 
 /* The locks every store has, dummy or not (mc_store_free destroys them). */

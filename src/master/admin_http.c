@@ -246,6 +246,9 @@ static void render_limit_metrics(mc_admin_http_t *a, FILE *f, const mc_master_st
            "Receive-buffer bytes all RPC connections may reserve.", rs->limits.max_buffered_bytes);
     metric(f, "master_rpc_buffer_waits_total", "counter",
            "Times an RPC connection waited for receive-buffer room.", rs->buffer_waits);
+    metric(f, "master_rpc_spin_skipped_total", "counter",
+           "Requests after which the worker did not spin (--rpc_spin_us): every CPU was busy.",
+           rs->spin_skipped);
     metric(f, "master_rpc_decode_refused_total", "counter",
            "Request bodies refused for needing more memory to decode than their budget.",
            rs->decode_refused);

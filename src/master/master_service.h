@@ -446,7 +446,8 @@ typedef struct mc_promotion_task_desc {
     uint64_t version; /* of the disk replica's file to read */
     uint64_t address; /* where to write them, in the client's own segment */
     int has_checksum;
-    uint32_t checksum; /* the value's CRC32C */
+    uint32_t checksum;    /* the value's CRC32C */
+    uint64_t fence_token; /* the extent's fencing token: the copy is admitted with it */
 } mc_promotion_task_desc_t;
 
 typedef int (*mc_promotion_task_cb)(void *arg, const mc_promotion_task_desc_t *t);

@@ -19,7 +19,12 @@
  * out, so a late copy never lands in memory someone else owns); the extent's segment is
  * unmounted — cancelled; the client goes away — cancelled (a taken extent is kept until the
  * bound or its segment's unmount: a copy may still be under way); no report within
- * put_start_release_timeout_ms of queueing — expired, extent freed.
+ * put_start_release_timeout_ms of queueing — expired. An extent whose copy was handed out and
+ * never reported (expired, or its client gone) may still be written — the client's file read can
+ * hang (a DFS that stopped answering) past any bound — so it is not freed but quarantined with
+ * the task's fencing token, as a revoked put's extent: it is reused only once its holder refused
+ * the token and its write fence completed, which waits for a copy admitted before (the client
+ * admits every copy under its fence with that token, offload_worker.c).
  *
  * Differences from upstream: no retry candidates (a rejected hit is simply counted; the next hit
  * tries again); the extent is placed in the executor's own segment (the copy is a local file
@@ -48,6 +53,7 @@ typedef struct mc_promotion {
     mc_object_t *obj;               /* NULL: cancelled, waits for its client's report */
     const mc_offloader_t *executor; /* the client holding the file */
     uint64_t id, version, size, created_ms;
+    uint64_t token;       /* the extent's fencing token, from its allocation */
     mc_replica_ref_t dst; /* the PROCESSING extent, when has_dst */
     uint8_t has_dst, taken;
 } mc_promotion_t;
@@ -99,20 +105,24 @@ static unsigned cms_hit(mc_promotion_state_t *ps, const char *key, size_t len)
     return est;
 }
 
-static void extent_drop(mc_master_t *m, mc_promotion_t *p)
+/* Gives p's extent up: freed when no copy into it can still run (never handed out, or its
+ * client reported), else quarantined until its holder's fence (see the top of the file). */
+static void extent_drop(mc_master_t *m, mc_promotion_t *p, int reported, uint64_t now)
 {
     if (!p->has_dst)
         return;
     mc_segment_t *s = mc_master_segment_locked(m, p->dst.seg);
-    if (s)
+    if (s && p->taken && !reported)
+        mc_master_extent_quarantine_locked(m, p->dst, p->token, now);
+    else if (s)
         mc_alloc_free(s->alloc, p->dst.handle);
     p->has_dst = 0;
 }
 
-/* Unlinks and frees p: its extent is freed, its object (if any) forgets it. */
-static void promo_free(mc_master_t *m, mc_promotion_t *p)
+/* Unlinks and frees p: its extent is given up (extent_drop), its object (if any) forgets it. */
+static void promo_free(mc_master_t *m, mc_promotion_t *p, int reported, uint64_t now)
 {
-    extent_drop(m, p);
+    extent_drop(m, p, reported, now);
     if (p->obj && p->obj->offload)
         p->obj->offload->promotion = NULL;
     p->prev->next = p->next;
@@ -199,7 +209,7 @@ void mc_promotion_cancel_locked(mc_master_t *m, mc_object_t *o)
     p->obj = NULL;
     m->promo->cancelled++;
     if (!p->taken)
-        promo_free(m, p); /* nobody writes its extent (it has none) */
+        promo_free(m, p, 0, 0); /* nobody writes its extent (it has none) */
     /* else the extent stays, unpublished, until its client reports or the bound runs out */
 }
 
@@ -220,7 +230,7 @@ void mc_promotion_segment_gone_locked(mc_master_t *m, uint32_t slot)
         p->has_dst = 0; /* the extent goes with the segment's allocator */
         if (p->obj)
             m->promo->cancelled++;
-        promo_free(m, p);
+        promo_free(m, p, 0, 0); /* no extent left to give up */
     }
 }
 
@@ -236,7 +246,7 @@ void mc_promotion_executor_gone_locked(mc_master_t *m, const mc_offloader_t *off
             m->promo->cancelled++;
         p->executor = NULL;
         if (!p->has_dst) {
-            promo_free(m, p);
+            promo_free(m, p, 0, 0);
             continue;
         }
         /* Taken: a copy may still be under way (a client leaving, or one only presumed dead),
@@ -262,7 +272,7 @@ void mc_promotion_sweep_locked(mc_master_t *m, uint64_t now)
                     mc_object_key(p->obj), p->executor->client_id,
                     m->cfg.put_start_release_timeout_ms);
         }
-        promo_free(m, p);
+        promo_free(m, p, 0, now); /* a taken extent is quarantined: its copy may still run */
     }
 }
 
@@ -311,7 +321,7 @@ void mc_promotion_fini(mc_master_t *m)
     while (m->promo->ring.next != &m->promo->ring) {
         mc_promotion_t *p = m->promo->ring.next;
         p->has_dst = 0; /* the allocators are destroyed with their segments */
-        promo_free(m, p);
+        promo_free(m, p, 0, 0);
     }
     free(m->promo);
     m->promo = NULL;
@@ -359,18 +369,20 @@ int mc_master_promotion_take(mc_master_t *m, const char *client_id, size_t max,
             m->promo->failed += o->nrep == 0;
             MC_VLOG(1, "promotion of %.64s: no room in the segments of client %s", mc_object_key(o),
                     client_id);
-            promo_free(m, p);
+            promo_free(m, p, 0, 0); /* no extent */
             continue;
         }
+        p->token = mc_master_next_token_locked(m);
         mc_promotion_task_desc_t d = {.task_id = p->id,
                                       .key = mc_object_key(o),
                                       .size = p->size,
                                       .version = p->version,
                                       .address = addr,
                                       .has_checksum = o->has_checksum,
-                                      .checksum = o->checksum};
+                                      .checksum = o->checksum,
+                                      .fence_token = p->token};
         if (cb(arg, &d) != 0) {
-            extent_drop(m, p);
+            extent_drop(m, p, 0, 0); /* not handed out: freed */
             break;
         }
         p->taken = 1;
@@ -400,12 +412,12 @@ int mc_master_promotion_result(mc_master_t *m, const char *client_id, uint64_t t
         rc = MC_ERR_TASK_NOT_FOUND;
     } else if (!p->obj || strcmp(mc_object_key(p->obj), key) != 0) {
         rc = MC_ERR_TASK_NOT_FOUND; /* cancelled meanwhile: the copy is discarded */
-        promo_free(m, p);
+        promo_free(m, p, 1, 0);     /* reported: its copy is over */
     } else if (code != 0 || p->obj->nrep != 0 || p->obj->rep_cap == 0 || !p->has_dst) {
         m->promo->failed++;
         MC_VLOG(1, "promotion of %.64s by client %s failed (%s)", key, client_id,
                 mc_error_name(code));
-        promo_free(m, p);
+        promo_free(m, p, 1, 0);
     } else {
         mc_object_t *o = p->obj;
         mc_segment_t *s = mc_master_segment_locked(m, p->dst.seg);
@@ -416,7 +428,7 @@ int mc_master_promotion_result(mc_master_t *m, const char *client_id, uint64_t t
         m->promo->completed++;
         m->promo->completed_bytes += o->size;
         m->evict_retry_at = 0; /* a new eviction candidate */
-        promo_free(m, p);
+        promo_free(m, p, 1, 0);
     }
     pthread_mutex_unlock(&m->lock);
     return rc;

@@ -165,6 +165,7 @@ struct mc_rpc_server {
     mc_rpc_limits_t limits;
     atomic_uint_fast64_t buffered; /* sum of every connection's `reserved` */
     atomic_uint_fast64_t stalled, idle_closed, buffer_waits;
+    atomic_uint_fast64_t spin_skipped; /* frames after which the spin was not armed: contended */
     atomic_uint_fast64_t last_stall_log_ms, last_wait_log_ms;
     atomic_uint_fast64_t method_total[MC_RPC_METHOD_COUNT];
     atomic_uint_fast64_t method_success[MC_RPC_METHOD_COUNT];
@@ -684,8 +685,12 @@ static void rpc_spin_check(uv_check_t *h)
  * has other runnable work (then the spin would only delay it, and this thread's own next turn). */
 static void rpc_spin_arm(rpc_worker_t *w)
 {
-    if (w->server->limits.spin_us == 0 || mc_cpus_contended())
+    if (w->server->limits.spin_us == 0)
         return;
+    if (mc_cpus_contended()) {
+        atomic_fetch_add_explicit(&w->server->spin_skipped, 1, memory_order_relaxed);
+        return;
+    }
     w->last_frame_ns = mc_now_ns();
     if (!uv_is_active((uv_handle_t *)&w->spin))
         uv_idle_start(&w->spin, rpc_spin_idle);
@@ -1216,6 +1221,7 @@ size_t mc_rpc_server_get_stats(const mc_rpc_server_t *server, mc_rpc_server_stat
             out->connections_idle_closed = atomic_load(&s->idle_closed);
             out->buffered_bytes = atomic_load(&s->buffered);
             out->buffer_waits = atomic_load(&s->buffer_waits);
+            out->spin_skipped = atomic_load(&s->spin_skipped);
             out->limits = s->limits;
         }
         out->decode_refused = mc_pb_decode_refused();

@@ -169,6 +169,7 @@ typedef struct mc_rpc_server_stats {
     uint64_t auth_refused;   /* connections refused by the cluster-secret check */
     uint64_t gate_refused;   /* requests not served: this master was not leading (HA) */
     uint64_t replies_held;   /* replies held until their changes were durable (HA) */
+    uint64_t spin_skipped;   /* frames after which --rpc_spin_us did not spin: CPUs contended */
 } mc_rpc_server_stats_t;
 
 /* MC_RPC_METHOD_COUNT (rpc.h, derived from the method list) bounds what

@@ -148,6 +148,10 @@ struct mc_rdma_conn {
     int proven;                 /* a transfer completed since connecting: a failure is retried */
     int refresh;                /* re-read the peer's descriptor before connecting again */
     uint64_t refresh_failed_ms; /* when that last failed (mc_now_ms), 0 = never */
+    /* The owner's write-fence rules, asked of it (over tcp) after ep was connected; valid for
+     * as long as ep lives (see conn_admit_write). */
+    int rules_valid;
+    mc_fence_rules_t rules;
 };
 
 /* ---- devices ---------------------------------------------------------------------------- */
@@ -991,6 +995,8 @@ static void conn_close(mc_rdma_t *r, size_t w, mc_rdma_conn_t *c, int force, rdm
     c->address_len = 0;
     c->failure = UCS_OK;
     c->proven = 0;
+    mc_fence_rules_free(&c->rules);
+    c->rules_valid = 0;
 }
 
 /* Creates c's endpoint to the worker at `address` (c takes ownership of the buffer). */
@@ -1176,6 +1182,48 @@ static int rdma_move(mc_transfer_engine_t *te, size_t w, mc_rdma_conn_t *c, ucp_
     return op.status == UCS_OK ? 0 : MC_ERR_TRANSFER_FAIL;
 }
 
+/*
+ * The owner's fence for rdma writes, which UCX applies without asking the owner: a write of
+ * (epoch, token) may go on c only if the owner's rules, read after c's endpoint was connected,
+ * do not refuse it. Why that suffices: the owner changes its rules only together with a fence
+ * that replaces its serving worker (write_fence.c, mc_fence_raise), and the worker replaced is
+ * the one c's endpoint reaches — so a refusal made after the rules were read kills c's endpoint,
+ * and a write sent on it after that is dropped with the old worker, never applied; a refusal
+ * made before they were read is in them. An epoch mismatch reads the rules once more (the owner
+ * may have re-mounted since: its new epoch does not replace the worker). This closes the writer
+ * that reconnects after the fence — one the master revoked while it was stalled, or one stalled
+ * across a failover — which the worker replacement alone let through.
+ * 0, MC_ERR_INVALID_WRITE (refused: nothing sent), or MC_ERR_TRANSFER_FAIL with *why (the owner
+ * did not answer by the deadline).
+ */
+static int conn_admit_write(mc_transfer_engine_t *te, mc_peer_t *peer, mc_rdma_conn_t *c,
+                            uint64_t epoch, uint64_t token, uint64_t deadline_ms, ucs_status_t *why)
+{
+    char reason[256];
+    for (int fresh = 0;; fresh = 1) {
+        if (!c->rules_valid || fresh) {
+            mc_fence_rules_free(&c->rules);
+            c->rules_valid = 0;
+            int rc = mc_tcp_fence_rules(te, peer->host, peer->port, &c->rules, deadline_ms);
+            if (rc == MC_ERR_INTERNAL_ERROR)
+                return rc;
+            if (rc != 0) {
+                *why = mc_now_ms() >= deadline_ms ? UCS_ERR_TIMED_OUT : UCS_ERR_UNREACHABLE;
+                return MC_ERR_TRANSFER_FAIL;
+            }
+            c->rules_valid = 1;
+        }
+        int rc = mc_fence_rules_check(&c->rules, epoch, token, reason, sizeof(reason));
+        if (rc == 0)
+            return 0;
+        if (fresh || (epoch != 0 && c->rules.epoch == epoch) || epoch == 0)
+            break; /* a refused token stays refused: no second look */
+    }
+    if (mc_peer_should_log(peer))
+        MC_ERROR("rdma write to segment %s refused by its owner's fence: %s", peer->name, reason);
+    return MC_ERR_INVALID_WRITE;
+}
+
 /* Re-reads the peer's descriptor before reconnecting; a peer that just failed that is not asked
  * again for a second (its slices fail at once). */
 static int conn_refresh(mc_transfer_engine_t *te, mc_peer_t *peer, mc_rdma_conn_t *c,
@@ -1196,7 +1244,8 @@ static int conn_refresh(mc_transfer_engine_t *te, mc_peer_t *peer, mc_rdma_conn_
 }
 
 int mc_rdma_transfer(mc_transfer_engine_t *te, size_t w, mc_peer_t *peer, int opcode, void *local,
-                     uint64_t remote, uint64_t len, uint64_t deadline)
+                     uint64_t remote, uint64_t len, uint64_t epoch, uint64_t token,
+                     uint64_t deadline)
 {
     mc_rdma_t *r = te->rdma;
     if (!r || !peer->rdma_conns)
@@ -1236,13 +1285,15 @@ int mc_rdma_transfer(mc_transfer_engine_t *te, size_t w, mc_peer_t *peer, int op
             if (rc == 0)
                 rc = conn_prepare(r, w, c, &t, peer->name, remote, left, &rkey, &why);
             target_free(&t);
+            if (rc == 0 && opcode == MC_TE_OP_WRITE)
+                rc = conn_admit_write(te, peer, c, epoch, token, deadline, &why);
             if (rc == 0)
                 rc = rdma_move(te, w, c, rkey, opcode, local, remote, len, deadline, &why);
             if (rc == 0) {
                 c->proven = 1;
                 return 0;
             }
-            if (rc == MC_ERR_INTERNAL_ERROR)
+            if (rc == MC_ERR_INTERNAL_ERROR || rc == MC_ERR_INVALID_WRITE)
                 return rc;
             int retry =
                 c->proven && why != UCS_ERR_TIMED_OUT && attempt == 0 && mc_now_ms() < deadline;

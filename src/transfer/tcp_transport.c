@@ -350,6 +350,32 @@ static int serve_handshake(mc_transfer_engine_t *te, int fd, const mc_frame_head
     return rc;
 }
 
+/* FENCE_RULES: this engine's write-fence rules as they stand, for an rdma initiator. */
+static int serve_fence_rules(mc_transfer_engine_t *te, int fd, const mc_frame_header_t *h,
+                             uint64_t deadline_ms)
+{
+    mc_fence_rules_t r;
+    int rc = mc_fence_rules_copy(te->fence, &r);
+    if (rc != 0)
+        return rc;
+    Mc__FenceRules msg = MC__FENCE_RULES__INIT;
+    msg.epoch = r.epoch;
+    msg.floor = r.floor;
+    msg.n_tokens = r.n;
+    msg.tokens = r.tokens;
+    size_t n = mc__fence_rules__get_packed_size(&msg);
+    uint8_t *buf = malloc(n ? n : 1);
+    rc = MC_ERR_INTERNAL_ERROR;
+    if (buf) {
+        mc__fence_rules__pack(&msg, buf);
+        rc =
+            send_frame(fd, MC_TE_OP_FENCE_RULES_REPLY, h->request_id, buf, n, NULL, 0, deadline_ms);
+        free(buf);
+    }
+    mc_fence_rules_free(&r);
+    return rc;
+}
+
 /* Receives and discards a refused write's payload, so the stream stays in sync. */
 static int drain_payload(int fd, uint64_t len, uint64_t deadline_ms)
 {
@@ -674,6 +700,9 @@ static void *conn_main(void *p)
         switch (h.opcode) {
         case MC_TE_OP_HANDSHAKE:
             rc = serve_handshake(te, fd, &h, body, deadline);
+            break;
+        case MC_TE_OP_FENCE_RULES:
+            rc = serve_fence_rules(te, fd, &h, deadline);
             break;
         case MC_TE_OP_WRITE:
         case MC_TE_OP_READ:
@@ -1016,13 +1045,20 @@ int mc_tcp_transfer(mc_transfer_engine_t *te, mc_peer_t *peer, int opcode, void 
     }
 }
 
-int mc_tcp_handshake(mc_transfer_engine_t *te, const char *host, int port, mc_segment_desc_t *out,
-                     uint64_t deadline_ms)
+/*
+ * One request to the owner at host:port on a connection of its own (the cluster-secret
+ * handshake first), by deadline_ms as mc_tcp_handshake: sends `op` with body[0..n) and receives
+ * the answer. 0 with *reply (malloc'd, the caller frees) of *reply_len bytes when the answer is
+ * `reply_op`; else an error (the owner's refusal of this engine included).
+ */
+static int owner_request(mc_transfer_engine_t *te, const char *host, int port, uint16_t op,
+                         const uint8_t *body, size_t n, uint16_t reply_op, uint8_t **reply,
+                         size_t *reply_len, uint64_t deadline_ms)
 {
     uint64_t now = mc_now_ms();
     uint64_t deadline = now + (uint64_t)(te->timeout_ms < 10000 ? te->timeout_ms : 10000);
     if (deadline_ms && deadline_ms < deadline)
-        deadline = deadline_ms; /* the request that needs the descriptor has less time left */
+        deadline = deadline_ms; /* the request that needs the answer has less time left */
     if (now >= deadline)
         return MC_ERR_TRANSFER_FAIL;
     uint64_t left = deadline - now;
@@ -1032,30 +1068,23 @@ int mc_tcp_handshake(mc_transfer_engine_t *te, const char *host, int port, mc_se
         return fd;
     char peer[MC_ENDPOINT_MAX];
     snprintf(peer, sizeof(peer), "%s:%d", host, port);
-    int arc = mc_auth_client(te->auth, fd, "transfer", peer, deadline);
-    if (arc != 0) {
-        mc_net_abort(fd);
-        return arc;
-    }
-    Mc__HandshakeRequest req = MC__HANDSHAKE_REQUEST__INIT;
-    req.initiator = te->name;
-    size_t n = mc__handshake_request__get_packed_size(&req);
-    uint8_t *body = malloc(n ? n : 1);
-    int rc = MC_ERR_INTERNAL_ERROR;
-    if (body) {
-        mc__handshake_request__pack(&req, body);
-        rc = send_frame(fd, MC_TE_OP_HANDSHAKE, 0, body, n, NULL, 0, deadline);
-        free(body);
-    }
+    int rc = mc_auth_client(te->auth, fd, "transfer", peer, deadline);
+    if (rc == 0)
+        rc = send_frame(fd, op, 0, body, n, NULL, 0, deadline);
     if (rc == 0) {
         mc_frame_header_t h;
-        uint8_t *reply;
-        rc = recv_frame(fd, MC_FRAME_DEFAULT_MAX_BODY, &h, &reply, deadline);
+        uint8_t *answer;
+        rc = recv_frame(fd, MC_FRAME_DEFAULT_MAX_BODY, &h, &answer, deadline);
         if (rc == 0) {
-            rc = h.opcode == MC_TE_OP_HANDSHAKE_REPLY ? mc_desc_unpack(reply, h.body_len, out)
-                 : h.opcode == MC_AUTH_OP_RESULT      ? mc_auth_refused(peer, reply, h.body_len)
-                                                      : MC_ERR_DESERIALIZE_FAIL;
-            free(reply);
+            if (h.opcode == reply_op) {
+                *reply = answer;
+                *reply_len = h.body_len;
+                answer = NULL;
+            } else {
+                rc = h.opcode == MC_AUTH_OP_RESULT ? mc_auth_refused(peer, answer, h.body_len)
+                                                   : MC_ERR_DESERIALIZE_FAIL;
+            }
+            free(answer);
         }
     }
     if (rc == 0)
@@ -1063,4 +1092,62 @@ int mc_tcp_handshake(mc_transfer_engine_t *te, const char *host, int port, mc_se
     else
         mc_net_abort(fd);
     return rc;
+}
+
+int mc_tcp_handshake(mc_transfer_engine_t *te, const char *host, int port, mc_segment_desc_t *out,
+                     uint64_t deadline_ms)
+{
+    Mc__HandshakeRequest req = MC__HANDSHAKE_REQUEST__INIT;
+    req.initiator = te->name;
+    size_t n = mc__handshake_request__get_packed_size(&req);
+    uint8_t *body = malloc(n ? n : 1), *reply = NULL;
+    if (!body)
+        return MC_ERR_INTERNAL_ERROR;
+    mc__handshake_request__pack(&req, body);
+    size_t len = 0;
+    int rc = owner_request(te, host, port, MC_TE_OP_HANDSHAKE, body, n, MC_TE_OP_HANDSHAKE_REPLY,
+                           &reply, &len, deadline_ms);
+    free(body);
+    if (rc == 0)
+        rc = mc_desc_unpack(reply, len, out);
+    free(reply);
+    return rc;
+}
+
+int mc_tcp_fence_rules(mc_transfer_engine_t *te, const char *host, int port, mc_fence_rules_t *out,
+                       uint64_t deadline_ms)
+{
+    memset(out, 0, sizeof(*out));
+    uint8_t *reply = NULL;
+    size_t len = 0;
+    int rc = owner_request(te, host, port, MC_TE_OP_FENCE_RULES, NULL, 0,
+                           MC_TE_OP_FENCE_RULES_REPLY, &reply, &len, deadline_ms);
+    if (rc != 0)
+        return rc;
+    Mc__FenceRules *msg = NULL;
+    rc = mc_pb_decode(&mc__fence_rules__descriptor, reply, len, (ProtobufCMessage **)&msg);
+    free(reply);
+    if (rc != 0)
+        return MC_ERR_DESERIALIZE_FAIL;
+    /* Bounded and sorted as the owner keeps them; anything else is not an owner's answer. */
+    int sorted = msg->n_tokens <= MC_TE_MAX_REFUSED_TOKENS;
+    for (size_t i = 1; sorted && i < msg->n_tokens; i++)
+        sorted = msg->tokens[i - 1] < msg->tokens[i];
+    if (!sorted) {
+        mc__fence_rules__free_unpacked(msg, NULL);
+        return MC_ERR_DESERIALIZE_FAIL;
+    }
+    out->epoch = msg->epoch;
+    out->floor = msg->floor;
+    if (msg->n_tokens > 0) {
+        out->tokens = malloc(msg->n_tokens * sizeof(*out->tokens));
+        if (!out->tokens) {
+            mc__fence_rules__free_unpacked(msg, NULL);
+            return MC_ERR_INTERNAL_ERROR;
+        }
+        memcpy(out->tokens, msg->tokens, msg->n_tokens * sizeof(*out->tokens));
+        out->n = msg->n_tokens;
+    }
+    mc__fence_rules__free_unpacked(msg, NULL);
+    return 0;
 }

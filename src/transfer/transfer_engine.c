@@ -154,9 +154,7 @@ static int move_slice(mc_transfer_engine_t *te, size_t worker, mc_peer_t *peer, 
                      (unsigned long long)remote, peer->name);
         return MC_ERR_TRANSFER_FAIL;
     }
-    int rc = mc_rdma_transfer(te, worker, peer, op, local, remote, len,
-                              deadline_ms); /* epoch unchecked: the owner's fences replace the
-                                               rdma endpoints instead (write_fence.c) */
+    int rc = mc_rdma_transfer(te, worker, peer, op, local, remote, len, epoch, token, deadline_ms);
     if (rc == 1)
         rc = mc_tcp_transfer(te, peer, op, local, remote, len, epoch, token, deadline_ms);
     return rc;

@@ -50,6 +50,9 @@ enum mc_te_opcode {
     MC_TE_OP_WRITE = 3,  /* body TransferHeader, then `length` raw bytes -> STATUS */
     MC_TE_OP_READ = 4,   /* body TransferHeader -> STATUS, then raw bytes when code == 0 */
     MC_TE_OP_STATUS = 5, /* body TransferStatus */
+    /* empty body -> reply FENCE_RULES_REPLY FenceRules (the owner's write-fence rules) */
+    MC_TE_OP_FENCE_RULES = 6,
+    MC_TE_OP_FENCE_RULES_REPLY = 7,
 };
 
 #define MC_TE_MAX_REGIONS 4096
@@ -192,6 +195,18 @@ void mc_fence_fini(mc_transfer_engine_t *te);
 int mc_fence_check(const mc_fence_page_t *f, uint64_t epoch, uint64_t token, char *why,
                    size_t why_len);
 int mc_fence_token_refused(const mc_fence_page_t *f, uint64_t token);
+/* A copy of page f's rules (seqlock read): its epoch, floor and refused tokens (sorted; *tokens
+ * malloc'd, NULL when *n is 0; the caller frees). 0 or MC_ERR_INTERNAL_ERROR. */
+typedef struct mc_fence_rules {
+    uint64_t epoch, floor;
+    uint64_t *tokens; /* sorted */
+    size_t n;
+} mc_fence_rules_t;
+int mc_fence_rules_copy(const mc_fence_page_t *f, mc_fence_rules_t *out);
+void mc_fence_rules_free(mc_fence_rules_t *r);
+/* As mc_fence_check, against a copy of the rules. */
+int mc_fence_rules_check(const mc_fence_rules_t *r, uint64_t epoch, uint64_t token, char *why,
+                         size_t why_len);
 /*
  * Admits a write under page f's rules, counted in `ring` (MC_FENCE_RING counters: this process's
  * te->fence_inflight for writes into its own memory — tcp server, local path — or a same-host
@@ -403,6 +418,11 @@ int mc_tcp_transfer(mc_transfer_engine_t *te, mc_peer_t *peer, int opcode, void 
 /* deadline_ms (mc_now_ms clock; 0 = none): the handshake, connect included, ends by then. */
 int mc_tcp_handshake(mc_transfer_engine_t *te, const char *host, int port, mc_segment_desc_t *out,
                      uint64_t deadline_ms);
+/* The owner's write-fence rules as they stand, asked of host:port directly (FENCE_RULES, a
+ * fresh connection), by deadline_ms as mc_tcp_handshake. 0 (*out filled; free with
+ * mc_fence_rules_free) or an error. */
+int mc_tcp_fence_rules(mc_transfer_engine_t *te, const char *host, int port, mc_fence_rules_t *out,
+                       uint64_t deadline_ms);
 void mc_tcp_pool_close(mc_peer_t *peer);
 /* The tcp part of a fence: receives of writes whose token is refused now are cut short (their
  * connections shut down; the write fails, nothing more of it lands) rather than waited for. */
@@ -453,12 +473,15 @@ void mc_rdma_peer_close(mc_transfer_engine_t *te, mc_peer_t *peer);
 /*
  * One read or write of [remote, remote+len) of the peer by engine worker thread `worker`, with
  * UCX put/get (+ endpoint flush for writes: done means remotely complete), done — descriptor
- * refresh, endpoint, probe, the one retry — by deadline_ms (the request's). Returns 0, a negative
- * error, or 1 when the peer or this range is not reachable by rdma (no rdma_address or no rkey in
- * its descriptor: the caller uses tcp).
+ * refresh, endpoint, probe, the one retry — by deadline_ms (the request's). A write carries its
+ * mount epoch (0 = unchecked) and fencing token (0 = none), checked against the owner's fence
+ * rules read after the endpoint connected (MC_ERR_INVALID_WRITE when refused: nothing sent).
+ * Returns 0, a negative error, or 1 when the peer or this range is not reachable by rdma (no
+ * rdma_address or no rkey in its descriptor: the caller uses tcp).
  */
 int mc_rdma_transfer(mc_transfer_engine_t *te, size_t worker, mc_peer_t *peer, int opcode,
-                     void *local, uint64_t remote, uint64_t len, uint64_t deadline_ms);
+                     void *local, uint64_t remote, uint64_t len, uint64_t epoch, uint64_t token,
+                     uint64_t deadline_ms);
 /*
  * The rdma part of a receiver-side fence (mc_te_refuse_tokens): replaces the serving worker and
  * its progress thread (the endpoints peers opened to it, and whatever they had queued to it,
@@ -500,7 +523,7 @@ static inline void mc_rdma_peer_close(mc_transfer_engine_t *te, mc_peer_t *peer)
 }
 static inline int mc_rdma_transfer(mc_transfer_engine_t *te, size_t worker, mc_peer_t *peer,
                                    int opcode, void *local, uint64_t remote, uint64_t len,
-                                   uint64_t deadline_ms)
+                                   uint64_t epoch, uint64_t token, uint64_t deadline_ms)
 {
     return 1;
 }

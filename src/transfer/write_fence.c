@@ -124,6 +124,78 @@ int mc_fence_token_refused(const mc_fence_page_t *f, uint64_t token)
     }
 }
 
+int mc_fence_rules_copy(const mc_fence_page_t *f, mc_fence_rules_t *out)
+{
+    memset(out, 0, sizeof(*out));
+    uint64_t *buf = NULL;
+    size_t cap = 0;
+    for (;;) {
+        uint64_t s1 = atomic_load(&f->seq);
+        if (s1 & 1) {
+            sched_yield();
+            continue;
+        }
+        uint64_t floor = atomic_load_explicit(&f->floor, memory_order_relaxed);
+        uint32_t n = atomic_load_explicit(&f->count, memory_order_relaxed);
+        if (n > MC_TE_MAX_REFUSED_TOKENS)
+            n = MC_TE_MAX_REFUSED_TOKENS; /* a torn read, retried below */
+        if (n > cap) {
+            free(buf);
+            cap = n;
+            buf = malloc(cap * sizeof(*buf));
+            if (!buf)
+                return MC_ERR_INTERNAL_ERROR;
+        }
+        for (uint32_t i = 0; i < n; i++)
+            buf[i] = atomic_load_explicit(&f->tokens[i], memory_order_relaxed);
+        uint64_t epoch = atomic_load(&f->epoch);
+        if (atomic_load(&f->seq) != s1)
+            continue;
+        out->epoch = epoch;
+        out->floor = floor;
+        out->n = n;
+        out->tokens = n > 0 ? buf : NULL;
+        if (n == 0)
+            free(buf);
+        return 0;
+    }
+}
+
+void mc_fence_rules_free(mc_fence_rules_t *r)
+{
+    free(r->tokens);
+    memset(r, 0, sizeof(*r));
+}
+
+int mc_fence_rules_check(const mc_fence_rules_t *r, uint64_t epoch, uint64_t token, char *why,
+                         size_t why_len)
+{
+    if (epoch != 0 && r->epoch != 0 && epoch != r->epoch) {
+        snprintf(why, why_len, "stale epoch: the write carries epoch %llu, the segment is at %llu",
+                 (unsigned long long)epoch, (unsigned long long)r->epoch);
+        return MC_ERR_INVALID_WRITE;
+    }
+    int refused = token != 0 && token <= r->floor;
+    size_t lo = 0, hi = r->n;
+    while (token != 0 && !refused && lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (r->tokens[mid] == token)
+            refused = 1;
+        else if (r->tokens[mid] < token)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (refused) {
+        snprintf(why, why_len,
+                 "fenced: the write's allocation (token %llu) was revoked; its memory may "
+                 "belong to another object",
+                 (unsigned long long)token);
+        return MC_ERR_INVALID_WRITE;
+    }
+    return 0;
+}
+
 int mc_fence_check(const mc_fence_page_t *f, uint64_t epoch, uint64_t token, char *why,
                    size_t why_len)
 {
@@ -308,6 +380,23 @@ int mc_te_refuse_tokens(mc_transfer_engine_t *te, const uint64_t *tokens, size_t
     if (!te || (n > 0 && !tokens))
         return MC_ERR_INVALID_PARAMS;
     return mc_fence_raise(te, tokens, n, 0, 0, 1, gen);
+}
+
+int mc_te_admit_write(mc_transfer_engine_t *te, uint64_t epoch, uint64_t token, uint64_t *pass)
+{
+    if (!te || !te->fence || !pass)
+        return MC_ERR_INVALID_PARAMS;
+    char why[256];
+    int rc = mc_fence_admit(te->fence, te->fence_inflight, epoch, token, pass, why, sizeof(why));
+    if (rc != 0)
+        MC_ERROR("write into segment %s refused: %s", te->name, why);
+    return rc;
+}
+
+void mc_te_end_write(mc_transfer_engine_t *te, uint64_t pass)
+{
+    if (te && te->fence)
+        mc_fence_release(te->fence_inflight, pass);
 }
 
 int32_t mc_fence_slot_claim(mc_transfer_engine_t *te)

@@ -2,7 +2,7 @@
  * store_rw.c — a store client process driven line by line on stdin, for integration tests that
  * stop, kill or stall a client in the middle of an operation (with MC_FAILPOINTS, failpoint.h).
  *
- *   store_rw MASTER_ADDR
+ *   store_rw MASTER_ADDR [PROTOCOL]      (PROTOCOL: tcp, the default, or rdma)
  *     put KEY SIZE SEED   ->  "PUT <rc>"
  *     get KEY SIZE SEED   ->  "GET <rc> <exact|WRONG@offset|->"  (rc = size read, or an error)
  *
@@ -18,15 +18,16 @@
 
 int main(int argc, char **argv)
 {
-    if (argc != 2) {
-        fprintf(stderr,
-                "usage: store_rw MASTER_ADDR  (commands on stdin: put|get KEY SIZE SEED)\n");
+    if (argc != 2 && argc != 3) {
+        fprintf(stderr, "usage: store_rw MASTER_ADDR [tcp|rdma]  (commands on stdin: put|get KEY "
+                        "SIZE SEED)\n");
         return 2;
     }
     mc_store_config_t cfg = {.local_hostname = "127.0.0.1",
                              .metadata_server = "P2PHANDSHAKE",
                              .local_buffer_size = 1 << 20,
-                             .master_server_addr = argv[1]};
+                             .master_server_addr = argv[1],
+                             .protocol = argc == 3 ? argv[2] : "tcp"};
     mc_store_t *s;
     int rc = mc_store_setup(&cfg, &s);
     if (rc != 0) {

@@ -584,6 +584,106 @@ static void test_store_shm_writer_stopped_mid_copy_is_fenced(void **state)
     mc_cluster_kill_all();
 }
 
+/* ---- store, rdma: a writer revoked while it was stopped, reconnecting after the fence ---------
+ *
+ * The writer (store_rw over rdma) stops itself right after its PutStart, before any byte moves,
+ * and stays stopped past --client_ttl: the master expires its client, revokes the put and
+ * quarantines its extent; the holder refuses the token (its fence replaces its rdma serving
+ * worker) and the extent is freed and filled with new objects. Then the writer resumes: its first
+ * slice connects a new endpoint, to the new worker, and before, its bytes landed over one of the
+ * new objects (UCX applies a put without asking the owner). Now the writer asks the owner for its
+ * fence rules once connected and its write is refused.
+ */
+static void test_store_rdma_writer_revoked_while_stopped_never_lands(void **state)
+{
+    (void)state;
+#ifdef MC_HAVE_RDMA
+    mc_master_t m;
+    mc_holder_t h;
+    const char *const flags[] = {"--client_ttl=2", NULL};
+    assert_int_equal(mc_master_start(&m, 0, flags), 0);
+    const char *const hflags[] = {"--protocol=rdma", NULL};
+    const char *const henv[] = {"MC_DISABLE_SHM=1", NULL};
+    assert_int_equal(mc_holder_start(&h, &m, "16MB", hflags, henv, 30000), 0);
+    const size_t size = MiB;
+    mc_proc_t wr;
+    const char *const env[] = {"MC_FAILPOINTS=put.after_start=stop:1", "MC_DISABLE_SHM=1", NULL};
+    char *argv[] = {RW_BIN, (char *)m.addr, "rdma", NULL};
+    mc_env_apply(env, 1);
+    assert_int_equal(mc_proc_start(&wr, argv, "READY", 30000), 0);
+    mc_env_apply(env, 0);
+    mc_cluster_track(wr.pid);
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "put fence/rdma-stale %zu 66\n", size);
+    assert_int_equal(mc_proc_send(&wr, cmd), 0);
+    uint64_t deadline = now_ms() + 60000;
+    while (mc_proc_is_frozen(wr.pid) != 1) {
+        assert_true(now_ms() < deadline);
+        usleep(5000);
+    }
+    /* Expired and revoked; the holder (running) fences and the extent is freed. */
+    while (mc_master_metric(&m, "master_revoked_puts_total") < 1 ||
+           mc_master_metric(&m, "master_quarantine_freed_total") < 1) {
+        assert_true(now_ms() < deadline);
+        usleep(50000);
+    }
+    assert_int_equal(mc_proc_is_frozen(wr.pid), 1);
+    /* New objects over most of the 16 MiB segment, the freed extent among them. */
+    mc_store_t *c = mc_test_client(&m, 0, 1); /* checksums off: a wrong byte would show */
+    assert_non_null(c);
+    char *v = malloc(size), *got = malloc(size);
+    enum { NEW = 12 };
+    char key[64];
+    for (int i = 0; i < NEW; i++) {
+        snprintf(key, sizeof(key), "fence/rdma-new/%d", i);
+        mc_payload_fill(v, size, 100 + (uint64_t)i);
+        assert_int_equal(mc_test_put_retry(c, key, v, size, NULL, 30000), 0);
+    }
+    mc_replica_desc_t d[2];
+    size_t nd = 0;
+    assert_int_equal(mc_store_get_replica_desc(c, "fence/rdma-new/0", d, 2, &nd), 0);
+    assert_true(nd >= 1);
+    uint64_t seg_start = 0, seg_len = 0;
+    assert_int_equal(mc_proc_mapping_of(h.proc.pid, d[0].address, &seg_start, &seg_len), 0);
+
+    /* The writer resumes and sends its slices. */
+    assert_int_equal(mc_proc_thaw(wr.pid), 0);
+    char line[256];
+    assert_int_equal(mc_proc_read_line(&wr, line, sizeof(line), 60000), 0);
+    print_message("  rdma writer revoked while stopped, after resume: %s\n", line);
+    int wrc = 0;
+    assert_int_equal(sscanf(line, "PUT %d", &wrc), 1);
+    int wrong = 0, missing = 0;
+    for (int i = 0; i < NEW; i++) {
+        snprintf(key, sizeof(key), "fence/rdma-new/%d", i);
+        int64_t n = mc_store_get(c, key, got, size);
+        if (n != (int64_t)size)
+            missing++;
+        else
+            wrong += mc_payload_diff(got, size, 100 + (uint64_t)i) != size;
+    }
+    size_t hits = words_of_value(h.proc.pid, seg_start, seg_len, 66, 512);
+    print_message("  %d of %d new objects hold other bytes, %d missing; words of the revoked "
+                  "write in the holder's segment: %zu\n",
+                  wrong, NEW, missing, hits);
+    assert_int_equal(wrong, 0);
+    assert_int_equal(missing, 0);
+    assert_int_equal(hits, 0);
+    assert_true(wrc < 0);
+    close(wr.stdin_fd);
+    wr.stdin_fd = -1;
+    pid_t pid = wr.pid;
+    mc_proc_stop(&wr, 0, 20000);
+    mc_cluster_untrack(pid);
+    mc_store_free(c);
+    free(v);
+    free(got);
+    mc_cluster_kill_all();
+#else
+    skip(); /* built without UCX: there is no rdma transport to test */
+#endif
+}
+
 static int teardown(void **state)
 {
     (void)state;
@@ -608,6 +708,8 @@ int main(void)
         cmocka_unit_test_teardown(test_store_tcp_failed_put_to_a_holder_that_expired_never_lands,
                                   teardown),
         cmocka_unit_test_teardown(test_store_shm_writer_stopped_mid_copy_is_fenced, teardown),
+        cmocka_unit_test_teardown(test_store_rdma_writer_revoked_while_stopped_never_lands,
+                                  teardown),
     };
     if (getenv("MC_TEST_FILTER")) /* e.g. MC_TEST_FILTER='*rdma*' */
         cmocka_set_test_filter(getenv("MC_TEST_FILTER"));

@@ -395,8 +395,9 @@ static void test_upsert_during_promotion_never_serves_the_old_value(void **state
 }
 
 /* The holder stopped between its copy and its report: the promotion expires after the bound
- * (--put_start_release_timeout_sec) and its replica is dropped. Then it is SIGKILLed (found gone
- * at once: its memory segment is unmounted, its offloaded file kept); the file is still there
+ * (--put_start_release_timeout_sec) and its replica is dropped — its extent quarantined, not
+ * freed: the stopped holder cannot confirm a fence. Then it is SIGKILLed (found gone at once: its
+ * memory segment is unmounted with the extent, its offloaded file kept); the file is still there
  * and the holder, restarted on the same directory, serves the object from it. */
 static void test_executor_killed_mid_promotion_expires_and_the_object_stays_readable(void **state)
 {
@@ -414,7 +415,9 @@ static void test_executor_killed_mid_promotion_expires_and_the_object_stays_read
     /* Still stopped: the bound, not the holder's death, ends the promotion. */
     assert_int_equal(wait_metric_at_least(&c.m, "master_promotion_expired_total", 1), 1);
     assert_int_equal(metric(&c.m, "master_promotion_in_flight"), 0);
-    assert_int_equal(metric(&c.m, "master_allocated_bytes"), used - (int64_t)MiB);
+    assert_int_equal(metric(&c.m, "master_quarantined_extents_total"), 1);
+    assert_int_equal(metric(&c.m, "master_quarantine_freed_total"), 0);
+    assert_int_equal(metric(&c.m, "master_allocated_bytes"), used);
     mc_cluster_untrack(c.h.proc.pid);
     kill(c.h.proc.pid, SIGKILL);
     mc_proc_stop(&c.h.proc, SIGKILL, 10000);
@@ -447,6 +450,55 @@ static void test_executor_killed_mid_promotion_expires_and_the_object_stays_read
     stop(&c);
 }
 
+/*
+ * A promotion's copy that outlasts its bound — the holder's file read hangs (failpoint
+ * promotion.before_copy sleeps 8 s on its control thread; its other threads, the ping among them,
+ * run on) — must not land in memory given to another object meanwhile. The promotion expires
+ * after 2 s; its extent is quarantined until the holder refuses the task's token, then new
+ * objects fill the segment; when the read finally comes, it is refused. The holder then stops
+ * before its report (promotion.before_report), so the test knows the copy attempt is over.
+ * Before, the expiry freed the extent at once, the new objects were placed in it, and the late
+ * copy wrote the disk value's bytes over one of them (read back -801 with checksums on).
+ */
+static void test_copy_outlasting_its_bound_never_lands_in_reused_memory(void **state)
+{
+    (void)state;
+    cluster_t c;
+    const char *extra[] = {"--put_start_release_timeout_sec=2", "--put_start_discard_timeout_sec=1",
+                           "--client_ttl=60", NULL};
+    start(&c, "outlasting", extra,
+          "promotion.before_copy=sleep:8000,promotion.before_report=stop:1", 1);
+    read_exact(c.s, VICTIM, 1);
+    read_exact(c.s, VICTIM, 1);
+    assert_int_equal(metric(&c.m, "master_promotion_admitted_total"), 1);
+    assert_int_equal(wait_metric_at_least(&c.m, "master_promotion_expired_total", 1), 1);
+    /* The holder's next ping refuses the token; its fence has nothing to wait for (the copy has
+     * not begun), so the extent is back within a ping or two. Not asserted here: before, there
+     * was no quarantine, and the test shows what the late copy does instead. */
+    for (uint64_t end = mc_now_ms() + 5000;
+         mc_now_ms() < end && metric(&c.m, "master_quarantine_freed_total") < 1;)
+        usleep(50 * 1000);
+    /* New objects over most of the 8 MiB segment, the freed extent among them. */
+    char key[64];
+    for (int i = 0; i < 6; i++) {
+        snprintf(key, sizeof(key), "new/%d", i);
+        put_value(c.s, key, 500 + (uint64_t)i);
+    }
+    /* The copy attempt ends (refused, or written), then the holder stops before its report. */
+    wait_stopped(c.h.proc.pid);
+    kill(c.h.proc.pid, SIGCONT);
+    for (int i = 0; i < 6; i++) {
+        snprintf(key, sizeof(key), "new/%d", i);
+        read_exact(c.s, key, 500 + (uint64_t)i);
+    }
+    assert_int_equal(metric(&c.m, "master_checksum_mismatches_total"), 0);
+    assert_int_equal(metric(&c.m, "master_quarantined_extents_total"), 1);
+    assert_int_equal(metric(&c.m, "master_quarantine_freed_total"), 1);
+    assert_int_equal(metric(&c.m, "master_promotion_completed_total"), 0);
+    read_exact(c.s, VICTIM, 1); /* still readable from disk */
+    stop(&c);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -475,6 +527,7 @@ int main(void)
         PROMOTION_TEST(test_watermark_gate_rejects_and_counts),
         PROMOTION_TEST(test_upsert_during_promotion_never_serves_the_old_value),
         PROMOTION_TEST(test_executor_killed_mid_promotion_expires_and_the_object_stays_readable),
+        PROMOTION_TEST(test_copy_outlasting_its_bound_never_lands_in_reused_memory),
     };
     return cmocka_run_group_tests_name("promotion", tests, setup, teardown);
 }
