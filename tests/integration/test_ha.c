@@ -176,6 +176,10 @@ static int group_teardown(void **state)
     return 0;
 }
 
+/* The holders' extra flags and environment (NULL-terminated; NULL: none) for start_cluster. */
+static const char *const *holder_flags;
+static const char *const *holder_env;
+
 /* Starts the masters and the holders; waits for a leader. Returns the leader's index. */
 static int start_cluster(mc_etcd_t *e, int nmasters)
 {
@@ -183,10 +187,11 @@ static int start_cluster(mc_etcd_t *e, int nmasters)
         assert_int_equal(start_master(i), 0);
     int leader = wait_leader(e, -1, 20000);
     assert_true(leader >= 0);
-    const char *flags[] = {NULL};
+    const char *none[] = {NULL};
     for (nholders = 0; nholders < 2; nholders++)
-        assert_int_equal(
-            mc_holder_start(&holders[nholders], &ha_master, "512MB", flags, NULL, 30000), 0);
+        assert_int_equal(mc_holder_start(&holders[nholders], &ha_master, "512MB",
+                                         holder_flags ? holder_flags : none, holder_env, 30000),
+                         0);
     return leader;
 }
 
@@ -194,6 +199,8 @@ static int start_cluster(mc_etcd_t *e, int nmasters)
 static int test_teardown(void **state)
 {
     (void)state;
+    holder_flags = NULL;
+    holder_env = NULL;
     mc_etcd_destroy(case_etcd);
     case_etcd = NULL;
     for (int i = 0; i < nholders; i++)
@@ -779,19 +786,26 @@ static void remove_before_remount_loses_nothing(void **state)
  * PutStart and the transfer, must not write over objects the new leader placed in the same
  * memory (it did: 8 of 400 acknowledged objects once held the stale writer's bytes). A put's
  * transfer carries the segment's mount epoch, and the holder, re-mounted at the new leader,
- * refuses it. This case is tcp; test_fence_ha has the same writer over shm.
+ * refuses it — over tcp at the holder; over rdma at the writer, which reads the holder's fence
+ * rules once it reconnected to the worker the re-mount put in place (before, the rdma writer's
+ * bytes landed). test_fence_ha has the same writer over shm.
  */
-static void stale_writer_cannot_overwrite(void **state)
+static void stale_writer_case(const char *protocol)
 {
-    (void)state;
     mc_etcd_t *e = case_etcd_open();
     sync_ack = 1;
     snprintf(cluster_id, sizeof(cluster_id), "test_ha_stale_%d", (int)getpid());
     setenv("MC_STORE_CLUSTER_ID", cluster_id, 1);
+    const char *const rdma_flags[] = {"--protocol=rdma", NULL};
+    const char *const no_shm[] = {"MC_DISABLE_SHM=1", NULL};
+    if (!strcmp(protocol, "rdma")) {
+        holder_flags = rdma_flags;
+        holder_env = no_shm;
+    }
     int leader = start_cluster(e, 2);
-    /* The stale writer: a store_rw over tcp that stops itself right after its PutStart. */
+    /* The stale writer: a store_rw that stops itself right after its PutStart. */
     mc_proc_t w;
-    char *argv[] = {RW_BIN, ha_addr, NULL};
+    char *argv[] = {RW_BIN, ha_addr, (char *)protocol, NULL};
     setenv("MC_FAILPOINTS", "put.after_start=stop:1", 1);
     setenv("MC_DISABLE_SHM", "1", 1);
     int rc = mc_proc_start(&w, argv, "READY", 20000);
@@ -813,7 +827,15 @@ static void stale_writer_cannot_overwrite(void **state)
 
     mc_master_stop(&masters[leader], SIGKILL);
     master_up[leader] = 0;
-    assert_true(wait_leader(e, leader, 30000) >= 0);
+    int next = wait_leader(e, leader, 30000);
+    assert_true(next >= 0);
+    /* Both holders re-mounted at the new leader (a fence each): only then is the stale put's
+     * memory handed out again, and its holder at a new epoch — else the case proves nothing. */
+    deadline = now_ms() + 30000;
+    while (mc_master_metric(&masters[next], "master_segment_count") < nholders) {
+        assert_true(now_ms() < deadline);
+        usleep(50 * 1000);
+    }
     /* New objects at the new leader, in the memory the stale put was given. */
     mc_store_t *s = ha_client(0);
     assert_non_null(s);
@@ -841,13 +863,31 @@ static void stale_writer_cannot_overwrite(void **state)
         assert_int_equal(r, (int64_t)vsize);
         wrong += memcmp(got, buf, vsize) != 0;
     }
-    printf("  stale writer: %d of %d objects of the new leader hold other bytes\n", wrong, n);
+    printf("  stale %s writer: %d of %d objects of the new leader hold other bytes\n", protocol,
+           wrong, n);
     assert_int_equal(wrong, 0);
     mc_proc_stop(&w, SIGKILL, 5000);
     free(buf);
     free(got);
     mc_store_free(s);
     stop_cluster();
+}
+
+static void stale_writer_cannot_overwrite(void **state)
+{
+    (void)state;
+    stale_writer_case("tcp");
+}
+
+/* The same over rdma (UCX; its tcp transport on a host without an RDMA device). */
+static void stale_rdma_writer_cannot_overwrite(void **state)
+{
+    (void)state;
+#ifdef MC_HAVE_RDMA
+    stale_writer_case("rdma");
+#else
+    skip(); /* built without UCX: there is no rdma transport to test */
+#endif
 }
 
 int main(void)
@@ -859,6 +899,7 @@ int main(void)
         cmocka_unit_test_teardown(planned_restart_of_every_master, test_teardown),
         cmocka_unit_test_teardown(remove_before_remount_loses_nothing, test_teardown),
         cmocka_unit_test_teardown(stale_writer_cannot_overwrite, test_teardown),
+        cmocka_unit_test_teardown(stale_rdma_writer_cannot_overwrite, test_teardown),
         cmocka_unit_test_teardown(retried_write_answers_its_true_outcome, test_teardown),
     };
     if (getenv("MC_TEST_FILTER")) /* e.g. MC_TEST_FILTER=stalled* */
