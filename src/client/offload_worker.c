@@ -832,26 +832,32 @@ static int promote_one(mc_offload_worker_t *w, const Mc__PromotionTask *t)
         return MC_ERR_INVALID_PARAMS;
     }
     void *dst = (void *)(uintptr_t)t->address;
-    /* Admitted under the segment's write fence with the extent's token: should this read outlast
-     * the master's bound (a file system that stopped answering), the master quarantines the
-     * extent instead of reusing it, and this client's fence for the token waits for the read to
-     * end; a copy not yet begun by then is refused here. */
-    uint64_t pass = 0;
-    int code = 0;
-    mc_failpoint("promotion.before_copy");
-    if (w->te)
-        code = mc_te_admit_write(w->te, 0, t->fence_token, &pass);
-    int admitted = w->te && code == 0;
-    if (code == 0)
-        code = mc_offload_backend_read(w->backend, t->key, t->version, dst, t->size);
-    mc_failpoint("promotion.after_copy");
-    if (admitted)
-        mc_te_end_write(w->te, pass);
-    if (code == 0 && t->has_checksum && mc_crc32c(0, dst, (size_t)t->size) != t->checksum) {
+    /* The file is read into memory of this call's own and verified there; only then are the
+     * bytes copied into the extent, admitted under the segment's write fence with the extent's
+     * token and mount epoch. So a read that hangs (a file system that stopped answering) holds
+     * no fence, and a copy that comes after the master gave the task up (its bound ran out, or
+     * this client re-mounted: expired, a failover) is refused instead of landing in memory
+     * that may hold another object by then. */
+    void *bounce = malloc(t->size ? (size_t)t->size : 1);
+    if (!bounce)
+        return MC_ERR_INTERNAL_ERROR;
+    int code = mc_offload_backend_read(w->backend, t->key, t->version, bounce, t->size);
+    if (code == 0 && t->has_checksum && mc_crc32c(0, bounce, (size_t)t->size) != t->checksum) {
         MC_ERROR("promotion: the file of %.64s does not match the value's checksum; not promoted",
                  t->key);
         code = MC_ERR_CHECKSUM_MISMATCH;
     }
+    mc_failpoint("promotion.before_copy");
+    uint64_t pass = 0;
+    if (code == 0 && w->te)
+        code = mc_te_admit_write(w->te, t->epoch, t->fence_token, &pass);
+    if (code == 0) {
+        memcpy(dst, bounce, (size_t)t->size);
+        mc_failpoint("promotion.after_copy");
+        if (w->te)
+            mc_te_end_write(w->te, pass);
+    }
+    free(bounce);
     mc_failpoint("promotion.before_report");
     return code;
 }

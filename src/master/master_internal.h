@@ -366,6 +366,8 @@ uint64_t mc_master_next_token_locked(mc_master_t *m);
  * confirmed a write fence refusing the token (mc_master_fence_ping); counted as fenced. */
 void mc_master_extent_quarantine_locked(mc_master_t *m, mc_replica_ref_t ref, uint64_t token,
                                         uint64_t now);
+/* The mount epoch of the segment in `slot` (as replica descriptors carry it). */
+uint64_t mc_master_slot_epoch_locked(const mc_master_t *m, uint32_t slot);
 /* The live client with this id, or NULL. */
 mc_client_t *mc_master_client_locked(mc_master_t *m, const char *client_id);
 

@@ -1103,6 +1103,11 @@ static uint64_t segment_epoch(const mc_master_t *m, const mc_segment_t *s)
     return ((m->view_version >> 20) & 0xffffffffull) << 32 | s->epoch_gen;
 }
 
+uint64_t mc_master_slot_epoch_locked(const mc_master_t *m, uint32_t slot)
+{
+    return segment_epoch(m, segment_at(m, slot));
+}
+
 uint64_t mc_master_segment_epoch(mc_master_t *m, const char *segment_id)
 {
     if (!m || !segment_id)

@@ -448,6 +448,7 @@ typedef struct mc_promotion_task_desc {
     int has_checksum;
     uint32_t checksum;    /* the value's CRC32C */
     uint64_t fence_token; /* the extent's fencing token: the copy is admitted with it */
+    uint64_t epoch;       /* the extent's segment's mount epoch: the copy is admitted with it */
 } mc_promotion_task_desc_t;
 
 typedef int (*mc_promotion_task_cb)(void *arg, const mc_promotion_task_desc_t *t);

@@ -380,7 +380,8 @@ int mc_master_promotion_take(mc_master_t *m, const char *client_id, size_t max,
                                       .address = addr,
                                       .has_checksum = o->has_checksum,
                                       .checksum = o->checksum,
-                                      .fence_token = p->token};
+                                      .fence_token = p->token,
+                                      .epoch = mc_master_slot_epoch_locked(m, p->dst.seg)};
         if (cb(arg, &d) != 0) {
             extent_drop(m, p, 0, 0); /* not handed out: freed */
             break;

@@ -804,6 +804,7 @@ static int rpc_promotion_task(void *arg, const mc_promotion_task_desc_t *t)
     p->has_checksum = t->has_checksum ? 1 : 0;
     p->checksum = t->checksum;
     p->fence_token = t->fence_token;
+    p->epoch = t->epoch;
     f->resp->tasks[f->resp->n_tasks++] = p;
     return 0;
 }

@@ -119,6 +119,7 @@ int mc_fence_token_refused(const mc_fence_page_t *f, uint64_t token)
             else
                 hi = mid;
         }
+        atomic_thread_fence(memory_order_acquire); /* the loads above before the re-read */
         if (atomic_load(&f->seq) == s1)
             return refused;
     }
@@ -149,6 +150,7 @@ int mc_fence_rules_copy(const mc_fence_page_t *f, mc_fence_rules_t *out)
         for (uint32_t i = 0; i < n; i++)
             buf[i] = atomic_load_explicit(&f->tokens[i], memory_order_relaxed);
         uint64_t epoch = atomic_load(&f->epoch);
+        atomic_thread_fence(memory_order_acquire); /* the loads above before the re-read */
         if (atomic_load(&f->seq) != s1)
             continue;
         out->epoch = epoch;

@@ -499,6 +499,54 @@ static void test_copy_outlasting_its_bound_never_lands_in_reused_memory(void **s
     stop(&c);
 }
 
+/*
+ * A promotion's copy that comes after its holder re-mounted (here: the master restarted; an
+ * expiry or a failover alike) is refused by the holder's fence: the task carries the mount epoch
+ * of its extent's segment, and the re-mount changed it. The holder's control thread sleeps
+ * between its file read and its copy (promotion.before_copy) while the master is restarted, the
+ * holder re-mounts and new objects fill its segment; the late copy must not land on them.
+ * Without the epoch (admitted with 0, unchecked), nothing at the holder knew the task was over:
+ * the new master never handed it out and never queued its token.
+ */
+static void test_copy_after_a_remount_is_refused(void **state)
+{
+    (void)state;
+    cluster_t c;
+    start(&c, "remount", NULL, "promotion.before_copy=sleep:8000,promotion.before_report=stop:1",
+          1);
+    read_exact(c.s, VICTIM, 1);
+    read_exact(c.s, VICTIM, 1);
+    assert_int_equal(metric(&c.m, "master_promotion_admitted_total"), 1);
+    /* Taken (its extent allocated): the holder now sleeps before its copy. */
+    assert_int_equal(wait_metric_at_least(&c.m, "master_allocated_bytes", (int64_t)MiB),
+                     (int64_t)MiB);
+    /* The master restarts on its ports; the holder re-mounts at the new instance. */
+    int port = c.m.rpc_port;
+    mc_store_free(c.s);
+    mc_master_stop(&c.m, SIGKILL);
+    const char *flags[] = {"--promotion_on_hit=true", NULL};
+    assert_int_equal(mc_master_start_on(&c.m, port, 1, flags), 0);
+    assert_int_equal(wait_metric_at_least(&c.m, "master_segment_count", 1), 1);
+    c.s = mc_test_client(&c.m, 1, 0);
+    assert_non_null(c.s);
+    char key[64];
+    for (int i = 0; i < 6; i++) {
+        snprintf(key, sizeof(key), "new/%d", i);
+        uint8_t *v = malloc(MiB);
+        fill(v, MiB, 700 + (uint64_t)i);
+        assert_int_equal(mc_test_put_retry(c.s, key, v, MiB, NULL, 30000), 0);
+        free(v);
+    }
+    /* The copy attempt ends (refused, or written), then the holder stops before its report. */
+    wait_stopped(c.h.proc.pid);
+    kill(c.h.proc.pid, SIGCONT);
+    for (int i = 0; i < 6; i++) {
+        snprintf(key, sizeof(key), "new/%d", i);
+        read_exact(c.s, key, 700 + (uint64_t)i);
+    }
+    stop(&c);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -528,6 +576,7 @@ int main(void)
         PROMOTION_TEST(test_upsert_during_promotion_never_serves_the_old_value),
         PROMOTION_TEST(test_executor_killed_mid_promotion_expires_and_the_object_stays_readable),
         PROMOTION_TEST(test_copy_outlasting_its_bound_never_lands_in_reused_memory),
+        PROMOTION_TEST(test_copy_after_a_remount_is_refused),
     };
     return cmocka_run_group_tests_name("promotion", tests, setup, teardown);
 }
