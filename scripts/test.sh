@@ -15,6 +15,38 @@ jobs=$(nproc 2>/dev/null || echo 2)
 
 step() { printf '\n==== %s ====\n' "$*"; }
 
+# After a failed ctest run: the lines of each failed test's output that say why (cmocka's
+# failures and errors, sanitizer reports, the support code's own diagnostics), so that the end of
+# this script's output names the cause even where only its head and tail are kept.
+failure_digest() {
+  local log="$1/Testing/Temporary/LastTest.log"
+  [ -f "$log" ] || return 0
+  printf '\n==== why the failed tests failed (from %s) ====\n' "$log"
+  awk '
+    /^[0-9]+\/[0-9]+ Testing: / { name = $3; n = 0; m = 0; next }
+    /\[  ERROR   \]|\[  FAILED  \]|: error: |ERROR: (Address|Leak)Sanitizer|runtime error:|^(FAIL|ERROR): |Error: / {
+      if (n < 40) strong[n++] = $0
+      next
+    }
+    /^etcd_cluster:|^cluster:|^test_[a-z_]*:|did not answer|SUMMARY: / { if (m < 20) weak[m++] = $0 }
+    /^Test Failed/ && name != "" { failed[name] = 1 }
+    /^"[^"]*" end time:/ {
+      if (name in failed) {
+        print "-- " name
+        for (i = 0; i < n; i++) print "   " strong[i]
+        for (i = 0; i < m; i++) print "   " weak[i]
+      }
+      name = ""
+    }
+  ' "$log"
+}
+
+run_ctest() { # run_ctest BUILD_DIR ARGS...: ctest, and the digest when it fails
+  local dir="$1"
+  shift
+  ctest --test-dir "$dir" "$@" || { failure_digest "$dir"; return 1; }
+}
+
 step "dependencies"
 if [ "$(id -u)" -eq 0 ]; then bash dependencies.sh; else sudo -E bash dependencies.sh; fi
 
@@ -42,7 +74,7 @@ step "Release build (build/)"
 cmake --build build -j"$jobs"
 
 step "Release tests"
-ctest --test-dir build --output-on-failure -j"$jobs" --timeout 600
+run_ctest build --output-on-failure -j"$jobs" --timeout 600
 
 step "install check (the guide's cmake --install, into a scratch prefix)"
 prefix=$(mktemp -d)
@@ -81,7 +113,7 @@ if [ "${MC_TEST_SKIP_ASAN:-0}" != 1 ]; then
   cmake --build build-asan -j"$jobs"
   step "ASan+UBSan tests"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    ctest --test-dir build-asan --output-on-failure -j"$jobs" --timeout 900
+    run_ctest build-asan --output-on-failure -j"$jobs" --timeout 900
 fi
 
 if [ "${MC_TEST_SKIP_ASAN:-0}" != 1 ] && [ "${MC_TEST_SKIP_FUZZ:-0}" != 1 ]; then
@@ -94,6 +126,6 @@ if [ "${MC_TEST_SKIP_ASAN:-0}" != 1 ] && [ "${MC_TEST_SKIP_FUZZ:-0}" != 1 ]; the
     -DMC_BUILD_TESTS=OFF -DWITH_PYTHON=OFF -DUSE_RDMA=OFF >/dev/null
   cmake --build build-fuzz -j"$jobs" --target fuzz
   bash scripts/lint.sh build-fuzz # the fuzz targets' own sources, as the step above lints ours
-  ctest --test-dir build-fuzz --output-on-failure -j"$jobs" --timeout 300
+  run_ctest build-fuzz --output-on-failure -j"$jobs" --timeout 300
 fi
 step "all tests passed"
