@@ -1,6 +1,9 @@
 /*
- * dummy_client.c — a dummy store: every call forwarded to the real client on this host
- * (store.h "dummy clients", dummy_client.h; the service is real_client_service.c).
+ * dummy_client.c — the dummy client: the store backend (store_backend.h), set up by
+ * mc_store_setup_dummy, that forwards every call to the real client on this host (store.h "dummy
+ * clients"). It speaks dummy_wire.h's protocol to real_client_service.c, which it never calls.
+ * store.c has checked each call's arguments and brackets it (close waits for calls in flight);
+ * what is left here is the forwarding.
  *
  * Memory: the dummy's local buffer (region 0) and every registered allocation from
  * mc_store_alloc_shared are sealed memfds; the dummy hands each one over (DUMMY_MAP, SCM_RIGHTS)
@@ -15,16 +18,18 @@
  * MC_ERR_RPC_FAIL at once, and the ping thread reconnects every lane every
  * MC_DUMMY_RECONNECT_MS, re-sending every region (the real client dropped them with the old
  * connections). While connected it pings every idle lane every MC_DUMMY_PING_MS.
+ *
+ * Thread-safety: calls from any threads, each on a lane of its own (or waiting for one).
  */
-#include "dummy_client.h"
-
 #include "auth.h"
 #include "dummy.pb-c.h"
+#include "dummy_wire.h"
 #include "log.h"
 #include "net.h"
 #include "pb_decode.h"
-#include "real_client_service.h"
 #include "rpc.h"
+#include "shared_memory.h"
+#include "store_backend.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -45,114 +50,6 @@
 #define MC_DUMMY_PING_TIMEOUT_MS 3000
 #define MC_DUMMY_SLICE_ALIGN 64
 
-/* ---- shared allocations (process-wide, as upstream's ShmHelper) --------------------------- */
-
-typedef struct shared_alloc {
-    uintptr_t addr;
-    size_t size;
-    int fd;
-    const mc_store_t *owner;
-} shared_alloc_t;
-
-static pthread_mutex_t shared_lock = PTHREAD_MUTEX_INITIALIZER;
-static shared_alloc_t *shared;
-static size_t shared_count, shared_cap;
-
-/* A sealed memfd of `size` bytes mapped shared: 0, *addr and *fd, or an error. */
-static int memfd_map(size_t size, void **addr, int *fd)
-{
-    int f = memfd_create("mooncake_shm", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-    if (f < 0 || ftruncate(f, (off_t)size) != 0 ||
-        fcntl(f, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
-        MC_ERROR("shared memory of %zu bytes: %s", size, strerror(errno));
-        if (f >= 0)
-            close(f);
-        return MC_ERR_INTERNAL_ERROR;
-    }
-    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, f, 0);
-    if (p == MAP_FAILED) {
-        MC_ERROR("mapping %zu bytes of shared memory: %s", size, strerror(errno));
-        close(f);
-        return MC_ERR_INTERNAL_ERROR;
-    }
-    *addr = p;
-    *fd = f;
-    return 0;
-}
-
-int mc_store_alloc_shared(mc_store_t *store, size_t size, void **addr)
-{
-    if (!addr || size == 0 || size > MC_MAX_VALUE_SIZE)
-        return MC_ERR_INVALID_PARAMS;
-    *addr = NULL;
-    void *p;
-    int fd;
-    int rc = memfd_map(size, &p, &fd);
-    if (rc != 0)
-        return rc;
-    pthread_mutex_lock(&shared_lock);
-    if (shared_count == shared_cap) {
-        size_t cap = shared_cap ? shared_cap * 2 : 16;
-        shared_alloc_t *g = realloc(shared, cap * sizeof(*g));
-        if (!g) {
-            pthread_mutex_unlock(&shared_lock);
-            munmap(p, size);
-            close(fd);
-            return MC_ERR_INTERNAL_ERROR;
-        }
-        shared = g;
-        shared_cap = cap;
-    }
-    shared[shared_count++] = (shared_alloc_t){(uintptr_t)p, size, fd, store};
-    pthread_mutex_unlock(&shared_lock);
-    *addr = p;
-    return 0;
-}
-
-static void shared_release(size_t i)
-{
-    munmap((void *)shared[i].addr, shared[i].size);
-    close(shared[i].fd);
-    shared[i] = shared[--shared_count];
-}
-
-int mc_store_free_shared(mc_store_t *store, void *addr)
-{
-    (void)store; /* any owner's allocation may be freed by its address, as upstream's free */
-    int rc = MC_ERR_INVALID_PARAMS;
-    pthread_mutex_lock(&shared_lock);
-    for (size_t i = 0; i < shared_count; i++) {
-        if (shared[i].addr == (uintptr_t)addr) {
-            shared_release(i);
-            rc = 0;
-            break;
-        }
-    }
-    pthread_mutex_unlock(&shared_lock);
-    return rc;
-}
-
-void mc_shared_free_owned(const mc_store_t *owner)
-{
-    pthread_mutex_lock(&shared_lock);
-    for (size_t i = shared_count; i-- > 0;)
-        if (shared[i].owner == owner)
-            shared_release(i);
-    pthread_mutex_unlock(&shared_lock);
-}
-
-/* A duplicate of the descriptor of the allocation that is exactly [addr, addr+size), or -1. */
-static int shared_dup(const void *addr, size_t size)
-{
-    int fd = -1;
-    pthread_mutex_lock(&shared_lock);
-    for (size_t i = 0; i < shared_count; i++)
-        if (shared[i].addr == (uintptr_t)addr && shared[i].size == size)
-            fd = fcntl(shared[i].fd, F_DUPFD_CLOEXEC, 0);
-    pthread_mutex_unlock(&shared_lock);
-    return fd;
-}
-
 /* ---- the dummy ---------------------------------------------------------------------------- */
 
 typedef struct region {
@@ -172,17 +69,13 @@ typedef struct slice {
     size_t off, len;
 } slice_t;
 
-struct mc_dummy {
+typedef struct mc_dummy {
     struct sockaddr_un addr;
     socklen_t addr_len;
     char sock_name[64];
     mc_auth_t *auth;
     char client_id[40];
     uint64_t call_timeout_ms;
-
-    /* Every call holds op_lock for reading; close takes it for writing. */
-    pthread_rwlock_t op_lock;
-    atomic_int closed;
 
     /* Lanes: connections to the real client, one exchange at a time each (its lock). Every
      * lane maps every region. Reconnecting, registering and closing take every lane lock, in
@@ -207,7 +100,7 @@ struct mc_dummy {
     int ping_started, ping_stop;
     pthread_mutex_t ping_lock;
     pthread_cond_t ping_cond;
-};
+} mc_dummy_t;
 
 /* ---- local buffer slices ------------------------------------------------------------------ */
 
@@ -456,23 +349,6 @@ static void *ping_main(void *arg)
 
 /* ---- calls ---------------------------------------------------------------------------------- */
 
-static int enter(mc_dummy_t *d)
-{
-    if (!d || atomic_load(&d->closed))
-        return MC_ERR_INVALID_PARAMS;
-    pthread_rwlock_rdlock(&d->op_lock);
-    if (atomic_load(&d->closed)) {
-        pthread_rwlock_unlock(&d->op_lock);
-        return MC_ERR_INVALID_PARAMS;
-    }
-    return 0;
-}
-
-static void leave(mc_dummy_t *d)
-{
-    pthread_rwlock_unlock(&d->op_lock);
-}
-
 /* One forwarded call on a free lane (else waits for one): *rep on success (free it),
  * MC_ERR_RPC_FAIL while disconnected. */
 static int call(mc_dummy_t *d, uint16_t op, const Mc__DummyRequest *req, Mc__DummyReply **rep)
@@ -611,42 +487,22 @@ static char **preferred_of(const mc_replicate_config_t *c, size_t *n)
     return v;
 }
 
-static int check_keys(const char *const *keys, size_t n)
+static int dummy_write(void *impl, mc_client_op_t op, int upsert, int zero_copy,
+                       const char *const *keys, const void *const *values, const size_t *sizes,
+                       size_t n, const mc_replicate_config_t *config, int *results)
 {
-    for (size_t i = 0; i < n; i++) {
-        size_t len = keys[i] ? strnlen(keys[i], MC_MAX_KEY_LEN + 1) : 0;
-        if (len == 0 || len > MC_MAX_KEY_LEN)
-            return MC_ERR_INVALID_KEY;
-    }
-    return 0;
-}
-
-int mc_dummy_write(mc_dummy_t *d, int upsert, int zero_copy, const char *const *keys,
-                   const void *const *values, const size_t *sizes, size_t n,
-                   const mc_replicate_config_t *config, int *results)
-{
-    int rc = enter(d);
-    if (rc != 0)
-        return rc;
-    if (n && (!keys || !values || !sizes || !results)) {
-        leave(d);
-        return MC_ERR_INVALID_PARAMS;
-    }
+    mc_dummy_t *d = impl;
     if (n > MC_DUMMY_MAX_BATCH) {
         for (size_t i = 0; i < n; i++)
-            results[i] = MC_ERR_INVALID_PARAMS;
-        leave(d);
+            results[i] = MC_ERR_INVALID_PARAMS; /* over the protocol's limit: none forwarded */
         return MC_ERR_INVALID_PARAMS;
     }
     batch_t b;
-    rc = batch_init(&b, n, zero_copy);
+    int rc = batch_init(&b, n, zero_copy);
     for (size_t i = 0; i < n && rc == 0; i++) {
-        int r = check_keys(&keys[i], 1);
-        if (r != 0) {
-            results[i] = r; /* this key only, as the store's batches */
-            continue;
-        }
-        r = batch_add(d, &b, keys[i], i, zero_copy, values[i], sizes[i]);
+        if (results[i] != 0)
+            continue; /* refused by its check: this key only, as the store's batches */
+        int r = batch_add(d, &b, keys[i], i, zero_copy, values[i], sizes[i]);
         if (r == 0 && !zero_copy && sizes[i])
             memcpy((uint8_t *)d->lb + b.ranges[b.m - 1].offset, values[i], sizes[i]);
         results[i] = r;
@@ -681,33 +537,23 @@ int mc_dummy_write(mc_dummy_t *d, int upsert, int zero_copy, const char *const *
     rc = 0;
     for (size_t i = 0; i < n && rc == 0; i++)
         rc = results[i];
-    leave(d);
     return rc;
 }
 
-int mc_dummy_read(mc_dummy_t *d, int zero_copy, const char *const *keys, void *const *bufs,
-                  const size_t *capacities, size_t n, int64_t *results)
+static int dummy_read(void *impl, mc_client_op_t op, int zero_copy, const char *const *keys,
+                      void *const *bufs, const size_t *capacities, size_t n, int64_t *results)
 {
-    int rc = enter(d);
-    if (rc != 0)
-        return rc;
-    if (n && (!keys || !bufs || !capacities || !results)) {
-        leave(d);
-        return MC_ERR_INVALID_PARAMS;
-    }
+    mc_dummy_t *d = impl;
     if (n > MC_DUMMY_MAX_BATCH) {
         for (size_t i = 0; i < n; i++)
             results[i] = MC_ERR_INVALID_PARAMS;
-        leave(d);
         return MC_ERR_INVALID_PARAMS;
     }
     batch_t b;
-    rc = batch_init(&b, n, zero_copy);
+    int rc = batch_init(&b, n, zero_copy);
     for (size_t i = 0; i < n && rc == 0; i++) {
-        if (check_keys(&keys[i], 1) != 0) {
-            results[i] = MC_ERR_INVALID_KEY;
-            continue;
-        }
+        if (results[i] != 0)
+            continue; /* refused by its check */
         size_t len = capacities[i];
         if (!zero_copy && len > d->lb_size)
             len = d->lb_size; /* an object larger than the local buffer: get_into */
@@ -742,26 +588,22 @@ int mc_dummy_read(mc_dummy_t *d, int zero_copy, const char *const *keys, void *c
     rc = 0;
     for (size_t i = 0; i < n && rc == 0; i++)
         rc = results[i] < 0 ? (int)results[i] : 0;
-    leave(d);
     return rc;
 }
 
-int mc_dummy_per_key(mc_dummy_t *d, int remove, const char *const *keys, size_t n, int force,
-                     int *results)
+/* exist (remove 0) or remove (remove 1) of keys[0..n); results[i] arrive with each key's check. */
+static int per_key(mc_dummy_t *d, int remove, const char *const *keys, size_t n, int force,
+                   int *results)
 {
-    int rc = enter(d);
-    if (rc != 0)
-        return rc;
-    if (n && (!keys || !results)) {
-        leave(d);
-        return MC_ERR_INVALID_PARAMS;
-    }
     char **ks = calloc(n ? n : 1, sizeof(*ks));
     size_t *at = calloc(n ? n : 1, sizeof(*at));
     size_t m = 0;
-    rc = !ks || !at ? MC_ERR_INTERNAL_ERROR : n > MC_DUMMY_MAX_BATCH ? MC_ERR_INVALID_PARAMS : 0;
+    int rc = !ks || !at               ? MC_ERR_INTERNAL_ERROR
+             : n > MC_DUMMY_MAX_BATCH ? MC_ERR_INVALID_PARAMS
+                                      : 0;
     for (size_t i = 0; i < n; i++) {
-        results[i] = rc ? rc : check_keys(&keys[i], 1);
+        if (rc != 0)
+            results[i] = rc;
         if (results[i] == 0) {
             ks[m] = (char *)keys[i];
             at[m++] = i;
@@ -786,71 +628,66 @@ int mc_dummy_per_key(mc_dummy_t *d, int remove, const char *const *keys, size_t 
     rc = 0;
     for (size_t i = 0; i < n && rc == 0; i++)
         rc = results[i] < 0 ? results[i] : 0;
-    leave(d);
     return rc;
+}
+
+static int dummy_exist(void *impl, const char *const *keys, size_t n, int *results)
+{
+    return per_key(impl, 0, keys, n, 0, results);
+}
+
+static int dummy_remove(void *impl, const char *const *keys, size_t n, int force, int *results)
+{
+    return per_key(impl, 1, keys, n, force, results);
 }
 
 /* A call whose answer is its code alone. */
 static int64_t code_call(mc_dummy_t *d, uint16_t op, Mc__DummyRequest *req)
 {
-    int rc = enter(d);
-    if (rc != 0)
-        return rc;
     Mc__DummyReply *rep;
     int64_t r = call(d, op, req, &rep);
     if (r == 0) {
         r = rep->code;
         mc__dummy_reply__free_unpacked(rep, NULL);
     }
-    leave(d);
     return r;
 }
 
-int64_t mc_dummy_remove_all(mc_dummy_t *d, int force)
+static int64_t dummy_remove_all(void *impl, int force)
 {
     Mc__DummyRequest req = MC__DUMMY_REQUEST__INIT;
     req.force = force != 0;
-    return code_call(d, MC_DUMMY_REMOVE_ALL, &req);
+    return code_call(impl, MC_DUMMY_REMOVE_ALL, &req);
 }
 
-int64_t mc_dummy_remove_by_regex(mc_dummy_t *d, const char *regex, int force)
+static int64_t dummy_remove_by_regex(void *impl, const char *regex, int force)
 {
-    if (!regex)
-        return MC_ERR_INVALID_PARAMS;
     Mc__DummyRequest req = MC__DUMMY_REQUEST__INIT;
     req.regex = (char *)regex;
     req.force = force != 0;
-    return code_call(d, MC_DUMMY_REMOVE_BY_REGEX, &req);
+    return code_call(impl, MC_DUMMY_REMOVE_BY_REGEX, &req);
 }
 
-int64_t mc_dummy_get_size(mc_dummy_t *d, const char *key)
+static int64_t dummy_get_size(void *impl, const char *key)
 {
-    if (check_keys(&key, 1) != 0)
-        return MC_ERR_INVALID_KEY;
     Mc__DummyRequest req = MC__DUMMY_REQUEST__INIT;
     char *k = (char *)key;
     req.keys = &k;
     req.n_keys = 1;
-    return code_call(d, MC_DUMMY_GET_SIZE, &req);
+    return code_call(impl, MC_DUMMY_GET_SIZE, &req);
 }
 
-int mc_dummy_get_replica_desc(mc_dummy_t *d, const char *key, mc_replica_desc_t *out,
-                              size_t capacity, size_t *count)
+static int dummy_get_replica_desc(void *impl, const char *key, mc_replica_desc_t *out,
+                                  size_t capacity, size_t *count)
 {
-    if (check_keys(&key, 1) != 0)
-        return MC_ERR_INVALID_KEY;
-    if ((!out && capacity) || !count)
-        return MC_ERR_INVALID_PARAMS;
-    int rc = enter(d);
-    if (rc != 0)
-        return rc;
+    mc_dummy_t *d = impl;
     Mc__DummyRequest req = MC__DUMMY_REQUEST__INIT;
     char *k = (char *)key;
     req.keys = &k;
     req.n_keys = 1;
     req.flag = capacity > MC_DUMMY_MAX_REPLICAS ? MC_DUMMY_MAX_REPLICAS : (int32_t)capacity;
     Mc__DummyReply *rep;
-    rc = call(d, MC_DUMMY_REPLICA_DESC, &req, &rep);
+    int rc = call(d, MC_DUMMY_REPLICA_DESC, &req, &rep);
     if (rc == 0) {
         rc = (int)rep->code;
         *count = rep->count;
@@ -871,20 +708,14 @@ int mc_dummy_get_replica_desc(mc_dummy_t *d, const char *key, mc_replica_desc_t 
         }
         mc__dummy_reply__free_unpacked(rep, NULL);
     }
-    leave(d);
     return rc;
 }
 
-int mc_dummy_get_offload_stats(mc_dummy_t *d, mc_store_offload_stats_t *out)
+static int dummy_get_offload_stats(void *impl, mc_store_offload_stats_t *out)
 {
-    if (!out)
-        return MC_ERR_INVALID_PARAMS;
-    int rc = enter(d);
-    if (rc != 0)
-        return rc;
     Mc__DummyRequest req = MC__DUMMY_REQUEST__INIT;
     Mc__DummyReply *rep;
-    rc = call(d, MC_DUMMY_OFFLOAD_STATS, &req, &rep);
+    int rc = call(impl, MC_DUMMY_OFFLOAD_STATS, &req, &rep);
     if (rc == 0) {
         rc = (int)rep->code;
         uint64_t v[17] = {0};
@@ -895,31 +726,19 @@ int mc_dummy_get_offload_stats(mc_dummy_t *d, mc_store_offload_stats_t *out)
                                           v[12],     v[13],     v[14],     v[15],     v[16]};
         mc__dummy_reply__free_unpacked(rep, NULL);
     }
-    leave(d);
     return rc;
 }
 
-int mc_dummy_set_offloading(mc_dummy_t *d, int enabled)
+static int dummy_set_offloading(void *impl, int enabled)
 {
     Mc__DummyRequest req = MC__DUMMY_REQUEST__INIT;
     req.flag = enabled;
-    return (int)code_call(d, MC_DUMMY_SET_OFFLOADING, &req);
+    return (int)code_call(impl, MC_DUMMY_SET_OFFLOADING, &req);
 }
 
-int mc_dummy_create_task(mc_dummy_t *d, int move, const char *key, const char *source,
-                         const char *const *targets, size_t n, char *id_out)
+static int dummy_create_task(void *impl, int move, const char *key, const char *source,
+                             const char *const *targets, size_t n, char *id_out)
 {
-    if (!id_out || (!targets && n) || (move && (!source || n != 1)))
-        return MC_ERR_INVALID_PARAMS;
-    if (check_keys(&key, 1) != 0)
-        return MC_ERR_INVALID_KEY;
-    for (size_t i = 0; i < n; i++) {
-        if (!targets[i])
-            return MC_ERR_INVALID_PARAMS;
-    }
-    int rc = enter(d);
-    if (rc != 0)
-        return rc;
     Mc__DummyRequest req = MC__DUMMY_REQUEST__INIT;
     char *k = (char *)key;
     req.keys = &k;
@@ -929,27 +748,21 @@ int mc_dummy_create_task(mc_dummy_t *d, int move, const char *key, const char *s
     req.source = (char *)(source ? source : "");
     req.flag = move != 0;
     Mc__DummyReply *rep;
-    rc = call(d, MC_DUMMY_CREATE_TASK, &req, &rep);
+    int rc = call(impl, MC_DUMMY_CREATE_TASK, &req, &rep);
     if (rc == 0) {
         rc = (int)rep->code;
         snprintf(id_out, MC_TASK_ID_LEN + 1, "%s", rep->task_id ? rep->task_id : "");
         mc__dummy_reply__free_unpacked(rep, NULL);
     }
-    leave(d);
     return rc;
 }
 
-int mc_dummy_query_task(mc_dummy_t *d, const char *task_id, mc_task_info_t *out)
+static int dummy_query_task(void *impl, const char *task_id, mc_task_info_t *out)
 {
-    if (!task_id || !out)
-        return MC_ERR_INVALID_PARAMS;
-    int rc = enter(d);
-    if (rc != 0)
-        return rc;
     Mc__DummyRequest req = MC__DUMMY_REQUEST__INIT;
     req.task_id = (char *)task_id;
     Mc__DummyReply *rep;
-    rc = call(d, MC_DUMMY_QUERY_TASK, &req, &rep);
+    int rc = call(impl, MC_DUMMY_QUERY_TASK, &req, &rep);
     if (rc == 0) {
         rc = (int)rep->code;
         if (rc == 0 && !rep->task)
@@ -968,36 +781,47 @@ int mc_dummy_query_task(mc_dummy_t *d, const char *task_id, mc_task_info_t *out)
         }
         mc__dummy_reply__free_unpacked(rep, NULL);
     }
-    leave(d);
     return rc;
 }
 
-int mc_dummy_health_check(mc_dummy_t *d)
+/* A dummy holds no objects of its own to clear: nothing cleared (upstream's dummy answers an
+ * empty list). */
+static int dummy_batch_replica_clear(void *impl, const char *const *keys, size_t n,
+                                     const char *segment_name, int *cleared)
 {
-    if (enter(d) != 0)
-        return 1;
+    for (size_t i = 0; i < n; i++)
+        cleared[i] = 0;
+    return 0;
+}
+
+/* Healthy while the real client answers a ping. */
+static int dummy_health_check(void *impl)
+{
     Mc__DummyRequest req = MC__DUMMY_REQUEST__INIT;
     Mc__DummyReply *rep;
-    int rc = call(d, MC_DUMMY_PING, &req, &rep);
+    int rc = call(impl, MC_DUMMY_PING, &req, &rep);
     if (rep)
         mc__dummy_reply__free_unpacked(rep, NULL);
-    leave(d);
     return rc == 0 ? 0 : 2;
+}
+
+/* Upstream's dummy answers "": it publishes no segment of its own. */
+static const char *dummy_get_hostname(const void *impl)
+{
+    return "";
 }
 
 /* ---- registration --------------------------------------------------------------------------- */
 
-int mc_dummy_register_buffer(mc_dummy_t *d, void *buf, size_t size)
+static int dummy_register_buffer(void *impl, void *buf, size_t size)
 {
-    int rc = enter(d);
-    if (rc != 0)
-        return rc;
-    int fd = buf && size ? shared_dup(buf, size) : -1;
+    mc_dummy_t *d = impl;
+    int rc = 0;
+    int fd = mc_shared_dup(buf, size);
     if (fd < 0) {
         MC_ERROR("dummy: register_buffer(%p, %zu): not exactly an allocation of "
                  "alloc_from_mem_pool / MooncakeHostMemAllocator (mc_store_alloc_shared)",
                  buf, size);
-        leave(d);
         return MC_ERR_INVALID_PARAMS;
     }
     lock_lanes(d);
@@ -1034,19 +858,16 @@ int mc_dummy_register_buffer(mc_dummy_t *d, void *buf, size_t size)
         close(fd);
     }
     unlock_lanes(d);
-    leave(d);
     return rc;
 }
 
-int mc_dummy_unregister_buffer(mc_dummy_t *d, void *buf)
+static int dummy_unregister_buffer(void *impl, void *buf)
 {
-    int rc = enter(d);
-    if (rc != 0)
-        return rc;
+    mc_dummy_t *d = impl;
     lock_lanes(d);
     pthread_mutex_lock(&d->regions_lock);
     region_t r = {0, 0, 0, -1};
-    rc = MC_ERR_INVALID_PARAMS;
+    int rc = MC_ERR_INVALID_PARAMS;
     for (size_t i = 0; i < d->nregions; i++) {
         if (d->regions[i].addr == (uintptr_t)buf && !(d->regions[i].id == 0 && d->lb)) {
             r = d->regions[i];
@@ -1062,7 +883,6 @@ int mc_dummy_unregister_buffer(mc_dummy_t *d, void *buf)
     if (r.fd >= 0)
         close(r.fd);
     unlock_lanes(d);
-    leave(d);
     return rc;
 }
 
@@ -1079,89 +899,11 @@ static int parse_port(const char *addr)
     return *end || p < 1 || p > 65535 ? -1 : (int)p;
 }
 
-int mc_dummy_setup(const mc_store_dummy_config_t *c, mc_dummy_t **out)
+/* Stops the ping thread, closes every lane (the real client then drops our regions at once) and
+ * lets the memory go; also what a failed setup undoes with. */
+static void dummy_close(void *impl)
 {
-    const char *real =
-        c->real_client_addr && *c->real_client_addr ? c->real_client_addr : MC_DUMMY_DEFAULT_REAL;
-    int port = parse_port(real);
-    if (port < 0) {
-        MC_ERROR("setup_dummy: server_address \"%s\" is not host:port", real);
-        return MC_ERR_INVALID_PARAMS;
-    }
-    if (c->local_buffer_size > MC_MAX_VALUE_SIZE) {
-        MC_ERROR("setup_dummy: local buffer larger than 1 TiB");
-        return MC_ERR_INVALID_PARAMS;
-    }
-    mc_dummy_t *d = calloc(1, sizeof(*d));
-    if (!d)
-        return MC_ERR_INTERNAL_ERROR;
-    d->next_region = 1;
-    atomic_store(&d->nlanes, 1);
-    for (int i = 0; i < MC_DUMMY_MAX_LANES; i++) {
-        d->lanes[i].fd = -1;
-        pthread_mutex_init(&d->lanes[i].lock, NULL);
-    }
-    pthread_rwlock_init(&d->op_lock, NULL);
-    pthread_mutex_init(&d->regions_lock, NULL);
-    pthread_mutex_init(&d->slice_lock, NULL);
-    pthread_mutex_init(&d->ping_lock, NULL);
-    pthread_cond_init(&d->ping_cond, NULL);
-    snprintf(d->sock_name, sizeof(d->sock_name), MC_DUMMY_SOCKET_FMT, port);
-    d->addr.sun_family = AF_UNIX;
-    size_t nlen = strlen(d->sock_name);
-    memcpy(d->addr.sun_path + 1, d->sock_name, nlen);
-    d->addr_len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + nlen);
-    const char *t = getenv(MC_DUMMY_CALL_TIMEOUT_ENV);
-    long long tv = t && *t ? atoll(t) : 0;
-    d->call_timeout_ms = tv > 0 ? (uint64_t)tv : MC_DUMMY_CALL_TIMEOUT_DEFAULT_MS;
-    FILE *f = fopen("/proc/sys/kernel/random/uuid", "r");
-    if (!f || !fgets(d->client_id, sizeof(d->client_id), f))
-        snprintf(d->client_id, sizeof(d->client_id), "dummy-%d", (int)getpid());
-    d->client_id[strcspn(d->client_id, "\n")] = '\0';
-    if (f)
-        fclose(f);
-    int rc = mc_auth_resolve(c->cluster_secret, c->cluster_secret_file, &d->auth);
-    if (rc == 0 && c->local_buffer_size > 0) {
-        int fd;
-        rc = memfd_map(c->local_buffer_size, &d->lb, &fd);
-        if (rc == 0) {
-            d->lb_size = c->local_buffer_size;
-            d->regions = calloc(16, sizeof(*d->regions));
-            d->regions_cap = 16;
-            if (d->regions)
-                d->regions[d->nregions++] = (region_t){0, (uintptr_t)d->lb, d->lb_size, fd};
-            else
-                close(fd), rc = MC_ERR_INTERNAL_ERROR;
-        }
-    }
-    if (rc == 0) {
-        lock_lanes(d);
-        rc = connect_locked(d);
-        unlock_lanes(d);
-        if (rc != 0)
-            MC_ERROR("setup_dummy: no real client answers on @%s (start mooncake_client --port=%d "
-                     "on this host): %s",
-                     d->sock_name, port, mc_error_name(rc));
-    }
-    if (rc == 0 && pthread_create(&d->ping_thread, NULL, ping_main, d) != 0)
-        rc = MC_ERR_INTERNAL_ERROR;
-    if (rc != 0) {
-        mc_dummy_free(d);
-        return rc;
-    }
-    d->ping_started = 1;
-    MC_INFO("dummy client %s: real client @%s, local buffer %zu bytes", d->client_id, d->sock_name,
-            d->lb_size);
-    *out = d;
-    return 0;
-}
-
-int mc_dummy_close(mc_dummy_t *d)
-{
-    if (!d)
-        return 0;
-    atomic_store(&d->closed, 1);
-    pthread_rwlock_wrlock(&d->op_lock); /* waits for calls in flight */
+    mc_dummy_t *d = impl;
     if (d->ping_started) {
         pthread_mutex_lock(&d->ping_lock);
         d->ping_stop = 1;
@@ -1185,16 +927,11 @@ int mc_dummy_close(mc_dummy_t *d)
     d->lb_size = 0;
     mc_auth_destroy(d->auth);
     d->auth = NULL;
-    pthread_rwlock_unlock(&d->op_lock);
-    return 0;
 }
 
-void mc_dummy_free(mc_dummy_t *d)
+static void dummy_free(void *impl)
 {
-    if (!d)
-        return;
-    mc_dummy_close(d);
-    pthread_rwlock_destroy(&d->op_lock);
+    mc_dummy_t *d = impl;
     for (int i = 0; i < MC_DUMMY_MAX_LANES; i++)
         pthread_mutex_destroy(&d->lanes[i].lock);
     pthread_mutex_destroy(&d->regions_lock);
@@ -1204,4 +941,119 @@ void mc_dummy_free(mc_dummy_t *d)
     free(d->regions);
     free(d->slices);
     free(d);
+}
+
+static int dummy_open(const mc_store_dummy_config_t *c, mc_dummy_t **out)
+{
+    const char *real =
+        c->real_client_addr && *c->real_client_addr ? c->real_client_addr : MC_DUMMY_DEFAULT_REAL;
+    int port = parse_port(real);
+    if (port < 0) {
+        MC_ERROR("setup_dummy: server_address \"%s\" is not host:port", real);
+        return MC_ERR_INVALID_PARAMS;
+    }
+    if (c->local_buffer_size > MC_MAX_VALUE_SIZE) {
+        MC_ERROR("setup_dummy: local buffer larger than 1 TiB");
+        return MC_ERR_INVALID_PARAMS;
+    }
+    mc_dummy_t *d = calloc(1, sizeof(*d));
+    if (!d)
+        return MC_ERR_INTERNAL_ERROR;
+    d->next_region = 1;
+    atomic_store(&d->nlanes, 1);
+    for (int i = 0; i < MC_DUMMY_MAX_LANES; i++) {
+        d->lanes[i].fd = -1;
+        pthread_mutex_init(&d->lanes[i].lock, NULL);
+    }
+    pthread_mutex_init(&d->regions_lock, NULL);
+    pthread_mutex_init(&d->slice_lock, NULL);
+    pthread_mutex_init(&d->ping_lock, NULL);
+    pthread_cond_init(&d->ping_cond, NULL);
+    snprintf(d->sock_name, sizeof(d->sock_name), MC_DUMMY_SOCKET_FMT, port);
+    d->addr.sun_family = AF_UNIX;
+    size_t nlen = strlen(d->sock_name);
+    memcpy(d->addr.sun_path + 1, d->sock_name, nlen);
+    d->addr_len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + nlen);
+    const char *t = getenv(MC_DUMMY_CALL_TIMEOUT_ENV);
+    long long tv = t && *t ? atoll(t) : 0;
+    d->call_timeout_ms = tv > 0 ? (uint64_t)tv : MC_DUMMY_CALL_TIMEOUT_DEFAULT_MS;
+    FILE *f = fopen("/proc/sys/kernel/random/uuid", "r");
+    if (!f || !fgets(d->client_id, sizeof(d->client_id), f))
+        snprintf(d->client_id, sizeof(d->client_id), "dummy-%d", (int)getpid());
+    d->client_id[strcspn(d->client_id, "\n")] = '\0';
+    if (f)
+        fclose(f);
+    int rc = mc_auth_resolve(c->cluster_secret, c->cluster_secret_file, &d->auth);
+    if (rc == 0 && c->local_buffer_size > 0) {
+        int fd;
+        rc = mc_shared_memfd_map(c->local_buffer_size, &d->lb, &fd);
+        if (rc == 0) {
+            d->lb_size = c->local_buffer_size;
+            d->regions = calloc(16, sizeof(*d->regions));
+            d->regions_cap = 16;
+            if (d->regions)
+                d->regions[d->nregions++] = (region_t){0, (uintptr_t)d->lb, d->lb_size, fd};
+            else
+                close(fd), rc = MC_ERR_INTERNAL_ERROR;
+        }
+    }
+    if (rc == 0) {
+        lock_lanes(d);
+        rc = connect_locked(d);
+        unlock_lanes(d);
+        if (rc != 0)
+            MC_ERROR("setup_dummy: no real client answers on @%s (start mooncake_client --port=%d "
+                     "on this host): %s",
+                     d->sock_name, port, mc_error_name(rc));
+    }
+    if (rc == 0 && pthread_create(&d->ping_thread, NULL, ping_main, d) != 0)
+        rc = MC_ERR_INTERNAL_ERROR;
+    if (rc != 0) {
+        dummy_close(d);
+        dummy_free(d);
+        return rc;
+    }
+    d->ping_started = 1;
+    MC_INFO("dummy client %s: real client @%s, local buffer %zu bytes", d->client_id, d->sock_name,
+            d->lb_size);
+    *out = d;
+    return 0;
+}
+
+/* ---- the backend -------------------------------------------------------------------------- */
+
+/* No segment calls: a dummy owns no segment (store.c refuses them). */
+static const mc_store_backend_ops_t dummy_ops = {
+    .name = "dummy",
+    .close = dummy_close,
+    .free = dummy_free,
+    .health_check = dummy_health_check,
+    .get_hostname = dummy_get_hostname,
+    .write = dummy_write,
+    .read = dummy_read,
+    .exist = dummy_exist,
+    .remove = dummy_remove,
+    .remove_all = dummy_remove_all,
+    .remove_by_regex = dummy_remove_by_regex,
+    .get_size = dummy_get_size,
+    .get_replica_desc = dummy_get_replica_desc,
+    .register_buffer = dummy_register_buffer,
+    .unregister_buffer = dummy_unregister_buffer,
+    .get_offload_stats = dummy_get_offload_stats,
+    .set_offloading = dummy_set_offloading,
+    .create_task = dummy_create_task,
+    .query_task = dummy_query_task,
+    .batch_replica_clear = dummy_batch_replica_clear,
+};
+
+int mc_store_setup_dummy(const mc_store_dummy_config_t *c, mc_store_t **out)
+{
+    if (!c || !out)
+        return MC_ERR_INVALID_PARAMS;
+    *out = NULL;
+    mc_dummy_t *d;
+    int rc = dummy_open(c, &d);
+    if (rc != 0)
+        return rc;
+    return mc_store_create(&dummy_ops, d, out);
 }

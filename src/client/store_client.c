@@ -1,5 +1,7 @@
 /*
- * store_client.c — the store client (include/mooncake/store.h).
+ * store_client.c — the real client: the store backend (store_backend.h) with its own segment,
+ * Transfer Engine and master connection, set up by mc_store_setup (include/mooncake/store.h).
+ * store.c checks every call's arguments and brackets it; what runs here is the work.
  *
  * A put asks the master for space (PutStart: one extent per replica, on distinct segments),
  * writes the value straight into every extent through the Transfer Engine, then publishes it
@@ -36,11 +38,11 @@
 #include "mooncake/transfer_engine.h"
 #include "net.h"
 #include "checksum.h"
-#include "dummy_client.h"
-#include "real_client_service.h"
 #include "lease_release.h"
 #include "offload.h"
 #include "prefault.h"
+#include "store_backend.h"
+#include "store_client.h"
 #include "task_executor.h"
 
 #include <errno.h>
@@ -113,10 +115,8 @@ typedef struct mc_segment_hole {
 #define MC_SEGMENT_HOLE_MS 35000
 /* upstream's allocate_and_mount_segment rounds sizes up to its slab size (cachelib 4 MiB) */
 #define MC_RUN_SEGMENT_ALIGN (4ull << 20)
-/* upper bound of unmount_local_disk's wait (the REST service's limit: 3600 s) */
-#define MC_LOCAL_DISK_GRACE_MAX_MS 3600000
 
-struct mc_store {
+typedef struct mc_real_client {
     char client_id[40];
     char segment_id[40];
     char *master_addr;
@@ -132,8 +132,7 @@ struct mc_store {
     mc_prefault_opts_t prefault_opts; /* MC_SEGMENT_PREFAULT* (prefault.h), read at setup */
     mc_prefault_t *prefault;          /* the segment's pre-fault pass; NULL: none or over */
     void *local_buffer;
-    atomic_int closed;
-    atomic_int closing; /* close has begun: new calls are refused before they take op_lock */
+    atomic_int closing; /* close has begun (begin_close): waits in calls end, /health says so */
     atomic_int master_reachable;
     int checksum;            /* 1: CRC32C on put, verified on get */
     uint64_t delete_wait_ms; /* how long a remove/upsert waits for its old files to go */
@@ -147,10 +146,6 @@ struct mc_store {
     uint64_t fence_view, fence_raised, fence_gen, fence_acked;
     atomic_uint_fast64_t last_mismatch_log_ms;
     atomic_uint_fast64_t last_master_error_ms; /* rate limit: one failure line per second */
-    /* Every public call holds op_lock for reading; close takes it for writing, so it waits for
-     * calls in flight and no call runs on a half-torn-down store. */
-    pthread_rwlock_t op_lock;
-    pthread_mutex_t close_lock;
 
     /* Following an elected master (master address "etcd://..."): the etcd handle the
      * RPC client's resolver reads the leader's address through. NULL: a fixed master. */
@@ -166,9 +161,6 @@ struct mc_store {
     pthread_cond_t ping_cond;
     int ping_stop;
 
-    /* A dummy store (mc_store_setup_dummy) forwards every public call to dummy_client.c:
-     * the one-line DUMMY() dispatch atop each; nothing else of this struct is used then. */
-    mc_dummy_t *dummy;
     int zero_copy_io;          /* serves dummies: the zero-copy calls run without a local buffer */
     mc_task_executor_t *tasks; /* copy/move tasks of this segment's replicas; NULL: no segment */
     mc_client_metrics_t *metrics; /* NULL: off (MC_STORE_CLIENT_METRIC=0) */
@@ -187,16 +179,9 @@ struct mc_store {
     mc_segment_hole_t *holes;
     size_t hole_count, hole_cap;
     uint64_t epoch; /* the epoch last given to the engine (0 none) */
-};
+} mc_real_client_t;
 
 /* ---- helpers ---------------------------------------------------------------------------- */
-
-/* The dispatch of a public call on a dummy store (dummy_client.h). */
-#define DUMMY(s, call)                                                                             \
-    do {                                                                                           \
-        if ((s) && (s)->dummy)                                                                     \
-            return (call);                                                                         \
-    } while (0)
 
 static void make_uuid(char out[40])
 {
@@ -210,47 +195,6 @@ static void make_uuid(char out[40])
     if (f)
         fclose(f);
 }
-
-static int check_key(const char *key)
-{
-    if (!key)
-        return MC_ERR_INVALID_KEY;
-    size_t n = strnlen(key, MC_MAX_KEY_LEN + 1);
-    return (n == 0 || n > MC_MAX_KEY_LEN) ? MC_ERR_INVALID_KEY : 0;
-}
-
-/* Starts a public call: 0 with op_lock held for reading, or an error with nothing held. */
-static int enter(mc_store_t *s, int needs_local_buffer)
-{
-    if (!s)
-        return MC_ERR_INVALID_PARAMS;
-    if (atomic_load(&s->closing))
-        return MC_ERR_INVALID_PARAMS; /* no new call once close has begun */
-    pthread_rwlock_rdlock(&s->op_lock);
-    int rc = 0;
-    if (atomic_load(&s->closed)) {
-        rc = MC_ERR_INVALID_PARAMS;
-    } else if (needs_local_buffer && s->local_buffer_size == 0 && !s->zero_copy_io) {
-        MC_ERROR("this store has local_buffer_size 0: it is a pure server and cannot put or get");
-        rc = MC_ERR_INVALID_PARAMS;
-    }
-    if (rc != 0)
-        pthread_rwlock_unlock(&s->op_lock);
-    return rc;
-}
-
-static void leave(mc_store_t *s)
-{
-    pthread_rwlock_unlock(&s->op_lock);
-}
-
-/* Ends a public call, passing its result through: `value` is evaluated before the lock goes. */
-static int64_t leave_with(mc_store_t *s, int64_t value)
-{
-    leave(s);
-    return value;
-}
-#define LEAVE(s, value) leave_with((s), (value))
 
 /* Keeps the strings of a replicate config alive for the protobuf request. */
 typedef struct pb_config {
@@ -276,8 +220,11 @@ static int config_to_pb(const mc_replicate_config_t *c, pb_config_t *out)
         if (c->preferred_segment && *c->preferred_segment)
             out->preferred[k++] = (char *)c->preferred_segment;
         for (size_t i = 0; c->preferred_segments && i < c->preferred_segment_count; i++) {
-            if (!c->preferred_segments[i])
+            if (!c->preferred_segments[i]) { /* store.c refuses it first; never leaked here */
+                free(out->preferred);
+                out->preferred = NULL;
                 return MC_ERR_INVALID_PARAMS;
+            }
             out->preferred[k++] = (char *)c->preferred_segments[i];
         }
         out->msg.n_preferred_segments = k;
@@ -290,10 +237,10 @@ static int config_to_pb(const mc_replicate_config_t *c, pb_config_t *out)
     return 0;
 }
 
-static int keys_call_req(mc_store_t *s, uint16_t opcode, Mc__KeysRequest *req, size_t n,
+static int keys_call_req(mc_real_client_t *s, uint16_t opcode, Mc__KeysRequest *req, size_t n,
                          Mc__KeysResponse **resp);
 
-static int keys_call(mc_store_t *s, uint16_t opcode, char **keys, uint64_t *sizes, size_t n,
+static int keys_call(mc_real_client_t *s, uint16_t opcode, char **keys, uint64_t *sizes, size_t n,
                      Mc__ReplicateConfig *config, int force, const char *regex,
                      Mc__KeysResponse **resp)
 {
@@ -322,7 +269,7 @@ static int keys_call(mc_store_t *s, uint16_t opcode, char **keys, uint64_t *size
  * deleted in time (its holder is down, no distributed client is there to delete it, or the
  * master restarted meanwhile) — a crash before it is deleted could bring the old value back.
  */
-static int wait_deletions(mc_store_t *s, char **keys, size_t n, uint64_t from, uint64_t to)
+static int wait_deletions(mc_real_client_t *s, char **keys, size_t n, uint64_t from, uint64_t to)
 {
     if (to == 0)
         return 0;
@@ -361,7 +308,7 @@ static int wait_deletions(mc_store_t *s, char **keys, size_t n, uint64_t from, u
 }
 
 /* PutEnd / UpsertEnd with one CRC32C per key (crcs NULL: the writer does not checksum). */
-static int keys_call_checksums(mc_store_t *s, uint16_t opcode, char **keys, size_t n,
+static int keys_call_checksums(mc_real_client_t *s, uint16_t opcode, char **keys, size_t n,
                                uint32_t *crcs, Mc__KeysResponse **resp)
 {
     Mc__KeysRequest req = MC__KEYS_REQUEST__INIT;
@@ -376,7 +323,7 @@ static int keys_call_checksums(mc_store_t *s, uint16_t opcode, char **keys, size
     return keys_call_req(s, opcode, &req, n, resp);
 }
 
-static int keys_call_req(mc_store_t *s, uint16_t opcode, Mc__KeysRequest *req, size_t n,
+static int keys_call_req(mc_real_client_t *s, uint16_t opcode, Mc__KeysRequest *req, size_t n,
                          Mc__KeysResponse **resp)
 {
     int rc = mc_master_call_keys(s->rpc, opcode, req, resp);
@@ -405,11 +352,12 @@ typedef struct write_job {
 } write_job_t;
 
 /*
- * Puts (or upserts) n objects. results[i] gets each key's outcome; returns 0 or the first error.
+ * Puts (or upserts) n objects. results[i] arrives with key i's check (0: to put; store_backend.h)
+ * and gets its outcome; returns 0 or the first error. *stored (the client metrics' write bytes)
+ * grows by the sizes of the values PutEnd published: not those of keys that already existed,
+ * which a put answers 0 without writing.
  */
-/* *stored (the client metrics' write bytes) grows by the sizes of the values PutEnd published:
- * not those of keys that already existed, which a put answers 0 without writing. */
-static int write_objects(mc_store_t *s, int upsert, const char *const *keys,
+static int write_objects(mc_real_client_t *s, int upsert, const char *const *keys,
                          const void *const *values, const size_t *sizes, size_t n,
                          const mc_replicate_config_t *config, int *results, uint64_t *wait_ms,
                          uint64_t *stored)
@@ -440,7 +388,6 @@ static int write_objects(mc_store_t *s, int upsert, const char *const *keys,
 
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
-        results[i] = check_key(keys[i]);
         if (results[i] == 0 && sizes[i] > 0 && !values[i])
             results[i] = MC_ERR_INVALID_PARAMS;
         if (results[i] == 0 && sizes[i] > MC_MAX_VALUE_SIZE)
@@ -621,7 +568,7 @@ done:
 /* ---- read path -------------------------------------------------------------------------- */
 
 /* Replica order: this client's own segment first (a memcpy), then as the master listed them. */
-static size_t pick_order(mc_store_t *s, const Mc__KeyResult *r, size_t *order)
+static size_t pick_order(mc_real_client_t *s, const Mc__KeyResult *r, size_t *order)
 {
     size_t k = 0;
     const char *self = mc_te_local_segment_name(s->te);
@@ -642,8 +589,8 @@ static size_t pick_order(mc_store_t *s, const Mc__KeyResult *r, size_t *order)
  * nothing can be checked: checksums off, or an object written without one), else
  * MC_ERR_CHECKSUM_MISMATCH, counted and logged (rate-limited).
  */
-static int verify_replica(mc_store_t *s, const char *key, const Mc__Replica *rep, const void *buf,
-                          uint64_t size, const mc_transfer_status_t *st)
+static int verify_replica(mc_real_client_t *s, const char *key, const Mc__Replica *rep,
+                          const void *buf, uint64_t size, const mc_transfer_status_t *st)
 {
     if (!s->checksum || !rep->has_checksum || size == 0)
         return 0;
@@ -666,8 +613,8 @@ static int verify_replica(mc_store_t *s, const char *key, const Mc__Replica *rep
  * master's order until one succeeds and verifies. Returns the size or the last error (a checksum
  * mismatch is an error: never wrong bytes).
  */
-static int64_t read_from_disk(mc_store_t *s, const char *key, const Mc__KeyResult *r, void *buf,
-                              int64_t memory_error)
+static int64_t read_from_disk(mc_real_client_t *s, const char *key, const Mc__KeyResult *r,
+                              void *buf, int64_t memory_error)
 {
     int64_t result = memory_error;
     for (size_t k = 0; k < r->n_replicas; k++) {
@@ -684,7 +631,7 @@ static int64_t read_from_disk(mc_store_t *s, const char *key, const Mc__KeyResul
     return result;
 }
 
-static void replica_request(mc_store_t *s, const Mc__Replica *rep, void *buf, uint64_t size,
+static void replica_request(mc_real_client_t *s, const Mc__Replica *rep, void *buf, uint64_t size,
                             mc_segment_id_t seg, mc_transfer_req_t *out)
 {
     *out = (mc_transfer_req_t){MC_TRANSFER_READ, buf, seg, rep->address, size};
@@ -698,7 +645,9 @@ static int retryable(int64_t result)
     return result == MC_ERR_TRANSFER_FAIL || result == MC_ERR_CHECKSUM_MISMATCH;
 }
 
-static int read_objects(mc_store_t *s, const char *const *keys, void *const *bufs,
+/* Gets n objects; results[i] arrives with key i's check (0: to read; store_backend.h) and gets
+ * its size or error. Returns 0 or the first error. */
+static int read_objects(mc_real_client_t *s, const char *const *keys, void *const *bufs,
                         const size_t *caps, size_t n, int64_t *results)
 {
     int rc = 0;
@@ -717,7 +666,6 @@ static int read_objects(mc_store_t *s, const char *const *keys, void *const *buf
     }
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
-        results[i] = check_key(keys[i]);
         if (results[i] == 0) {
             ks[m] = (char *)keys[i];
             idx[m++] = i;
@@ -903,7 +851,7 @@ done:
  * been replaced or removed and put again between the lookup and the read (with
  * --default_kv_lease_ttl=0 nothing holds the old extents), and a new lookup finds its new value.
  */
-static int read_verified(mc_store_t *s, const char *const *keys, void *const *bufs,
+static int read_verified(mc_real_client_t *s, const char *const *keys, void *const *bufs,
                          const size_t *caps, size_t n, int64_t *results)
 {
     int rc = read_objects(s, keys, bufs, caps, n, results);
@@ -917,7 +865,7 @@ static int read_verified(mc_store_t *s, const char *const *keys, void *const *bu
     const char **k2 = calloc(m, sizeof(*k2));
     void **b2 = calloc(m, sizeof(*b2));
     size_t *c2 = calloc(m, sizeof(*c2)), *at = calloc(m, sizeof(*at));
-    int64_t *r2 = calloc(m, sizeof(*r2));
+    int64_t *r2 = calloc(m, sizeof(*r2)); /* zeroed: these keys passed their check */
     if (k2 && b2 && c2 && at && r2) {
         m = 0;
         for (size_t i = 0; i < n; i++) {
@@ -945,7 +893,7 @@ static int read_verified(mc_store_t *s, const char *const *keys, void *const *bu
 
 /* ---- registered buffers ----------------------------------------------------------------- */
 
-static int buffer_registered(mc_store_t *s, const void *p, size_t len)
+static int buffer_registered(mc_real_client_t *s, const void *p, size_t len)
 {
     uintptr_t a = (uintptr_t)p;
     int ok = 0;
@@ -960,17 +908,12 @@ static int buffer_registered(mc_store_t *s, const void *p, size_t len)
     return ok;
 }
 
-int mc_store_register_buffer(mc_store_t *s, void *buf, size_t size)
+static int real_register_buffer(void *impl, void *buf, size_t size)
 {
-    DUMMY(s, mc_dummy_register_buffer(s->dummy, buf, size));
-    int rc = enter(s, 0);
+    mc_real_client_t *s = impl;
+    int rc = mc_te_register_memory(s->te, buf, size);
     if (rc != 0)
         return rc;
-    if (!buf || size == 0)
-        return LEAVE(s, MC_ERR_INVALID_PARAMS);
-    rc = mc_te_register_memory(s->te, buf, size);
-    if (rc != 0)
-        return LEAVE(s, rc);
     pthread_rwlock_wrlock(&s->buffers_lock);
     if (s->buffer_count == s->buffer_capacity) {
         size_t cap = s->buffer_capacity ? s->buffer_capacity * 2 : 8;
@@ -978,25 +921,20 @@ int mc_store_register_buffer(mc_store_t *s, void *buf, size_t size)
         if (!nb) {
             pthread_rwlock_unlock(&s->buffers_lock);
             mc_te_unregister_memory(s->te, buf);
-            return LEAVE(s, MC_ERR_INTERNAL_ERROR);
+            return MC_ERR_INTERNAL_ERROR;
         }
         s->buffers = nb;
         s->buffer_capacity = cap;
     }
     s->buffers[s->buffer_count++] = (mc_buffer_range_t){(uintptr_t)buf, size};
     pthread_rwlock_unlock(&s->buffers_lock);
-    return LEAVE(s, 0);
+    return 0;
 }
 
-int mc_store_unregister_buffer(mc_store_t *s, void *buf)
+static int real_unregister_buffer(void *impl, void *buf)
 {
-    DUMMY(s, mc_dummy_unregister_buffer(s->dummy, buf));
-    int rc = enter(s, 0);
-    if (rc != 0)
-        return rc;
-    if (!buf)
-        return LEAVE(s, MC_ERR_INVALID_PARAMS);
-    rc = MC_ERR_INVALID_PARAMS;
+    mc_real_client_t *s = impl;
+    int rc = MC_ERR_INVALID_PARAMS;
     pthread_rwlock_wrlock(&s->buffers_lock);
     for (size_t i = 0; i < s->buffer_count; i++) {
         if (s->buffers[i].addr == (uintptr_t)buf) {
@@ -1008,12 +946,12 @@ int mc_store_unregister_buffer(mc_store_t *s, void *buf)
     pthread_rwlock_unlock(&s->buffers_lock);
     if (rc == 0)
         rc = mc_te_unregister_memory(s->te, buf);
-    return LEAVE(s, rc);
+    return rc;
 }
 
 /* ---- public API: objects ---------------------------------------------------------------- */
 
-static int check_registered_all(mc_store_t *s, const void *const *bufs, const size_t *sizes,
+static int check_registered_all(mc_real_client_t *s, const void *const *bufs, const size_t *sizes,
                                 size_t n)
 {
     for (size_t i = 0; i < n; i++) {
@@ -1030,7 +968,7 @@ static int check_registered_all(mc_store_t *s, const void *const *bufs, const si
  *  - another put of the key in progress (-703): until that put's outcome is known (the key is
  *    complete: 0; it was revoked: this put goes ahead) or MC_PUT_BUSY_WAIT_MS passed.
  */
-static void retry_pending_keys(mc_store_t *s, int upsert, const char *const *keys,
+static void retry_pending_keys(mc_real_client_t *s, int upsert, const char *const *keys,
                                const void *const *values, const size_t *sizes, size_t n,
                                const mc_replicate_config_t *config, int *results, uint64_t wait_ms,
                                uint64_t *stored)
@@ -1059,7 +997,8 @@ static void retry_pending_keys(mc_store_t *s, int upsert, const char *const *key
             break;
         usleep(backoff * 1000u);
         backoff = backoff * 2 > MC_PUT_RETRY_MAX_MS ? MC_PUT_RETRY_MAX_MS : backoff * 2;
-        uint64_t more_ms = 0; /* the first attempt's offload wait bounds every retry */
+        uint64_t more_ms = 0;           /* the first attempt's offload wait bounds every retry */
+        memset(r2, 0, m * sizeof(*r2)); /* these keys passed their check: all are put again */
         write_objects(s, upsert, k2, v2, s2, m, config, r2, &more_ms, stored);
         for (size_t j = 0; j < m; j++)
             results[at[j]] = r2[j];
@@ -1071,26 +1010,34 @@ static void retry_pending_keys(mc_store_t *s, int upsert, const char *const *key
     free(r2);
 }
 
-/* put / upsert, plain or zero-copy, single or batch: one path. */
-static int write_call(mc_store_t *s, mc_client_op_t op, int upsert, int zero_copy,
+/*
+ * A store with local_buffer_size 0 is a pure server: it refuses the put and get family, unless it
+ * serves dummies (mc_store_allow_zero_copy_io: every byte is then in the dummies' memory). The
+ * call then writes nothing and reads nothing: every results[i] says so.
+ */
+static int refuses_io(const mc_real_client_t *s)
+{
+    if (s->local_buffer_size > 0 || s->zero_copy_io)
+        return 0;
+    MC_ERROR("this store has local_buffer_size 0: it is a pure server and cannot put or get");
+    return 1;
+}
+
+/* put / upsert, plain or zero-copy, single or batch: one path (the write slot). */
+static int real_write(void *impl, mc_client_op_t op, int upsert, int zero_copy,
                       const char *const *keys, const void *const *values, const size_t *sizes,
                       size_t n, const mc_replicate_config_t *config, int *results)
 {
-    DUMMY(s, mc_dummy_write(s->dummy, upsert, zero_copy, keys, values, sizes, n, config, results));
+    mc_real_client_t *s = impl;
     uint64_t t0 = mc_now_ns();
-    int rc = enter(s, 1);
-    if (rc != 0)
-        return rc;
-    if ((!keys || !values || !sizes || !results) && n)
-        return LEAVE(s, MC_ERR_INVALID_PARAMS);
-    if (zero_copy && check_registered_all(s, values, sizes, n) != 0) {
+    if (refuses_io(s) || (zero_copy && check_registered_all(s, values, sizes, n) != 0)) {
         for (size_t i = 0; i < n; i++)
             results[i] = MC_ERR_INVALID_PARAMS; /* nothing of the batch is written */
-        return LEAVE(s, MC_ERR_INVALID_PARAMS);
+        return MC_ERR_INVALID_PARAMS;
     }
     uint64_t wait_ms = 0;
     uint64_t stored = 0;
-    rc = write_objects(s, upsert, keys, values, sizes, n, config, results, &wait_ms, &stored);
+    int rc = write_objects(s, upsert, keys, values, sizes, n, config, results, &wait_ms, &stored);
     if (rc != 0) {
         retry_pending_keys(s, upsert, keys, values, sizes, n, config, results, wait_ms, &stored);
         rc = 0;
@@ -1098,119 +1045,36 @@ static int write_call(mc_store_t *s, mc_client_op_t op, int upsert, int zero_cop
             rc = results[i];
     }
     mc_client_metrics_record(s->metrics, op, n, stored, (mc_now_ns() - t0) / 1000);
-    return LEAVE(s, rc);
+    return rc;
 }
 
-int mc_store_put(mc_store_t *s, const char *key, const void *value, size_t size,
-                 const mc_replicate_config_t *config)
-{
-    int result = 0;
-    return write_call(s, MC_CLIENT_OP_PUT, 0, 0, &key, &value, &size, 1, config, &result);
-}
-
-int mc_store_upsert(mc_store_t *s, const char *key, const void *value, size_t size,
-                    const mc_replicate_config_t *config)
-{
-    int result = 0;
-    return write_call(s, MC_CLIENT_OP_UPSERT, 1, 0, &key, &value, &size, 1, config, &result);
-}
-
-int mc_store_put_from(mc_store_t *s, const char *key, const void *buf, size_t size,
-                      const mc_replicate_config_t *config)
-{
-    int result = 0;
-    return write_call(s, MC_CLIENT_OP_PUT_FROM, 0, 1, &key, &buf, &size, 1, config, &result);
-}
-
-int mc_store_upsert_from(mc_store_t *s, const char *key, const void *buf, size_t size,
-                         const mc_replicate_config_t *config)
-{
-    int result = 0;
-    return write_call(s, MC_CLIENT_OP_UPSERT_FROM, 1, 1, &key, &buf, &size, 1, config, &result);
-}
-
-int mc_store_put_batch(mc_store_t *s, const char *const *keys, const void *const *values,
-                       const size_t *sizes, size_t n, const mc_replicate_config_t *config,
-                       int *results)
-{
-    return write_call(s, MC_CLIENT_OP_PUT_BATCH, 0, 0, keys, values, sizes, n, config, results);
-}
-
-int mc_store_put_from_batch(mc_store_t *s, const char *const *keys, const void *const *bufs,
-                            const size_t *sizes, size_t n, const mc_replicate_config_t *config,
-                            int *results)
-{
-    return write_call(s, MC_CLIENT_OP_BATCH_PUT_FROM, 0, 1, keys, bufs, sizes, n, config, results);
-}
-
-int mc_store_upsert_from_batch(mc_store_t *s, const char *const *keys, const void *const *bufs,
-                               const size_t *sizes, size_t n, const mc_replicate_config_t *config,
-                               int *results)
-{
-    return write_call(s, MC_CLIENT_OP_BATCH_UPSERT_FROM, 1, 1, keys, bufs, sizes, n, config,
-                      results);
-}
-
-/* get, plain or zero-copy, single or batch: one path. */
-static int read_call(mc_store_t *s, mc_client_op_t op, int zero_copy, const char *const *keys,
+/* get, plain or zero-copy, single or batch: one path (the read slot). */
+static int real_read(void *impl, mc_client_op_t op, int zero_copy, const char *const *keys,
                      void *const *bufs, const size_t *capacities, size_t n, int64_t *results)
 {
-    DUMMY(s, mc_dummy_read(s->dummy, zero_copy, keys, bufs, capacities, n, results));
+    mc_real_client_t *s = impl;
     uint64_t t0 = mc_now_ns();
-    int rc = enter(s, 1);
-    if (rc != 0)
-        return rc;
-    if ((!keys || !bufs || !capacities || !results) && n)
-        return LEAVE(s, MC_ERR_INVALID_PARAMS);
-    if (zero_copy && check_registered_all(s, (const void *const *)bufs, capacities, n) != 0) {
+    if (refuses_io(s) ||
+        (zero_copy && check_registered_all(s, (const void *const *)bufs, capacities, n) != 0)) {
         for (size_t i = 0; i < n; i++)
             results[i] = MC_ERR_INVALID_PARAMS;
-        return LEAVE(s, MC_ERR_INVALID_PARAMS);
+        return MC_ERR_INVALID_PARAMS;
     }
-    rc = read_verified(s, keys, bufs, capacities, n, results);
+    int rc = read_verified(s, keys, bufs, capacities, n, results);
     if (s->metrics) {
         uint64_t bytes = 0;
         for (size_t i = 0; i < n; i++)
             bytes += results[i] > 0 ? (uint64_t)results[i] : 0;
         mc_client_metrics_record(s->metrics, op, n, bytes, (mc_now_ns() - t0) / 1000);
     }
-    return LEAVE(s, rc);
-}
-
-int64_t mc_store_get(mc_store_t *s, const char *key, void *buf, size_t capacity)
-{
-    int64_t result = 0;
-    int rc = read_call(s, MC_CLIENT_OP_GET, 0, &key, &buf, &capacity, 1, &result);
-    return rc < 0 && result >= 0 ? rc : result;
-}
-
-int64_t mc_store_get_into(mc_store_t *s, const char *key, void *buf, size_t capacity)
-{
-    int64_t result = 0;
-    int rc = read_call(s, MC_CLIENT_OP_GET_INTO, 1, &key, &buf, &capacity, 1, &result);
-    return rc < 0 && result >= 0 ? rc : result;
-}
-
-int mc_store_get_batch(mc_store_t *s, const char *const *keys, void *const *bufs,
-                       const size_t *capacities, size_t n, int64_t *results)
-{
-    return read_call(s, MC_CLIENT_OP_GET_BATCH, 0, keys, bufs, capacities, n, results);
-}
-
-int mc_store_get_into_batch(mc_store_t *s, const char *const *keys, void *const *bufs,
-                            const size_t *capacities, size_t n, int64_t *results)
-{
-    return read_call(s, MC_CLIENT_OP_BATCH_GET_INTO, 1, keys, bufs, capacities, n, results);
+    return rc;
 }
 
 /* GetReplicaList for one key (grants the read lease, as upstream's get_size does). */
-static int replica_list(mc_store_t *s, const char *key, Mc__KeysResponse **resp)
+static int replica_list(mc_real_client_t *s, const char *key, Mc__KeysResponse **resp)
 {
-    int rc = check_key(key);
-    if (rc != 0)
-        return rc;
     char *k = (char *)key;
-    rc = keys_call(s, MC_RPC_GET_REPLICA_LIST, &k, NULL, 1, NULL, 0, NULL, resp);
+    int rc = keys_call(s, MC_RPC_GET_REPLICA_LIST, &k, NULL, 1, NULL, 0, NULL, resp);
     if (rc == 0 && (*resp)->results[0]->code != 0) {
         rc = (*resp)->results[0]->code;
         mc__keys_response__free_unpacked(*resp, NULL);
@@ -1218,35 +1082,24 @@ static int replica_list(mc_store_t *s, const char *key, Mc__KeysResponse **resp)
     return rc;
 }
 
-int64_t mc_store_get_size(mc_store_t *s, const char *key)
+static int64_t real_get_size(void *impl, const char *key)
 {
-    DUMMY(s, mc_dummy_get_size(s->dummy, key));
-    int rc = enter(s, 0);
+    Mc__KeysResponse *resp;
+    int rc = replica_list(impl, key, &resp);
     if (rc != 0)
         return rc;
-    Mc__KeysResponse *resp;
-    rc = replica_list(s, key, &resp);
-    if (rc != 0)
-        return LEAVE(s, rc);
     int64_t size = (int64_t)resp->results[0]->size;
     mc__keys_response__free_unpacked(resp, NULL);
-    return LEAVE(s, size);
+    return size;
 }
 
-int mc_store_get_replica_desc(mc_store_t *s, const char *key, mc_replica_desc_t *out,
-                              size_t capacity, size_t *count)
+static int real_get_replica_desc(void *impl, const char *key, mc_replica_desc_t *out,
+                                 size_t capacity, size_t *count)
 {
-    DUMMY(s, mc_dummy_get_replica_desc(s->dummy, key, out, capacity, count));
-    int rc = enter(s, 0);
+    Mc__KeysResponse *resp;
+    int rc = replica_list(impl, key, &resp);
     if (rc != 0)
         return rc;
-    if (!count || (capacity && !out))
-        return LEAVE(s, MC_ERR_INVALID_PARAMS);
-    *count = 0;
-    Mc__KeysResponse *resp;
-    rc = replica_list(s, key, &resp);
-    if (rc != 0)
-        return LEAVE(s, rc);
     Mc__KeyResult *r = resp->results[0];
     *count = r->n_replicas;
     for (size_t i = 0; i < r->n_replicas && i < capacity; i++) {
@@ -1264,34 +1117,29 @@ int mc_store_get_replica_desc(mc_store_t *s, const char *key, mc_replica_desc_t 
         snprintf(d->file_path, sizeof(d->file_path), "%s", r->replicas[i]->file_path);
     }
     mc__keys_response__free_unpacked(resp, NULL);
-    return LEAVE(s, 0);
+    return 0;
 }
 
-/* One RPC over keys whose results are per-key codes (exist, remove). */
-static int per_key_call(mc_store_t *s, uint16_t opcode, const char *const *keys, size_t n,
+/* One RPC over keys whose results are per-key codes (exist, remove); results[i] arrives with key
+ * i's check (store_backend.h). */
+static int per_key_call(mc_real_client_t *s, uint16_t opcode, const char *const *keys, size_t n,
                         int force, int *results)
 {
-    DUMMY(s, mc_dummy_per_key(s->dummy, opcode == MC_RPC_REMOVE, keys, n, force, results));
-    int rc = enter(s, 0);
-    if (rc != 0)
-        return rc;
-    if ((!keys || !results) && n)
-        return LEAVE(s, MC_ERR_INVALID_PARAMS);
     char **ks = calloc(n ? n : 1, sizeof(char *));
     size_t *idx = calloc(n ? n : 1, sizeof(size_t));
     if (!ks || !idx) {
         free(ks);
         free(idx);
-        return LEAVE(s, MC_ERR_INTERNAL_ERROR);
+        return MC_ERR_INTERNAL_ERROR;
     }
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
-        results[i] = check_key(keys[i]);
         if (results[i] == 0) {
             ks[m] = (char *)keys[i];
             idx[m++] = i;
         }
     }
+    int rc = 0;
     Mc__KeysResponse *resp = NULL;
     if (m > 0) {
         rc = keys_call(s, opcode, ks, NULL, m, NULL, force, NULL, &resp);
@@ -1319,67 +1167,47 @@ static int per_key_call(mc_store_t *s, uint16_t opcode, const char *const *keys,
         if (results[i] < 0)
             rc = results[i];
     }
-    return LEAVE(s, rc);
+    return rc;
 }
 
-int mc_store_exist(mc_store_t *s, const char *key)
+static int real_exist(void *impl, const char *const *keys, size_t n, int *results)
 {
-    int result = 0;
-    int rc = per_key_call(s, MC_RPC_EXIST_KEY, &key, 1, 0, &result);
-    return rc < 0 ? rc : result;
+    return per_key_call(impl, MC_RPC_EXIST_KEY, keys, n, 0, results);
 }
 
-int mc_store_batch_exist(mc_store_t *s, const char *const *keys, size_t n, int *results)
+static int real_remove(void *impl, const char *const *keys, size_t n, int force, int *results)
 {
-    return per_key_call(s, MC_RPC_EXIST_KEY, keys, n, 0, results);
+    return per_key_call(impl, MC_RPC_REMOVE, keys, n, force, results);
 }
 
-int mc_store_remove(mc_store_t *s, const char *key, int force)
+/* remove_all (regex NULL) and remove_by_regex: the count removed, once their files are gone. */
+static int64_t count_call(mc_real_client_t *s, uint16_t opcode, const char *regex, int force)
 {
-    int result = 0;
-    int rc = per_key_call(s, MC_RPC_REMOVE, &key, 1, force, &result);
-    return rc < 0 ? rc : result;
-}
-
-int mc_store_batch_remove(mc_store_t *s, const char *const *keys, size_t n, int force, int *results)
-{
-    return per_key_call(s, MC_RPC_REMOVE, keys, n, force, results);
-}
-
-static int64_t count_call(mc_store_t *s, uint16_t opcode, const char *regex, int force)
-{
-    DUMMY(s, opcode == MC_RPC_REMOVE_ALL ? mc_dummy_remove_all(s->dummy, force)
-                                         : mc_dummy_remove_by_regex(s->dummy, regex, force));
-    int rc = enter(s, 0);
+    Mc__KeysResponse *resp;
+    int rc = keys_call(s, opcode, NULL, NULL, 0, NULL, force, regex, &resp);
     if (rc != 0)
         return rc;
-    Mc__KeysResponse *resp;
-    rc = keys_call(s, opcode, NULL, NULL, 0, NULL, force, regex, &resp);
-    if (rc != 0)
-        return LEAVE(s, rc);
     int64_t count = resp->count;
     rc = wait_deletions(s, NULL, 0, resp->deletions_from, resp->deletions_to);
     mc__keys_response__free_unpacked(resp, NULL);
-    return LEAVE(s, rc != 0 ? rc : count);
+    return rc != 0 ? rc : count;
 }
 
-int64_t mc_store_remove_all(mc_store_t *s, int force)
+static int64_t real_remove_all(void *impl, int force)
 {
-    return count_call(s, MC_RPC_REMOVE_ALL, NULL, force);
+    return count_call(impl, MC_RPC_REMOVE_ALL, NULL, force);
 }
 
-int64_t mc_store_remove_by_regex(mc_store_t *s, const char *regex, int force)
+static int64_t real_remove_by_regex(void *impl, const char *regex, int force)
 {
-    if (!regex)
-        return MC_ERR_INVALID_PARAMS;
-    return count_call(s, MC_RPC_REMOVE_BY_REGEX, regex, force);
+    return count_call(impl, MC_RPC_REMOVE_BY_REGEX, regex, force);
 }
 
 /* ---- lifecycle -------------------------------------------------------------------------- */
 
 /* Gives the engine the master's epoch for this client's segments, unless it already has it
  * (mc_te_set_epoch waits for older transfers: not for nothing). */
-static int store_set_epoch(mc_store_t *s, uint64_t epoch)
+static int store_set_epoch(mc_real_client_t *s, uint64_t epoch)
 {
     if (epoch == s->epoch)
         return 0;
@@ -1390,7 +1218,7 @@ static int store_set_epoch(mc_store_t *s, uint64_t epoch)
 }
 
 /* Fills one wire segment. */
-static void fill_pb_segment(mc_store_t *s, Mc__Segment *seg, const char *id, void *base,
+static void fill_pb_segment(mc_real_client_t *s, Mc__Segment *seg, const char *id, void *base,
                             uint64_t size)
 {
     seg->id = (char *)id;
@@ -1405,7 +1233,7 @@ static void fill_pb_segment(mc_store_t *s, Mc__Segment *seg, const char *id, voi
  * run-time segment that is mounted (not draining). Caller holds segs_lock when run-time segments
  * may exist (the ping thread and close do).
  */
-static int segment_call(mc_store_t *s, uint16_t opcode)
+static int segment_call(mc_real_client_t *s, uint16_t opcode)
 {
     size_t extra = opcode == MC_RPC_REMOUNT_SEGMENT ? s->run_seg_count : 0;
     Mc__Segment *pool = calloc(1 + extra, sizeof(*pool));
@@ -1458,14 +1286,6 @@ static int segment_call(mc_store_t *s, uint16_t opcode)
 
 /* ---- segments mounted at run time ------------------------------------------------------------ */
 
-/* Segment mounts and unmounts need a client with its own engine: refused on a dummy, as
- * upstream (store_py.cpp: "requires RealClient"). */
-static int dummy_refuses(const char *what)
-{
-    MC_ERROR("%s: not on a dummy client (it owns no segment); call it on the real client", what);
-    return MC_ERR_UNAVAILABLE_IN_CURRENT_MODE;
-}
-
 /* Upstream's segment id form, "<u64>-<u64>" in decimal (UuidToString). */
 static void make_segment_id(char out[MC_STORE_SEGMENT_ID_MAX])
 {
@@ -1482,7 +1302,7 @@ static void make_segment_id(char out[MC_STORE_SEGMENT_ID_MAX])
 
 /* Keeps [addr, +length) reserved until now + MC_SEGMENT_HOLE_MS (see mc_segment_hole_t).
  * `replace`: the range is still mapped (a file) and the reservation replaces it atomically. */
-static void hole_reserve(mc_store_t *s, void *addr, size_t length, int replace)
+static void hole_reserve(mc_real_client_t *s, void *addr, size_t length, int replace)
 {
     int flags =
         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | (replace ? MAP_FIXED : MAP_FIXED_NOREPLACE);
@@ -1510,7 +1330,7 @@ static void hole_reserve(mc_store_t *s, void *addr, size_t length, int replace)
 }
 
 /* Releases the holes whose time is up (all with `all`). Caller holds segs_lock. */
-static void holes_release(mc_store_t *s, int all)
+static void holes_release(mc_real_client_t *s, int all)
 {
     uint64_t now = mc_now_ms();
     size_t kept = 0;
@@ -1526,7 +1346,7 @@ static void holes_release(mc_store_t *s, int all)
 /* Unregisters and frees the memory of run-time segment i (already unmounted at the master) and
  * drops it from the list. Caller holds segs_lock. The engine waits for transfers in flight on
  * the memory before it lets go of it; the addresses then stay reserved as a hole. */
-static void run_segment_free(mc_store_t *s, size_t i)
+static void run_segment_free(mc_real_client_t *s, size_t i)
 {
     mc_run_segment_t r = s->run_segs[i];
     s->run_segs[i] = s->run_segs[--s->run_seg_count];
@@ -1547,7 +1367,7 @@ static void run_segment_free(mc_store_t *s, size_t i)
 
 /* Unmounts run-time segment i at the master now (upstream's UnmountSegment: its replicas are
  * dropped first). 0 also when the master no longer knows it. Caller holds segs_lock. */
-static int run_segment_unmount_now(mc_store_t *s, size_t i)
+static int run_segment_unmount_now(mc_real_client_t *s, size_t i)
 {
     Mc__Segment seg = MC__SEGMENT__INIT;
     Mc__Segment *segs[1] = {&seg};
@@ -1566,7 +1386,7 @@ static int run_segment_unmount_now(mc_store_t *s, size_t i)
 }
 
 /* Ping thread, every tick: draining segments whose grace is over are unmounted and freed. */
-static void run_segments_tick(mc_store_t *s)
+static void run_segments_tick(mc_real_client_t *s)
 {
     pthread_mutex_lock(&s->segs_lock);
     uint64_t now = mc_now_ms();
@@ -1584,8 +1404,8 @@ static void run_segments_tick(mc_store_t *s)
 
 /* Adds memory [base, +size) as a new run-time segment mounted at the master. Caller holds
  * segs_lock; on failure the caller still owns the memory (unregistered by the caller). */
-static int run_segment_mount(mc_store_t *s, void *base, uint64_t size, mc_run_segment_kind_t kind,
-                             char *id_out)
+static int run_segment_mount(mc_real_client_t *s, void *base, uint64_t size,
+                             mc_run_segment_kind_t kind, char *id_out)
 {
     if (s->run_seg_count == s->run_seg_cap) {
         size_t cap = s->run_seg_cap ? s->run_seg_cap * 2 : 4;
@@ -1628,7 +1448,7 @@ static int run_segment_mount(mc_store_t *s, void *base, uint64_t size, mc_run_se
 
 /* The protocol a caller asked for: "" / NULL, this engine's own, or "tcp" (upstream's default
  * argument; every engine serves tcp). */
-static int protocol_ok(mc_store_t *s, const char *protocol)
+static int protocol_ok(mc_real_client_t *s, const char *protocol)
 {
     if (!protocol || !*protocol || !strcmp(protocol, "tcp") ||
         !strcmp(protocol, mc_te_protocol(s->te)))
@@ -1638,23 +1458,17 @@ static int protocol_ok(mc_store_t *s, const char *protocol)
     return 0;
 }
 
-int mc_store_allocate_and_mount_segment(mc_store_t *s, uint64_t size, const char *protocol,
-                                        char id_out[MC_STORE_SEGMENT_ID_MAX], uint64_t *allocated)
+static int real_allocate_and_mount_segment(void *impl, uint64_t size, const char *protocol,
+                                           char id_out[MC_STORE_SEGMENT_ID_MAX],
+                                           uint64_t *allocated)
 {
-    DUMMY(s, dummy_refuses("allocate_and_mount_segment"));
-    int rc = enter(s, 0);
-    if (rc != 0)
-        return rc;
-    if (!id_out || size == 0 || size > MC_MAX_VALUE_SIZE || !protocol_ok(s, protocol)) {
-        MC_ERROR("allocate_and_mount_segment: size %" PRIu64 " is not in 1..2^40 bytes, or bad "
-                 "arguments",
-                 size);
-        return LEAVE(s, MC_ERR_INVALID_PARAMS);
-    }
+    mc_real_client_t *s = impl;
+    if (!protocol_ok(s, protocol))
+        return MC_ERR_INVALID_PARAMS;
     uint64_t aligned = (size + MC_RUN_SEGMENT_ALIGN - 1) & ~(MC_RUN_SEGMENT_ALIGN - 1);
     void *base = NULL;
     pthread_mutex_lock(&s->segs_lock);
-    rc = mc_te_alloc_segment_memory(s->te, (size_t)aligned, &base);
+    int rc = mc_te_alloc_segment_memory(s->te, (size_t)aligned, &base);
     if (rc == 0) {
         rc = run_segment_mount(s, base, aligned, MC_RUN_SEGMENT_ALLOCATED, id_out);
         if (rc != 0)
@@ -1665,47 +1479,38 @@ int mc_store_allocate_and_mount_segment(mc_store_t *s, uint64_t size, const char
         *allocated = aligned;
     if (rc == 0)
         MC_INFO("allocated and mounted segment %s: %" PRIu64 " bytes at %p", id_out, aligned, base);
-    return LEAVE(s, rc);
+    return rc;
 }
 
-int mc_store_mount_file_segment(mc_store_t *s, const char *path, uint64_t offset, uint64_t size,
-                                const char *protocol, char id_out[MC_STORE_SEGMENT_ID_MAX])
+static int real_mount_file_segment(void *impl, const char *path, uint64_t offset, uint64_t size,
+                                   const char *protocol, char id_out[MC_STORE_SEGMENT_ID_MAX])
 {
-    DUMMY(s, dummy_refuses("mount_segment"));
-    int rc = enter(s, 0);
-    if (rc != 0)
-        return rc;
-    long page = sysconf(_SC_PAGESIZE);
-    if (!path || !*path || !id_out || size == 0 || size > MC_MAX_VALUE_SIZE ||
-        offset % (uint64_t)page != 0 || !protocol_ok(s, protocol)) {
-        MC_ERROR("mount_segment: needs a path, a size in 1..2^40 bytes and an offset that is a "
-                 "multiple of the page size (%ld); got size %" PRIu64 ", offset %" PRIu64,
-                 page, size, offset);
-        return LEAVE(s, MC_ERR_INVALID_PARAMS);
-    }
+    mc_real_client_t *s = impl;
+    if (!protocol_ok(s, protocol))
+        return MC_ERR_INVALID_PARAMS;
     int fd = open(path, O_RDWR | O_CLOEXEC);
     struct stat st;
     if (fd < 0 || fstat(fd, &st) != 0) {
         MC_ERROR("mount_segment: cannot open %s: %s", path, strerror(errno));
         if (fd >= 0)
             close(fd);
-        return LEAVE(s, MC_ERR_INVALID_PARAMS);
+        return MC_ERR_INVALID_PARAMS;
     }
     if (offset > (uint64_t)st.st_size || size > (uint64_t)st.st_size - offset) {
         MC_ERROR("mount_segment: [%" PRIu64 ", +%" PRIu64 ") is beyond the end of %s (%lld bytes)",
                  offset, size, path, (long long)st.st_size);
         close(fd);
-        return LEAVE(s, MC_ERR_INVALID_PARAMS);
+        return MC_ERR_INVALID_PARAMS;
     }
     void *base = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)offset);
     int err = errno;
     close(fd); /* the mapping keeps the file */
     if (base == MAP_FAILED) {
         MC_ERROR("mount_segment: cannot map %s: %s", path, strerror(err));
-        return LEAVE(s, MC_ERR_INVALID_PARAMS);
+        return MC_ERR_INVALID_PARAMS;
     }
     pthread_mutex_lock(&s->segs_lock);
-    rc = mc_te_register_memory(s->te, base, (size_t)size);
+    int rc = mc_te_register_memory(s->te, base, (size_t)size);
     if (rc == 0) {
         rc = run_segment_mount(s, base, size, MC_RUN_SEGMENT_FILE, id_out);
         if (rc != 0)
@@ -1714,23 +1519,20 @@ int mc_store_mount_file_segment(mc_store_t *s, const char *path, uint64_t offset
     pthread_mutex_unlock(&s->segs_lock);
     if (rc != 0) {
         munmap(base, (size_t)size);
-        return LEAVE(s, rc);
+        return rc;
     }
     MC_INFO("mounted segment %s: %s [%" PRIu64 ", +%" PRIu64 ") at %p", id_out, path, offset, size,
             base);
-    return LEAVE(s, 0);
+    return 0;
 }
 
-/* Unmounts the run-time segment `id` of `kind`, now or after a grace period (see store.h). */
-static int unmount_run_segment(mc_store_t *s, const char *id, uint64_t grace_ms,
-                               mc_run_segment_kind_t kind)
+/* Unmounts the run-time segment `id` of mount_file_segment (allocated 0) or
+ * allocate_and_mount_segment (allocated 1), now or after a grace period (see store.h). */
+static int real_unmount_segment(void *impl, const char *id, uint64_t grace_ms, int allocated)
 {
-    DUMMY(s, dummy_refuses("unmount_segment"));
-    int rc = enter(s, 0);
-    if (rc != 0)
-        return rc;
-    if (!id)
-        return LEAVE(s, MC_ERR_INVALID_PARAMS);
+    mc_real_client_t *s = impl;
+    mc_run_segment_kind_t kind = allocated ? MC_RUN_SEGMENT_ALLOCATED : MC_RUN_SEGMENT_FILE;
+    int rc = 0;
     pthread_mutex_lock(&s->segs_lock);
     size_t i = 0;
     while (i < s->run_seg_count &&
@@ -1740,7 +1542,7 @@ static int unmount_run_segment(mc_store_t *s, const char *id, uint64_t grace_ms,
         MC_ERROR("%s: no segment \"%.64s\" mounted by this client with %s", "unmount", id,
                  kind == MC_RUN_SEGMENT_FILE ? "mount_segment" : "allocate_and_mount_segment");
         pthread_mutex_unlock(&s->segs_lock);
-        return LEAVE(s, MC_ERR_INVALID_PARAMS);
+        return MC_ERR_INVALID_PARAMS;
     }
     if (grace_ms == 0) {
         rc = run_segment_unmount_now(s, i);
@@ -1771,36 +1573,18 @@ static int unmount_run_segment(mc_store_t *s, const char *id, uint64_t grace_ms,
     if (rc != 0)
         MC_ERROR("unmount of segment %s: %s", id, mc_error_name(rc));
     pthread_mutex_unlock(&s->segs_lock);
-    return LEAVE(s, rc);
+    return rc;
 }
 
-int mc_store_unmount_segment(mc_store_t *s, const char *id, uint64_t grace_period_ms)
+static int real_unmount_local_disk(void *impl, uint64_t grace_period_ms)
 {
-    return unmount_run_segment(s, id, grace_period_ms, MC_RUN_SEGMENT_FILE);
-}
-
-int mc_store_unmount_and_free_segment(mc_store_t *s, const char *id, uint64_t grace_period_ms)
-{
-    return unmount_run_segment(s, id, grace_period_ms, MC_RUN_SEGMENT_ALLOCATED);
-}
-
-int mc_store_unmount_local_disk(mc_store_t *s, uint64_t grace_period_ms)
-{
-    DUMMY(s, dummy_refuses("unmount_local_disk_segment"));
-    int rc = enter(s, 0);
-    if (rc != 0)
-        return rc;
-    if (grace_period_ms > MC_LOCAL_DISK_GRACE_MAX_MS) {
-        MC_ERROR("unmount_local_disk: grace period %" PRIu64 " ms is above %d ms", grace_period_ms,
-                 MC_LOCAL_DISK_GRACE_MAX_MS);
-        return LEAVE(s, MC_ERR_INVALID_PARAMS);
-    }
+    mc_real_client_t *s = impl;
     pthread_mutex_lock(&s->segs_lock);
     int had = mc_offload_stop_worker(s->offload);
     pthread_mutex_unlock(&s->segs_lock);
     if (!had) {
         MC_WARN("unmount_local_disk: this client does not offload; nothing to drain");
-        return LEAVE(s, 0);
+        return 0;
     }
     MC_INFO("unmount_local_disk: offloading stopped, local-disk replicas dropped at the master; "
             "reads of its files are served for %" PRIu64 " ms more",
@@ -1808,12 +1592,12 @@ int mc_store_unmount_local_disk(mc_store_t *s, uint64_t grace_period_ms)
     uint64_t until = mc_now_ms() + grace_period_ms;
     while (mc_now_ms() < until && !atomic_load(&s->closing))
         usleep(10 * 1000);
-    return LEAVE(s, 0);
+    return 0;
 }
 
 /* close: every run-time segment is unmounted (best effort) and unregistered; file mappings are
  * unmapped after the engine lets go of them (run_segments_unmap). */
-static void run_segments_unmount_all(mc_store_t *s)
+static void run_segments_unmount_all(mc_real_client_t *s)
 {
     pthread_mutex_lock(&s->segs_lock);
     for (size_t i = 0; s->rpc && i < s->run_seg_count; i++) {
@@ -1826,7 +1610,7 @@ static void run_segments_unmount_all(mc_store_t *s)
 
 /* close, after the master was told: the memory goes (engine memory with the engine when it is
  * destroyed, else here; file mappings here). */
-static void run_segments_release(mc_store_t *s, int engine_destroyed)
+static void run_segments_release(mc_real_client_t *s, int engine_destroyed)
 {
     pthread_mutex_lock(&s->segs_lock);
     for (size_t i = 0; i < s->run_seg_count; i++) {
@@ -1862,7 +1646,7 @@ static int verify_in_range(const verify_range_t *r, uint64_t address, uint64_t s
     return address >= r->base && size <= r->size && address - r->base <= r->size - size;
 }
 
-static void restore_verify_segment(mc_store_t *s, const verify_range_t *r)
+static void restore_verify_segment(mc_real_client_t *s, const verify_range_t *r)
 {
     uint64_t from = 0;
     size_t pages = 0, good = 0, bad = 0;
@@ -1916,7 +1700,7 @@ static void restore_verify_segment(mc_store_t *s, const verify_range_t *r)
                 good, bad);
 }
 
-static void restore_verify(mc_store_t *s)
+static void restore_verify(mc_real_client_t *s)
 {
     pthread_mutex_lock(&s->segs_lock);
     size_t cap = 1 + s->run_seg_count, n = 0;
@@ -1947,7 +1731,7 @@ static void restore_verify(mc_store_t *s)
  */
 static void *view_main(void *arg)
 {
-    mc_store_t *s = arg;
+    mc_real_client_t *s = arg;
     pthread_mutex_lock(&s->ping_lock);
     while (!s->ping_stop) {
         struct timespec ts;
@@ -1971,9 +1755,9 @@ static void *view_main(void *arg)
  * extents. Nothing here blocks: a fence that waits for a stopped writer leaves the extents
  * quarantined, not the ping thread stuck (its silence would expire us).
  */
-static int fence_progress(mc_store_t *s);
+static int fence_progress(mc_real_client_t *s);
 
-static void fence_take(mc_store_t *s, const Mc__PingResponse *resp)
+static void fence_take(mc_real_client_t *s, const Mc__PingResponse *resp)
 {
     if (resp->view_version != s->fence_view) { /* another master instance: its own sequences */
         s->fence_view = resp->view_version;
@@ -1994,7 +1778,7 @@ static void fence_take(mc_store_t *s, const Mc__PingResponse *resp)
 }
 
 /* Moves fence_acked up when the last raised fence completed; 1 when a confirmation is due. */
-static int fence_progress(mc_store_t *s)
+static int fence_progress(mc_real_client_t *s)
 {
     if (s->fence_raised > s->fence_acked && mc_te_fence_completed(s->te) >= s->fence_gen) {
         s->fence_acked = s->fence_raised;
@@ -2005,7 +1789,7 @@ static int fence_progress(mc_store_t *s)
 
 static void *ping_main(void *arg)
 {
-    mc_store_t *s = arg;
+    mc_real_client_t *s = arg;
     uint64_t last_ping = 0;
     pthread_mutex_lock(&s->ping_lock);
     while (!s->ping_stop) {
@@ -2099,7 +1883,7 @@ static int64_t master_wait_ms(const mc_store_config_t *c)
  * processes in any order. One line when the wait starts, one when it ends. Any other answer
  * (refused secret, ...) returns at once.
  */
-static int wait_for_master(mc_store_t *s, int64_t wait_ms, Mc__ServiceReadyResponse **ready)
+static int wait_for_master(mc_real_client_t *s, int64_t wait_ms, Mc__ServiceReadyResponse **ready)
 {
     uint64_t start = mc_now_ms(), deadline = start + (uint64_t)wait_ms;
     useconds_t backoff_us = 100 * 1000;
@@ -2140,7 +1924,7 @@ static int host_is_loopback(const char *h)
  * another interface's address; harmless when that interface is the data network, hence only a
  * warning).
  */
-static void warn_unreachable_publication(mc_store_t *s)
+static void warn_unreachable_publication(mc_real_client_t *s)
 {
     char pub[MC_HOST_MAX], master[MC_HOST_MAX], local[MC_HOST_MAX] = "";
     int port;
@@ -2165,7 +1949,7 @@ static void warn_unreachable_publication(mc_store_t *s)
 /* The RPC client's resolver when following an elected master: the leader published in etcd. */
 static int resolve_leader(void *arg, char *out, size_t cap)
 {
-    mc_store_t *s = arg;
+    mc_real_client_t *s = arg;
     int64_t version = 0;
     int rc = mc_master_view_read(s->view_etcd, s->view_cluster, out, cap, &version);
     if (rc != 0) {
@@ -2179,7 +1963,7 @@ static int resolve_leader(void *arg, char *out, size_t cap)
     return rc;
 }
 
-static int setup_checked(mc_store_t *s, const mc_store_config_t *c)
+static int setup_checked(mc_real_client_t *s, const mc_store_config_t *c)
 {
     int rc = mc_auth_resolve(c->cluster_secret, c->cluster_secret_file, &s->auth);
     if (rc != 0)
@@ -2305,34 +2089,26 @@ static int setup_checked(mc_store_t *s, const mc_store_config_t *c)
     return mc_offload_start(s->offload, s->rpc, (uintptr_t)s->segment, s->te);
 }
 
-/* The locks every store has, dummy or not (mc_store_free destroys them). */
-static void init_locks(mc_store_t *s)
+/* The real client's locks (real_free destroys them; the call bracket is store.c's). */
+static void init_locks(mc_real_client_t *s)
 {
-    pthread_mutex_init(&s->close_lock, NULL);
     pthread_mutex_init(&s->segs_lock, NULL);
     pthread_mutex_init(&s->ping_lock, NULL);
     pthread_cond_init(&s->ping_cond, NULL);
     pthread_rwlock_init(&s->buffers_lock, NULL);
-    /* Writer-preferring: a close waits only for the calls in flight, never for a stream of new
-     * ones (glibc's default lets readers starve a waiting writer forever). */
-    pthread_rwlockattr_t attr;
-    pthread_rwlockattr_init(&attr);
-    pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
-    pthread_rwlock_init(&s->op_lock, &attr);
-    pthread_rwlockattr_destroy(&attr);
 }
 
 /* /health of the client HTTP server (upstream's codes): set up and the master answering pings. */
 static int store_http_health(void *arg)
 {
-    mc_store_t *s = arg;
-    if (atomic_load(&s->closing) || atomic_load(&s->closed))
+    mc_real_client_t *s = arg;
+    if (atomic_load(&s->closing))
         return MC_CLIENT_NOT_INITIALIZED;
     return atomic_load(&s->master_reachable) ? MC_CLIENT_HEALTHY : MC_CLIENT_MASTER_UNREACHABLE;
 }
 
 /* Starts the client HTTP server when asked; a bind failure only warns (upstream). */
-static void start_http_server(mc_store_t *s, const mc_store_config_t *c)
+static void start_http_server(mc_real_client_t *s, const mc_store_config_t *c)
 {
     if (!c->enable_http_server)
         return;
@@ -2354,80 +2130,18 @@ static void start_http_server(mc_store_t *s, const mc_store_config_t *c)
             mc_client_http_port(s->http), s->metrics ? "" : "; metrics off");
 }
 
-int mc_store_setup(const mc_store_config_t *c, mc_store_t **out)
+/* ---- lifecycle slots ---------------------------------------------------------------------- */
+
+static void real_begin_close(void *impl)
 {
-    if (!c || !out)
-        return MC_ERR_INVALID_PARAMS;
-    *out = NULL;
-    if (c->enable_http_server && (c->http_port < 1 || c->http_port > 65535)) {
-        MC_ERROR("client HTTP port %d is not in 1..65535", c->http_port);
-        return MC_ERR_INVALID_PARAMS;
-    }
-    if (c->global_segment_size > MC_MAX_VALUE_SIZE || c->local_buffer_size > MC_MAX_VALUE_SIZE) {
-        MC_ERROR("segment or local buffer larger than 1 TiB");
-        return MC_ERR_INVALID_PARAMS;
-    }
-    if (!c->local_hostname || !*c->local_hostname) {
-        MC_ERROR("local_hostname is required (host or host:port)");
-        return MC_ERR_INVALID_PARAMS;
-    }
-    mc_prefault_opts_t prefault_opts;
-    if (mc_prefault_opts_from_env(&prefault_opts) != 0)
-        return MC_ERR_INVALID_PARAMS;
-    char err[1024];
-    int erc = mc_offload_check_environment(c->global_segment_size, c->enable_offload,
-                                           c->offload_path, err, sizeof(err));
-    if (erc != 0) {
-        MC_ERROR("offload: %s", err);
-        return erc;
-    }
-    mc_store_t *s = calloc(1, sizeof(*s));
-    if (!s)
-        return MC_ERR_INTERNAL_ERROR;
-    make_uuid(s->client_id);
-    s->master_addr = strdup(c->master_server_addr && *c->master_server_addr ? c->master_server_addr
-                                                                            : MC_DEFAULT_MASTER);
-    s->global_segment_size = c->global_segment_size;
-    s->prefault_opts = prefault_opts;
-    s->local_buffer_size = c->local_buffer_size;
-    const char *dw = getenv("MC_STORE_DELETE_WAIT_MS");
-    char *end = NULL;
-    unsigned long long dwv = dw && *dw ? strtoull(dw, &end, 10) : MC_DELETE_WAIT_DEFAULT_MS;
-    s->delete_wait_ms = end && *end ? MC_DELETE_WAIT_DEFAULT_MS : dwv;
-    const char *ck = getenv("MC_STORE_CHECKSUM");
-    s->checksum = !c->disable_checksum &&
-                  !(ck && (!strcmp(ck, "0") || !strcasecmp(ck, "false") || !strcasecmp(ck, "off")));
-    init_locks(s);
-    int rc = s->master_addr ? setup_checked(s, c) : MC_ERR_INTERNAL_ERROR;
-    if (rc != 0) {
-        mc_store_free(s);
-        return rc;
-    }
-    s->metrics = mc_client_metrics_create();
-    start_http_server(s, c);
-    MC_INFO("store client %s ready: segment %s (%llu bytes), local buffer %llu bytes, master %s, "
-            "checksums %s",
-            s->client_id, mc_te_local_segment_name(s->te),
-            (unsigned long long)s->global_segment_size, (unsigned long long)s->local_buffer_size,
-            s->master_addr, s->checksum ? "on" : "off");
-    *out = s;
-    return 0;
+    mc_real_client_t *s = impl;
+    atomic_store(&s->closing, 1);
 }
 
-int mc_store_close(mc_store_t *s)
+/* Also what a failed setup undoes with: every step copes with the ones that never ran. */
+static void real_close(void *impl)
 {
-    DUMMY(s, mc_dummy_close(s->dummy));
-    if (!s)
-        return 0;
-    pthread_mutex_lock(&s->close_lock);
-    atomic_store(&s->closing, 1);
-    pthread_rwlock_wrlock(&s->op_lock); /* waits for calls in flight */
-    int was_closed = atomic_exchange(&s->closed, 1);
-    pthread_rwlock_unlock(&s->op_lock);
-    if (was_closed) {
-        pthread_mutex_unlock(&s->close_lock);
-        return 0;
-    }
+    mc_real_client_t *s = impl;
     mc_prefault_stop(s->prefault); /* joined before the segment memory is unmapped */
     s->prefault = NULL;
     mc_client_http_stop(s->http); /* before anything it reads goes */
@@ -2492,164 +2206,172 @@ int mc_store_close(mc_store_t *s)
     s->view_etcd = NULL;
     mc_auth_destroy(s->auth);
     s->auth = NULL;
-    pthread_mutex_unlock(&s->close_lock);
-    return 0;
 }
 
-void mc_store_free(mc_store_t *s)
+static void real_free(void *impl)
 {
-    if (!s)
-        return;
-    mc_store_close(s);
-    mc_dummy_free(s->dummy);
-    mc_shared_free_owned(s);
-    pthread_mutex_destroy(&s->close_lock);
+    mc_real_client_t *s = impl;
     pthread_mutex_destroy(&s->segs_lock);
     pthread_mutex_destroy(&s->ping_lock);
     free(s->run_segs);
     free(s->holes);
     pthread_cond_destroy(&s->ping_cond);
     pthread_rwlock_destroy(&s->buffers_lock);
-    pthread_rwlock_destroy(&s->op_lock);
     free(s->buffers);
     free(s->master_addr);
-    mc_client_http_stop(s->http); /* a store freed without close */
     mc_client_metrics_free(s->metrics);
     free(s);
 }
 
-int mc_store_health_check(mc_store_t *s)
+static int real_health_check(void *impl)
 {
-    DUMMY(s, mc_dummy_health_check(s->dummy));
-    if (enter(s, 0) != 0)
-        return 1;
+    mc_real_client_t *s = impl;
     Mc__ServiceReadyResponse *r;
     if (mc_master_call_service_ready(s->rpc, &r) != 0)
-        return LEAVE(s, 2);
+        return 2;
     mc__service_ready_response__free_unpacked(r, NULL);
-    return LEAVE(s, 0);
-}
-
-const char *mc_store_get_hostname(const mc_store_t *s)
-{
-    DUMMY(s, ""); /* upstream's dummy: "" */
-    return s && s->te ? mc_te_local_segment_name(s->te) : "";
-}
-
-int mc_store_get_offload_stats(mc_store_t *s, mc_store_offload_stats_t *out)
-{
-    DUMMY(s, mc_dummy_get_offload_stats(s->dummy, out));
-    int rc = enter(s, 0);
-    if (rc != 0)
-        return rc;
-    if (!out)
-        return LEAVE(s, MC_ERR_INVALID_PARAMS);
-    mc_offload_get_stats(s->offload, out);
-    return LEAVE(s, 0);
-}
-
-int mc_store_set_offloading(mc_store_t *s, int enabled)
-{
-    DUMMY(s, mc_dummy_set_offloading(s->dummy, enabled));
-    int rc = enter(s, 0);
-    if (rc != 0)
-        return rc;
-    return LEAVE(s, mc_offload_set_offloading(s->offload, enabled));
-}
-
-/* ---- dummy stores (dummy_client.c) ------------------------------------------------------ */
-
-int mc_store_setup_dummy(const mc_store_dummy_config_t *c, mc_store_t **out)
-{
-    if (!c || !out)
-        return MC_ERR_INVALID_PARAMS;
-    *out = NULL;
-    mc_store_t *s = calloc(1, sizeof(*s));
-    if (!s)
-        return MC_ERR_INTERNAL_ERROR;
-    init_locks(s);
-    atomic_store(&s->closed, 1); /* the real-store paths never run on it */
-    int rc = mc_dummy_setup(c, &s->dummy);
-    if (rc != 0) {
-        mc_store_free(s);
-        return rc;
-    }
-    *out = s;
     return 0;
 }
 
-void mc_store_allow_zero_copy_io(mc_store_t *s)
+static const char *real_get_hostname(const void *impl)
 {
-    if (s)
-        s->zero_copy_io = 1;
+    const mc_real_client_t *s = impl;
+    return s->te ? mc_te_local_segment_name(s->te) : "";
+}
+
+/* ---- offload slots ------------------------------------------------------------------------ */
+
+static int real_get_offload_stats(void *impl, mc_store_offload_stats_t *out)
+{
+    mc_real_client_t *s = impl;
+    mc_offload_get_stats(s->offload, out);
+    return 0;
+}
+
+static int real_set_offloading(void *impl, int enabled)
+{
+    mc_real_client_t *s = impl;
+    return mc_offload_set_offloading(s->offload, enabled);
 }
 
 /* ---- replica copy/move tasks and replica clear (task_executor.h) --------------------------- */
 
-int mc_store_create_copy_task(mc_store_t *s, const char *key, const char *const *targets, size_t n,
-                              char *id_out)
+static int real_create_task(void *impl, int move, const char *key, const char *source,
+                            const char *const *targets, size_t n, char *id_out)
 {
-    DUMMY(s, mc_dummy_create_task(s->dummy, 0, key, NULL, targets, n, id_out));
-    int rc = enter(s, 0);
-    if (rc != 0)
-        return rc;
-    if (!id_out || (!targets && n))
-        return LEAVE(s, MC_ERR_INVALID_PARAMS);
-    if ((rc = check_key(key)) != 0)
-        return LEAVE(s, rc);
-    for (size_t i = 0; i < n; i++) {
-        if (!targets[i])
-            return LEAVE(s, MC_ERR_INVALID_PARAMS);
-    }
-    return LEAVE(s, mc_task_call_create(s->rpc, 0, key, NULL, targets, n, id_out));
+    mc_real_client_t *s = impl;
+    return mc_task_call_create(s->rpc, move, key, source, targets, n, id_out);
 }
 
-int mc_store_create_move_task(mc_store_t *s, const char *key, const char *source,
-                              const char *target, char *id_out)
+static int real_query_task(void *impl, const char *task_id, mc_task_info_t *out)
 {
-    DUMMY(s, mc_dummy_create_task(s->dummy, 1, key, source, &target, 1, id_out));
-    int rc = enter(s, 0);
-    if (rc != 0)
-        return rc;
-    if (!id_out || !source || !target)
-        return LEAVE(s, MC_ERR_INVALID_PARAMS);
-    if ((rc = check_key(key)) != 0)
-        return LEAVE(s, rc);
-    return LEAVE(s, mc_task_call_create(s->rpc, 1, key, source, &target, 1, id_out));
+    mc_real_client_t *s = impl;
+    return mc_task_call_query(s->rpc, task_id, out);
 }
 
-int mc_store_query_task(mc_store_t *s, const char *task_id, mc_task_info_t *out)
+static int real_batch_replica_clear(void *impl, const char *const *keys, size_t n,
+                                    const char *segment_name, int *cleared)
 {
-    DUMMY(s, mc_dummy_query_task(s->dummy, task_id, out));
-    int rc = enter(s, 0);
-    if (rc != 0)
-        return rc;
-    if (!task_id || !out)
-        return LEAVE(s, MC_ERR_INVALID_PARAMS);
-    return LEAVE(s, mc_task_call_query(s->rpc, task_id, out));
+    mc_real_client_t *s = impl;
+    return mc_task_call_replica_clear(s->rpc, s->client_id, keys, n, segment_name, cleared);
 }
 
-int mc_store_batch_replica_clear(mc_store_t *s, const char *const *keys, size_t n,
-                                 const char *segment_name, int *cleared)
+/* ---- the backend -------------------------------------------------------------------------- */
+
+static const mc_store_backend_ops_t real_ops = {
+    .name = "real",
+    .begin_close = real_begin_close,
+    .close = real_close,
+    .free = real_free,
+    .health_check = real_health_check,
+    .get_hostname = real_get_hostname,
+    .write = real_write,
+    .read = real_read,
+    .exist = real_exist,
+    .remove = real_remove,
+    .remove_all = real_remove_all,
+    .remove_by_regex = real_remove_by_regex,
+    .get_size = real_get_size,
+    .get_replica_desc = real_get_replica_desc,
+    .register_buffer = real_register_buffer,
+    .unregister_buffer = real_unregister_buffer,
+    .get_offload_stats = real_get_offload_stats,
+    .set_offloading = real_set_offloading,
+    .create_task = real_create_task,
+    .query_task = real_query_task,
+    .batch_replica_clear = real_batch_replica_clear,
+    .allocate_and_mount_segment = real_allocate_and_mount_segment,
+    .mount_file_segment = real_mount_file_segment,
+    .unmount_segment = real_unmount_segment,
+    .unmount_local_disk = real_unmount_local_disk,
+};
+
+int mc_store_setup(const mc_store_config_t *c, mc_store_t **out)
 {
-    /* a dummy holds no objects of its own to clear: nothing cleared (upstream's dummy answers
-     * an empty list) */
-    if (s && s->dummy) {
-        if ((!keys || !cleared) && n)
-            return MC_ERR_INVALID_PARAMS;
-        for (size_t i = 0; i < n; i++)
-            cleared[i] = 0;
-        return 0;
+    if (!c || !out)
+        return MC_ERR_INVALID_PARAMS;
+    *out = NULL;
+    if (c->enable_http_server && (c->http_port < 1 || c->http_port > 65535)) {
+        MC_ERROR("client HTTP port %d is not in 1..65535", c->http_port);
+        return MC_ERR_INVALID_PARAMS;
     }
-    int rc = enter(s, 0);
+    if (c->global_segment_size > MC_MAX_VALUE_SIZE || c->local_buffer_size > MC_MAX_VALUE_SIZE) {
+        MC_ERROR("segment or local buffer larger than 1 TiB");
+        return MC_ERR_INVALID_PARAMS;
+    }
+    if (!c->local_hostname || !*c->local_hostname) {
+        MC_ERROR("local_hostname is required (host or host:port)");
+        return MC_ERR_INVALID_PARAMS;
+    }
+    mc_prefault_opts_t prefault_opts;
+    if (mc_prefault_opts_from_env(&prefault_opts) != 0)
+        return MC_ERR_INVALID_PARAMS;
+    char err[1024];
+    int erc = mc_offload_check_environment(c->global_segment_size, c->enable_offload,
+                                           c->offload_path, err, sizeof(err));
+    if (erc != 0) {
+        MC_ERROR("offload: %s", err);
+        return erc;
+    }
+    mc_real_client_t *s = calloc(1, sizeof(*s));
+    if (!s)
+        return MC_ERR_INTERNAL_ERROR;
+    make_uuid(s->client_id);
+    s->master_addr = strdup(c->master_server_addr && *c->master_server_addr ? c->master_server_addr
+                                                                            : MC_DEFAULT_MASTER);
+    s->global_segment_size = c->global_segment_size;
+    s->prefault_opts = prefault_opts;
+    s->local_buffer_size = c->local_buffer_size;
+    const char *dw = getenv("MC_STORE_DELETE_WAIT_MS");
+    char *end = NULL;
+    unsigned long long dwv = dw && *dw ? strtoull(dw, &end, 10) : MC_DELETE_WAIT_DEFAULT_MS;
+    s->delete_wait_ms = end && *end ? MC_DELETE_WAIT_DEFAULT_MS : dwv;
+    const char *ck = getenv("MC_STORE_CHECKSUM");
+    s->checksum = !c->disable_checksum &&
+                  !(ck && (!strcmp(ck, "0") || !strcasecmp(ck, "false") || !strcasecmp(ck, "off")));
+    init_locks(s);
+    int rc = s->master_addr ? setup_checked(s, c) : MC_ERR_INTERNAL_ERROR;
+    if (rc != 0) {
+        real_close(s);
+        real_free(s);
+        return rc;
+    }
+    s->metrics = mc_client_metrics_create();
+    start_http_server(s, c);
+    rc = mc_store_create(&real_ops, s, out);
     if (rc != 0)
         return rc;
-    if ((!keys || !cleared) && n)
-        return LEAVE(s, MC_ERR_INVALID_PARAMS);
-    for (size_t i = 0; i < n; i++) {
-        if (!keys[i])
-            return LEAVE(s, MC_ERR_INVALID_PARAMS);
-    }
-    return LEAVE(s,
-                 mc_task_call_replica_clear(s->rpc, s->client_id, keys, n, segment_name, cleared));
+    MC_INFO("store client %s ready: segment %s (%llu bytes), local buffer %llu bytes, master %s, "
+            "checksums %s",
+            s->client_id, mc_te_local_segment_name(s->te),
+            (unsigned long long)s->global_segment_size, (unsigned long long)s->local_buffer_size,
+            s->master_addr, s->checksum ? "on" : "off");
+    return 0;
+}
+
+void mc_store_allow_zero_copy_io(mc_store_t *store)
+{
+    mc_real_client_t *s = mc_store_impl_of(store, &real_ops);
+    if (s)
+        s->zero_copy_io = 1;
 }
