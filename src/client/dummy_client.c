@@ -500,6 +500,8 @@ static int dummy_write(void *impl, mc_client_op_t op, int upsert, int zero_copy,
     batch_t b;
     int rc = batch_init(&b, n, zero_copy);
     for (size_t i = 0; i < n && rc == 0; i++) {
+        if (zero_copy && results[i] == MC_ERR_INVALID_PARAMS)
+            rc = results[i]; /* memory not there: the whole batch, as the real client */
         if (results[i] != 0)
             continue; /* refused by its check: this key only, as the store's batches */
         int r = batch_add(d, &b, keys[i], i, zero_copy, values[i], sizes[i]);
@@ -552,6 +554,8 @@ static int dummy_read(void *impl, mc_client_op_t op, int zero_copy, const char *
     batch_t b;
     int rc = batch_init(&b, n, zero_copy);
     for (size_t i = 0; i < n && rc == 0; i++) {
+        if (zero_copy && results[i] == MC_ERR_INVALID_PARAMS)
+            rc = results[i]; /* memory not there: the whole batch, as the real client */
         if (results[i] != 0)
             continue; /* refused by its check */
         size_t len = capacities[i];

@@ -622,6 +622,9 @@ int mc_real_client_service_start(mc_store_t *store, int port, int threads, const
     svc->threads = threads;
     pthread_mutex_init(&svc->lock, NULL);
     pthread_cond_init(&svc->idle, NULL);
+    /* Before the first dummy can connect: its calls read the flag (harmless when the start
+     * fails below: the flag only lets a store without a local buffer run zero-copy calls). */
+    mc_store_allow_zero_copy_io(store);
     struct sockaddr_un addr = {.sun_family = AF_UNIX};
     int len = snprintf(addr.sun_path + 1, sizeof(addr.sun_path) - 1, MC_DUMMY_SOCKET_FMT, port);
     socklen_t alen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)len);
@@ -644,7 +647,6 @@ int mc_real_client_service_start(mc_store_t *store, int port, int threads, const
         free(svc);
         return rc;
     }
-    mc_store_allow_zero_copy_io(store);
     MC_INFO("dummy service: serving dummy clients on @" MC_DUMMY_SOCKET_FMT
             " (uid %d or root%s), %d thread%s per dummy",
             port, (int)getuid(), svc->auth ? ", cluster secret required" : "", threads,

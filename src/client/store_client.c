@@ -1038,6 +1038,11 @@ static int real_write(void *impl, mc_client_op_t op, int upsert, int zero_copy,
     uint64_t wait_ms = 0;
     uint64_t stored = 0;
     int rc = write_objects(s, upsert, keys, values, sizes, n, config, results, &wait_ms, &stored);
+    if (rc == MC_ERR_INTERNAL_ERROR) { /* out of memory before any key ran: none was written */
+        for (size_t i = 0; i < n; i++)
+            if (results[i] == 0)
+                results[i] = rc;
+    }
     if (rc != 0) {
         retry_pending_keys(s, upsert, keys, values, sizes, n, config, results, wait_ms, &stored);
         rc = 0;

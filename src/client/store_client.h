@@ -2,7 +2,8 @@
  * store_client.h — what the real client (store_client.c, set up by mc_store_setup) offers beyond
  * include/mooncake/store.h, to mooncake_client's services in this folder.
  *
- * Thread-safety: call before the store serves anyone (it sets a flag the calls read).
+ * Thread-safety: call before the store serves any dummy (it sets a flag the calls read, without
+ * a lock): real_client_service.c calls it before its socket listens.
  */
 #ifndef MC_CLIENT_STORE_CLIENT_H
 #define MC_CLIENT_STORE_CLIENT_H

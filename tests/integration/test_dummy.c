@@ -225,6 +225,25 @@ static void test_zero_copy_on_registered_shared_memory(void **state)
     for (int i = 0; i < 4; i++)
         assert_int_equal(rres[i], (int64_t)sizes[i]);
     assert_memory_equal(wa, rb, off);
+    /* a zero-copy batch with one entry's memory missing: refused whole, nothing of it stored
+     * (as the real client), however good the other entries are */
+    const char *nkeys[2] = {"zc/n0", "zc/n1"};
+    const void *nsrcs[2] = {wa, NULL};
+    size_t nsizes[2] = {4096, 4096};
+    int nres[2] = {9, 9};
+    assert_int_equal(mc_store_put_from_batch(a, nkeys, nsrcs, nsizes, 2, NULL, nres),
+                     MC_ERR_INVALID_PARAMS);
+    assert_int_equal(nres[0], MC_ERR_INVALID_PARAMS);
+    assert_int_equal(nres[1], MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_store_exist(b, "zc/n0"), 0);
+    void *ndsts[2] = {rb, NULL};
+    int64_t nrres[2] = {9, 9};
+    assert_int_equal(mc_store_get_into_batch(b, keys, ndsts, nsizes, 2, nrres),
+                     MC_ERR_INVALID_PARAMS);
+    assert_int_equal(nrres[0], MC_ERR_INVALID_PARAMS);
+    /* and a plain put of no bytes behind a length: refused, not copied from NULL */
+    assert_int_equal(mc_store_put(a, "zc/null", NULL, 16, NULL), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_store_exist(b, "zc/null"), 0);
     /* single forms, upsert replaces */
     fill(wa, MiB, 8);
     assert_int_equal(mc_store_upsert_from(a, "zc/0", wa, MiB, NULL), 0);
