@@ -57,10 +57,18 @@
  *   MC_ERR_FILE_INVALID_BUFFER (-1104)   read: the stored value size differs from `size`
  *   MC_ERR_CHECKSUM_MISMATCH (-801)      the header or the value fails its CRC32C, the magic or
  *                                        version is wrong, or the header names another key
- *   MC_ERR_DFS_NETWORK_TIMEOUT (-1600)   ETIMEDOUT (DER_TIMEDOUT)
+ *   MC_ERR_DFS_NETWORK_TIMEOUT (-1600)   ETIMEDOUT (DER_TIMEDOUT); daos: the operation's
+ *                                        deadline (read_timeout_ms / write_timeout_ms) passed
+ *                                        with DAOS not answering: its transfers were aborted
+ *                                        (nothing of them lands in or reads from the caller's
+ *                                        buffer after the return) and the call returned
  *   MC_ERR_DFS_SERVICE_UNAVAILABLE (-1601) the storage service is unreachable (EHOSTUNREACH,
  *                                        ENETUNREACH, ECONNREFUSED, ENOTCONN, ESHUTDOWN, EAGAIN
- *                                        from the DAOS client, DER_UNREACH, no daos_agent)
+ *                                        from the DAOS client, DER_UNREACH, no daos_agent);
+ *                                        daos: "wedged" — a DAOS call passed its deadline and
+ *                                        none has answered since: new operations fail at once
+ *                                        instead of queueing behind the stuck ones (one probe
+ *                                        per second is let through; an answer ends the state)
  *   MC_ERR_DFS_QUOTA_EXCEEDED (-1602)    ENOSPC, EDQUOT (DER_NOSPACE)
  *   MC_ERR_DFS_PERMISSION_DENIED (-1603) EACCES, EPERM, EROFS (DER_NO_PERM)
  *   MC_ERR_DFS_STALE_HANDLE (-1604)      ESTALE (DER_STALE, DER_NO_HDL)
@@ -89,21 +97,28 @@ extern "C" {
 #define MC_FS_DEFAULT_WRITE_XFER 0                  /* unsplit writes */
 #define MC_FS_DEFAULT_READ_XFER (UINT64_C(8) << 20) /* 8 MiB */
 #define MC_FS_DEFAULT_CHUNK (UINT64_C(8) << 20)     /* 8 MiB */
+#define MC_FS_DEFAULT_TIMEOUT_MS 30000              /* daos: per-operation deadline */
 
 typedef struct mc_fs_config {
-    const char *fs_type;      /* "posix" or "daos" */
-    const char *root_dir;     /* absolute path; created (with parents) when missing */
-    uint64_t write_xfer_size; /* bytes per write call (dfs_write / pwritev); 0 = unsplit */
-    uint64_t read_xfer_size;  /* bytes per read call (dfs_read / preadv); 0 = unsplit */
-    uint64_t chunk_size;      /* daos: chunk size of created files, 0 = container default;
-                                 posix: ignored */
-    const char *oclass;       /* daos: object class name of created files ("S1", "SX",
-                                 "EC_4P1GX", ...), NULL or "" = container default; posix: ignored */
-    unsigned iovcnt;          /* scatter-gather pieces per transfer (0 or 1 = one piece) */
-    size_t alignment;         /* bytes; alignment of the adapter's own buffers (header staging),
-                                 0 = page size; must be 0 or a power of two */
-    unsigned io_threads;      /* threads expected to call concurrently; daos: event queues
-                                 created, at most 64 (0 = 8) */
+    const char *fs_type;       /* "posix" or "daos" */
+    const char *root_dir;      /* absolute path; created (with parents) when missing */
+    uint64_t write_xfer_size;  /* bytes per write call (dfs_write / pwritev); 0 = unsplit */
+    uint64_t read_xfer_size;   /* bytes per read call (dfs_read / preadv); 0 = unsplit */
+    uint64_t chunk_size;       /* daos: chunk size of created files, 0 = container default;
+                                  posix: ignored */
+    const char *oclass;        /* daos: object class name of created files ("S1", "SX",
+                                  "EC_4P1GX", ...), NULL or "" = container default; posix: ignored */
+    unsigned iovcnt;           /* scatter-gather pieces per transfer (0 or 1 = one piece) */
+    size_t alignment;          /* bytes; alignment of the adapter's own buffers (header staging),
+                                  0 = page size; must be 0 or a power of two */
+    unsigned io_threads;       /* threads expected to call concurrently; daos: event queues
+                                  created, at most 64 (0 = 8) */
+    uint32_t read_timeout_ms;  /* daos: deadline of one read or stat (open, transfers, size) and
+                                  of each directory listing call; 0 = MC_FS_DEFAULT_TIMEOUT_MS;
+                                  posix: ignored */
+    uint32_t write_timeout_ms; /* daos: deadline of one write (create, transfers, publish) or
+                                  remove, and of the adapter's open and close; 0 =
+                                  MC_FS_DEFAULT_TIMEOUT_MS; posix: ignored */
 } mc_fs_config_t;
 
 typedef struct mc_fs_adapter mc_fs_adapter_t;
@@ -127,6 +142,19 @@ void mc_fs_adapter_close(mc_fs_adapter_t *a);
 
 /* "posix" or "daos". */
 const char *mc_fs_adapter_type(const mc_fs_adapter_t *a);
+
+/*
+ * What an adapter counted about its storage not answering. daos: counts of the whole process
+ * (one DAOS client serves every adapter of a process, and a dead engine stalls them all);
+ * posix: all 0. Thread-safe; a snapshot.
+ */
+typedef struct mc_fs_health_stats {
+    uint64_t timeouts;      /* operations that passed their deadline (MC_ERR_DFS_NETWORK_TIMEOUT) */
+    uint64_t fast_failures; /* operations refused at once while wedged */
+    uint64_t stuck_calls;   /* DAOS calls given up at their deadline that have not returned yet */
+    int wedged;             /* 1 while wedged (see MC_ERR_DFS_SERVICE_UNAVAILABLE above) */
+} mc_fs_health_stats_t;
+void mc_fs_adapter_health(const mc_fs_adapter_t *a, mc_fs_health_stats_t *out);
 
 /*
  * Stores `size` bytes under `key`, replacing any previous object of that key atomically.

@@ -179,6 +179,8 @@ int mc_offload_backend_open(const mc_offload_env_t *env, int kind, const char *l
         cfg.read_xfer_size = env->read_xfer_size;
         cfg.chunk_size = env->chunk_size;
         cfg.oclass = env->oclass;
+        cfg.read_timeout_ms = env->read_timeout_ms;
+        cfg.write_timeout_ms = env->write_timeout_ms;
     } else {
         snprintf(b->fs_type, sizeof(b->fs_type), "posix");
         snprintf(b->root, sizeof(b->root), "%s", local_dir);

@@ -145,11 +145,15 @@ static int read_backend(mc_offload_env_t *e, char *err, size_t errlen)
 static int read_distributed(mc_offload_env_t *e, char *err, size_t errlen)
 {
     static atomic_int warned;
-    static const char *const names[] = {
-        "MOONCAKE_DISTRIBUTED_FS_TYPE",        "MOONCAKE_DISTRIBUTED_ROOT_DIR",
-        "MOONCAKE_DISTRIBUTED_HEALTH_CHECK",   "MOONCAKE_DISTRIBUTED_XFER_SIZE",
-        "MOONCAKE_DISTRIBUTED_READ_XFER_SIZE", "MOONCAKE_DISTRIBUTED_CHUNK_SIZE",
-        "MOONCAKE_DISTRIBUTED_OCLASS",         NULL};
+    static const char *const names[] = {"MOONCAKE_DISTRIBUTED_FS_TYPE",
+                                        "MOONCAKE_DISTRIBUTED_ROOT_DIR",
+                                        "MOONCAKE_DISTRIBUTED_HEALTH_CHECK",
+                                        "MOONCAKE_DISTRIBUTED_XFER_SIZE",
+                                        "MOONCAKE_DISTRIBUTED_READ_XFER_SIZE",
+                                        "MOONCAKE_DISTRIBUTED_CHUNK_SIZE",
+                                        "MOONCAKE_DISTRIBUTED_OCLASS",
+                                        "MOONCAKE_DISTRIBUTED_WRITE_TIMEOUT_SECONDS",
+                                        NULL};
     int rc = env_string("MOONCAKE_DISTRIBUTED_FS_TYPE", "MOONCAKE_DFS_FS_ADAPTER", "posix",
                         e->fs_type, sizeof(e->fs_type), err, errlen);
     if (rc == 0)
@@ -169,6 +173,18 @@ static int read_distributed(mc_offload_env_t *e, char *err, size_t errlen)
     if (rc == 0)
         rc = env_string("MOONCAKE_DISTRIBUTED_OCLASS", NULL, "", e->oclass, sizeof(e->oclass), err,
                         errlen);
+    /* A read is a transfer to its caller: the Transfer Engine's deadline (upstream's variable,
+     * seconds). A write is an offload task's: a minute by default. */
+    int64_t read_s = MC_FS_DEFAULT_TIMEOUT_MS / 1000, write_s = 0, v;
+    const char *tv = getenv("MC_TRANSFER_TIMEOUT");
+    char msg[64];
+    if (tv && *tv && mc_parse_int64(tv, 1, 86400, &v, msg, sizeof(msg)) == 0)
+        read_s = v; /* read as the Transfer Engine reads it: anything else is its default */
+    if (rc == 0)
+        rc = env_int("MOONCAKE_DISTRIBUTED_WRITE_TIMEOUT_SECONDS", 1, 3600, 60, &write_s, err,
+                     errlen);
+    e->read_timeout_ms = (uint32_t)(read_s * 1000);
+    e->write_timeout_ms = (uint32_t)(write_s * 1000);
     if (rc != 0)
         return rc;
     if (e->backend != MC_OFFLOAD_DISTRIBUTED) {

@@ -48,6 +48,9 @@ typedef struct mc_offload_env {
     int health_check;
     uint64_t write_xfer_size, read_xfer_size, chunk_size;
     char oclass[64];
+    uint32_t read_timeout_ms;  /* daos: one read's deadline (MC_TRANSFER_TIMEOUT, seconds) */
+    uint32_t write_timeout_ms; /* daos: one write's or remove's deadline
+                                  (MOONCAKE_DISTRIBUTED_WRITE_TIMEOUT_SECONDS) */
     char storage_path[PATH_MAX];
     int storage_path_explicit; /* set in the environment */
     uint64_t total_size_limit;

@@ -236,6 +236,10 @@ int mc_fs_adapter_open(const mc_fs_config_t *cfg, mc_fs_adapter_t **out)
         a->cfg.alignment = (size_t)sysconf(_SC_PAGESIZE);
     if (a->cfg.io_threads == 0)
         a->cfg.io_threads = 8;
+    if (a->cfg.read_timeout_ms == 0)
+        a->cfg.read_timeout_ms = MC_FS_DEFAULT_TIMEOUT_MS;
+    if (a->cfg.write_timeout_ms == 0)
+        a->cfg.write_timeout_ms = MC_FS_DEFAULT_TIMEOUT_MS;
 
     rc = ops->open(&a->cfg, &a->impl);
     if (rc != 0) {
@@ -262,6 +266,13 @@ void mc_fs_adapter_close(mc_fs_adapter_t *a)
 const char *mc_fs_adapter_type(const mc_fs_adapter_t *a)
 {
     return a ? a->ops->name : "";
+}
+
+void mc_fs_adapter_health(const mc_fs_adapter_t *a, mc_fs_health_stats_t *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (a && a->ops->health)
+        a->ops->health(a->impl, out);
 }
 
 /* ---- objects ------------------------------------------------------------------------------ */

@@ -41,6 +41,8 @@ typedef struct mc_fs_ops {
     /* cb(name) for every entry of directory `dir` but "." and ".." and subdirectories the
      * adapter can tell apart without a stat: objects and temporaries alike. */
     int (*list_dir)(void *impl, unsigned dir, mc_fs_name_cb cb, void *arg);
+    /* Optional (NULL: nothing to count): the adapter's health counts (fs_adapter.h). */
+    void (*health)(void *impl, mc_fs_health_stats_t *out);
 } mc_fs_ops_t;
 
 extern const mc_fs_ops_t mc_fs_posix_ops;

@@ -26,6 +26,9 @@ int daos_eq_poll(daos_handle_t eqh, int wait_running, int64_t timeout, unsigned 
 int daos_event_init(daos_event_t *ev, daos_handle_t eqh, daos_event_t *parent);
 int daos_event_fini(daos_event_t *ev);
 int daos_event_test(struct daos_event *ev, int64_t timeout, bool *flag);
+/* Aborts a running event: it completes (ev_error -DER_CANCELED) and must still be polled. In the
+ * double, an event whose transfer is already executing finishes first. */
+int daos_event_abort(daos_event_t *ev);
 
 #if defined(__cplusplus)
 }

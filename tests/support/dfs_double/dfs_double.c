@@ -31,6 +31,19 @@
  * short_read returns half the bytes asked for; the others fail with that errno (through the
  * event when there is one).
  *
+ * engine_dies: the engine stops answering at that operation (as dfs_double_set_engine(0)); with
+ * @write or @read it holds the transfer's own event.
+ * no_server (op connect): dfs_connect waits DFS_DOUBLE_NO_SERVER_MS (default 15000, what DAOS
+ * waited when no server was reachable) and fails with ETIMEDOUT. agent_gone: accepted, changes
+ * nothing (the agent is not on the I/O path).
+ *
+ * A dead engine: while $DFS_DOUBLE_ROOT/.engine_down exists (dfs_double_set_engine), every call
+ * that is a request to the engine blocks until the file is gone (as real DAOS's blocking calls
+ * never return then), and events submitted are held: they complete only once the engine is back,
+ * or with -DER_CANCELED when daos_event_abort is called on them first (no buffer touched). A
+ * destroyed container (its directory removed under an open handle): reads through an event fail
+ * with -DER_NO_HDL, every other call with EINVAL, at once.
+ *
  * Races: DFS_DOUBLE_MOVE_WINDOW_US=<µs> sleeps between the steps of every dfs_move (read at each
  * call); dfs_double_set_move_hook() (dfs_double.h) stops a test's mover between steps instead.
  */
@@ -100,6 +113,9 @@ enum {
     OPF_ANY = 0x3ff,
 };
 #define FAULT_SHORT_READ (-1)
+#define FAULT_NO_SERVER (-2)   /* connect: waits DFS_DOUBLE_NO_SERVER_MS, then ETIMEDOUT */
+#define FAULT_AGENT_GONE (-3)  /* daos_agent killed: no effect on I/O (it is not on the path) */
+#define FAULT_ENGINE_DIES (-4) /* the engine stops answering at this operation (and after) */
 
 static const struct {
     const char *name;
@@ -116,6 +132,9 @@ static const struct {
     {"eacces", EACCES, OPF_ANY},
     {"eperm", EPERM, OPF_ANY},
     {"estale", ESTALE, OPF_ANY},
+    {"no_server", FAULT_NO_SERVER, OPF_CONNECT},
+    {"agent_gone", FAULT_AGENT_GONE, OPF_ANY},
+    {"engine_dies", FAULT_ENGINE_DIES, OPF_ANY},
 };
 
 static const struct {
@@ -166,8 +185,11 @@ static void fault_parse(const char *spec)
     }
 }
 
-/* The fault to inject into an operation of kind `op` now: 0, an errno, or FAULT_SHORT_READ. */
-static int fault_take(int op)
+static int dfs_double_set_engine_impl(int up);
+
+/* The fault to inject into an operation of kind `op` now: 0, an errno, or FAULT_SHORT_READ.
+ * only != 0: take it only when it is of that kind. engine_dies stops the engine here. */
+static int fault_take_kind(int op, int only)
 {
     const char *env = getenv("DFS_DOUBLE_FAULT");
     if (!env || !*env) {
@@ -186,13 +208,105 @@ static int fault_take(int op)
         fault_parse(env);
         atomic_store(&fault_armed, 1);
     }
-    if (fault_err && (fault_mask & op) && fault_left != 0) {
+    if (fault_err && (fault_mask & op) && fault_left != 0 && (!only || fault_err == only)) {
         err = fault_err;
         if (fault_left > 0)
             fault_left--;
     }
     pthread_mutex_unlock(&fault_mu);
-    return err;
+    if (err == FAULT_ENGINE_DIES)
+        dfs_double_set_engine_impl(0);
+    return err == FAULT_AGENT_GONE || err == FAULT_ENGINE_DIES ? 0 : err;
+}
+
+static int fault_take(int op)
+{
+    return fault_take_kind(op, 0);
+}
+
+/* ---- the DAOS service: an engine that stops answering, a container destroyed -------------- */
+
+static atomic_int blocked_calls;    /* blocking calls waiting for a stopped engine */
+static atomic_int events_in_flight; /* events submitted and not yet reaped */
+
+static const char *double_root(void)
+{
+    const char *root = getenv("DFS_DOUBLE_ROOT");
+    return root && *root ? root : DEFAULT_ROOT;
+}
+
+/* 1 while $DFS_DOUBLE_ROOT/.engine_down exists: the engine has stopped answering (killed, hung).
+ * A file, so that a test can stop and restart "the engine" of other processes too. */
+static int engine_down(void)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/.engine_down", double_root());
+    return access(path, F_OK) == 0;
+}
+
+/*
+ * A blocking call that needs the engine: as with real DAOS, it does not return while the engine
+ * does not answer (measured: dfs_sys_write still inside after 16 minutes; no timeout applies).
+ * The wait sleeps (the real client spins its progress loop; sleeping lets a test see that the
+ * caller's own threads do not spin).
+ */
+static void engine_wait(void)
+{
+    if (!engine_down())
+        return;
+    atomic_fetch_add(&blocked_calls, 1);
+    while (engine_down()) {
+        struct timespec ts = {0, 5 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    atomic_fetch_sub(&blocked_calls, 1);
+}
+
+/* 1 when the container of dfs was destroyed under its open handle (its directory removed). */
+static int container_gone(const dfs_t *dfs)
+{
+    struct stat st;
+    return fstat(dfs->root_fd, &st) != 0 || st.st_nlink == 0;
+}
+
+/*
+ * What every call that is a request to the engine goes through after its argument checks: it
+ * waits while the engine does not answer, and fails with EINVAL (DER_NO_HDL through
+ * daos_der2errno) once the container was destroyed under the open handle (its directory
+ * removed), as real DAOS's calls fail at once then.
+ */
+static int service_gate(const dfs_t *dfs)
+{
+    engine_wait();
+    return dfs && container_gone(dfs) ? EINVAL : 0;
+}
+
+int dfs_double_set_engine(int up)
+{
+    return dfs_double_set_engine_impl(up);
+}
+
+static int dfs_double_set_engine_impl(int up)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/.engine_down", double_root());
+    if (up)
+        return unlink(path) == 0 || errno == ENOENT ? 0 : errno;
+    int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return errno;
+    close(fd);
+    return 0;
+}
+
+int dfs_double_blocked_calls(void)
+{
+    return atomic_load(&blocked_calls);
+}
+
+int dfs_double_events_in_flight(void)
+{
+    return atomic_load(&events_in_flight);
 }
 
 /* ---- module, connection ------------------------------------------------------------------- */
@@ -238,11 +352,17 @@ int dfs_connect(const char *pool, const char *sys, const char *cont, int flags, 
     if (!module_ready())
         return EACCES;
     int fault = fault_take(OPF_CONNECT);
+    if (fault == FAULT_NO_SERVER) { /* no engine reachable: DAOS gives up after its own wait */
+        const char *ms = getenv("DFS_DOUBLE_NO_SERVER_MS");
+        long wait_ms = ms && *ms ? atol(ms) : 15000;
+        struct timespec ts = {wait_ms / 1000, (wait_ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+        return ETIMEDOUT;
+    }
     if (fault > 0)
         return fault;
-    const char *root = getenv("DFS_DOUBLE_ROOT");
-    if (!root || !*root)
-        root = DEFAULT_ROOT;
+    engine_wait();
+    const char *root = double_root();
     dfs_t *d = calloc(1, sizeof(*d));
     if (!d)
         return ENOMEM;
@@ -274,6 +394,7 @@ int dfs_disconnect(dfs_t *dfs)
 {
     if (!dfs)
         return EINVAL;
+    engine_wait(); /* the container close is a request to the engine */
     close(dfs->root_fd);
     free(dfs);
     atomic_fetch_sub(&live_connections, 1);
@@ -312,6 +433,9 @@ int dfs_sync(dfs_t *dfs)
 {
     if (!dfs)
         return EINVAL;
+    int gate = service_gate(dfs);
+    if (gate != 0)
+        return gate;
     return dfs->rdonly ? EPERM : 0;
 }
 
@@ -410,6 +534,9 @@ int dfs_lookup(dfs_t *dfs, const char *path, int flags, dfs_obj_t **obj, mode_t 
     int fault = fault_take(OPF_OPEN);
     if (fault > 0)
         return fault;
+    int gate = service_gate(dfs);
+    if (gate != 0)
+        return gate;
     while (*path == '/')
         path++;
     return open_existing(dfs, dfs->root_fd, *path ? path : ".", flags, obj, mode, stbuf);
@@ -428,6 +555,9 @@ int dfs_lookup_rel(dfs_t *dfs, dfs_obj_t *parent, const char *name, int flags, d
     int fault = fault_take(OPF_OPEN);
     if (fault > 0)
         return fault;
+    int gate = service_gate(dfs);
+    if (gate != 0)
+        return gate;
     return open_existing(dfs, dfd, name, flags, obj, mode, stbuf);
 }
 
@@ -479,6 +609,9 @@ int dfs_open(dfs_t *dfs, dfs_obj_t *parent, const char *name, mode_t mode, int f
     int fault = fault_take((flags & O_CREAT) ? OPF_CREATE : OPF_OPEN);
     if (fault > 0)
         return fault;
+    int gate = service_gate(dfs);
+    if (gate != 0)
+        return gate;
     if (type == S_IFDIR) {
         if ((flags & O_CREAT) && mkdirat(dfd, name, mode & 07777) != 0 &&
             (errno != EEXIST || (flags & O_EXCL)))
@@ -512,6 +645,9 @@ int dfs_get_size(dfs_t *dfs, dfs_obj_t *obj, daos_size_t *size)
     struct stat st;
     if (!dfs || !obj || !size || obj->mode != S_IFREG)
         return EINVAL;
+    int gate = service_gate(dfs);
+    if (gate != 0)
+        return gate;
     if (fstat(obj->fd, &st) != 0)
         return errno;
     *size = (daos_size_t)st.st_size;
@@ -543,6 +679,9 @@ int dfs_stat(dfs_t *dfs, dfs_obj_t *parent, const char *name, struct stat *stbuf
     int fault = fault_take(OPF_STAT);
     if (fault > 0)
         return fault;
+    int gate = service_gate(dfs);
+    if (gate != 0)
+        return gate;
     dfs_obj_t *o = NULL;
     int rc = open_existing(dfs, dfd, name, O_RDONLY, &o, NULL, stbuf);
     if (rc == 0)
@@ -555,6 +694,9 @@ int dfs_ostat(dfs_t *dfs, dfs_obj_t *obj, struct stat *stbuf)
     struct stat st;
     if (!dfs || !obj || !stbuf)
         return EINVAL;
+    int gate = service_gate(dfs);
+    if (gate != 0)
+        return gate;
     if (fstat(obj->fd, &st) != 0)
         return errno;
     fill_stat(&st, obj->mode == S_IFREG ? chunk_of_fd(obj->fd) : 0, stbuf);
@@ -573,6 +715,9 @@ int dfs_mkdir(dfs_t *dfs, dfs_obj_t *parent, const char *name, mode_t mode, daos
     int fault = fault_take(OPF_MKDIR);
     if (fault > 0)
         return fault;
+    int gate = service_gate(dfs);
+    if (gate != 0)
+        return gate;
     if (mkdirat(dfd, name, mode & 07777) != 0)
         return errno == ENOTDIR ? ENOENT : errno;
     return 0;
@@ -657,6 +802,9 @@ int dfs_remove(dfs_t *dfs, dfs_obj_t *parent, const char *name, bool force, daos
     int fault = fault_take(OPF_REMOVE);
     if (fault > 0)
         return fault;
+    int gate = service_gate(dfs);
+    if (gate != 0)
+        return gate;
     struct stat st;
     if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
         return errno == ENOTDIR ? ENOENT : errno;
@@ -697,6 +845,9 @@ int dfs_move(dfs_t *dfs, dfs_obj_t *parent, const char *name, dfs_obj_t *new_par
     int fault = fault_take(OPF_MOVE);
     if (fault > 0)
         return fault;
+    int gate = service_gate(dfs);
+    if (gate != 0)
+        return gate;
     /* 1. the source entry */
     struct stat src, dst;
     if (fstatat(from, name, &src, AT_SYMLINK_NOFOLLOW) != 0)
@@ -747,6 +898,9 @@ int dfs_readdir(dfs_t *dfs, dfs_obj_t *obj, daos_anchor_t *anchor, uint32_t *nr,
     int fault = fault_take(OPF_READDIR);
     if (fault > 0)
         return fault;
+    int gate = service_gate(dfs);
+    if (gate != 0)
+        return gate;
     int fd = openat(obj->fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0)
         return errno;
@@ -882,8 +1036,12 @@ static int do_read(dfs_obj_t *obj, d_sg_list_t *sgl, daos_off_t off, daos_size_t
 /* ---- events and event queues -------------------------------------------------------------- */
 
 enum ev_state { EV_NONE = 0, EV_READY, EV_RUNNING, EV_COMPLETED };
-enum ev_op { EVOP_WRITE = 1, EVOP_READ };
+enum ev_op { EVOP_WRITE = 1, EVOP_READ, EVOP_FAIL };
+/* Where a running event is: held (its engine does not answer), queued for the worker, or being
+ * executed (its buffers in use). */
+enum ev_where { EVQ_NONE = 0, EVQ_HELD, EVQ_WORK, EVQ_EXEC };
 #define EV_MAGIC 0x44465344u /* "DFSD" */
+#define HELD_RECHECK_US 5000 /* how often a poller with held events looks at the engine again */
 
 typedef struct eq {
     pthread_mutex_t mu;
@@ -891,7 +1049,8 @@ typedef struct eq {
     pthread_cond_t work_cv; /* async worker: pending work or stop */
     daos_event_t *done_head, *done_tail;
     daos_event_t *work_head, *work_tail;
-    unsigned inflight; /* submitted, not yet polled */
+    daos_event_t *held_head, *held_tail; /* submitted while the engine did not answer */
+    unsigned inflight;                   /* submitted, not yet polled */
     int async, stop;
     pthread_t worker;
 } eq_t;
@@ -902,7 +1061,7 @@ typedef struct ev_priv {
     uint32_t state;
     eq_t *eq;
     daos_event_t *next;
-    int op;
+    int op, where, err;
     dfs_obj_t *obj;
     d_sg_list_t *sgl;
     daos_off_t off;
@@ -938,19 +1097,65 @@ static daos_event_t *list_pop(daos_event_t **head, daos_event_t **tail)
     return ev;
 }
 
+/* Unlinks ev from the list; 1 when it was there. */
+static int list_unlink(daos_event_t **head, daos_event_t **tail, daos_event_t *ev)
+{
+    daos_event_t **pp = head, *prev = NULL;
+    while (*pp && *pp != ev) {
+        prev = *pp;
+        pp = &priv(*pp)->next;
+    }
+    if (!*pp)
+        return 0;
+    *pp = priv(ev)->next;
+    if (*tail == ev)
+        *tail = prev;
+    return 1;
+}
+
 static void run_op(daos_event_t *ev)
 {
     ev_priv_t *p = priv(ev);
-    ev->ev_error = p->op == EVOP_WRITE ? do_write(p->obj, p->sgl, p->off)
-                                       : do_read(p->obj, p->sgl, p->off, p->read_size);
+    ev->ev_error = p->op == EVOP_FAIL    ? p->err
+                   : p->op == EVOP_WRITE ? do_write(p->obj, p->sgl, p->off)
+                                         : do_read(p->obj, p->sgl, p->off, p->read_size);
 }
 
 /* Caller holds eq->mu. */
 static void complete_locked(eq_t *eq, daos_event_t *ev)
 {
     priv(ev)->state = EV_COMPLETED;
+    priv(ev)->where = EVQ_NONE;
     list_push(&eq->done_head, &eq->done_tail, ev);
     pthread_cond_broadcast(&eq->done_cv);
+}
+
+/* Caller holds eq->mu: runs ev now in this thread (its buffers are in use until it returns). */
+static void execute_locked(eq_t *eq, daos_event_t *ev)
+{
+    priv(ev)->where = EVQ_EXEC;
+    pthread_mutex_unlock(&eq->mu);
+    run_op(ev);
+    pthread_mutex_lock(&eq->mu);
+    complete_locked(eq, ev);
+}
+
+/* Caller holds eq->mu: once the engine answers again, held events go on (to the worker, or run
+ * here by the poller when the queue has none). */
+static void release_held_locked(eq_t *eq)
+{
+    if (!eq->held_head || engine_down())
+        return;
+    daos_event_t *ev;
+    while ((ev = list_pop(&eq->held_head, &eq->held_tail)) != NULL) {
+        if (eq->async) {
+            priv(ev)->where = EVQ_WORK;
+            list_push(&eq->work_head, &eq->work_tail, ev);
+            pthread_cond_signal(&eq->work_cv);
+        } else {
+            execute_locked(eq, ev);
+        }
+    }
 }
 
 static void *eq_worker(void *arg)
@@ -963,42 +1168,49 @@ static void *eq_worker(void *arg)
         daos_event_t *ev = list_pop(&eq->work_head, &eq->work_tail);
         if (!ev)
             break;
-        pthread_mutex_unlock(&eq->mu);
-        run_op(ev);
-        pthread_mutex_lock(&eq->mu);
-        complete_locked(eq, ev);
+        if (engine_down()) { /* the engine stopped before this one was sent */
+            priv(ev)->where = EVQ_HELD;
+            list_push(&eq->held_head, &eq->held_tail, ev);
+            continue;
+        }
+        execute_locked(eq, ev);
     }
     pthread_mutex_unlock(&eq->mu);
     return NULL;
 }
 
-/* Submits an I/O with an event: 0 when scheduled, else an errno (event untouched). */
-static int submit(daos_event_t *ev, int op, dfs_obj_t *obj, d_sg_list_t *sgl, daos_off_t off,
-                  daos_size_t *read_size)
+/* Submits an I/O with an event: 0 when scheduled, else an errno (event untouched). op
+ * EVOP_FAIL completes the event with `err` without touching any buffer. */
+static int submit(daos_event_t *ev, int op, int err, dfs_obj_t *obj, d_sg_list_t *sgl,
+                  daos_off_t off, daos_size_t *read_size)
 {
     ev_priv_t *p = priv(ev);
     if (p->magic != EV_MAGIC || p->state != EV_READY || !p->eq)
         return EINVAL;
     eq_t *eq = p->eq;
     p->op = op;
+    p->err = err;
     p->obj = obj;
     p->sgl = sgl;
     p->off = off;
     p->read_size = read_size;
     ev->ev_error = 0;
+    if (op != EVOP_FAIL) /* an engine dying now holds this very event */
+        fault_take_kind(op == EVOP_WRITE ? OPF_WRITE : OPF_READ, FAULT_ENGINE_DIES);
     pthread_mutex_lock(&eq->mu);
     p->state = EV_RUNNING;
     eq->inflight++;
-    if (eq->async) {
+    atomic_fetch_add(&events_in_flight, 1);
+    if (op != EVOP_FAIL && engine_down()) { /* sent, never answered until the engine is back */
+        p->where = EVQ_HELD;
+        list_push(&eq->held_head, &eq->held_tail, ev);
+    } else if (eq->async) {
+        p->where = EVQ_WORK;
         list_push(&eq->work_head, &eq->work_tail, ev);
         pthread_cond_signal(&eq->work_cv);
-        pthread_mutex_unlock(&eq->mu);
-        return 0;
+    } else {
+        execute_locked(eq, ev);
     }
-    pthread_mutex_unlock(&eq->mu);
-    run_op(ev);
-    pthread_mutex_lock(&eq->mu);
-    complete_locked(eq, ev);
     pthread_mutex_unlock(&eq->mu);
     return 0;
 }
@@ -1011,8 +1223,11 @@ int dfs_write(dfs_t *dfs, dfs_obj_t *obj, d_sg_list_t *sgl, daos_off_t off, daos
         return EPERM;
     if (sgl->sg_nr > MAX_SG)
         return EINVAL;
+    if (container_gone(dfs))
+        return EINVAL; /* measured on DAOS 2.8: a write fails at once with 22 */
     if (ev)
-        return submit(ev, EVOP_WRITE, obj, sgl, off, NULL);
+        return submit(ev, EVOP_WRITE, 0, obj, sgl, off, NULL);
+    engine_wait();
     return do_write(obj, sgl, off);
 }
 
@@ -1025,8 +1240,12 @@ int dfs_read(dfs_t *dfs, dfs_obj_t *obj, d_sg_list_t *sgl, daos_off_t off, daos_
         return EPERM;
     if (sgl->sg_nr > MAX_SG)
         return EINVAL;
-    if (ev)
-        return submit(ev, EVOP_READ, obj, sgl, off, read_size);
+    int gone = container_gone(dfs);
+    if (ev) /* measured on DAOS 2.8: the read's event fails at once with DER_NO_HDL */
+        return submit(ev, gone ? EVOP_FAIL : EVOP_READ, -DER_NO_HDL, obj, sgl, off, read_size);
+    if (gone)
+        return EINVAL;
+    engine_wait();
     return do_read(obj, sgl, off, read_size);
 }
 
@@ -1060,11 +1279,15 @@ int daos_eq_destroy(daos_handle_t eqh, int flags)
         pthread_mutex_unlock(&eq->mu);
         return -DER_BUSY;
     }
+    /* Forced: what was not sent yet is dropped unrun; what runs finishes before this returns. */
+    eq->held_head = eq->held_tail = NULL;
+    eq->work_head = eq->work_tail = NULL;
     eq->stop = 1;
     pthread_cond_broadcast(&eq->work_cv);
     pthread_mutex_unlock(&eq->mu);
     if (eq->async)
         pthread_join(eq->worker, NULL);
+    atomic_fetch_sub(&events_in_flight, (int)eq->inflight);
     pthread_cond_destroy(&eq->done_cv);
     pthread_cond_destroy(&eq->work_cv);
     pthread_mutex_destroy(&eq->mu);
@@ -1072,7 +1295,7 @@ int daos_eq_destroy(daos_handle_t eqh, int flags)
     return 0;
 }
 
-/* Waits on cv until pred or the timeout (µs, <0 = forever). Returns 0 on timeout. */
+/* Waits on cv until signalled or the deadline (NULL: forever). Returns 0 on timeout. */
 static int wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, const struct timespec *deadline)
 {
     if (!deadline)
@@ -1094,6 +1317,25 @@ static struct timespec *deadline_of(int64_t timeout_us, struct timespec *ts)
     return ts;
 }
 
+static int before(const struct timespec *a, const struct timespec *b)
+{
+    return a->tv_sec < b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
+}
+
+/* Caller holds eq->mu: waits for a completion until `deadline` (NULL: forever), looking at the
+ * engine again every HELD_RECHECK_US while events are held. 0 once the deadline passed. */
+static int wait_completion(eq_t *eq, const struct timespec *deadline)
+{
+    if (!eq->held_head)
+        return wait_until(&eq->done_cv, &eq->mu, deadline);
+    struct timespec recheck;
+    deadline_of(HELD_RECHECK_US, &recheck);
+    if (deadline && before(deadline, &recheck))
+        return wait_until(&eq->done_cv, &eq->mu, deadline);
+    wait_until(&eq->done_cv, &eq->mu, &recheck);
+    return 1;
+}
+
 int daos_eq_poll(daos_handle_t eqh, int wait_running, int64_t timeout, unsigned int nevents,
                  daos_event_t **events)
 {
@@ -1105,18 +1347,20 @@ int daos_eq_poll(daos_handle_t eqh, int wait_running, int64_t timeout, unsigned 
     struct timespec ts;
     struct timespec *deadline = deadline_of(timeout, &ts);
     pthread_mutex_lock(&eq->mu);
+    release_held_locked(eq);
     while (!eq->done_head) {
-        if ((wait_running && eq->inflight == 0) || timeout == 0 ||
-            !wait_until(&eq->done_cv, &eq->mu, deadline)) {
+        if ((wait_running && eq->inflight == 0) || timeout == 0 || !wait_completion(eq, deadline)) {
             pthread_mutex_unlock(&eq->mu);
             return 0;
         }
+        release_held_locked(eq);
     }
     unsigned n = 0;
     while (n < nevents && eq->done_head) {
         daos_event_t *ev = list_pop(&eq->done_head, &eq->done_tail);
         priv(ev)->state = EV_READY;
         eq->inflight--;
+        atomic_fetch_sub(&events_in_flight, 1);
         events[n++] = ev;
     }
     pthread_mutex_unlock(&eq->mu);
@@ -1139,9 +1383,30 @@ int daos_event_fini(daos_event_t *ev)
     if (!ev || priv(ev)->magic != EV_MAGIC)
         return -DER_INVAL;
     if (priv(ev)->state == EV_RUNNING || priv(ev)->state == EV_COMPLETED)
-        return -DER_BUSY;
+        return -DER_BUSY; /* stricter than DAOS: a completed event must be polled first */
     priv(ev)->magic = 0;
     priv(ev)->state = EV_NONE;
+    return 0;
+}
+
+int daos_event_abort(daos_event_t *ev)
+{
+    if (!ev || priv(ev)->magic != EV_MAGIC || !priv(ev)->eq)
+        return -DER_INVAL;
+    ev_priv_t *p = priv(ev);
+    eq_t *eq = p->eq;
+    pthread_mutex_lock(&eq->mu);
+    if (p->state == EV_RUNNING && p->where == EVQ_EXEC) {
+        /* Its transfer is under way: it finishes (its buffers in use until then) and completes
+         * as it would have; the abort returns only after that. */
+        while (p->state == EV_RUNNING)
+            pthread_cond_wait(&eq->done_cv, &eq->mu);
+    } else if (p->state == EV_RUNNING && (list_unlink(&eq->held_head, &eq->held_tail, ev) ||
+                                          list_unlink(&eq->work_head, &eq->work_tail, ev))) {
+        ev->ev_error = -DER_CANCELED; /* never sent: no buffer of it is touched */
+        complete_locked(eq, ev);
+    }
+    pthread_mutex_unlock(&eq->mu);
     return 0;
 }
 
@@ -1153,24 +1418,15 @@ int daos_event_test(daos_event_t *ev, int64_t timeout, bool *flag)
     struct timespec ts;
     struct timespec *deadline = deadline_of(timeout, &ts);
     pthread_mutex_lock(&eq->mu);
-    while (priv(ev)->state == EV_RUNNING && timeout != 0 &&
-           wait_until(&eq->done_cv, &eq->mu, deadline))
-        ;
+    release_held_locked(eq);
+    while (priv(ev)->state == EV_RUNNING && timeout != 0 && wait_completion(eq, deadline))
+        release_held_locked(eq);
     *flag = priv(ev)->state != EV_RUNNING;
     if (priv(ev)->state == EV_COMPLETED) {
-        /* Unlink it from the completion list. */
-        daos_event_t **pp = &eq->done_head, *prev = NULL;
-        while (*pp && *pp != ev) {
-            prev = *pp;
-            pp = &priv(*pp)->next;
-        }
-        if (*pp) {
-            *pp = priv(ev)->next;
-            if (eq->done_tail == ev)
-                eq->done_tail = prev;
-        }
+        list_unlink(&eq->done_head, &eq->done_tail, ev);
         priv(ev)->state = EV_READY;
         eq->inflight--;
+        atomic_fetch_sub(&events_in_flight, 1);
     }
     pthread_mutex_unlock(&eq->mu);
     return 0;
@@ -1360,6 +1616,7 @@ int duns_resolve_path(const char *path, struct duns_attr_t *attr)
     if (!strncasecmp(path, "daos://", 7))
         return parse_direct(path + 7, attr);
 
+    engine_wait(); /* dfuse asks the engine for the attributes of a path */
     struct statfs sfs;
     if (statfs(path, &sfs) != 0)
         return errno;

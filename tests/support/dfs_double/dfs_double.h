@@ -22,6 +22,15 @@ int dfs_double_move_conflicts(void);
 /* dfs_read transfers that hit the end of the file before their length (a punched file too). */
 int dfs_double_short_reads(void);
 
+/* Stops (up = 0) or restarts (up = 1) the engine of every process using this DFS_DOUBLE_ROOT:
+ * creates or removes $DFS_DOUBLE_ROOT/.engine_down. 0 or an errno. */
+int dfs_double_set_engine(int up);
+/* Calls of this process now blocked because the engine does not answer. */
+int dfs_double_blocked_calls(void);
+/* Events of this process submitted (dfs_read/dfs_write) and not yet reaped by daos_eq_poll or
+ * daos_event_test (nor dropped by a forced daos_eq_destroy). */
+int dfs_double_events_in_flight(void);
+
 /* The points between the steps of dfs_move (daos_fs.h) at which the hook is called. */
 enum {
     DFS_DOUBLE_MOVE_PUNCHED = 1,  /* the destination's data punched, its entry still there */
