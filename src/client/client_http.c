@@ -237,6 +237,8 @@ struct mc_client_http {
     mc_client_metrics_t *metrics;
     int (*health)(void *arg);
     void *health_arg;
+    const char *(*offload_storage)(void *arg);
+    void (*more_metrics)(void *arg, FILE *f);
     int port;
 };
 
@@ -265,6 +267,8 @@ static void render_metrics(mc_client_http_t *h, FILE *f)
             "# TYPE mooncake_client_http_requests_timed_out_total counter\n"
             "mooncake_client_http_requests_timed_out_total %" PRIu64 "\n",
             mc_http_guard_timed_out(&h->guard));
+    if (h->more_metrics)
+        h->more_metrics(h->health_arg, f);
 }
 
 static void render_summary(mc_client_http_t *h, FILE *f)
@@ -294,8 +298,14 @@ static void route(mc_client_http_t *h, const char *url, reply_t *r)
                              : code == MC_CLIENT_NOT_INITIALIZED    ? "not_initialized"
                              : code == MC_CLIENT_MASTER_UNREACHABLE ? "master_unreachable"
                                                                     : "unknown";
-        char body[96];
-        snprintf(body, sizeof(body), "{\"status\":\"%s\",\"code\":%d}", status, code);
+        const char *storage = h->offload_storage ? h->offload_storage(h->health_arg) : NULL;
+        char body[160];
+        if (storage)
+            snprintf(body, sizeof(body),
+                     "{\"status\":\"%s\",\"code\":%d,\"offload_storage\":\"%s\"}", status, code,
+                     storage);
+        else
+            snprintf(body, sizeof(body), "{\"status\":\"%s\",\"code\":%d}", status, code);
         reply_fixed(r, code == MC_CLIENT_HEALTHY ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE,
                     CONTENT_JSON, body);
     } else if (!strcmp(url, "/metrics") || !strcmp(url, "/metrics/summary")) {
@@ -336,6 +346,8 @@ int mc_client_http_start(const mc_client_http_config_t *c, mc_client_http_t **ou
     h->metrics = c->metrics;
     h->health = c->health;
     h->health_arg = c->health_arg;
+    h->offload_storage = c->offload_storage;
+    h->more_metrics = c->more_metrics;
     if (mc_http_guard_init(&h->guard, "client HTTP", MC_CLIENT_HTTP_MAX_CONNECTIONS,
                            CLIENT_HTTP_REQUEST_TIMEOUT_MS) != 0) {
         free(h);

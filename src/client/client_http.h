@@ -89,6 +89,13 @@ typedef struct mc_client_http_config {
     mc_client_metrics_t *metrics; /* NULL: /metrics answers 503 */
     int (*health)(void *arg);     /* MC_CLIENT_HEALTHY / ..., called on the server thread */
     void *health_arg;
+    /* Optional (NULL: none), called with health_arg on the server thread: "ok" or "unavailable"
+     * for the offload storage, shown as /health's "offload_storage" (NULL: not shown); it never
+     * changes /health's status or HTTP code — a client whose offload storage is silent still
+     * serves its memory, and a liveness probe must not restart it for that. */
+    const char *(*offload_storage)(void *arg);
+    /* Optional: appends metric families to /metrics. */
+    void (*more_metrics)(void *arg, FILE *f);
 } mc_client_http_config_t;
 
 /* Binds and serves. 0, MC_ERR_INVALID_PARAMS (bad port, no health callback) or the bind error

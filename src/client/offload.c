@@ -190,6 +190,14 @@ uint64_t mc_offload_fallback_reads(const mc_offload_t *o)
     return o ? atomic_load(&((mc_offload_t *)o)->fallback_reads) : 0;
 }
 
+int mc_offload_storage_health(const mc_offload_t *o, mc_fs_health_stats_t *out)
+{
+    if (!o || !o->backend)
+        return -1;
+    mc_offload_backend_health_stats(o->backend, out);
+    return 0;
+}
+
 void mc_offload_get_stats(mc_offload_t *o, mc_store_offload_stats_t *out)
 {
     memset(out, 0, sizeof(*out));

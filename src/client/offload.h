@@ -21,6 +21,7 @@
 #ifndef MC_CLIENT_OFFLOAD_H
 #define MC_CLIENT_OFFLOAD_H
 
+#include "mooncake/fs_adapter.h"
 #include "mooncake/store.h"
 #include "mooncake/transfer_engine.h"
 #include "rpc.h"
@@ -77,6 +78,9 @@ void mc_offload_wake(mc_offload_t *o);
 int mc_offload_set_offloading(mc_offload_t *o, int enabled);
 /* Reads served from disk replicas by this client so far. */
 uint64_t mc_offload_fallback_reads(const mc_offload_t *o);
+/* The offload storage's counts of not answering (fs_adapter.h); -1 when this client has no
+ * offload backend (nothing filled), else 0. */
+int mc_offload_storage_health(const mc_offload_t *o, mc_fs_health_stats_t *out);
 void mc_offload_get_stats(mc_offload_t *o, mc_store_offload_stats_t *out);
 
 /*

@@ -303,3 +303,13 @@ int mc_offload_backend_health(mc_offload_backend_t *b)
 {
     return mc_fs_health_check(b->fs);
 }
+
+void mc_offload_backend_health_stats(const mc_offload_backend_t *b, mc_fs_health_stats_t *out)
+{
+    mc_fs_adapter_health(b ? b->fs : NULL, out);
+}
+
+int mc_offload_storage_unavailable(int code)
+{
+    return code == MC_ERR_DFS_NETWORK_TIMEOUT || code == MC_ERR_DFS_SERVICE_UNAVAILABLE;
+}

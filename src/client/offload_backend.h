@@ -25,6 +25,7 @@
 #ifndef MC_CLIENT_OFFLOAD_BACKEND_H
 #define MC_CLIENT_OFFLOAD_BACKEND_H
 
+#include "mooncake/fs_adapter.h"
 #include "offload_config.h"
 
 #include <stddef.h>
@@ -78,5 +79,10 @@ int mc_offload_backend_scan(mc_offload_backend_t *b, mc_offload_scan_cb cb, void
 void mc_offload_backend_clean_temps(mc_offload_backend_t *b);
 /* Write, read back and delete a probe object: 0 when the backend works. */
 int mc_offload_backend_health(mc_offload_backend_t *b);
+/* The adapter's counts of the storage not answering (mc_fs_adapter_health). */
+void mc_offload_backend_health_stats(const mc_offload_backend_t *b, mc_fs_health_stats_t *out);
+/* 1 for the codes that say the storage did not answer (a deadline, wedged): not the object's
+ * fault, and nothing to retry before the storage answers again. */
+int mc_offload_storage_unavailable(int code);
 
 #endif /* MC_CLIENT_OFFLOAD_BACKEND_H */

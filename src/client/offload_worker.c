@@ -200,6 +200,8 @@ struct mc_offload_worker {
     int wake;
     int offloading;
     int healthy;
+    int storage_silent;  /* a write met the storage not answering: probed every RETRY_MS until it
+                            answers, taking no tasks meanwhile */
     int resync;          /* the master asked for this client's files (its ledger) */
     int rescan;          /* the master asked for every file under the distributed root */
     int report_done;     /* what was asked is reported: say so in the next heartbeat */
@@ -443,6 +445,18 @@ static void write_task(mc_offload_worker_t *w, const wtask_t *t, unsigned slot)
         atomic_fetch_add(&w->failed, 1);
         MC_WARN("offload of %.64s (%" PRIu64 " bytes) failed: %s", t->key, t->size,
                 mc_error_name(code));
+    }
+    if (mc_offload_storage_unavailable(code)) {
+        pthread_mutex_lock(&w->lock);
+        int was = w->storage_silent;
+        w->storage_silent = 1;
+        w->healthy = 0; /* the next heartbeat says so: the master hands out no more tasks */
+        pthread_mutex_unlock(&w->lock);
+        if (!was)
+            MC_ERROR("offload: the %s backend at %s does not answer (%s): taking no tasks, the "
+                     "memory replicas stay, probing it every %d ms",
+                     mc_offload_backend_fs_type(w->backend), mc_offload_backend_root(w->backend),
+                     mc_error_name(code), RETRY_MS);
     }
     if (reserved)
         unreserve(w, t->size);
@@ -775,7 +789,10 @@ static int heartbeat(mc_offload_worker_t *w, int leaving, size_t *asked, size_t 
 static void health_check(mc_offload_worker_t *w, uint64_t *next_ms)
 {
     uint64_t now = mc_now_ms();
-    if (!w->env.health_check || now < *next_ms)
+    pthread_mutex_lock(&w->lock);
+    int silent = w->storage_silent;
+    pthread_mutex_unlock(&w->lock);
+    if ((!w->env.health_check && !silent) || (now < *next_ms && !silent))
         return;
     uint64_t period = (uint64_t)w->env.heartbeat_interval_s * 1000;
     *next_ms = now + (period > HEALTH_MIN_MS ? period : HEALTH_MIN_MS);
@@ -783,6 +800,8 @@ static void health_check(mc_offload_worker_t *w, uint64_t *next_ms)
     pthread_mutex_lock(&w->lock);
     int was = w->healthy;
     w->healthy = rc == 0;
+    if (rc == 0)
+        w->storage_silent = 0;
     pthread_mutex_unlock(&w->lock);
     if (was && rc != 0)
         MC_ERROR("offload: the %s backend at %s failed its health check (%s): taking no tasks "
@@ -934,7 +953,10 @@ static void *control_main(void *arg)
         if (promotions > 0)
             promote(w);
         uint64_t wait_ms = (uint64_t)w->env.heartbeat_interval_s * 1000;
-        if (rc != 0 && wait_ms > RETRY_MS)
+        pthread_mutex_lock(&w->lock);
+        int silent = w->storage_silent;
+        pthread_mutex_unlock(&w->lock);
+        if ((rc != 0 || silent) && wait_ms > RETRY_MS)
             wait_ms = RETRY_MS;
         pthread_mutex_lock(&w->lock);
         if (rc == 0 && mc_now_ms() - w->deleted_ms < DELETE_LINGER_MS) {

@@ -2112,6 +2112,43 @@ static int store_http_health(void *arg)
     return atomic_load(&s->master_reachable) ? MC_CLIENT_HEALTHY : MC_CLIENT_MASTER_UNREACHABLE;
 }
 
+/* /health's "offload_storage": whether the offload storage answers (NULL without offload). */
+static const char *store_http_offload_storage(void *arg)
+{
+    mc_real_client_t *s = arg;
+    mc_fs_health_stats_t h;
+    if (mc_offload_storage_health(s->offload, &h) != 0)
+        return NULL;
+    return h.wedged ? "unavailable" : "ok";
+}
+
+/* /metrics: the offload storage's deadlines (the DAOS adapter's counts; 0 on posix). */
+static void store_http_more_metrics(void *arg, FILE *f)
+{
+    mc_real_client_t *s = arg;
+    mc_fs_health_stats_t h;
+    if (mc_offload_storage_health(s->offload, &h) != 0)
+        return;
+    fprintf(f,
+            "# HELP mooncake_client_offload_storage_timeouts_total Offload storage operations "
+            "that passed their deadline with the storage not answering.\n"
+            "# TYPE mooncake_client_offload_storage_timeouts_total counter\n"
+            "mooncake_client_offload_storage_timeouts_total %" PRIu64 "\n"
+            "# HELP mooncake_client_offload_storage_refused_total Offload storage operations "
+            "refused at once while the storage was wedged.\n"
+            "# TYPE mooncake_client_offload_storage_refused_total counter\n"
+            "mooncake_client_offload_storage_refused_total %" PRIu64 "\n"
+            "# HELP mooncake_client_offload_storage_stuck_calls Storage calls given up at their "
+            "deadline that have not returned yet.\n"
+            "# TYPE mooncake_client_offload_storage_stuck_calls gauge\n"
+            "mooncake_client_offload_storage_stuck_calls %" PRIu64 "\n"
+            "# HELP mooncake_client_offload_storage_wedged 1 while the offload storage is wedged "
+            "(a deadline passed and nothing answered since).\n"
+            "# TYPE mooncake_client_offload_storage_wedged gauge\n"
+            "mooncake_client_offload_storage_wedged %d\n",
+            h.timeouts, h.fast_failures, h.stuck_calls, h.wedged);
+}
+
 /* Starts the client HTTP server when asked; a bind failure only warns (upstream). */
 static void start_http_server(mc_real_client_t *s, const mc_store_config_t *c)
 {
@@ -2123,7 +2160,13 @@ static void start_http_server(mc_real_client_t *s, const mc_store_config_t *c)
         snprintf(host, sizeof(host), "%s", c->http_host);
     else if (mc_net_split_endpoint(c->local_hostname, 0, host, &port) != 0)
         snprintf(host, sizeof(host), "%s", c->local_hostname);
-    mc_client_http_config_t hc = {host, c->http_port, s->metrics, store_http_health, s};
+    mc_client_http_config_t hc = {host,
+                                  c->http_port,
+                                  s->metrics,
+                                  store_http_health,
+                                  s,
+                                  store_http_offload_storage,
+                                  store_http_more_metrics};
     int rc = mc_client_http_start(&hc, &s->http);
     if (rc != 0) {
         MC_WARN("client HTTP server not started on %s:%d (%s); the store works without it", host,

@@ -112,7 +112,10 @@ typedef struct mc_offload_task {
     uint64_t lease_until; /* master clock ms; 0 = queued */
     uint64_t queued_ms;   /* when it was last queued */
     mc_replica_ref_t src;
-    uint32_t attempts; /* leases handed out so far */
+    uint32_t attempts;   /* leases handed out so far */
+    uint32_t unanswered; /* of them, ended by the storage not answering (not counted against
+                            offload_max_attempts: the object is not at fault, and the writer
+                            takes no tasks until its storage answers again) */
 } mc_offload_task_t;
 
 /* Offload state of an object's readable value (NULL when it has neither). */

@@ -463,7 +463,7 @@ static void task_enqueue(mc_master_t *m, mc_offload_task_t *t, uint64_t now)
 static void task_retry_or_fail(mc_master_t *m, mc_offload_task_t *t, uint64_t now, const char *why)
 {
     task_unlink(m, t);
-    if (t->attempts >= m->cfg.offload_max_attempts) {
+    if (t->attempts - t->unanswered >= m->cfg.offload_max_attempts) {
         m->offload_failed++;
         MC_WARN("offload of %.64s (%" PRIu64 " bytes) by client %s failed after %u attempts (%s); "
                 "the object stays in memory only",
@@ -1112,6 +1112,8 @@ static int notify_one(mc_master_t *m, mc_offloader_t *off, const mc_offload_resu
     if (r->code != 0) {
         char why[64];
         snprintf(why, sizeof(why), "the client reported %s", mc_error_name(r->code));
+        if (r->code == MC_ERR_DFS_NETWORK_TIMEOUT || r->code == MC_ERR_DFS_SERVICE_UNAVAILABLE)
+            t->unanswered++;
         task_retry_or_fail(m, t, now, why);
         return 0;
     }

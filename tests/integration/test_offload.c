@@ -856,6 +856,169 @@ static void test_failed_health_check_stops_taking_tasks_and_shows_in_health(void
     stop_master(&m);
 }
 
+/* ---- a DAOS engine that dies (the double's .engine_down file stops it for every process) ---- */
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static void set_engine(int up)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/.engine_down", getenv("DFS_DOUBLE_ROOT"));
+    if (up) {
+        unlink(path);
+    } else {
+        int fd = open(path, O_WRONLY | O_CREAT, 0644);
+        assert_true(fd >= 0);
+        close(fd);
+    }
+}
+
+/* Engine up again whatever a failed assertion left. */
+static int engine_up_and_kill_leftovers(void **state)
+{
+    if (fs_is_daos())
+        set_engine(1);
+    return kill_leftovers(state);
+}
+
+/*
+ * With the engine dead: a get of a DFS-only object fails within its deadline (1 s here) and the
+ * next ones at once; a put lands in memory and reads back; its offload fails, the holder takes
+ * no tasks and the memory replica stays (the master does not count the attempt); a remove of a
+ * DFS object answers PERSISTENT_FAIL (-1503) after MC_STORE_DELETE_WAIT_MS. Once the engine
+ * answers: the held offload is written, the DFS objects read back exact, the removed one goes.
+ */
+static void test_dead_engine_bounds_gets_and_keeps_offloads_for_later(void **state)
+{
+    master_t m;
+    holder_t w, a;
+    char root[PATH_MAX], backing[PATH_MAX], env_root[PATH_MAX + 64];
+    path_in_tmp(root, sizeof(root), "dfs-engine");
+    dfs_prepare_root(root, "engine", backing, sizeof(backing));
+    snprintf(env_root, sizeof(env_root), "MOONCAKE_DISTRIBUTED_ROOT_DIR=%s", root);
+    const char *env[] = {"MOONCAKE_OFFLOAD_STORAGE_BACKEND_DESCRIPTOR=distributed",
+                         env_fs_type,
+                         env_root,
+                         "MOONCAKE_OFFLOAD_HEARTBEAT_INTERVAL_SECONDS=1",
+                         "MOONCAKE_DISTRIBUTED_WRITE_TIMEOUT_SECONDS=1",
+                         "MC_TRANSFER_TIMEOUT=2",
+                         NULL};
+    assert_int_equal(start_master(&m, dfs_master_flags()), 0);
+    /* W writes four objects to DFS and goes: they are DFS-only. */
+    assert_int_equal(start_holder(&w, &m, "64MB", env), 0);
+    const char *env_reader[] = {"MOONCAKE_OFFLOAD_STORAGE_BACKEND_DESCRIPTOR=distributed",
+                                env_fs_type,
+                                env_root,
+                                "MC_TRANSFER_TIMEOUT=1",
+                                "MC_STORE_DELETE_WAIT_MS=2000",
+                                NULL};
+    mc_env_apply(env_reader, 1);
+    mc_store_t *b = new_client(&m);
+    mc_env_apply(env_reader, 0);
+    put_all(b, "old", 4, MiB, 500);
+    assert_int_equal(wait_metric_at_least(&m, "master_dfs_replicas", 4), 4);
+    assert_true(mc_clean_exit(stop_holder(&w)));
+    char types[256];
+    for (int i = 0; i < 100; i++) {
+        replica_types(&m, "old/0", types, sizeof(types));
+        if (!strcmp(types, "DFS"))
+            break;
+        usleep(100 * 1000);
+    }
+    assert_string_equal(types, "DFS");
+    /* A holds memory now; its HTTP server shows the storage's state. */
+    int http = mc_test_free_port();
+    static char flag_http[64];
+    snprintf(flag_http, sizeof(flag_http), "--http_port=%d", http);
+    const char *flags[] = {"--enable_offload=true", "--enable_http_server=true", flag_http, NULL};
+    assert_int_equal(mc_holder_start(&a, &m, "64MB", flags, env, 30000), 0);
+    char *health = mc_http_get(http, "/health");
+    assert_non_null(health);
+    assert_non_null(strstr(health, "\"offload_storage\":\"ok\""));
+    free(health);
+
+    set_engine(0);
+    uint8_t *buf = malloc(MiB), *want = malloc(MiB);
+    uint64_t t0 = now_ms();
+    int64_t got = mc_store_get(b, "old/0", buf, MiB);
+    uint64_t wall = now_ms() - t0;
+    assert_int_equal(got, MC_ERR_DFS_NETWORK_TIMEOUT);
+    assert_true(wall >= 900 && wall <= 1000 + 1500); /* MC_TRANSFER_TIMEOUT=1 s, + 1.5 s */
+    t0 = now_ms();
+    assert_int_equal(mc_store_get(b, "old/1", buf, MiB), MC_ERR_DFS_SERVICE_UNAVAILABLE);
+    assert_true(now_ms() - t0 < 500); /* wedged: at once */
+
+    /* A put is memory's business: it lands and reads back. Its offload meets the dead engine. */
+    put_all(b, "new", 2, MiB, 600);
+    assert_int_equal(read_all_exact(b, "new", 2, MiB, 600), 2);
+    assert_int_equal(wait_metric_at_least(&m, "master_offload_unhealthy_clients", 1), 1);
+    replica_types(&m, "new/0", types, sizeof(types));
+    assert_string_equal(types, "MEMORY"); /* kept; no file claimed */
+    for (int i = 0; i < 100; i++) {       /* A's storage state, as its /health says */
+        health = mc_http_get(http, "/health");
+        if (health && strstr(health, "\"offload_storage\":\"unavailable\""))
+            break;
+        free(health);
+        health = NULL;
+        usleep(50 * 1000);
+    }
+    assert_non_null(health);
+    assert_non_null(strstr(health, "\"status\":\"healthy\"")); /* it still serves its memory */
+    free(health);
+    char *metrics = mc_http_get(http, "/metrics");
+    assert_non_null(metrics);
+    assert_non_null(strstr(metrics, "mooncake_client_offload_storage_wedged 1"));
+    free(metrics);
+
+    /* A remove of a DFS object cannot have its file deleted: the documented -1503. */
+    t0 = now_ms();
+    assert_int_equal(mc_store_remove(b, "old/2", 0), MC_ERR_PERSISTENT_FAIL);
+    assert_true(now_ms() - t0 < 2000 + 3000);
+
+    /* The engine answers again: A's probe passes, the held offloads are written. */
+    set_engine(1);
+    for (int i = 0; i < 300; i++) {
+        replica_types(&m, "new/1", types, sizeof(types));
+        if (strstr(types, "DFS"))
+            break;
+        usleep(100 * 1000);
+    }
+    assert_string_equal(types, "MEMORY,DFS");
+    replica_types(&m, "new/0", types, sizeof(types));
+    assert_string_equal(types, "MEMORY,DFS");
+    /* The reader's own adapter answers after its probe; then every DFS object reads back. */
+    for (int i = 0; i < 100; i++) {
+        got = mc_store_get(b, "old/0", buf, MiB);
+        if (got != MC_ERR_DFS_SERVICE_UNAVAILABLE)
+            break;
+        usleep(100 * 1000);
+    }
+    assert_int_equal(got, (int64_t)MiB);
+    for (int i = 0; i < 4; i++) {
+        char key[32];
+        snprintf(key, sizeof(key), "old/%d", i);
+        if (i == 2)
+            continue;
+        fill(want, MiB, 500 + (uint64_t)i);
+        assert_int_equal(mc_store_get(b, key, buf, MiB), (int64_t)MiB);
+        assert_memory_equal(buf, want, MiB);
+    }
+    health = mc_http_get(http, "/health");
+    assert_non_null(health);
+    assert_non_null(strstr(health, "\"offload_storage\":\"ok\""));
+    free(health);
+    free(buf);
+    free(want);
+    mc_store_free(b);
+    assert_true(mc_clean_exit(stop_holder(&a)));
+    stop_master(&m);
+}
+
 static int setup(void **state)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -908,6 +1071,8 @@ int main(void)
         const struct CMUnitTest dfs_tests[] = {
             OFFLOAD_TEST(test_distributed_posix_objects_outlive_their_writer),
             OFFLOAD_TEST(test_failed_health_check_stops_taking_tasks_and_shows_in_health),
+            cmocka_unit_test_teardown(test_dead_engine_bounds_gets_and_keeps_offloads_for_later,
+                                      engine_up_and_kill_leftovers),
         };
         return cmocka_run_group_tests_name("offload (distributed fs type daos)", dfs_tests, setup,
                                            teardown);
