@@ -29,6 +29,7 @@
 #include "etcd.h"
 
 #include "base64.h"
+#include "curl_body.h"
 #include "log.h"
 #include "mooncake/errors.h"
 
@@ -328,36 +329,6 @@ static int etcd_append_kvs(const json_t *range, mc_etcd_kv_t **kvs, size_t *n)
 
 /* ---- HTTP ---- */
 
-typedef struct etcd_body {
-    char *data;
-    size_t len, cap;
-    int overflow;
-} etcd_body_t;
-
-static size_t etcd_body_write(char *ptr, size_t size, size_t nmemb, void *userdata)
-{
-    etcd_body_t *b = userdata;
-    size_t n = size * nmemb;
-    if (n > ETCD_MAX_ANSWER - b->len) {
-        b->overflow = 1;
-        return 0; /* CURLE_WRITE_ERROR */
-    }
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 1024;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        char *d = realloc(b->data, cap);
-        if (!d)
-            return 0;
-        b->data = d;
-        b->cap = cap;
-    }
-    memcpy(b->data + b->len, ptr, n);
-    b->len += n;
-    b->data[b->len] = '\0';
-    return n;
-}
-
 static CURL *etcd_handle_get(mc_etcd_t *e)
 {
     CURL *c = NULL;
@@ -418,7 +389,7 @@ static int etcd_attempt(mc_etcd_t *e, size_t idx, const char *path, const char *
     char url[sizeof(ep->url) + 64];
     snprintf(url, sizeof(url), "%s%s", ep->url, path);
     char errbuf[CURL_ERROR_SIZE] = "";
-    etcd_body_t b = {0};
+    mc_curl_body_t b = {.max = ETCD_MAX_ANSWER};
     struct curl_slist *hdrs = curl_slist_append(NULL, "Content-Type: application/json");
     struct curl_slist *h2 = hdrs ? curl_slist_append(hdrs, "Expect:") : NULL;
     if (!h2) {
@@ -439,7 +410,7 @@ static int etcd_attempt(mc_etcd_t *e, size_t idx, const char *path, const char *
     curl_easy_setopt(c, CURLOPT_POST, 1L);
     curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
     curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body_len);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, etcd_body_write);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, mc_curl_body_write);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
     CURLcode cc = curl_easy_perform(c);
     long status = 0;
