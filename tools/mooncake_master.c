@@ -906,8 +906,7 @@ static void *snapshot_loop(void *arg)
     pthread_mutex_lock(&t->mu);
     while (!t->stop) {
         struct timespec until;
-        clock_gettime(CLOCK_MONOTONIC, &until);
-        until.tv_sec += t->o->snap.interval_s;
+        mc_deadline_after_ms(&until, CLOCK_MONOTONIC, (uint64_t)t->o->snap.interval_s * 1000u);
         while (!t->stop && pthread_cond_timedwait(&t->cv, &t->mu, &until) != ETIMEDOUT)
             ;
         if (t->stop)
