@@ -219,11 +219,6 @@ typedef struct bench {
     int failed;
 } bench_t;
 
-static uint64_t now_ns(void)
-{
-    return mc_now_ns();
-}
-
 static void sleep_ms(int ms)
 {
     usleep((useconds_t)ms * 1000u);
@@ -542,9 +537,9 @@ static void *writer_main(void *arg)
         for (uint64_t k = 0; k < w->value_size; k++)
             v[k] = (uint8_t)(n * 131 + k);
         snprintf(key, sizeof(key), "hab-%d-%" PRIu64, pid, n);
-        uint64_t t0 = now_ns();
+        uint64_t t0 = mc_now_ns();
         int rc = mc_store_put(w->s, key, v, w->value_size, NULL);
-        uint64_t t1 = now_ns();
+        uint64_t t1 = mc_now_ns();
         if (rc == 0) {
             atomic_fetch_add(&w->ok, 1);
             uint64_t mark = atomic_load(&w->mark_ns), zero = 0;
@@ -614,7 +609,7 @@ static int failover_round(bench_t *b, hcluster_t *c, writer_t *w, int sig, round
     atomic_store(&w->mark_ns, 0);
     off_t log_mark = file_size(m->log);
 
-    uint64_t sent = now_ns();
+    uint64_t sent = mc_now_ns();
     if (sig == SIGKILL) {
         master_kill(m); /* reaped: it can answer nothing from here on */
     } else {
@@ -623,7 +618,7 @@ static int failover_round(bench_t *b, hcluster_t *c, writer_t *w, int sig, round
         while (!proc_is_stopped(m->pid))
             sleep_ms(1);
     }
-    atomic_store(&w->mark_ns, now_ns());
+    atomic_store(&w->mark_ns, mc_now_ns());
 
     r->elected_s = r->first_put_s = -1;
     uint64_t end = mc_now_ms() + wait_ms;
@@ -631,7 +626,7 @@ static int failover_round(bench_t *b, hcluster_t *c, writer_t *w, int sig, round
         char now_addr[128];
         leader_of(b, c, now_addr, sizeof(now_addr));
         if (now_addr[0] && strcmp(now_addr, m->addr) != 0) {
-            r->elected_s = (double)(now_ns() - sent) / (double)NS_PER_S;
+            r->elected_s = (double)(mc_now_ns() - sent) / (double)NS_PER_S;
             break;
         }
         if (mc_now_ms() >= end)
@@ -822,9 +817,9 @@ static void *lane_main(void *arg)
         }
         snprintf(key, sizeof(key), "%s-%" PRIu64, l->prefix, l->next++);
         v[0] = (uint8_t)l->next;
-        uint64_t t0 = now_ns();
+        uint64_t t0 = mc_now_ns();
         int rc = mc_store_put(l->s, key, v, l->value_size, NULL);
-        uint64_t t1 = now_ns();
+        uint64_t t1 = mc_now_ns();
         if (phase == 1 && atomic_load(l->phase) == 1) { /* wholly inside the measured phase */
             l->timed_ns += t1 - t0;
             if (rc == 0) {
@@ -937,15 +932,15 @@ static int run_etcd_raw(bench_t *b)
     bench_latencies_t lat = {0};
     char key[96];
     uint64_t puts = 0, errors = 0, timed = 0;
-    uint64_t warm_end = now_ns() + WARMUP_NS,
+    uint64_t warm_end = mc_now_ns() + WARMUP_NS,
              end = warm_end + (uint64_t)b->o->duration_s * NS_PER_S;
     for (uint64_t i = 0;; i++) {
-        uint64_t t0 = now_ns();
+        uint64_t t0 = mc_now_ns();
         if (t0 >= end)
             break;
         snprintf(key, sizeof(key), "ha_bench/%d/raw/%04" PRIu64, (int)getpid(), i % ETCD_RAW_KEYS);
         int rc = mc_etcd_put(b->e, key, value, sizeof(value), 0, NULL);
-        uint64_t t1 = now_ns();
+        uint64_t t1 = mc_now_ns();
         if (t0 < warm_end)
             continue;
         timed += t1 - t0;

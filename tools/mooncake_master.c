@@ -30,6 +30,7 @@
  */
 #include "admin_http.h"
 #include "auth.h"
+#include "errbuf.h"
 #include "flags.h"
 #include "ha.h"
 #include "liveness.h"
@@ -52,7 +53,6 @@
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -550,16 +550,6 @@ static const char *const ignored_flags[] = {
     NULL,
 };
 
-__attribute__((format(printf, 3, 4))) static int fail(char *err, size_t errlen, const char *fmt,
-                                                      ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return MC_ERR_INVALID_PARAMS;
-}
-
 /* A refused flag: the message, and exit 2 (main). */
 static int refuse(master_opts_t *o, char *err, size_t errlen, const compat_flag_t *c,
                   const compat_value_t *v)
@@ -574,7 +564,7 @@ static int refuse(master_opts_t *o, char *err, size_t errlen, const compat_flag_
     else
         snprintf(value, sizeof(value), "%g", v->d);
     o->refused = 1;
-    return fail(err, errlen, "--%s=%s is not supported: %s", c->name, value, c->why);
+    return mc_fail(err, errlen, "--%s=%s is not supported: %s", c->name, value, c->why);
 }
 
 /* ---- config file ------------------------------------------------------------------------- */
@@ -645,13 +635,13 @@ static int flag_set_text(file_ctx_t *c, mc_flag_t *f, const char *key, const cha
     case MC_FLAG_STRING: {
         char *copy = pool_strdup(c->pool, text);
         if (!copy)
-            return fail(c->err, c->errlen, "out of memory reading %s", c->path);
+            return mc_fail(c->err, c->errlen, "out of memory reading %s", c->path);
         *(char **)f->value = copy;
         break;
     }
     }
     if (rc != 0)
-        return fail(c->err, c->errlen, "%s: key \"%s\": %s", c->path, key, msg);
+        return mc_fail(c->err, c->errlen, "%s: key \"%s\": %s", c->path, key, msg);
     return 0;
 }
 
@@ -684,11 +674,11 @@ static int load_json(file_ctx_t *c)
     json_error_t jerr;
     json_t *root = json_load_file(c->path, 0, &jerr);
     if (!root)
-        return fail(c->err, c->errlen, "cannot read config file %s: line %d: %s", c->path,
-                    jerr.line, jerr.text);
+        return mc_fail(c->err, c->errlen, "cannot read config file %s: line %d: %s", c->path,
+                       jerr.line, jerr.text);
     int rc = 0;
     if (!json_is_object(root))
-        rc = fail(c->err, c->errlen, "config file %s: the top level must be an object", c->path);
+        rc = mc_fail(c->err, c->errlen, "config file %s: the top level must be an object", c->path);
     const char *key;
     json_t *val;
     json_object_foreach(root, key, val)
@@ -706,8 +696,8 @@ static int load_json(file_ctx_t *c)
         else if (json_is_boolean(val))
             snprintf(text, sizeof(text), "%s", json_is_true(val) ? "true" : "false");
         else {
-            rc = fail(c->err, c->errlen, "%s: key \"%s\" must be a string, number or boolean",
-                      c->path, key);
+            rc = mc_fail(c->err, c->errlen, "%s: key \"%s\" must be a string, number or boolean",
+                         c->path, key);
             break;
         }
         rc = file_apply(c, key, t);
@@ -721,7 +711,8 @@ static int load_yaml(file_ctx_t *c)
 {
     FILE *fp = fopen(c->path, "rb");
     if (!fp)
-        return fail(c->err, c->errlen, "cannot open config file %s: %s", c->path, strerror(errno));
+        return mc_fail(c->err, c->errlen, "cannot open config file %s: %s", c->path,
+                       strerror(errno));
     yaml_parser_t parser;
     yaml_parser_initialize(&parser);
     yaml_parser_set_input_file(&parser, fp);
@@ -730,8 +721,8 @@ static int load_yaml(file_ctx_t *c)
     while (rc == 0 && !done) {
         yaml_event_t ev;
         if (!yaml_parser_parse(&parser, &ev)) {
-            rc = fail(c->err, c->errlen, "cannot parse config file %s: line %zu: %s", c->path,
-                      parser.problem_mark.line + 1, parser.problem ? parser.problem : "error");
+            rc = mc_fail(c->err, c->errlen, "cannot parse config file %s: line %zu: %s", c->path,
+                         parser.problem_mark.line + 1, parser.problem ? parser.problem : "error");
             break;
         }
         switch (ev.type) {
@@ -741,9 +732,9 @@ static int load_yaml(file_ctx_t *c)
         case YAML_MAPPING_START_EVENT:
         case YAML_SEQUENCE_START_EVENT:
             if (depth++ > 0 || ev.type == YAML_SEQUENCE_START_EVENT)
-                rc = fail(c->err, c->errlen,
-                          "config file %s: expected one mapping of key: value (line %zu)", c->path,
-                          ev.start_mark.line + 1);
+                rc = mc_fail(c->err, c->errlen,
+                             "config file %s: expected one mapping of key: value (line %zu)",
+                             c->path, ev.start_mark.line + 1);
             break;
         case YAML_MAPPING_END_EVENT:
             depth--;
@@ -751,12 +742,12 @@ static int load_yaml(file_ctx_t *c)
         case YAML_SCALAR_EVENT: {
             const char *s = (const char *)ev.data.scalar.value;
             if (depth != 1) {
-                rc = fail(c->err, c->errlen, "config file %s: expected a mapping (line %zu)",
-                          c->path, ev.start_mark.line + 1);
+                rc = mc_fail(c->err, c->errlen, "config file %s: expected a mapping (line %zu)",
+                             c->path, ev.start_mark.line + 1);
             } else if (!key) {
                 key = strdup(s);
                 if (!key)
-                    rc = fail(c->err, c->errlen, "out of memory reading %s", c->path);
+                    rc = mc_fail(c->err, c->errlen, "out of memory reading %s", c->path);
             } else {
                 rc = file_apply(c, key, s);
                 free(key);
@@ -765,8 +756,8 @@ static int load_yaml(file_ctx_t *c)
             break;
         }
         case YAML_ALIAS_EVENT:
-            rc = fail(c->err, c->errlen, "config file %s: aliases are not supported (line %zu)",
-                      c->path, ev.start_mark.line + 1);
+            rc = mc_fail(c->err, c->errlen, "config file %s: aliases are not supported (line %zu)",
+                         c->path, ev.start_mark.line + 1);
             break;
         default:
             break;
@@ -795,9 +786,10 @@ static int load_config_file(mc_flag_t *flags, size_t nflags, const char *path, s
     else if (ends_with(path, ".yaml") || ends_with(path, ".yml"))
         rc = load_yaml(&c);
     else
-        return fail(err, errlen, "config file %s: unknown type (use .json, .yaml or .yml)", path);
+        return mc_fail(err, errlen, "config file %s: unknown type (use .json, .yaml or .yml)",
+                       path);
     if (rc == 0 && c.unknown[0])
-        rc = fail(err, errlen, "config file %s: unknown keys: %s", path, c.unknown);
+        rc = mc_fail(err, errlen, "config file %s: unknown keys: %s", path, c.unknown);
     return rc;
 }
 
@@ -862,32 +854,32 @@ static int snapshot_check(master_opts_t *o, char *err, size_t errlen)
     const char *store = compat_value(o, "snapshot_object_store_type")->s;
     if (strcmp(store, "s3") == 0) {
         o->refused = 1;
-        return fail(err, errlen,
-                    "--snapshot_object_store_type=s3 is not supported: snapshots are written to "
-                    "local files only; use local with $" ENV_SNAPSHOT_ROOT);
+        return mc_fail(err, errlen,
+                       "--snapshot_object_store_type=s3 is not supported: snapshots are written to "
+                       "local files only; use local with $" ENV_SNAPSHOT_ROOT);
     }
     if (store[0] && strcmp(store, "local") != 0)
-        return fail(err, errlen, "--snapshot_object_store_type=%s: expected local or s3", store);
+        return mc_fail(err, errlen, "--snapshot_object_store_type=%s: expected local or s3", store);
     if (o->snap.interval_s < 1 || o->snap.interval_s > 31536000)
-        return fail(err, errlen, "--snapshot_interval_seconds=%" PRId64 ": expected 1..31536000",
-                    o->snap.interval_s);
+        return mc_fail(err, errlen, "--snapshot_interval_seconds=%" PRId64 ": expected 1..31536000",
+                       o->snap.interval_s);
     if (o->snap.timeout_s < 1 || o->snap.timeout_s > 31536000)
-        return fail(err, errlen,
-                    "--snapshot_child_timeout_seconds=%" PRId64 ": expected 1..31536000",
-                    o->snap.timeout_s);
+        return mc_fail(err, errlen,
+                       "--snapshot_child_timeout_seconds=%" PRId64 ": expected 1..31536000",
+                       o->snap.timeout_s);
     if (o->snap.retention < 1 || o->snap.retention > 1000)
-        return fail(err, errlen, "--snapshot_retention_count=%" PRId64 ": expected 1..1000",
-                    o->snap.retention);
+        return mc_fail(err, errlen, "--snapshot_retention_count=%" PRId64 ": expected 1..1000",
+                       o->snap.retention);
     if (!o->snap.enable && !o->snap.restore)
         return 0;
     o->snap.root = getenv(ENV_SNAPSHOT_ROOT);
     if (!o->snap.root || !o->snap.root[0])
-        return fail(err, errlen,
-                    "--enable_snapshot/--enable_snapshot_restore need $" ENV_SNAPSHOT_ROOT
-                    " (the snapshot root directory), which is unset");
+        return mc_fail(err, errlen,
+                       "--enable_snapshot/--enable_snapshot_restore need $" ENV_SNAPSHOT_ROOT
+                       " (the snapshot root directory), which is unset");
     if (o->snap.root[0] != '/' || strlen(o->snap.root) > 4000)
-        return fail(err, errlen, "$" ENV_SNAPSHOT_ROOT "=%s: expected an absolute path",
-                    o->snap.root);
+        return mc_fail(err, errlen, "$" ENV_SNAPSHOT_ROOT "=%s: expected an absolute path",
+                       o->snap.root);
     return 0;
 }
 
@@ -914,8 +906,7 @@ static void *snapshot_loop(void *arg)
     pthread_mutex_lock(&t->mu);
     while (!t->stop) {
         struct timespec until;
-        clock_gettime(CLOCK_MONOTONIC, &until);
-        until.tv_sec += t->o->snap.interval_s;
+        mc_deadline_after_ms(&until, CLOCK_MONOTONIC, (uint64_t)t->o->snap.interval_s * 1000u);
         while (!t->stop && pthread_cond_timedwait(&t->cv, &t->mu, &until) != ETIMEDOUT)
             ;
         if (t->stop)
@@ -978,21 +969,21 @@ static int check_compat(master_opts_t *o, mc_flag_t *flags, size_t n, char *err,
     for (size_t i = 0; ratios[i]; i++) {
         double r = compat_value(o, ratios[i])->d;
         if (!(r >= 0 && r <= 1))
-            return fail(err, errlen, "--%s=%g is outside [0, 1]", ratios[i], r);
+            return mc_fail(err, errlen, "--%s=%g is outside [0, 1]", ratios[i], r);
     }
     const char *mode = compat_value(o, "dynamic_replication_mode")->s;
     if (!one_of(mode, modes))
-        return fail(err, errlen, "--dynamic_replication_mode=%s: expected off, observe or enforce",
-                    mode);
+        return mc_fail(err, errlen,
+                       "--dynamic_replication_mode=%s: expected off, observe or enforce", mode);
     const char *alloc = compat_value(o, "memory_allocator")->s;
     if (!one_of(alloc, allocators))
-        return fail(err, errlen, "--memory_allocator=%s: expected offset or cachelib", alloc);
+        return mc_fail(err, errlen, "--memory_allocator=%s: expected offset or cachelib", alloc);
     const char *strategy = compat_value(o, "allocation_strategy")->s;
     if (!one_of(strategy, strategies))
-        return fail(err, errlen,
-                    "--allocation_strategy=%s: expected random, free_ratio_first, cxl, "
-                    "ssd_free_ratio_first or local_first",
-                    strategy);
+        return mc_fail(err, errlen,
+                       "--allocation_strategy=%s: expected random, free_ratio_first, cxl, "
+                       "ssd_free_ratio_first or local_first",
+                       strategy);
     for (size_t i = 0; i < COMPAT_COUNT; i++) {
         const compat_flag_t *c = &compat_flags[i];
         if (c->kind == COMPAT_REFUSED && compat_changed(c, &o->compat[i]))
@@ -1023,8 +1014,8 @@ static int resolve_rpc_interface(master_opts_t *o, string_pool_t *pool, char *er
         return 0;
     struct ifaddrs *ifs = NULL;
     if (getifaddrs(&ifs) != 0)
-        return fail(err, errlen, "--rpc_interface=%s: cannot list interfaces: %s", o->rpc_interface,
-                    strerror(errno));
+        return mc_fail(err, errlen, "--rpc_interface=%s: cannot list interfaces: %s",
+                       o->rpc_interface, strerror(errno));
     char addr[INET_ADDRSTRLEN] = "";
     for (struct ifaddrs *i = ifs; i && !addr[0]; i = i->ifa_next) {
         if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET &&
@@ -1034,11 +1025,11 @@ static int resolve_rpc_interface(master_opts_t *o, string_pool_t *pool, char *er
     }
     freeifaddrs(ifs);
     if (!addr[0])
-        return fail(err, errlen, "--rpc_interface=%s: no such interface with an IPv4 address",
-                    o->rpc_interface);
+        return mc_fail(err, errlen, "--rpc_interface=%s: no such interface with an IPv4 address",
+                       o->rpc_interface);
     char *copy = pool_strdup(pool, addr);
     if (!copy)
-        return fail(err, errlen, "out of memory");
+        return mc_fail(err, errlen, "out of memory");
     o->rpc_address = copy;
     return 0;
 }
@@ -1053,41 +1044,42 @@ static const char *ha_endpoints(const master_opts_t *o)
 static int validate_ha(master_opts_t *o, char *err, size_t errlen)
 {
     if (o->enable_oplog && !o->enable_ha)
-        return fail(err, errlen, "--enable_oplog needs --enable_ha (as upstream)");
+        return mc_fail(err, errlen, "--enable_oplog needs --enable_ha (as upstream)");
     if (!o->enable_ha)
         return 0;
     if (compat_value(o, "enable_snapshot_restore")->b) {
         o->refused = 1;
-        return fail(err, errlen,
-                    "--enable_snapshot_restore=true is not supported with --enable_ha: a new "
-                    "leader is restored from the operation log (--enable_oplog), not from a "
-                    "snapshot (docs/ha.md); drop one of the two");
+        return mc_fail(err, errlen,
+                       "--enable_snapshot_restore=true is not supported with --enable_ha: a new "
+                       "leader is restored from the operation log (--enable_oplog), not from a "
+                       "snapshot (docs/ha.md); drop one of the two");
     }
     if (!o->enable_oplog)
         MC_WARN("--enable_ha without --enable_oplog: a new leader starts empty and every object "
                 "is lost to readers at a failover (as upstream); add --enable_oplog=true");
     if (strcmp(o->ha_backend_type, "etcd") != 0) {
         o->refused = 1;
-        return fail(err, errlen,
-                    "--ha_backend_type=%s is not supported: only the etcd backend is built here "
-                    "(upstream also has redis and k8s); use --ha_backend_type=etcd",
-                    o->ha_backend_type);
+        return mc_fail(err, errlen,
+                       "--ha_backend_type=%s is not supported: only the etcd backend is built here "
+                       "(upstream also has redis and k8s); use --ha_backend_type=etcd",
+                       o->ha_backend_type);
     }
     if (!ha_endpoints(o)[0])
-        return fail(err, errlen,
-                    "--enable_ha needs the etcd endpoints: --etcd_endpoints=h:p;h:p "
-                    "(or --ha_backend_connstring)");
+        return mc_fail(err, errlen,
+                       "--enable_ha needs the etcd endpoints: --etcd_endpoints=h:p;h:p "
+                       "(or --ha_backend_connstring)");
     if (mc_net_is_wildcard(o->rpc_address))
-        return fail(err, errlen,
-                    "--enable_ha publishes --rpc_address:--rpc_port as the leader's address, so it "
-                    "must be an address clients reach, not %s: set --rpc_address or "
-                    "--rpc_interface",
-                    o->rpc_address[0] ? o->rpc_address : "empty");
+        return mc_fail(
+            err, errlen,
+            "--enable_ha publishes --rpc_address:--rpc_port as the leader's address, so it "
+            "must be an address clients reach, not %s: set --rpc_address or "
+            "--rpc_interface",
+            o->rpc_address[0] ? o->rpc_address : "empty");
     if (!(o->rpc_port ? o->rpc_port : o->port))
-        return fail(err, errlen, "--enable_ha needs a fixed --rpc_port (it is published)");
+        return mc_fail(err, errlen, "--enable_ha needs a fixed --rpc_port (it is published)");
     char key[512];
     if (mc_master_view_key(o->cluster_id, key, sizeof(key)) != 0)
-        return fail(err, errlen, "--cluster_id=\"%s\" is empty or too long", o->cluster_id);
+        return mc_fail(err, errlen, "--cluster_id=\"%s\" is empty or too long", o->cluster_id);
     return 0;
 }
 
@@ -1095,49 +1087,50 @@ static int validate(master_opts_t *o, char *err, size_t errlen)
 {
     static char posix[] = "posix";
     if (o->eviction_ratio < 0 || o->eviction_ratio > 1)
-        return fail(err, errlen, "--eviction_ratio=%g is outside [0, 1]", o->eviction_ratio);
+        return mc_fail(err, errlen, "--eviction_ratio=%g is outside [0, 1]", o->eviction_ratio);
     if (o->eviction_high_watermark_ratio < 0 || o->eviction_high_watermark_ratio > 1)
-        return fail(err, errlen, "--eviction_high_watermark_ratio=%g is outside [0, 1]",
-                    o->eviction_high_watermark_ratio);
+        return mc_fail(err, errlen, "--eviction_high_watermark_ratio=%g is outside [0, 1]",
+                       o->eviction_high_watermark_ratio);
     if (o->default_kv_soft_pin_ttl > o->max_kv_soft_pin_ttl)
-        return fail(err, errlen,
-                    "--default_kv_soft_pin_ttl=%" PRIu64 " exceeds --max_kv_soft_pin_ttl=%" PRIu64,
-                    o->default_kv_soft_pin_ttl, o->max_kv_soft_pin_ttl);
+        return mc_fail(err, errlen,
+                       "--default_kv_soft_pin_ttl=%" PRIu64
+                       " exceeds --max_kv_soft_pin_ttl=%" PRIu64,
+                       o->default_kv_soft_pin_ttl, o->max_kv_soft_pin_ttl);
     if (o->rpc_max_buffered_size < MC_RPC_MIN_BUFFERED)
-        return fail(err, errlen,
-                    "--rpc_max_buffered_size=%" PRIu64 " is below %" PRIu64
-                    " bytes (one largest frame and some room)",
-                    o->rpc_max_buffered_size, (uint64_t)MC_RPC_MIN_BUFFERED);
+        return mc_fail(err, errlen,
+                       "--rpc_max_buffered_size=%" PRIu64 " is below %" PRIu64
+                       " bytes (one largest frame and some room)",
+                       o->rpc_max_buffered_size, (uint64_t)MC_RPC_MIN_BUFFERED);
     if (o->max_segment_size == 0)
-        return fail(err, errlen, "--max_segment_size must be positive");
+        return mc_fail(err, errlen, "--max_segment_size must be positive");
     if (o->http_metadata_max_value_size == 0 ||
         o->http_metadata_max_value_size > o->http_metadata_max_total_size)
-        return fail(err, errlen,
-                    "--http_metadata_max_value_size must be positive and at most "
-                    "--http_metadata_max_total_size");
+        return mc_fail(err, errlen,
+                       "--http_metadata_max_value_size must be positive and at most "
+                       "--http_metadata_max_total_size");
     if (o->put_start_release_timeout_sec < o->put_start_discard_timeout_sec)
-        return fail(err, errlen,
-                    "--put_start_release_timeout_sec=%" PRId64
-                    " is less than --put_start_discard_timeout_sec=%" PRId64,
-                    o->put_start_release_timeout_sec, o->put_start_discard_timeout_sec);
+        return mc_fail(err, errlen,
+                       "--put_start_release_timeout_sec=%" PRId64
+                       " is less than --put_start_discard_timeout_sec=%" PRId64,
+                       o->put_start_release_timeout_sec, o->put_start_discard_timeout_sec);
     default_from_env(&o->offload_backend, ENV_OFFLOAD_BACKEND, empty_string);
     default_from_env(&o->distributed_fs_type, ENV_DFS_TYPE, posix);
     default_from_env(&o->distributed_root_dir, ENV_DFS_ROOT, empty_string);
     if (o->offload_backend[0] && !backend_canonical(o->offload_backend))
-        return fail(err, errlen,
-                    "--offload-backend=%s: expected local or distributed (or upstream's "
-                    "bucket_storage_backend, file_per_key_storage_backend, "
-                    "distributed_storage_backend)",
-                    o->offload_backend);
+        return mc_fail(err, errlen,
+                       "--offload-backend=%s: expected local or distributed (or upstream's "
+                       "bucket_storage_backend, file_per_key_storage_backend, "
+                       "distributed_storage_backend)",
+                       o->offload_backend);
     if (strcmp(o->distributed_fs_type, "posix") != 0 && strcmp(o->distributed_fs_type, "daos") != 0)
-        return fail(err, errlen, "--distributed-fs-type=%s: expected posix or daos",
-                    o->distributed_fs_type);
+        return mc_fail(err, errlen, "--distributed-fs-type=%s: expected posix or daos",
+                       o->distributed_fs_type);
     if (o->enable_offload && o->offload_backend[0] &&
         strcmp(backend_canonical(o->offload_backend), "distributed") == 0 &&
         !o->distributed_root_dir[0])
-        return fail(err, errlen,
-                    "--offload-backend=distributed needs --distributed-root-dir (or $" ENV_DFS_ROOT
-                    ")");
+        return mc_fail(
+            err, errlen,
+            "--offload-backend=distributed needs --distributed-root-dir (or $" ENV_DFS_ROOT ")");
     return validate_ha(o, err, errlen);
 }
 
@@ -1279,12 +1272,12 @@ static int setup_logging(const master_opts_t *o, char *err, size_t errlen)
     if (!o->log_dir[0] || o->logtostderr)
         return 0;
     if (mkdir(o->log_dir, 0755) != 0 && errno != EEXIST)
-        return fail(err, errlen, "cannot create --log_dir %s: %s", o->log_dir, strerror(errno));
+        return mc_fail(err, errlen, "cannot create --log_dir %s: %s", o->log_dir, strerror(errno));
     char path[4096];
     snprintf(path, sizeof(path), "%s/%s", o->log_dir, LOG_FILE_NAME);
     int rc = mc_log_set_file(path);
     if (rc != 0)
-        return fail(err, errlen, "cannot open log file %s: %s", path, strerror(-rc));
+        return mc_fail(err, errlen, "cannot open log file %s: %s", path, strerror(-rc));
     return 0;
 }
 

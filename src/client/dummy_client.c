@@ -24,6 +24,7 @@
 #include "auth.h"
 #include "dummy.pb-c.h"
 #include "dummy_wire.h"
+#include "ids.h"
 #include "log.h"
 #include "net.h"
 #include "pb_decode.h"
@@ -981,12 +982,9 @@ static int dummy_open(const mc_store_dummy_config_t *c, mc_dummy_t **out)
     const char *t = getenv(MC_DUMMY_CALL_TIMEOUT_ENV);
     long long tv = t && *t ? atoll(t) : 0;
     d->call_timeout_ms = tv > 0 ? (uint64_t)tv : MC_DUMMY_CALL_TIMEOUT_DEFAULT_MS;
-    FILE *f = fopen("/proc/sys/kernel/random/uuid", "r");
-    if (!f || !fgets(d->client_id, sizeof(d->client_id), f))
+    _Static_assert(sizeof(d->client_id) > MC_UUID_TEXT_LEN, "room for a UUID");
+    if (mc_uuid_v4(d->client_id) != 0)
         snprintf(d->client_id, sizeof(d->client_id), "dummy-%d", (int)getpid());
-    d->client_id[strcspn(d->client_id, "\n")] = '\0';
-    if (f)
-        fclose(f);
     int rc = mc_auth_resolve(c->cluster_secret, c->cluster_secret_file, &d->auth);
     if (rc == 0 && c->local_buffer_size > 0) {
         int fd;

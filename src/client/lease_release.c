@@ -14,6 +14,7 @@
 #include "log.h"
 #include "master_client.h"
 #include "mooncake/errors.h"
+#include "net.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -89,12 +90,7 @@ static void *release_main(void *arg)
             break;      /* stopping, nothing left */
         if (!r->stop) { /* let more gather; a stop cuts it short */
             struct timespec ts;
-            clock_gettime(CLOCK_MONOTONIC, &ts);
-            ts.tv_nsec += MC_LEASE_RELEASE_GATHER_MS * 1000000L;
-            if (ts.tv_nsec >= 1000000000L) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000L;
-            }
+            mc_deadline_after_ms(&ts, CLOCK_MONOTONIC, MC_LEASE_RELEASE_GATHER_MS);
             pthread_cond_timedwait(&r->wake, &r->lock, &ts);
         }
         char **keys = r->keys;

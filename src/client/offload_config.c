@@ -8,13 +8,13 @@
  */
 #include "offload_config.h"
 
+#include "errbuf.h"
 #include "log.h"
 #include "mooncake/errors.h"
 #include "mooncake/fs_adapter.h"
 #include "parse.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,16 +31,6 @@
 #define DEFAULT_IO_THREADS 4
 #define MAX_IO_THREADS 64
 #define DEFAULT_CLOSE_DRAIN_S 10
-
-__attribute__((format(printf, 3, 4))) static int fail(char *err, size_t errlen, const char *fmt,
-                                                      ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return MC_ERR_INVALID_PARAMS;
-}
 
 /* The first of two names that is set (non-empty), or NULL; *name receives which. */
 static const char *env2(const char *a, const char *b, const char **name)
@@ -68,7 +58,7 @@ static int env_size(const char *a, const char *b, uint64_t def, uint64_t *out, c
         return 0;
     char msg[256];
     if (mc_parse_size(v, out, msg, sizeof(msg)) != 0)
-        return fail(err, errlen, "%s=%s: %s", name, v, msg);
+        return mc_fail(err, errlen, "%s=%s: %s", name, v, msg);
     return 0;
 }
 
@@ -81,7 +71,7 @@ static int env_bool(const char *a, const char *b, int def, int *out, char *err, 
         return 0;
     char msg[256];
     if (mc_parse_bool(v, out, msg, sizeof(msg)) != 0)
-        return fail(err, errlen, "%s=%s: %s", name, v, msg);
+        return mc_fail(err, errlen, "%s=%s: %s", name, v, msg);
     return 0;
 }
 
@@ -95,7 +85,7 @@ static int env_int(const char *a, int64_t lo, int64_t hi, int64_t def, int64_t *
         return 0;
     char msg[256];
     if (mc_parse_int64(v, lo, hi, out, msg, sizeof(msg)) != 0)
-        return fail(err, errlen, "%s=%s: %s", name, v, msg);
+        return mc_fail(err, errlen, "%s=%s: %s", name, v, msg);
     return 0;
 }
 
@@ -107,7 +97,7 @@ static int env_string(const char *a, const char *b, const char *def, char *out, 
     if (!v)
         v = def;
     if (strlen(v) >= cap)
-        return fail(err, errlen, "%s: the value is longer than %zu bytes", name, cap - 1);
+        return mc_fail(err, errlen, "%s: the value is longer than %zu bytes", name, cap - 1);
     snprintf(out, cap, "%s", v);
     return 0;
 }
@@ -133,11 +123,12 @@ static int read_backend(mc_offload_env_t *e, char *err, size_t errlen)
     e->backend = MC_OFFLOAD_LOCAL;
     e->backend_explicit = v != NULL;
     if (v && parse_descriptor(v, &e->backend) != 0)
-        return fail(err, errlen,
-                    "MOONCAKE_OFFLOAD_STORAGE_BACKEND_DESCRIPTOR=%s: expected local or distributed "
-                    "(or upstream's bucket_storage_backend, file_per_key_storage_backend, "
-                    "distributed_storage_backend)",
-                    v);
+        return mc_fail(
+            err, errlen,
+            "MOONCAKE_OFFLOAD_STORAGE_BACKEND_DESCRIPTOR=%s: expected local or distributed "
+            "(or upstream's bucket_storage_backend, file_per_key_storage_backend, "
+            "distributed_storage_backend)",
+            v);
     return 0;
 }
 
@@ -200,33 +191,33 @@ static int read_distributed(mc_offload_env_t *e, char *err, size_t errlen)
         return 0;
     }
     if (!strcmp(e->fs_type, "hf3fs")) {
-        fail(err, errlen,
-             "MOONCAKE_DISTRIBUTED_FS_TYPE=hf3fs is not supported by mooncake-c "
-             "(use posix on the 3FS FUSE mount, or daos)");
+        mc_fail(err, errlen,
+                "MOONCAKE_DISTRIBUTED_FS_TYPE=hf3fs is not supported by mooncake-c "
+                "(use posix on the 3FS FUSE mount, or daos)");
         return MC_ERR_NOT_SUPPORTED;
     }
     if (strcmp(e->fs_type, "posix") != 0 && strcmp(e->fs_type, "daos") != 0)
-        return fail(err, errlen, "MOONCAKE_DISTRIBUTED_FS_TYPE=%s: expected posix or daos",
-                    e->fs_type);
+        return mc_fail(err, errlen, "MOONCAKE_DISTRIBUTED_FS_TYPE=%s: expected posix or daos",
+                       e->fs_type);
     if (!mc_fs_type_supported(e->fs_type)) {
-        fail(err, errlen,
-             "MOONCAKE_DISTRIBUTED_FS_TYPE=%s: this build has no %s adapter (rebuild with "
-             "-DUSE_DAOS=ON)",
-             e->fs_type, e->fs_type);
+        mc_fail(err, errlen,
+                "MOONCAKE_DISTRIBUTED_FS_TYPE=%s: this build has no %s adapter (rebuild with "
+                "-DUSE_DAOS=ON)",
+                e->fs_type, e->fs_type);
         return MC_ERR_NOT_SUPPORTED;
     }
     if (!e->root_dir[0])
-        return fail(err, errlen,
-                    "MOONCAKE_OFFLOAD_STORAGE_BACKEND_DESCRIPTOR=distributed needs "
-                    "MOONCAKE_DISTRIBUTED_ROOT_DIR (the shared directory every client mounts)");
+        return mc_fail(err, errlen,
+                       "MOONCAKE_OFFLOAD_STORAGE_BACKEND_DESCRIPTOR=distributed needs "
+                       "MOONCAKE_DISTRIBUTED_ROOT_DIR (the shared directory every client mounts)");
     if (e->root_dir[0] != '/')
-        return fail(err, errlen, "MOONCAKE_DISTRIBUTED_ROOT_DIR=%s: not an absolute path",
-                    e->root_dir);
+        return mc_fail(err, errlen, "MOONCAKE_DISTRIBUTED_ROOT_DIR=%s: not an absolute path",
+                       e->root_dir);
     if (e->write_xfer_size > MC_FS_XFER_MAX || e->read_xfer_size > MC_FS_XFER_MAX ||
         e->chunk_size > MC_FS_XFER_MAX)
-        return fail(err, errlen,
-                    "MOONCAKE_DISTRIBUTED_XFER_SIZE, _READ_XFER_SIZE and _CHUNK_SIZE must not "
-                    "exceed 4 GiB");
+        return mc_fail(err, errlen,
+                       "MOONCAKE_DISTRIBUTED_XFER_SIZE, _READ_XFER_SIZE and _CHUNK_SIZE must not "
+                       "exceed 4 GiB");
     return 0;
 }
 
@@ -273,11 +264,12 @@ int mc_offload_env_read(mc_offload_env_t *e, char *err, size_t errlen)
     e->io_threads = (unsigned)threads;
     e->close_drain_ms = (uint64_t)drain * 1000;
     if (e->total_size_limit == 0)
-        return fail(err, errlen, "MOONCAKE_OFFLOAD_TOTAL_SIZE_LIMIT_BYTES must be above 0");
+        return mc_fail(err, errlen, "MOONCAKE_OFFLOAD_TOTAL_SIZE_LIMIT_BYTES must be above 0");
     if (e->total_keys_limit == 0)
-        return fail(err, errlen, "MOONCAKE_OFFLOAD_TOTAL_KEYS_LIMIT must be above 0");
+        return mc_fail(err, errlen, "MOONCAKE_OFFLOAD_TOTAL_KEYS_LIMIT must be above 0");
     if (e->staging_bytes < 4096)
-        return fail(err, errlen, "MOONCAKE_OFFLOAD_LOCAL_BUFFER_SIZE_BYTES must be at least 4096");
+        return mc_fail(err, errlen,
+                       "MOONCAKE_OFFLOAD_LOCAL_BUFFER_SIZE_BYTES must be at least 4096");
     return 0;
 }
 
@@ -304,15 +296,15 @@ static int is_writable_dir(const char *path, char *why, size_t whylen)
 int mc_offload_prepare_dir(const char *what, const char *path, char *err, size_t errlen)
 {
     if (path[0] != '/')
-        return fail(err, errlen, "%s=%s: not an absolute path", what, path);
+        return mc_fail(err, errlen, "%s=%s: not an absolute path", what, path);
     if (strstr(path, "/../") || (strlen(path) >= 3 && !strcmp(path + strlen(path) - 3, "/..")))
-        return fail(err, errlen, "%s=%s: \"..\" is not allowed", what, path);
+        return mc_fail(err, errlen, "%s=%s: \"..\" is not allowed", what, path);
     char why[256];
     if (is_writable_dir(path, why, sizeof(why)))
         return 0;
     struct stat st;
     if (stat(path, &st) == 0 || errno != ENOENT)
-        return fail(err, errlen, "%s=%s: unusable: %s", what, path, why);
+        return mc_fail(err, errlen, "%s=%s: unusable: %s", what, path, why);
     char parent[PATH_MAX];
     snprintf(parent, sizeof(parent), "%s", path);
     char *slash = strrchr(parent, '/');
@@ -325,12 +317,12 @@ int mc_offload_prepare_dir(const char *what, const char *path, char *err, size_t
     else if (slash)
         *slash = '\0';
     if (!is_writable_dir(parent, why, sizeof(why)))
-        return fail(err, errlen, "%s=%s: cannot create it: its parent %s is unusable: %s", what,
-                    path, parent, why);
+        return mc_fail(err, errlen, "%s=%s: cannot create it: its parent %s is unusable: %s", what,
+                       path, parent, why);
     if (mkdir(path, 0755) != 0 && errno != EEXIST)
-        return fail(err, errlen, "%s=%s: cannot create it: %s", what, path, strerror(errno));
+        return mc_fail(err, errlen, "%s=%s: cannot create it: %s", what, path, strerror(errno));
     if (!is_writable_dir(path, why, sizeof(why)))
-        return fail(err, errlen, "%s=%s: unusable: %s", what, path, why);
+        return mc_fail(err, errlen, "%s=%s: unusable: %s", what, path, why);
     MC_INFO("created %s %s", what, path);
     return 0;
 }
@@ -342,7 +334,7 @@ int mc_offload_check_tree(const char *what, const char *path, char *err, size_t 
         return 0;
     struct stat st;
     if (stat(path, &st) == 0 || errno != ENOENT)
-        return fail(err, errlen, "%s=%s: unusable: %s", what, path, why);
+        return mc_fail(err, errlen, "%s=%s: unusable: %s", what, path, why);
     /* Missing: the nearest existing ancestor must be a writable directory. */
     char dir[PATH_MAX];
     snprintf(dir, sizeof(dir), "%s", path);
@@ -361,7 +353,7 @@ int mc_offload_check_tree(const char *what, const char *path, char *err, size_t 
             return 0;
     }
     if (!is_writable_dir(dir, why, sizeof(why)))
-        return fail(err, errlen, "%s=%s: cannot be created: %s is unusable: %s", what, path, dir,
-                    why);
+        return mc_fail(err, errlen, "%s=%s: cannot be created: %s is unusable: %s", what, path, dir,
+                       why);
     return 0;
 }

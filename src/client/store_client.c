@@ -31,6 +31,7 @@
 #include "auth.h"
 #include "client_http.h"
 #include "failpoint.h"
+#include "ids.h"
 #include "log.h"
 #include "master_client.h"
 #include "master_view.h"
@@ -183,17 +184,17 @@ typedef struct mc_real_client {
 
 /* ---- helpers ---------------------------------------------------------------------------- */
 
+/* Distinguishes this process's ids from each other when the kernel gives no randomness. */
+static atomic_uint_fast64_t fallback_seq;
+
+/* A client or segment id: a random UUID, or (no randomness) pid, sequence and clock. */
 static void make_uuid(char out[40])
 {
-    FILE *f = fopen("/proc/sys/kernel/random/uuid", "r");
-    if (f && fgets(out, 40, f)) {
-        out[strcspn(out, "\n")] = '\0';
-    } else {
-        snprintf(out, 40, "%08x-%04x-%llx", (unsigned)getpid(), (unsigned)rand() & 0xffff,
+    _Static_assert(40 > MC_UUID_TEXT_LEN, "room for a UUID");
+    if (mc_uuid_v4(out) != 0)
+        snprintf(out, 40, "%08x-%04x-%llx", (unsigned)getpid(),
+                 (unsigned)(atomic_fetch_add(&fallback_seq, 1) & 0xffff),
                  (unsigned long long)mc_now_ns());
-    }
-    if (f)
-        fclose(f);
 }
 
 /* Keeps the strings of a replicate config alive for the protobuf request. */
@@ -1295,13 +1296,10 @@ static int segment_call(mc_real_client_t *s, uint16_t opcode)
 static void make_segment_id(char out[MC_STORE_SEGMENT_ID_MAX])
 {
     uint64_t v[2] = {0, 0};
-    FILE *f = fopen("/dev/urandom", "rb");
-    if (!f || fread(v, sizeof(v), 1, f) != 1) {
+    if (mc_random_bytes(v, sizeof(v)) != 0) {
         v[0] = mc_now_ns() ^ ((uint64_t)getpid() << 32);
-        v[1] = (uint64_t)rand() << 31 ^ (uint64_t)rand();
+        v[1] = atomic_fetch_add(&fallback_seq, 1);
     }
-    if (f)
-        fclose(f);
     snprintf(out, MC_STORE_SEGMENT_ID_MAX, "%" PRIu64 "-%" PRIu64, v[0], v[1]);
 }
 

@@ -1,7 +1,7 @@
 /*
  * etcd.c — the etcd v3 client of etcd.h: every call is one HTTP POST of a JSON body to etcd's
  * gRPC gateway (/v3/kv/..., /v3/lease/...) with libcurl, answered by one JSON object (jansson).
- * Keys and values travel base64-encoded (OpenSSL's EVP_EncodeBlock/EVP_DecodeBlock); int64 fields
+ * Keys and values travel in standard base64 (base64.h); int64 fields
  * come back as JSON strings, and fields equal to their zero value are left out (proto3 JSON), so
  * an absent field reads as 0.
  *
@@ -28,12 +28,13 @@
  */
 #include "etcd.h"
 
+#include "base64.h"
+#include "curl_body.h"
 #include "log.h"
 #include "mooncake/errors.h"
 
 #include <curl/curl.h>
 #include <jansson.h>
-#include <openssl/evp.h>
 
 #include <ctype.h>
 #include <errno.h>
@@ -216,13 +217,12 @@ void mc_etcd_kv_free(mc_etcd_kv_t *kvs, size_t n, int free_array)
 /* base64 of data[0..len) as a JSON string; NULL on memory. */
 static json_t *etcd_b64(const void *data, size_t len)
 {
-    size_t cap = 4 * ((len + 2) / 3) + 1;
-    unsigned char *buf = malloc(cap);
-    if (!buf)
+    size_t n;
+    char *text = mc_base64_encode(data, len, &n);
+    if (!text)
         return NULL;
-    int n = EVP_EncodeBlock(buf, (const unsigned char *)data, (int)len);
-    json_t *s = json_stringn((const char *)buf, (size_t)n);
-    free(buf);
+    json_t *s = json_stringn(text, n);
+    free(text);
     return s;
 }
 
@@ -231,23 +231,10 @@ static json_t *etcd_b64(const void *data, size_t len)
 static uint8_t *etcd_unb64(const json_t *s, size_t *len)
 {
     const char *in = s ? json_string_value(s) : "";
-    size_t inlen = s ? json_string_length(s) : 0;
-    if (!in || inlen % 4 != 0 || inlen > (size_t)INT32_MAX)
+    if (!in)
         return NULL;
-    uint8_t *out = malloc(inlen / 4 * 3 + 1);
-    if (!out)
-        return NULL;
-    int n = inlen ? EVP_DecodeBlock(out, (const unsigned char *)in, (int)inlen) : 0;
-    if (n < 0) {
-        free(out);
-        return NULL;
-    }
-    size_t pad = 0;
-    while (pad < 2 && inlen > pad && in[inlen - 1 - pad] == '=')
-        pad++;
-    *len = (size_t)n - pad;
-    out[*len] = '\0';
-    return out;
+    uint8_t *out;
+    return mc_base64_decode(in, s ? json_string_length(s) : 0, &out, len) == 0 ? out : NULL;
 }
 
 /* An int64 field that etcd writes as a string (or, leniently, a number); 0 when absent. */
@@ -342,36 +329,6 @@ static int etcd_append_kvs(const json_t *range, mc_etcd_kv_t **kvs, size_t *n)
 
 /* ---- HTTP ---- */
 
-typedef struct etcd_body {
-    char *data;
-    size_t len, cap;
-    int overflow;
-} etcd_body_t;
-
-static size_t etcd_body_write(char *ptr, size_t size, size_t nmemb, void *userdata)
-{
-    etcd_body_t *b = userdata;
-    size_t n = size * nmemb;
-    if (n > ETCD_MAX_ANSWER - b->len) {
-        b->overflow = 1;
-        return 0; /* CURLE_WRITE_ERROR */
-    }
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 1024;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        char *d = realloc(b->data, cap);
-        if (!d)
-            return 0;
-        b->data = d;
-        b->cap = cap;
-    }
-    memcpy(b->data + b->len, ptr, n);
-    b->len += n;
-    b->data[b->len] = '\0';
-    return n;
-}
-
 static CURL *etcd_handle_get(mc_etcd_t *e)
 {
     CURL *c = NULL;
@@ -432,7 +389,7 @@ static int etcd_attempt(mc_etcd_t *e, size_t idx, const char *path, const char *
     char url[sizeof(ep->url) + 64];
     snprintf(url, sizeof(url), "%s%s", ep->url, path);
     char errbuf[CURL_ERROR_SIZE] = "";
-    etcd_body_t b = {0};
+    mc_curl_body_t b = {.max = ETCD_MAX_ANSWER};
     struct curl_slist *hdrs = curl_slist_append(NULL, "Content-Type: application/json");
     struct curl_slist *h2 = hdrs ? curl_slist_append(hdrs, "Expect:") : NULL;
     if (!h2) {
@@ -453,7 +410,7 @@ static int etcd_attempt(mc_etcd_t *e, size_t idx, const char *path, const char *
     curl_easy_setopt(c, CURLOPT_POST, 1L);
     curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
     curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body_len);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, etcd_body_write);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, mc_curl_body_write);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
     CURLcode cc = curl_easy_perform(c);
     long status = 0;

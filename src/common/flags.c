@@ -20,6 +20,7 @@
  */
 #include "flags.h"
 
+#include "errbuf.h"
 #include "log.h"
 #include "mooncake/errors.h"
 #include "parse.h"
@@ -28,7 +29,6 @@
 #include <ctype.h>
 #include <inttypes.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -38,17 +38,6 @@
 
 /* Room for one parser message; flag values longer than this are cut in messages only. */
 #define FLAG_REASON_MAX 512
-
-__attribute__((format(printf, 3, 4))) static int flags_fail(char *err, size_t errlen,
-                                                            const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    if (err && errlen > 0)
-        vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return MC_ERR_INVALID_PARAMS;
-}
 
 /* Name equality where '-' and '_' are the same character. `a` has length alen; `b` is NUL-ended. */
 static int name_eq(const char *a, size_t alen, const char *b)
@@ -244,8 +233,8 @@ static int set_value(struct flags_ctx *c, mc_flag_t *f, const char *text)
         break;
     }
     if (rc != 0)
-        return flags_fail(c->err, c->errlen, "invalid value \"%s\" for --%s: %s", text, f->name,
-                          reason_of(msg, text));
+        return mc_fail(c->err, c->errlen, "invalid value \"%s\" for --%s: %s", text, f->name,
+                       reason_of(msg, text));
     if (!c->commit)
         return 0;
 
@@ -281,7 +270,7 @@ static int handle_builtin(struct flags_ctx *c, const char *name, size_t len, con
     if (!*handled)
         return 0;
     if (value)
-        return flags_fail(c->err, c->errlen, "--%.*s takes no value", (int)len, name);
+        return mc_fail(c->err, c->errlen, "--%.*s takes no value", (int)len, name);
     if (is_help)
         mc_flags_print_help(c->flags, c->nflags, c->usage, stdout);
     else
@@ -302,11 +291,11 @@ static int handle_negation(struct flags_ctx *c, const char *name, size_t len, co
         return 0;
     *handled = 1;
     if (f->type != MC_FLAG_BOOL)
-        return flags_fail(c->err, c->errlen, "--%.*s: --%s is not a boolean flag", (int)len, name,
-                          f->name);
+        return mc_fail(c->err, c->errlen, "--%.*s: --%s is not a boolean flag", (int)len, name,
+                       f->name);
     if (value)
-        return flags_fail(c->err, c->errlen, "--%.*s takes no value; use --%s=false", (int)len,
-                          name, f->name);
+        return mc_fail(c->err, c->errlen, "--%.*s takes no value; use --%s=false", (int)len, name,
+                       f->name);
     if (c->commit) {
         *(int *)f->value = 0;
         f->is_set = 1;
@@ -326,7 +315,7 @@ static int handle_flag(struct flags_ctx *c, int *i)
     int handled, rc;
 
     if (len == 0)
-        return flags_fail(c->err, c->errlen, "unknown flag %s (see --help)", arg);
+        return mc_fail(c->err, c->errlen, "unknown flag %s (see --help)", arg);
 
     rc = handle_builtin(c, name, len, value, &handled);
     if (handled)
@@ -338,7 +327,7 @@ static int handle_flag(struct flags_ctx *c, int *i)
             return set_value(c, f, value ? value : "true");
         if (!value) {
             if (!next || looks_like_flag(next))
-                return flags_fail(c->err, c->errlen, "missing value for --%s", f->name);
+                return mc_fail(c->err, c->errlen, "missing value for --%s", f->name);
             value = next;
             (*i)++;
         }
@@ -364,7 +353,7 @@ static int handle_flag(struct flags_ctx *c, int *i)
             MC_WARN("flag --no%s is accepted for compatibility and ignored", ign);
         return 0;
     }
-    return flags_fail(c->err, c->errlen, "unknown flag --%.*s (see --help)", (int)len, name);
+    return mc_fail(c->err, c->errlen, "unknown flag --%.*s (see --help)", (int)len, name);
 }
 
 static int parse_pass(struct flags_ctx *c)
@@ -373,15 +362,15 @@ static int parse_pass(struct flags_ctx *c)
     for (int i = 1; i < c->argc; i++) {
         const char *arg = c->argv[i];
         if (!arg)
-            return flags_fail(c->err, c->errlen, "argument %d is NULL", i);
+            return mc_fail(c->err, c->errlen, "argument %d is NULL", i);
         if (!flags_done && strcmp(arg, "--") == 0) {
             flags_done = 1;
             continue;
         }
         if (flags_done || arg[0] != '-' || arg[1] == '\0')
-            return flags_fail(
-                c->err, c->errlen,
-                "unexpected argument \"%s\": this program takes only flags (see --help)", arg);
+            return mc_fail(c->err, c->errlen,
+                           "unexpected argument \"%s\": this program takes only flags (see --help)",
+                           arg);
         int rc = handle_flag(c, &i);
         if (rc != 0)
             return rc;
@@ -393,13 +382,13 @@ static int parse_pass(struct flags_ctx *c)
 static int check_table(const struct flags_ctx *c)
 {
     if (c->nflags > 0 && !c->flags)
-        return flags_fail(c->err, c->errlen, "flag table is NULL but nflags is %zu", c->nflags);
+        return mc_fail(c->err, c->errlen, "flag table is NULL but nflags is %zu", c->nflags);
     for (size_t i = 0; i < c->nflags; i++) {
         if (!c->flags[i].name || !c->flags[i].value)
-            return flags_fail(c->err, c->errlen, "flag table entry %zu has no name or no value", i);
+            return mc_fail(c->err, c->errlen, "flag table entry %zu has no name or no value", i);
     }
     if (c->argc > 0 && !c->argv)
-        return flags_fail(c->err, c->errlen, "argv is NULL but argc is %d", c->argc);
+        return mc_fail(c->err, c->errlen, "argv is NULL but argc is %d", c->argc);
     return 0;
 }
 

@@ -6,6 +6,8 @@
  */
 #include "log.h"
 
+#include "net.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -107,9 +109,7 @@ static void write_all(int fd, const char *buf, size_t len)
 
 int mc_log_ratelimit(atomic_uint_fast64_t *last_ms, uint64_t interval_ms)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    uint64_t now = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u + 1; /* never 0 */
+    uint64_t now = mc_now_ms() + 1; /* never 0 */
     uint64_t last = atomic_load(last_ms);
     if (last && now - last < interval_ms)
         return 0;

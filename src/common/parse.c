@@ -13,6 +13,7 @@
  */
 #include "parse.h"
 
+#include "errbuf.h"
 #include "mooncake/errors.h"
 #include "net.h"
 
@@ -20,7 +21,6 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,17 +28,6 @@
 #include <unistd.h>
 #include <time.h>
 #include <stdatomic.h>
-
-__attribute__((format(printf, 3, 4))) static int parse_fail(char *err, size_t errlen,
-                                                            const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    if (err && errlen > 0)
-        vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return MC_ERR_INVALID_PARAMS;
-}
 
 /* [*begin, *end) becomes `text` without leading and trailing whitespace. */
 static void trim(const char *text, const char **begin, const char **end)
@@ -141,21 +130,20 @@ static int parse_scaled(const struct quantity *q, const char *text, uint64_t *ou
                         size_t errlen)
 {
     if (!text)
-        return parse_fail(err, errlen, "invalid %s: no text given", q->what);
+        return mc_fail(err, errlen, "invalid %s: no text given", q->what);
     if (!out)
-        return parse_fail(err, errlen, "invalid %s \"%s\": nowhere to store the result", q->what,
-                          text);
+        return mc_fail(err, errlen, "invalid %s \"%s\": nowhere to store the result", q->what,
+                       text);
 
     const char *p, *end;
     trim(text, &p, &end);
     if (p == end)
-        return parse_fail(err, errlen, "invalid %s \"%s\": empty; %s", q->what, text, q->hint);
+        return mc_fail(err, errlen, "invalid %s \"%s\": empty; %s", q->what, text, q->hint);
     if (*p == '-')
-        return parse_fail(err, errlen, "invalid %s \"%s\": negative %s are not allowed", q->what,
-                          text, q->plural);
+        return mc_fail(err, errlen, "invalid %s \"%s\": negative %s are not allowed", q->what, text,
+                       q->plural);
     if (!isdigit((unsigned char)*p))
-        return parse_fail(err, errlen, "invalid %s \"%s\": not a number; %s", q->what, text,
-                          q->hint);
+        return mc_fail(err, errlen, "invalid %s \"%s\": not a number; %s", q->what, text, q->hint);
 
     uint64_t whole = 0;
     int too_large = 0;
@@ -175,19 +163,19 @@ static int parse_scaled(const struct quantity *q, const char *text, uint64_t *ou
             p++;
         nfrac = (size_t)(p - frac);
         if (nfrac == 0)
-            return parse_fail(err, errlen, "invalid %s \"%s\": not a number; %s", q->what, text,
-                              q->hint);
+            return mc_fail(err, errlen, "invalid %s \"%s\": not a number; %s", q->what, text,
+                           q->hint);
     }
 
     while (p < end && isspace((unsigned char)*p))
         p++;
     if (p < end && *p == '%')
-        return parse_fail(err, errlen, "invalid %s \"%s\": percentages are not %s; %s", q->what,
-                          text, q->plural, q->hint);
+        return mc_fail(err, errlen, "invalid %s \"%s\": percentages are not %s; %s", q->what, text,
+                       q->plural, q->hint);
     if (p + 1 < end && (*p == 'e' || *p == 'E') &&
         (isdigit((unsigned char)p[1]) || p[1] == '+' || p[1] == '-'))
-        return parse_fail(err, errlen, "invalid %s \"%s\": exponent notation is not supported; %s",
-                          q->what, text, q->hint);
+        return mc_fail(err, errlen, "invalid %s \"%s\": exponent notation is not supported; %s",
+                       q->what, text, q->hint);
 
     uint64_t scale = 1;
     if (p < end) {
@@ -200,13 +188,13 @@ static int parse_scaled(const struct quantity *q, const char *text, uint64_t *ou
             const char *junk = unit ? p : u;
             while (isspace((unsigned char)*junk))
                 junk++;
-            return parse_fail(err, errlen,
-                              "invalid %s \"%s\": unexpected text \"%.*s\" after the number; %s",
-                              q->what, text, (int)(end - junk), junk, q->hint);
+            return mc_fail(err, errlen,
+                           "invalid %s \"%s\": unexpected text \"%.*s\" after the number; %s",
+                           q->what, text, (int)(end - junk), junk, q->hint);
         }
         if (!unit)
-            return parse_fail(err, errlen, "invalid %s \"%s\": unknown unit \"%.*s\"; use %s",
-                              q->what, text, (int)(p - u), u, q->unit_list);
+            return mc_fail(err, errlen, "invalid %s \"%s\": unknown unit \"%.*s\"; use %s", q->what,
+                           text, (int)(p - u), u, q->unit_list);
         scale = unit->scale;
     }
 
@@ -222,9 +210,9 @@ static int parse_scaled(const struct quantity *q, const char *text, uint64_t *ou
         too_large = 1;
     }
     if (too_large)
-        return parse_fail(err, errlen,
-                          "invalid %s \"%s\": too large; the maximum is 2^63-1 (%" PRId64 ")",
-                          q->what, text, INT64_MAX);
+        return mc_fail(err, errlen,
+                       "invalid %s \"%s\": too large; the maximum is 2^63-1 (%" PRId64 ")", q->what,
+                       text, INT64_MAX);
     *out = value;
     return 0;
 }
@@ -245,9 +233,9 @@ int mc_parse_bool(const char *text, int *value, char *err, size_t errlen)
     static const char *const lies[] = {"0", "false", "no", "off"};
 
     if (!text)
-        return parse_fail(err, errlen, "invalid boolean: no text given");
+        return mc_fail(err, errlen, "invalid boolean: no text given");
     if (!value)
-        return parse_fail(err, errlen, "invalid boolean \"%s\": nowhere to store the result", text);
+        return mc_fail(err, errlen, "invalid boolean \"%s\": nowhere to store the result", text);
 
     const char *b, *e;
     trim(text, &b, &e);
@@ -262,18 +250,18 @@ int mc_parse_bool(const char *text, int *value, char *err, size_t errlen)
             return 0;
         }
     }
-    return parse_fail(
-        err, errlen, "invalid boolean \"%s\": not a boolean; use true|false, 1|0, yes|no or on|off",
-        text);
+    return mc_fail(err, errlen,
+                   "invalid boolean \"%s\": not a boolean; use true|false, 1|0, yes|no or on|off",
+                   text);
 }
 
 int mc_parse_int64(const char *text, int64_t min, int64_t max, int64_t *value, char *err,
                    size_t errlen)
 {
     if (!text)
-        return parse_fail(err, errlen, "invalid integer: no text given");
+        return mc_fail(err, errlen, "invalid integer: no text given");
     if (!value)
-        return parse_fail(err, errlen, "invalid integer \"%s\": nowhere to store the result", text);
+        return mc_fail(err, errlen, "invalid integer \"%s\": nowhere to store the result", text);
 
     const char *p, *end;
     trim(text, &p, &end);
@@ -281,7 +269,7 @@ int mc_parse_int64(const char *text, int64_t min, int64_t max, int64_t *value, c
     if (p < end && (*p == '+' || *p == '-'))
         negative = *p++ == '-';
     if (p == end)
-        return parse_fail(err, errlen, "invalid integer \"%s\": not an integer", text);
+        return mc_fail(err, errlen, "invalid integer \"%s\": not an integer", text);
 
     /* Accumulate the magnitude; INT64_MIN's magnitude is one more than INT64_MAX's. */
     uint64_t limit = negative ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX;
@@ -289,7 +277,7 @@ int mc_parse_int64(const char *text, int64_t min, int64_t max, int64_t *value, c
     int too_large = 0;
     for (; p < end; p++) {
         if (!isdigit((unsigned char)*p))
-            return parse_fail(err, errlen, "invalid integer \"%s\": not an integer", text);
+            return mc_fail(err, errlen, "invalid integer \"%s\": not an integer", text);
         unsigned d = (unsigned)(*p - '0');
         if (mag > (limit - d) / 10)
             too_large = 1;
@@ -297,16 +285,16 @@ int mc_parse_int64(const char *text, int64_t min, int64_t max, int64_t *value, c
             mag = mag * 10 + d;
     }
     if (too_large)
-        return parse_fail(err, errlen, "invalid integer \"%s\": out of range for a 64-bit integer",
-                          text);
+        return mc_fail(err, errlen, "invalid integer \"%s\": out of range for a 64-bit integer",
+                       text);
 
     int64_t v =
         negative ? (mag == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)mag) : (int64_t)mag;
     if (v < min || v > max)
-        return parse_fail(err, errlen,
-                          "invalid integer \"%s\": out of range; must be between %" PRId64
-                          " and %" PRId64,
-                          text, min, max);
+        return mc_fail(err, errlen,
+                       "invalid integer \"%s\": out of range; must be between %" PRId64
+                       " and %" PRId64,
+                       text, min, max);
     *value = v;
     return 0;
 }
@@ -315,31 +303,31 @@ int mc_parse_double(const char *text, double min, double max, double *value, cha
                     size_t errlen)
 {
     if (!text)
-        return parse_fail(err, errlen, "invalid number: no text given");
+        return mc_fail(err, errlen, "invalid number: no text given");
     if (!value)
-        return parse_fail(err, errlen, "invalid number \"%s\": nowhere to store the result", text);
+        return mc_fail(err, errlen, "invalid number \"%s\": nowhere to store the result", text);
 
     const char *b, *e;
     trim(text, &b, &e);
     /* strtod also reads hex floats, "inf" and "nan"; only decimal text is a number here. */
     for (const char *p = b; p < e; p++) {
         if (!isdigit((unsigned char)*p) && !strchr("+-.eE", *p))
-            return parse_fail(err, errlen, "invalid number \"%s\": not a number", text);
+            return mc_fail(err, errlen, "invalid number \"%s\": not a number", text);
     }
     if (b == e)
-        return parse_fail(err, errlen, "invalid number \"%s\": not a number", text);
+        return mc_fail(err, errlen, "invalid number \"%s\": not a number", text);
 
     char *stop;
     errno = 0;
     double v = strtod(b, &stop);
     if (stop != e)
-        return parse_fail(err, errlen, "invalid number \"%s\": not a number", text);
+        return mc_fail(err, errlen, "invalid number \"%s\": not a number", text);
     if (!isfinite(v))
-        return parse_fail(err, errlen, "invalid number \"%s\": out of range for a double", text);
+        return mc_fail(err, errlen, "invalid number \"%s\": out of range for a double", text);
     if (!(v >= min && v <= max))
-        return parse_fail(err, errlen,
-                          "invalid number \"%s\": out of range; must be between %g and %g", text,
-                          min, max);
+        return mc_fail(err, errlen,
+                       "invalid number \"%s\": out of range; must be between %g and %g", text, min,
+                       max);
     *value = v;
     return 0;
 }

@@ -22,6 +22,7 @@
 #include "log.h"
 #include "master_internal.h"
 #include "mooncake/errors.h"
+#include "net.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -38,13 +39,6 @@
 #define NAME_LEN 19 /* YYYYMMDD_HHMMSS_mmm */
 #define MAX_SNAPSHOTS 4096
 #define MAX_RECORD (64u << 20)
-
-static uint64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
 
 static int name_ok(const char *n)
 {
@@ -145,7 +139,7 @@ static int write_record(void *arg, const uint8_t *record, size_t len)
         return MC_ERR_INTERNAL_ERROR;
     }
     w->objects++;
-    if (w->deadline && (w->objects & 1023) == 0 && mono_ms() > w->deadline) {
+    if (w->deadline && (w->objects & 1023) == 0 && mc_now_ms() > w->deadline) {
         w->failed = 2;
         return MC_ERR_INTERNAL_ERROR;
     }
@@ -282,7 +276,7 @@ static int snapshot_write(mc_master_t *m, const char *root, const char *backup_d
         return MC_ERR_INTERNAL_ERROR;
     }
     snprintf(rec, sizeof(rec), "%s/records.bin", tmp);
-    uint64_t started = mono_ms();
+    uint64_t started = mc_now_ms();
     writer_t w = {.f = fopen(rec, "we"), .deadline = timeout_ms ? started + timeout_ms : 0};
     uint64_t seq = 0;
     int rc = w.f ? mc_master_export(m, &seq, write_record, &w) : MC_ERR_INTERNAL_ERROR;
@@ -292,7 +286,7 @@ static int snapshot_write(mc_master_t *m, const char *root, const char *backup_d
         if (fclose(w.f) != 0)
             rc = MC_ERR_INTERNAL_ERROR;
     }
-    if (rc != 0 || (timeout_ms && mono_ms() > started + timeout_ms)) {
+    if (rc != 0 || (timeout_ms && mc_now_ms() > started + timeout_ms)) {
         MC_ERROR("snapshot %s under %s failed (%s): nothing kept", name, root,
                  w.failed == 2 || rc == 0 ? "took longer than --snapshot_child_timeout_seconds"
                                           : "write error");
@@ -339,7 +333,8 @@ static int snapshot_write(mc_master_t *m, const char *root, const char *backup_d
     }
     MC_INFO("snapshot %s written under %s: %" PRIu64 " objects, %" PRIu64 " bytes, seq %" PRIu64
             ", %s, %" PRIu64 " ms",
-            name, root, w.objects, w.bytes, seq, clean ? "clean" : "periodic", mono_ms() - started);
+            name, root, w.objects, w.bytes, seq, clean ? "clean" : "periodic",
+            mc_now_ms() - started);
     if (name_out)
         snprintf(name_out, 32, "%.19s", name);
     return 0;
@@ -350,9 +345,9 @@ int mc_master_snapshot_write(mc_master_t *m, const char *root, const char *backu
 {
     if (!m || !root || !root[0] || retention == 0)
         return MC_ERR_INVALID_PARAMS;
-    uint64_t started = mono_ms();
+    uint64_t started = mc_now_ms();
     int rc = snapshot_write(m, root, backup_dir, retention, clean, timeout_ms, name_out);
-    count_snapshot(m, rc == 0, mono_ms() - started);
+    count_snapshot(m, rc == 0, mc_now_ms() - started);
     return rc;
 }
 

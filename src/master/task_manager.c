@@ -11,6 +11,7 @@
  */
 #include "task_manager.h"
 
+#include "ids.h"
 #include "log.h"
 #include "master_internal.h"
 
@@ -19,8 +20,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/random.h>
 #include <time.h>
+
+_Static_assert(MC_TASK_ID_LEN == MC_UUID_TEXT_LEN, "task ids are text UUIDs");
 
 #define TASK_HASH_BUCKETS 4096 /* chains stay short up to the 30000 tasks the bounds allow */
 #define SEGMENT_NAME_MAX 272
@@ -110,20 +112,6 @@ static int uuid_ok(const char *s)
             return 0;
     }
     return 1;
-}
-
-static int make_uuid(char out[MC_TASK_ID_LEN + 1])
-{
-    unsigned char b[16];
-    if (getrandom(b, sizeof(b), 0) != (ssize_t)sizeof(b))
-        return MC_ERR_INTERNAL_ERROR;
-    b[6] = (unsigned char)((b[6] & 0x0f) | 0x40); /* version 4 */
-    b[8] = (unsigned char)((b[8] & 0x3f) | 0x80); /* RFC 4122 variant */
-    snprintf(out, MC_TASK_ID_LEN + 1,
-             "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
-             b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
-             b[15]);
-    return 0;
 }
 
 static size_t bucket_of(const char *id)
@@ -274,7 +262,7 @@ static mc_task_t *task_new(mc_master_t *m, const char *key, size_t len, mc_task_
     if (!t)
         return NULL;
     do {
-        if (make_uuid(t->id) != 0) {
+        if (mc_uuid_v4(t->id) != 0) {
             free(t);
             return NULL;
         }
@@ -315,9 +303,9 @@ static int find_source(mc_master_t *m, const mc_object_t *o, const char *source,
     }
     if (n == 0)
         return source ? MC_ERR_INVALID_PARAMS : MC_ERR_REPLICA_NOT_FOUND;
-    uint32_t r = 0;
-    if (!source && getrandom(&r, sizeof(r), 0) != (ssize_t)sizeof(r))
-        r = (uint32_t)mc_master_now_locked(m);
+    uint64_t r = 0;
+    if (!source && mc_random_u64(&r) != 0)
+        r = mc_master_now_locked(m);
     unsigned pick = source ? 0 : r % n; /* upstream picks the source at random */
     for (unsigned i = 0, seen = 0; i < o->nrep; i++) {
         const mc_segment_t *s = mc_master_segment_locked(m, o->rep[i].seg);

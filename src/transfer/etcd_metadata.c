@@ -22,6 +22,7 @@
 #include "etcd.h"
 #include "log.h"
 #include "mooncake/errors.h"
+#include "net.h"
 #include "transfer_internal.h"
 
 #include <errno.h>
@@ -126,13 +127,6 @@ static int md_regrant_locked(mc_etcd_md_t *m)
     return 0;
 }
 
-static int64_t md_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* A pause between retries, m->mu released meanwhile. */
 static void md_pause_unlocked(mc_etcd_md_t *m)
 {
@@ -140,17 +134,6 @@ static void md_pause_unlocked(mc_etcd_md_t *m)
     struct timespec ts = {0, MD_RETRY_PAUSE_MS * 1000000L};
     nanosleep(&ts, NULL);
     pthread_mutex_lock(&m->mu);
-}
-
-static void md_deadline(struct timespec *ts, int64_t ms)
-{
-    clock_gettime(CLOCK_MONOTONIC, ts);
-    ts->tv_sec += ms / 1000;
-    ts->tv_nsec += (ms % 1000) * 1000000;
-    if (ts->tv_nsec >= 1000000000) {
-        ts->tv_sec++;
-        ts->tv_nsec -= 1000000000;
-    }
 }
 
 /* Keeps the lease alive every TTL/3; re-grants and re-publishes when it was lost. */
@@ -161,7 +144,7 @@ static void *md_keeper_main(void *arg)
     pthread_mutex_lock(&m->mu);
     while (!m->stopping) {
         struct timespec ts;
-        md_deadline(&ts, period_ms);
+        mc_deadline_after_ms(&ts, CLOCK_MONOTONIC, (uint64_t)period_ms);
         while (!m->stopping && pthread_cond_timedwait(&m->cond, &m->mu, &ts) != ETIMEDOUT) {
         }
         if (m->stopping)
@@ -237,8 +220,8 @@ int mc_etcd_md_open(const char *metadata, mc_etcd_md_t **out)
     pthread_condattr_destroy(&ca);
     atomic_init(&m->last_log_ms, 0);
     pthread_mutex_lock(&m->mu);
-    int64_t deadline = md_now_ms() + MD_RETRY_MS;
-    while ((rc = md_regrant_locked(m)) == MC_ERR_ETCD_OPERATION_ERROR && md_now_ms() < deadline)
+    uint64_t deadline = mc_now_ms() + MD_RETRY_MS;
+    while ((rc = md_regrant_locked(m)) == MC_ERR_ETCD_OPERATION_ERROR && mc_now_ms() < deadline)
         md_pause_unlocked(m);
     pthread_mutex_unlock(&m->mu);
     if (rc != 0) {
@@ -312,9 +295,9 @@ int mc_etcd_md_put(mc_etcd_md_t *m, const char *key, const char *value, size_t l
     free(en->value);
     en->value = copy;
     en->len = len;
-    int64_t deadline = md_now_ms() + MD_RETRY_MS;
+    uint64_t deadline = mc_now_ms() + MD_RETRY_MS;
     int rc;
-    while ((rc = md_put_locked(m, k)) == MC_ERR_ETCD_OPERATION_ERROR && md_now_ms() < deadline)
+    while ((rc = md_put_locked(m, k)) == MC_ERR_ETCD_OPERATION_ERROR && mc_now_ms() < deadline)
         md_pause_unlocked(m);
     pthread_mutex_unlock(&m->mu);
     return rc;

@@ -123,13 +123,7 @@ static void *guard_sweeper(void *arg)
     while (!g->stopping) {
         guard_sweep(g, mc_now_ms());
         struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_sec += (time_t)(period_ms / 1000);
-        ts.tv_nsec += (long)(period_ms % 1000) * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
+        mc_deadline_after_ms(&ts, CLOCK_MONOTONIC, period_ms);
         if (!g->stopping)
             pthread_cond_timedwait(&g->wake, &g->lock, &ts);
     }

@@ -11,6 +11,7 @@
 #include "mooncake/http_metadata.h"
 
 #include "auth.h"
+#include "curl_body.h"
 #include "log.h"
 #include "transfer_internal.h"
 
@@ -37,38 +38,6 @@ static void md_curl_global_init(void)
     md_curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
 }
 
-/* Response body, bounded by MD_CLIENT_MAX_BODY. */
-typedef struct md_body {
-    char *data;
-    size_t len;
-    size_t cap;
-    int overflow;
-} md_body_t;
-
-static size_t md_body_write(char *ptr, size_t size, size_t nmemb, void *userdata)
-{
-    md_body_t *b = userdata;
-    size_t n = size * nmemb;
-    if (n > MD_CLIENT_MAX_BODY - b->len) {
-        b->overflow = 1;
-        return 0; /* makes curl fail with CURLE_WRITE_ERROR */
-    }
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        char *d = realloc(b->data, cap);
-        if (!d)
-            return 0;
-        b->data = d;
-        b->cap = cap;
-    }
-    memcpy(b->data + b->len, ptr, n);
-    b->len += n;
-    b->data[b->len] = '\0';
-    return n;
-}
-
 /* "<url>?key=<escaped>" (or "&key=" when url already has a query). malloc'd; NULL on failure. */
 static char *md_build_url(CURL *curl, const char *url, const char *key)
 {
@@ -90,7 +59,7 @@ static char *md_build_url(CURL *curl, const char *url, const char *key)
  * when none did.
  */
 static int md_perform(const char *method, const char *url, const char *key, const char *body,
-                      size_t body_len, const char *auth_header, long *status, md_body_t *resp)
+                      size_t body_len, const char *auth_header, long *status, mc_curl_body_t *resp)
 {
     *status = 0;
     pthread_once(&md_curl_once, md_curl_global_init);
@@ -118,7 +87,7 @@ static int md_perform(const char *method, const char *url, const char *key, cons
     curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, MD_CLIENT_TIMEOUT_MS);
     curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, MD_CLIENT_CONNECT_TIMEOUT_MS);
     curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, errbuf);
-    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, md_body_write);
+    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, mc_curl_body_write);
     curl_easy_setopt(curl, CURLOPT_WRITEDATA, resp);
     if (auth_header)
         headers = curl_slist_append(headers, auth_header);
@@ -157,7 +126,7 @@ static int md_perform(const char *method, const char *url, const char *key, cons
  * MC_ERR_RPC_FAIL. Every failure but an expected 404 is logged with the server's message.
  */
 static int md_status_to_code(const char *method, const char *url, const char *key, long status,
-                             const md_body_t *resp, int absent_ok)
+                             const mc_curl_body_t *resp, int absent_ok)
 {
     if (status == 200)
         return 0;
@@ -179,7 +148,7 @@ int mc_http_metadata_get(const char *url, const char *key, char **value, size_t 
         return MC_ERR_INVALID_PARAMS;
     *value = NULL;
     *len = 0;
-    md_body_t resp = {0};
+    mc_curl_body_t resp = {.max = MD_CLIENT_MAX_BODY};
     long status;
     int rc = md_perform("GET", url, key, NULL, 0, NULL, &status, &resp);
     if (rc == 0)
@@ -215,7 +184,7 @@ static int md_sign(const mc_auth_t *a, const char *method, const char *url, cons
     if (base + sizeof("/auth_challenge") > sizeof(challenge))
         return MC_ERR_INVALID_PARAMS;
     snprintf(challenge, sizeof(challenge), "%.*s/auth_challenge", (int)base, url);
-    md_body_t resp = {0};
+    mc_curl_body_t resp = {.max = MD_CLIENT_MAX_BODY};
     long status;
     int rc = md_perform("GET", challenge, NULL, NULL, 0, NULL, &status, &resp);
     uint8_t nonce[MC_AUTH_NONCE_LEN], mac[MC_AUTH_MAC_LEN];
@@ -250,7 +219,7 @@ static int md_write(const mc_auth_t *a, const char *method, const char *url, con
     int rc = a ? md_sign(a, method, url, key, value, len, header, sizeof(header)) : 0;
     if (rc != 0)
         return rc;
-    md_body_t resp = {0};
+    mc_curl_body_t resp = {.max = MD_CLIENT_MAX_BODY};
     long status;
     rc = md_perform(method, url, key, value, len, a ? header : NULL, &status, &resp);
     if (rc == 0)

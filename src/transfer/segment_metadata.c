@@ -12,6 +12,7 @@
  */
 #include "transfer_internal.h"
 
+#include "base64.h"
 #include "log.h"
 #include "mooncake/http_metadata.h"
 #include "pb_decode.h"
@@ -73,39 +74,10 @@ static int set_address(mc_segment_desc_t *d, const void *addr, size_t len)
     return 0;
 }
 
-/* ---- base64 (RFC 4648, padded) for the JSON form ----------------------------------------- */
+/* ---- base64 for the JSON form ------------------------------------------------------------ */
 
-static const char b64_alphabet[] =
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-/* malloc'd NUL-terminated base64 of [src, +len), or NULL when out of memory. */
-static char *b64_encode(const uint8_t *src, size_t len)
-{
-    char *out = malloc((len + 2) / 3 * 4 + 1), *o = out;
-    if (!out)
-        return NULL;
-    for (size_t i = 0; i < len; i += 3) {
-        uint32_t v = (uint32_t)src[i] << 16;
-        if (i + 1 < len)
-            v |= (uint32_t)src[i + 1] << 8;
-        if (i + 2 < len)
-            v |= src[i + 2];
-        *o++ = b64_alphabet[(v >> 18) & 63];
-        *o++ = b64_alphabet[(v >> 12) & 63];
-        *o++ = i + 1 < len ? b64_alphabet[(v >> 6) & 63] : '=';
-        *o++ = i + 2 < len ? b64_alphabet[v & 63] : '=';
-    }
-    *o = '\0';
-    return out;
-}
-
-static int b64_value(char c)
-{
-    const char *p = c ? strchr(b64_alphabet, c) : NULL;
-    return p ? (int)(p - b64_alphabet) : -1;
-}
-
-/* Decodes padded base64 into a malloc'd buffer; MC_ERR_DESERIALIZE_FAIL on malformed input. */
+/* Decodes one padded base64 field (an empty one to NULL, length 0); MC_ERR_DESERIALIZE_FAIL on
+ * malformed input or a blob over MC_TE_MAX_RDMA_BLOB. */
 static int b64_decode(const char *text, uint8_t **out, size_t *out_len)
 {
     size_t n = strlen(text);
@@ -115,27 +87,7 @@ static int b64_decode(const char *text, uint8_t **out, size_t *out_len)
         return MC_ERR_DESERIALIZE_FAIL;
     if (n == 0)
         return 0;
-    uint8_t *buf = malloc(n / 4 * 3), *o = buf;
-    if (!buf)
-        return MC_ERR_INTERNAL_ERROR;
-    for (size_t i = 0; i < n; i += 4) {
-        int pad3 = text[i + 3] == '=', pad2 = text[i + 2] == '=';
-        int a = b64_value(text[i]), b = b64_value(text[i + 1]);
-        int c = pad2 ? 0 : b64_value(text[i + 2]), d = pad3 ? 0 : b64_value(text[i + 3]);
-        if (a < 0 || b < 0 || c < 0 || d < 0 || (pad2 && !pad3) || ((pad2 || pad3) && i + 4 < n)) {
-            free(buf);
-            return MC_ERR_DESERIALIZE_FAIL;
-        }
-        uint32_t v = (uint32_t)a << 18 | (uint32_t)b << 12 | (uint32_t)c << 6 | (uint32_t)d;
-        *o++ = (uint8_t)(v >> 16);
-        if (!pad2)
-            *o++ = (uint8_t)(v >> 8);
-        if (!pad3)
-            *o++ = (uint8_t)v;
-    }
-    *out = buf;
-    *out_len = (size_t)(o - buf);
-    return 0;
+    return mc_base64_decode(text, n, out, out_len);
 }
 
 int mc_desc_build_local(mc_transfer_engine_t *te, mc_segment_desc_t *out)
@@ -259,7 +211,7 @@ static int json_set_b64(json_t *obj, const char *key, const uint8_t *data, size_
 {
     if (len == 0)
         return 0;
-    char *text = b64_encode(data, len);
+    char *text = mc_base64_encode(data, len, NULL);
     int rc = text ? json_object_set_new(obj, key, json_string(text)) : -1;
     free(text);
     return rc;

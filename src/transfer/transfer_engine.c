@@ -411,14 +411,8 @@ int mc_te_set_epoch(mc_transfer_engine_t *te, uint64_t epoch)
      * even if new readers keep the lock busy: wait no longer than that, plus a margin.
      */
     struct timespec until;
-    clock_gettime(CLOCK_MONOTONIC, &until);
     uint64_t wait_ms = (uint64_t)te->timeout_ms + MC_TE_EPOCH_BARRIER_SLACK_MS;
-    until.tv_sec += (time_t)(wait_ms / 1000);
-    until.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
-    if (until.tv_nsec >= 1000000000L) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000L;
-    }
+    mc_deadline_after_ms(&until, CLOCK_MONOTONIC, wait_ms);
     if (pthread_rwlock_clockwrlock(&te->registry.lock, CLOCK_MONOTONIC, &until) == 0)
         pthread_rwlock_unlock(&te->registry.lock);
     if (rc == 0 && gen)
