@@ -7,17 +7,17 @@
  */
 #include "offload_backend.h"
 
+#include "errbuf.h"
+#include "ids.h"
 #include "log.h"
 #include "mooncake/errors.h"
 #include "mooncake/fs_adapter.h"
 
 #include <ctype.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -32,16 +32,6 @@ struct mc_offload_backend {
     char root[PATH_MAX];
     char storage_id[64];
 };
-
-__attribute__((format(printf, 3, 4))) static int fail(char *err, size_t errlen, const char *fmt,
-                                                      ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return MC_ERR_INVALID_PARAMS;
-}
 
 int mc_offload_file_key(const char *key, uint64_t version, char *out, size_t cap)
 {
@@ -71,7 +61,7 @@ static int parse_file_key(const char *name, uint64_t *version, const char **key)
 static void new_cluster_id(char out[64])
 {
     unsigned char r[16];
-    if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r)) {
+    if (mc_random_bytes(r, sizeof(r)) != 0) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         uint64_t x =
@@ -121,8 +111,8 @@ static int marker_read(mc_offload_backend_t *b, char id[64], char fs[16], char *
     if (rc == 0 && marker_parse(text, id, fs) != 0)
         rc = MC_ERR_CHECKSUM_MISMATCH;
     if (rc != 0)
-        fail(err, errlen, "%s=%s: the cluster marker %s cannot be read: %s", root_var(b), b->root,
-             MARKER_KEY, mc_error_name(rc));
+        mc_fail(err, errlen, "%s=%s: the cluster marker %s cannot be read: %s", root_var(b),
+                b->root, MARKER_KEY, mc_error_name(rc));
     return rc;
 }
 
@@ -141,8 +131,8 @@ static int marker_setup(mc_offload_backend_t *b, char *err, size_t errlen)
                          b->fs_type);
         rc = mc_fs_write(b->fs, MARKER_KEY, text, (uint64_t)n);
         if (rc != 0) {
-            fail(err, errlen, "%s=%s: cannot write the cluster marker: %s", root_var(b), b->root,
-                 mc_error_name(rc));
+            mc_fail(err, errlen, "%s=%s: cannot write the cluster marker: %s", root_var(b), b->root,
+                    mc_error_name(rc));
             return rc;
         }
         rc = marker_read(b, id, fs, err, errlen);
@@ -152,10 +142,10 @@ static int marker_setup(mc_offload_backend_t *b, char *err, size_t errlen)
     if (rc != 0)
         return rc;
     if (strcmp(fs, b->fs_type) != 0)
-        return fail(err, errlen,
-                    "%s=%s was set up by a client with fs type %s; this client has "
-                    "MOONCAKE_DISTRIBUTED_FS_TYPE=%s",
-                    root_var(b), b->root, fs, b->fs_type);
+        return mc_fail(err, errlen,
+                       "%s=%s was set up by a client with fs type %s; this client has "
+                       "MOONCAKE_DISTRIBUTED_FS_TYPE=%s",
+                       root_var(b), b->root, fs, b->fs_type);
     snprintf(b->storage_id, sizeof(b->storage_id), "%s", id);
     return 0;
 }
@@ -196,8 +186,8 @@ int mc_offload_backend_open(const mc_offload_env_t *env, int kind, const char *l
     if (rc == 0) {
         rc = mc_fs_adapter_open(&cfg, &b->fs);
         if (rc != 0)
-            fail(err, errlen, "%s=%s: the %s adapter cannot open it: %s", what, b->root, b->fs_type,
-                 mc_error_name(rc));
+            mc_fail(err, errlen, "%s=%s: the %s adapter cannot open it: %s", what, b->root,
+                    b->fs_type, mc_error_name(rc));
     }
     /* Local directories carry the marker too: its id names the storage to the master, which
      * keeps the deletions of files in it while its client is away. */
@@ -206,8 +196,8 @@ int mc_offload_backend_open(const mc_offload_env_t *env, int kind, const char *l
     if (rc == 0 && env->health_check) {
         rc = mc_fs_health_check(b->fs);
         if (rc != 0)
-            fail(err, errlen, "%s=%s: the health check failed: %s", what, b->root,
-                 mc_error_name(rc));
+            mc_fail(err, errlen, "%s=%s: the health check failed: %s", what, b->root,
+                    mc_error_name(rc));
     }
     if (rc != 0) {
         mc_offload_backend_close(b);
