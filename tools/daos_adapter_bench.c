@@ -25,6 +25,17 @@
  * joins at once, so the round ends when the last rank's threads do). A rank's wall time is taken
  * by its last I/O thread, so the ticks do not change the figures.
  *
+ * Storage that stops answering: every adapter call has a deadline (--op_timeout, the adapter's
+ * read and write timeouts; daos only). A rank stops its round at the first call the adapter
+ * refuses as wedged (-1601: a deadline passed and DAOS has not answered since) or after
+ * --stop_after_failures failures in a row; its threads take no more objects, which are counted
+ * as skipped. Every round ends with every rank (each call returns by its deadline), so the
+ * collectives are always reached. After a round in which some rank stopped because the storage
+ * stopped answering, later rounds, the manifest and the cleanup are not run (each would only
+ * wait for deadlines), the summary is written with what failed, and the exit status is 3.
+ * While a rank's calls are stuck its main thread still joins the progress ticks, and the
+ * [progress] line names the ranks with failures, stopped, or with no call returned for a while.
+ *
  * Data and verification: each thread's buffer is filled once with random bytes; before a write
  * every 4 KiB block of the buffer gets a 16-byte stamp (object id, block index), so no two blocks
  * of the data set are equal (no dedup, no compression gains). On read the adapter verifies the

@@ -703,10 +703,11 @@ class EngineDiesTest(RunHelpers):
         p.stdout.close()
 
     def read_lines(self, p, until, deadline):
-        """Yields stdout lines until EOF; fails (and kills the run) past `deadline` (monotonic)."""
+        """Yields stdout lines until EOF; fails (and kills the run) past deadline[0] (monotonic
+        seconds; a list, so the caller may move it while reading)."""
         import select
         while True:
-            left = deadline - time.monotonic()
+            left = deadline[0] - time.monotonic()
             if left <= 0:
                 self.kill(p)
                 self.fail(f"the run did not end by its deadline ({until}): it hangs")
@@ -782,7 +783,7 @@ class EngineDiesTest(RunHelpers):
         t0 = time.monotonic()
         p, err = self.start(env)
         lines = list(self.read_lines(p, "engine dead from the first write",
-                                     t0 + 60 + self.AFTER_DEATH_S))
+                                     [t0 + 60 + self.AFTER_DEATH_S]))
         rc = p.wait()
         wall = time.monotonic() - t0
         self.assertTrue(os.path.exists(self.engine_down))  # the engine really died
@@ -799,15 +800,14 @@ class EngineDiesTest(RunHelpers):
                             PROGRESS=0.1, OP_TIMEOUT=self.OP_TIMEOUT, **self.env)
         p, err = self.start(env)
         lines, died_at, after = [], None, []
-        deadline = time.monotonic() + 120
+        deadline = [time.monotonic() + 120]
         for line in self.read_lines(p, "engine stopped mid-round", deadline):
             lines.append(line)
             m = PROGRESS_RE.match(line)
             if died_at is None and m and m.group(1) == "write" and int(m.group(3)) > 0:
-                dfs_double_engine = open(self.engine_down, "w")  # the engine stops answering
-                dfs_double_engine.close()
+                open(self.engine_down, "w").close()  # the engine stops answering
                 died_at = time.monotonic()
-                deadline = died_at + self.AFTER_DEATH_S
+                deadline[0] = died_at + self.AFTER_DEATH_S
             elif died_at is not None:
                 after.append(line)
         rc = p.wait()
