@@ -16,10 +16,18 @@
 #   DAOS_AGENT_DRPC_DIR (/run/boostx-agent, or an active /tmp/boostx-agent-* directory)
 #   MPIRUN (mpirun.mpich when available, otherwise mpirun)  EXTRA_ARGS (unset)  DRYRUN (0)
 # Not in the guide: DAOS_ADAPTER_BENCH_BIN (the binary; default <script dir>/../bin);
-#   PROGRESS (10): seconds between "[progress]" lines inside a long round (0 = off);
+#   PROGRESS (10): seconds between "[progress]" lines inside a long round (0 = off); they name
+#     the ranks with failures, stopped early, or with no operation returned for a while;
+#   OP_TIMEOUT (0): seconds an object write, read or remove may take before it fails (daos;
+#     decimals allowed; 0 = the adapter's default, 30 s): a dead engine ends the run instead of
+#     hanging it;
 #   PLOT_PYTHON (unset): the interpreter for --plot (unset: python3, else /usr/bin/python3).
 # Besides the JSON, rank 0 writes the same table as CSV next to it (SUMMARY with .json replaced
 # by .csv, or .csv appended).
+#
+# Exit status: 0 every operation succeeded; 1 some failed; 2 a configuration error (of this
+# script or the binary); 3 the storage stopped answering (operations past OP_TIMEOUT): the
+# round stopped, later rounds and the cleanup were not run. SUMMARY is written in cases 0, 1, 3.
 #
 # The one argument: --plot FILE.png draws the run's throughput per round and rank and its latency
 # percentiles from SUMMARY with bench/plot_daos_bench.py (needs python3-matplotlib, checked before
@@ -84,6 +92,7 @@ WR_ONLY=${WR_ONLY:-0}
 RD_ONLY=${RD_ONLY:-0}
 DRYRUN=${DRYRUN:-0}
 PROGRESS=${PROGRESS:-10}
+OP_TIMEOUT=${OP_TIMEOUT:-0}
 EXTRA_ARGS=${EXTRA_ARGS:-}
 if [ -z "${CLEANUP:-}" ]; then
   if [ "$WR_ONLY" = 1 ]; then CLEANUP=0; else CLEANUP=1; fi
@@ -114,6 +123,8 @@ posint THREADS
 [[ $READ_ROUNDS =~ ^[0-9]+$ ]] || die "READ_ROUNDS=$READ_ROUNDS must be a non-negative integer"
 [[ $PROGRESS =~ ^[0-9]+(\.[0-9]+)?$ ]] ||
   die "PROGRESS=$PROGRESS must be a number of seconds (0 = no progress lines)"
+[[ $OP_TIMEOUT =~ ^[0-9]+(\.[0-9]+)?$ ]] ||
+  die "OP_TIMEOUT=$OP_TIMEOUT must be a number of seconds (0 = the adapter's default, 30 s)"
 [ "$WR_ONLY" = 1 ] && [ "$RD_ONLY" = 1 ] &&
   die "WR_ONLY=1 and RD_ONLY=1 exclude each other (write-only, then a separate read-only run)"
 [ "$RD_ONLY" = 1 ] && [ "$READ_ROUNDS" -eq 0 ] && die "RD_ONLY=1 needs READ_ROUNDS >= 1"
@@ -307,7 +318,7 @@ bench_args=(
   "--read_xfer=$READ_XFER" "--chunk=$CHUNK" "--threads=$THREADS" "--read_rounds=$READ_ROUNDS"
   "--wr_only=$WR_ONLY" "--rd_only=$RD_ONLY" "--cleanup=$CLEANUP" "--summary=$SUMMARY"
   "--hosts=$HOSTS" "--nprocs_per_host=$NPROCS" "--expect_ranks=$total_ranks"
-  "--progress_interval=$PROGRESS"
+  "--progress_interval=$PROGRESS" "--op_timeout=${OP_TIMEOUT}s"
 )
 # Variables the DAOS client, the network layers and the double read, passed to every rank.
 env_names=()
@@ -400,7 +411,13 @@ set -e
 if [ $rc -eq 0 ] && is_local "$rank0_host" && [ ! -s "$SUMMARY" ]; then
   die "the run ended without writing SUMMARY=$SUMMARY"
 fi
-[ $rc -eq 0 ] && note "summary: $SUMMARY (on $rank0_host)"
+if [ $rc -eq 0 ]; then
+  note "summary: $SUMMARY (on $rank0_host)"
+elif is_local "$rank0_host" && [ -s "$SUMMARY" ]; then
+  note "the run failed (exit status $rc); its summary, with the failed operations: $SUMMARY"
+else
+  note "the run failed (exit status $rc)"
+fi
 # A failed run's summary is plotted too (it records which operations failed).
 if [ -n "$PLOT" ]; then
   if ! is_local "$rank0_host"; then

@@ -25,6 +25,17 @@
  * joins at once, so the round ends when the last rank's threads do). A rank's wall time is taken
  * by its last I/O thread, so the ticks do not change the figures.
  *
+ * Storage that stops answering: every adapter call has a deadline (--op_timeout, the adapter's
+ * read and write timeouts; daos only). A rank stops its round at the first call the adapter
+ * refuses as wedged (-1601: a deadline passed and DAOS has not answered since) or after
+ * --stop_after_failures failures in a row; its threads take no more objects, which are counted
+ * as skipped. Every round ends with every rank (each call returns by its deadline), so the
+ * collectives are always reached. After a round in which some rank stopped because the storage
+ * stopped answering, later rounds, the manifest and the cleanup are not run (each would only
+ * wait for deadlines), the summary is written with what failed, and the exit status is 3.
+ * While a rank's calls are stuck its main thread still joins the progress ticks, and the
+ * [progress] line names the ranks with failures, stopped, or with no call returned for a while.
+ *
  * Data and verification: each thread's buffer is filled once with random bytes; before a write
  * every 4 KiB block of the buffer gets a 16-byte stamp (object id, block index), so no two blocks
  * of the data set are equal (no dedup, no compression gains). On read the adapter verifies the
@@ -112,6 +123,8 @@ typedef struct opts {
     const char *oclass;
     int verify;
     double progress_interval;
+    uint64_t op_timeout_ms;      /* deadline of one adapter call; 0 = MC_FS_DEFAULT_TIMEOUT_MS */
+    int64_t stop_after_failures; /* failures in a row that stop a rank's round; 0 = never */
     const char *hosts;
     int64_t nprocs_per_host;
     int64_t expect_ranks;
@@ -145,6 +158,8 @@ static int parse_opts(int argc, char **argv, opts_t *o)
         .oclass = "",
         .verify = 1,
         .progress_interval = 10.0,
+        .op_timeout_ms = 0,
+        .stop_after_failures = 100,
         .hosts = "",
     };
     mc_flag_t flags[] = {
@@ -181,6 +196,14 @@ static int parse_opts(int argc, char **argv, opts_t *o)
          "check every 4 KiB block's stamp of the data read back (the adapter checks CRC32C)"},
         {"progress_interval", MC_FLAG_DOUBLE, &o->progress_interval,
          "PROGRESS: seconds between [progress] lines inside a round (rank 0, stdout); 0 = off"},
+        {"op_timeout", MC_FLAG_DURATION_MS, &o->op_timeout_ms,
+         "OP_TIMEOUT: deadline of one object write, read or remove (daos; a duration: 500ms, 10s; "
+         "a bare number is ms); a call past it fails with DFS_NETWORK_TIMEOUT (-1600); 0 = the "
+         "adapter's default (30 s)"},
+        {"stop_after_failures", MC_FLAG_INT, &o->stop_after_failures,
+         "failed operations in a row after which a rank stops its round (the rest are counted "
+         "as skipped); 0 = never",
+         0, 1000000000},
         {"hosts", MC_FLAG_STRING, &o->hosts, "HOSTS as given to the script (recorded in JSON)"},
         {"nprocs_per_host", MC_FLAG_INT, &o->nprocs_per_host,
          "NPROCS as given to the script (recorded in JSON)", 0, 1000000},
@@ -196,7 +219,16 @@ static int parse_opts(int argc, char **argv, opts_t *o)
     char err[256] = "";
     int rc = mc_flags_parse(flags, nflags, NULL, argc, argv, PROGRAM,
                             "Usage: mpirun -np N " PROGRAM " [flags]   (normally started by "
-                            "scripts/daos_adapter_bench.sh)",
+                            "scripts/daos_adapter_bench.sh)\n"
+                            "Exit status: 0  every operation and verification succeeded\n"
+                            "             1  some failed (each rank's first failure printed)\n"
+                            "             2  configuration error\n"
+                            "             3  the storage stopped answering (calls past "
+                            "--op_timeout, then refused as\n"
+                            "                wedged): the rank stopped that round, later rounds "
+                            "and the cleanup were\n"
+                            "                not run; the summary counts failed and skipped "
+                            "operations",
                             err, sizeof(err));
     if (rc == MC_FLAGS_EXIT_OK)
         return 1;
@@ -229,6 +261,8 @@ static const char *validate_opts(const opts_t *o, char *buf, size_t len)
         return "--dir (DIR) must be a non-empty relative path without \"..\"";
     if (!(o->progress_interval >= 0 && o->progress_interval <= 86400))
         return "--progress_interval (PROGRESS) must be between 0 (off) and 86400 seconds";
+    if (o->op_timeout_ms > UINT32_MAX)
+        return "--op_timeout (OP_TIMEOUT) must be at most 4294967295 ms (about 49 days)";
     if (o->align & (o->align - 1))
         return "--align must be 0 or a power of two";
     if (o->xfer > MC_FS_XFER_MAX || o->read_xfer > MC_FS_XFER_MAX || o->chunk > MC_FS_XFER_MAX)
@@ -272,7 +306,22 @@ typedef struct bench {
     json_t *rounds;        /* rank 0 */
     json_t *cleanup_round; /* rank 0: the cleanup round's full record (CSV), or NULL */
     int any_failure;
+    /* Set on every rank (collectively) after a round in which some rank stopped because the
+     * storage stopped answering: later rounds would only wait for deadlines, so they are not
+     * run. stopped_json (rank 0) says where and why. */
+    int storage_stopped;
+    json_t *stopped_json;
 } bench_t;
+
+/* Why a rank stopped a round before its last object (gathered as a double, printed by name). */
+typedef enum stop_reason { STOP_NONE, STOP_STORAGE, STOP_FAILURES } stop_reason_t;
+
+static const char *stop_name(int why)
+{
+    return why == STOP_STORAGE    ? "storage not answering"
+           : why == STOP_FAILURES ? "failures in a row"
+                                  : "";
+}
 
 typedef struct phase {
     bench_t *b;
@@ -281,7 +330,13 @@ typedef struct phase {
     double *lat_ms; /* per object; < 0 = failed */
     atomic_llong failed, verify_failed;
     atomic_llong done_ok, done_bytes; /* successful operations so far (progress lines) */
-    atomic_int first_error;
+    atomic_llong timeouts;            /* calls that passed their deadline (-1600) */
+    atomic_llong in_a_row;            /* failures since the last success */
+    atomic_ullong last_done_ns;       /* when an operation of this rank last returned */
+    atomic_int stop;                  /* stop_reason_t: the threads take no more objects */
+    atomic_int first_error;           /* the first failure's store code, 0 = none yet */
+    uint64_t t0;                      /* the round's start */
+    atomic_ullong first_error_ns;     /* when it happened */
     atomic_flag error_reported;
     pthread_mutex_t lock; /* guards threads_left and end_ns; done signals the main thread */
     pthread_cond_t done;
@@ -330,9 +385,31 @@ static void report_first_error(phase_t *ph, const char *key, int rc, const char 
 {
     if (atomic_flag_test_and_set(&ph->error_reported))
         return;
+    atomic_store(&ph->first_error_ns, mc_now_ns());
+    atomic_store(&ph->first_error, rc);
     fprintf(stderr, "[rank %d on %s] %s of %s/%s failed: %s (%d)%s\n", ph->b->rank, ph->b->host,
             op_name(ph->op), ph->b->root, key, what ? what : mc_error_name(rc), rc,
             " (further failures of this round are counted, not printed)");
+}
+
+/* After a failure: stops this rank's round when the storage is not answering (the adapter
+ * refuses operations at once while wedged, so going on would only count thousands of instant
+ * failures, or wait one deadline per probe) or after --stop_after_failures failures in a row. The
+ * first thread to stop the round says so, once. */
+static void maybe_stop(phase_t *ph, int rc, long long in_a_row)
+{
+    const opts_t *o = &ph->b->o;
+    int why = rc == MC_ERR_DFS_SERVICE_UNAVAILABLE                               ? STOP_STORAGE
+              : o->stop_after_failures > 0 && in_a_row >= o->stop_after_failures ? STOP_FAILURES
+                                                                                 : STOP_NONE;
+    int none = STOP_NONE;
+    if (why == STOP_NONE || !atomic_compare_exchange_strong(&ph->stop, &none, why))
+        return;
+    fprintf(stderr,
+            "[rank %d on %s] %s: stopping this round (%s: %s (%d) after %lld failure(s) in a "
+            "row); the objects not attempted are counted as skipped\n",
+            ph->b->rank, ph->b->host, op_name(ph->op), stop_name(why), mc_error_name(rc), rc,
+            in_a_row);
 }
 
 static void *worker(void *arg)
@@ -343,6 +420,8 @@ static void *worker(void *arg)
     unsigned char *buf = b->bufs[w->thread];
     char key[64];
     for (;;) {
+        if (atomic_load(&ph->stop) != STOP_NONE)
+            break;
         int64_t i = atomic_fetch_add(&ph->next, 1);
         if (i >= b->o.nr)
             break;
@@ -355,16 +434,22 @@ static void *worker(void *arg)
                  : ph->op == OP_READ ? mc_fs_read(b->fs, key, buf, b->o.size)
                                      : mc_fs_remove(b->fs, key);
         uint64_t t1 = mc_now_ns();
+        atomic_store(&ph->last_done_ns, t1);
         ph->lat_ms[i] = rc == 0 ? (double)(t1 - t0) / 1e6 : -1.0;
         if (rc != 0) {
             atomic_fetch_add(&ph->failed, 1);
+            if (rc == MC_ERR_DFS_NETWORK_TIMEOUT)
+                atomic_fetch_add(&ph->timeouts, 1);
             report_first_error(ph, key, rc, NULL);
+            maybe_stop(ph, rc, atomic_fetch_add(&ph->in_a_row, 1) + 1);
         } else if (ph->op == OP_READ && b->o.verify && !stamps_ok(buf, b->o.size, id)) {
             ph->lat_ms[i] = -1.0;
             atomic_fetch_add(&ph->verify_failed, 1);
             report_first_error(ph, key, MC_ERR_CHECKSUM_MISMATCH,
                                "verification (wrong object or offset read back)");
+            maybe_stop(ph, MC_ERR_CHECKSUM_MISMATCH, atomic_fetch_add(&ph->in_a_row, 1) + 1);
         } else {
+            atomic_store(&ph->in_a_row, 0);
             atomic_fetch_add(&ph->done_ok, 1);
             if (ph->op != OP_REMOVE)
                 atomic_fetch_add(&ph->done_bytes, (long long)b->o.size);
@@ -380,7 +465,20 @@ static void *worker(void *arg)
 }
 
 /* Per-rank numbers of one round, gathered to rank 0 as doubles. */
-enum { RS_OBJECTS, RS_OK, RS_FAILED, RS_VERIFY, RS_BYTES, RS_WALL, RS_COUNT };
+enum {
+    RS_OBJECTS,
+    RS_OK,
+    RS_FAILED,
+    RS_VERIFY,
+    RS_BYTES,
+    RS_WALL,
+    RS_SKIPPED,  /* objects not attempted: the rank stopped the round early */
+    RS_TIMEOUTS, /* calls that passed their deadline */
+    RS_STOP,     /* stop_reason_t */
+    RS_ERR,      /* the first failure's store code, 0 = none */
+    RS_ERR_AT,   /* its time since the round's start, s; -1 = none */
+    RS_COUNT
+};
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -402,22 +500,60 @@ static double safe_div(double a, double b)
     return b > 0 ? a / b : 0.0;
 }
 
-/* Gathers a round to rank 0, prints the per-rank and [AGG] lines, appends the JSON round. */
-static void report_round(bench_t *b, phase_t *ph, int round, const double *mine)
+/* {"code": c, "name": "..."} of a store code, or JSON null when there was none. */
+static json_t *error_json(int code)
 {
-    double *all = b->rank == 0 ? calloc((size_t)b->nranks * RS_COUNT, sizeof(double)) : NULL;
+    return code ? json_pack("{s:i, s:s}", "code", code, "name", mc_error_name(code)) : json_null();
+}
+
+/* ", skipped N, stopped (why), first error NAME (code)" for the text lines, "" when clean. */
+static void trouble_text(const double *v, char *out, size_t len)
+{
+    int n = 0;
+    out[0] = '\0';
+    if (v[RS_SKIPPED] > 0)
+        n += snprintf(out + n, len - (size_t)n, ", skipped %.0f", v[RS_SKIPPED]);
+    if (v[RS_STOP] != STOP_NONE && (size_t)n < len)
+        n += snprintf(out + n, len - (size_t)n, ", stopped (%s)", stop_name((int)v[RS_STOP]));
+    if (v[RS_ERR] != 0 && (size_t)n < len)
+        snprintf(out + n, len - (size_t)n, ", first error %s (%d)", mc_error_name((int)v[RS_ERR]),
+                 (int)v[RS_ERR]);
+}
+
+/*
+ * Gathers a round to rank 0, prints the per-rank and [AGG] lines, appends the JSON round.
+ * Collective. Returns, on every rank, 1 when some rank stopped the round because the storage
+ * stopped answering.
+ */
+static int report_round(bench_t *b, phase_t *ph, int round, const double *mine)
+{
+    double *all = calloc((size_t)b->nranks * RS_COUNT, sizeof(double));
     char *hosts = b->rank == 0 ? calloc((size_t)b->nranks, HOST_LEN) : NULL;
-    MPI_Gather(mine, RS_COUNT, MPI_DOUBLE, all, RS_COUNT, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    /* Every rank gets every rank's numbers, so all agree on whether the run goes on. */
+    MPI_Allgather(mine, RS_COUNT, MPI_DOUBLE, all, RS_COUNT, MPI_DOUBLE, MPI_COMM_WORLD);
     MPI_Gather(b->host, HOST_LEN, MPI_CHAR, hosts, HOST_LEN, MPI_CHAR, 0, MPI_COMM_WORLD);
     int64_t nr = b->o.nr;
     double *lat = b->rank == 0 ? malloc(sizeof(double) * (size_t)(nr * b->nranks)) : NULL;
     MPI_Gather(ph->lat_ms, (int)nr, MPI_DOUBLE, lat, (int)nr, MPI_DOUBLE, 0, MPI_COMM_WORLD);
-    if (b->rank != 0)
-        return;
+    int storage_stopped = 0, first_rank = -1;
+    for (int r = 0; r < b->nranks; r++) {
+        const double *v = all + (size_t)r * RS_COUNT;
+        storage_stopped |= v[RS_STOP] == STOP_STORAGE;
+        if (v[RS_ERR] != 0 &&
+            (first_rank < 0 || v[RS_ERR_AT] < all[first_rank * RS_COUNT + RS_ERR_AT]))
+            first_rank = r;
+    }
+    if (b->rank != 0) {
+        free(all);
+        return storage_stopped;
+    }
 
     const char *op = op_name(ph->op);
-    double objects = 0, ok = 0, failed = 0, verify = 0, bytes = 0, wall = 0;
+    double objects = 0, ok = 0, failed = 0, verify = 0, bytes = 0, wall = 0, skipped = 0,
+           timeouts = 0;
+    char trouble[160];
     json_t *per_rank = json_array();
+    json_t *stopped_ranks = json_array();
     for (int r = 0; r < b->nranks; r++) {
         const double *v = all + (size_t)r * RS_COUNT;
         objects += v[RS_OBJECTS];
@@ -425,24 +561,34 @@ static void report_round(bench_t *b, phase_t *ph, int round, const double *mine)
         failed += v[RS_FAILED];
         verify += v[RS_VERIFY];
         bytes += v[RS_BYTES];
+        skipped += v[RS_SKIPPED];
+        timeouts += v[RS_TIMEOUTS];
         wall = v[RS_WALL] > wall ? v[RS_WALL] : wall;
+        if (v[RS_STOP] != STOP_NONE)
+            json_array_append_new(stopped_ranks, json_integer(r));
         double mibs = safe_div(v[RS_BYTES] / MIB, v[RS_WALL]);
         double objs = safe_div(v[RS_OK], v[RS_WALL]);
+        trouble_text(v, trouble, sizeof(trouble));
         if (ph->op == OP_REMOVE)
             printf("[%s] rank %d (%s): %.0f objects removed in %.3f s: %.1f objects/s, failed "
-                   "%.0f\n",
-                   op, r, hosts + (size_t)r * HOST_LEN, v[RS_OK], v[RS_WALL], objs, v[RS_FAILED]);
+                   "%.0f%s\n",
+                   op, r, hosts + (size_t)r * HOST_LEN, v[RS_OK], v[RS_WALL], objs, v[RS_FAILED],
+                   trouble);
         else
             printf("[%s %d] rank %d (%s): %.0f objects, %.1f MiB in %.3f s: %.1f MiB/s, %.1f "
-                   "objects/s, failed %.0f\n",
+                   "objects/s, failed %.0f%s\n",
                    op, round, r, hosts + (size_t)r * HOST_LEN, v[RS_OK], v[RS_BYTES] / MIB,
-                   v[RS_WALL], mibs, objs, v[RS_FAILED] + v[RS_VERIFY]);
-        json_array_append_new(per_rank, json_pack("{s:i, s:s, s:I, s:I, s:I, s:f, s:f, s:f}",
-                                                  "rank", r, "host", hosts + (size_t)r * HOST_LEN,
-                                                  "objects", (json_int_t)v[RS_OK], "failed_ops",
-                                                  (json_int_t)(v[RS_FAILED] + v[RS_VERIFY]),
-                                                  "bytes", (json_int_t)v[RS_BYTES], "wall_s",
-                                                  v[RS_WALL], "mib_s", mibs, "objects_s", objs));
+                   v[RS_WALL], mibs, objs, v[RS_FAILED] + v[RS_VERIFY], trouble);
+        json_array_append_new(
+            per_rank,
+            json_pack(
+                "{s:i, s:s, s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:o, s:o}", "rank", r, "host",
+                hosts + (size_t)r * HOST_LEN, "objects", (json_int_t)v[RS_OK], "failed_ops",
+                (json_int_t)(v[RS_FAILED] + v[RS_VERIFY]), "skipped_ops", (json_int_t)v[RS_SKIPPED],
+                "timeouts", (json_int_t)v[RS_TIMEOUTS], "bytes", (json_int_t)v[RS_BYTES], "wall_s",
+                v[RS_WALL], "mib_s", mibs, "objects_s", objs, "stopped",
+                v[RS_STOP] != STOP_NONE ? json_string(stop_name((int)v[RS_STOP])) : json_null(),
+                "first_error", error_json((int)v[RS_ERR])));
     }
     size_t n = 0;
     for (int64_t k = 0; k < nr * b->nranks; k++)
@@ -454,32 +600,50 @@ static void report_round(bench_t *b, phase_t *ph, int round, const double *mine)
         sum += lat[k];
     double p50 = percentile(lat, n, 50), p95 = percentile(lat, n, 95), p99 = percentile(lat, n, 99),
            max = n ? lat[n - 1] : 0, mean = safe_div(sum, (double)n);
+    /* The slowest rank's wall time, also when a rank stopped early: a rank that gave up cannot
+     * make the others look faster. */
     double mibs = safe_div(bytes / MIB, wall), objs = safe_div(ok, wall);
+    char agg_trouble[200] = "";
+    if (skipped > 0 || json_array_size(stopped_ranks) > 0) {
+        char *list = json_dumps(stopped_ranks, JSON_COMPACT);
+        snprintf(agg_trouble, sizeof(agg_trouble), ", skipped %.0f, ranks stopped early %s",
+                 skipped, list ? list : "?");
+        free(list);
+    }
     if (ph->op == OP_REMOVE)
         printf("[AGG] %s: %d ranks, %.0f objects removed, slowest rank %.3f s: %.1f objects/s, "
-               "latency ms p50 %.3f p99 %.3f max %.3f, failed %.0f\n",
-               op, b->nranks, ok, wall, objs, p50, p99, max, failed);
+               "latency ms p50 %.3f p99 %.3f max %.3f, failed %.0f%s\n",
+               op, b->nranks, ok, wall, objs, p50, p99, max, failed, agg_trouble);
     else
         printf("[AGG] %s %d: %d ranks, %.0f objects, %.1f MiB, slowest rank %.3f s: %.1f "
                "MiB/s, %.1f objects/s, latency ms p50 %.3f p95 %.3f p99 %.3f max %.3f, failed "
-               "%.0f\n",
+               "%.0f%s\n",
                op, round, b->nranks, ok, bytes / MIB, wall, mibs, objs, p50, p95, p99, max,
-               failed + verify);
+               failed + verify, agg_trouble);
     fflush(stdout);
     json_t *lat_json = json_pack("{s:f, s:f, s:f, s:f, s:f}", "p50", p50, "p95", p95, "p99", p99,
                                  "max", max, "mean", mean);
+    json_t *first = json_null();
+    if (first_rank >= 0) {
+        first = error_json((int)all[first_rank * RS_COUNT + RS_ERR]);
+        json_object_set_new(first, "rank", json_integer(first_rank));
+    }
     json_array_append_new(
         b->rounds,
-        json_pack("{s:s, s:i, s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:o, s:o}", "op", op, "round",
-                  round, "objects", (json_int_t)objects, "ok_objects", (json_int_t)ok, "failed_ops",
-                  (json_int_t)(failed + verify), "verify_failures", (json_int_t)verify, "bytes",
-                  (json_int_t)bytes, "wall_s", wall, "mib_s", mibs, "objects_s", objs, "latency_ms",
-                  lat_json, "per_rank", per_rank));
-    if (failed + verify > 0)
+        json_pack("{s:s, s:i, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:o, s:o, s:o, "
+                  "s:o}",
+                  "op", op, "round", round, "objects", (json_int_t)objects, "ok_objects",
+                  (json_int_t)ok, "failed_ops", (json_int_t)(failed + verify), "skipped_ops",
+                  (json_int_t)skipped, "timeouts", (json_int_t)timeouts, "verify_failures",
+                  (json_int_t)verify, "bytes", (json_int_t)bytes, "wall_s", wall, "mib_s", mibs,
+                  "objects_s", objs, "latency_ms", lat_json, "first_error", first, "stopped_ranks",
+                  stopped_ranks, "per_rank", per_rank));
+    if (failed + verify + skipped > 0)
         b->any_failure = 1;
     free(all);
     free(hosts);
     free(lat);
+    return storage_stopped;
 }
 
 /* Waits until this rank's I/O threads are done or the monotonic clock reaches deadline_ns;
@@ -496,48 +660,118 @@ static int wait_threads(phase_t *ph, uint64_t deadline_ns)
     return done;
 }
 
+/* Per-rank numbers of one progress tick, gathered to every rank. */
+enum { PG_OK, PG_BYTES, PG_RUNNING, PG_FAILED, PG_STOP, PG_IDLE, PG_COUNT };
+
+/* Rank 0: appends to a [progress] line what is wrong, naming the ranks: "; failed N; rank R
+ * (host): failed F, stopped (why), no operation returned for S s; ...". A rank is listed when it
+ * has failures, stopped early, or is running with no operation returned for `stall_s`. */
+static void progress_trouble(const bench_t *b, const double *all, const char *hosts, double stall_s,
+                             char *out, size_t len)
+{
+    enum { MAX_LISTED = 8 };
+    double failed = 0;
+    int listed = 0, more = 0;
+    size_t n = 0;
+    out[0] = '\0';
+    for (int r = 0; r < b->nranks; r++)
+        failed += all[(size_t)r * PG_COUNT + PG_FAILED];
+    if (failed > 0)
+        n += (size_t)snprintf(out, len, "; failed %.0f", failed); /* the total, then the ranks */
+    char part[HOST_LEN + 160];
+    for (int r = 0; r < b->nranks; r++) {
+        const double *v = all + (size_t)r * PG_COUNT;
+        int stalled = v[PG_RUNNING] > 0 && v[PG_IDLE] >= stall_s;
+        if (v[PG_FAILED] == 0 && v[PG_STOP] == STOP_NONE && !stalled)
+            continue;
+        if (listed == MAX_LISTED) {
+            more++;
+            continue;
+        }
+        listed++;
+        int k = snprintf(part, sizeof(part), "; rank %d (%s):", r, hosts + (size_t)r * HOST_LEN);
+        if (v[PG_FAILED] > 0)
+            k += snprintf(part + k, sizeof(part) - (size_t)k, " failed %.0f,", v[PG_FAILED]);
+        if (v[PG_STOP] != STOP_NONE)
+            k += snprintf(part + k, sizeof(part) - (size_t)k, " stopped (%s),",
+                          stop_name((int)v[PG_STOP]));
+        if (stalled)
+            k += snprintf(part + k, sizeof(part) - (size_t)k, " no operation returned for %.1f s,",
+                          v[PG_IDLE]);
+        part[k - 1] = '\0'; /* the last comma */
+        if (n < len)
+            n += (size_t)snprintf(out + n, len - n, "%s", part);
+    }
+    if (more && n < len)
+        snprintf(out + n, len - n, "; %d more rank(s)", more);
+}
+
 /* The [progress] lines of a round (see the comment atop); returns when every rank's I/O threads
- * are done. Collective: every rank calls it. */
+ * are done. Collective: every rank calls it. A rank's main thread never does I/O, so the ticks go
+ * on while its I/O threads are stuck in calls or failing, and the line names such ranks. */
 static void progress_loop(bench_t *b, phase_t *ph, int round, uint64_t t0)
 {
     uint64_t interval = (uint64_t)(b->o.progress_interval * 1e9);
     if (interval < 1000000u)
         interval = 1000000u; /* 1 ms: the flag's smallest useful value */
+    /* A rank is called stalled when no operation of it returned for this long: one interval,
+     * but at least 1 s, so a healthy rank in the middle of a large object is not. */
+    double stall_s = b->o.progress_interval > 1.0 ? b->o.progress_interval : 1.0;
     uint64_t next = t0 + interval, last_t = t0;
     double last_bytes = 0, last_ok = 0, total = (double)b->o.nr * b->nranks;
+    double *all = calloc((size_t)b->nranks * PG_COUNT, sizeof(double));
+    char *hosts = b->rank == 0 ? calloc((size_t)b->nranks, HOST_LEN) : NULL;
+    MPI_Gather(b->host, HOST_LEN, MPI_CHAR, hosts, HOST_LEN, MPI_CHAR, 0, MPI_COMM_WORLD);
+    char trouble[1024];
     for (;;) {
         int done = wait_threads(ph, next);
-        double mine[3] = {(double)atomic_load(&ph->done_ok), (double)atomic_load(&ph->done_bytes),
-                          done ? 0.0 : 1.0};
-        double sum[3];
-        MPI_Allreduce(mine, sum, 3, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-        if (sum[2] == 0)
-            return; /* every rank is done */
-        uint64_t now = mc_now_ns();
+        uint64_t now = mc_now_ns(), last = atomic_load(&ph->last_done_ns);
+        double mine[PG_COUNT] = {
+            [PG_OK] = (double)atomic_load(&ph->done_ok),
+            [PG_BYTES] = (double)atomic_load(&ph->done_bytes),
+            [PG_RUNNING] = done ? 0.0 : 1.0,
+            [PG_FAILED] = (double)(atomic_load(&ph->failed) + atomic_load(&ph->verify_failed)),
+            [PG_STOP] = (double)atomic_load(&ph->stop),
+            [PG_IDLE] = (double)(now - (last > t0 ? last : t0)) / 1e9,
+        };
+        MPI_Allgather(mine, PG_COUNT, MPI_DOUBLE, all, PG_COUNT, MPI_DOUBLE, MPI_COMM_WORLD);
+        double sum[PG_COUNT] = {0};
+        for (int r = 0; r < b->nranks; r++)
+            for (int k = 0; k < PG_COUNT; k++)
+                sum[k] += all[(size_t)r * PG_COUNT + k];
+        if (sum[PG_RUNNING] == 0)
+            break; /* every rank is done */
+        now = mc_now_ns();
         if (b->rank == 0) {
             double dt = (double)(now - last_t) / 1e9, el = (double)(now - t0) / 1e9;
+            progress_trouble(b, all, hosts, stall_s, trouble, sizeof(trouble));
             if (ph->op == OP_REMOVE)
                 printf("[progress] %s: %.0f/%.0f objects, ranks running %.0f/%d, %.1f objects/s "
-                       "now, %.1f objects/s avg, elapsed %.1f s\n",
-                       op_name(ph->op), sum[0], total, sum[2], b->nranks,
-                       safe_div(sum[0] - last_ok, dt), safe_div(sum[0], el), el);
+                       "now, %.1f objects/s avg, elapsed %.1f s%s\n",
+                       op_name(ph->op), sum[PG_OK], total, sum[PG_RUNNING], b->nranks,
+                       safe_div(sum[PG_OK] - last_ok, dt), safe_div(sum[PG_OK], el), el, trouble);
             else
                 printf("[progress] %s %d: %.0f/%.0f objects, %.1f MiB, ranks running %.0f/%d, "
-                       "%.1f MiB/s now, %.1f MiB/s avg, elapsed %.1f s\n",
-                       op_name(ph->op), round, sum[0], total, sum[1] / MIB, sum[2], b->nranks,
-                       safe_div((sum[1] - last_bytes) / MIB, dt), safe_div(sum[1] / MIB, el), el);
+                       "%.1f MiB/s now, %.1f MiB/s avg, elapsed %.1f s%s\n",
+                       op_name(ph->op), round, sum[PG_OK], total, sum[PG_BYTES] / MIB,
+                       sum[PG_RUNNING], b->nranks, safe_div((sum[PG_BYTES] - last_bytes) / MIB, dt),
+                       safe_div(sum[PG_BYTES] / MIB, el), el, trouble);
             fflush(stdout);
         }
         last_t = now;
-        last_bytes = sum[1];
-        last_ok = sum[0];
+        last_bytes = sum[PG_BYTES];
+        last_ok = sum[PG_OK];
         while (next <= now)
             next += interval; /* ticks missed while waiting for slower ranks are skipped */
     }
+    free(all);
+    free(hosts);
 }
 
-/* Runs one round of `op` on every rank with o.threads threads; rank 0 reports it. */
-static void run_round(bench_t *b, phase_op_t op, int round)
+/* Runs one round of `op` on every rank with o.threads threads; rank 0 reports it. Collective;
+ * returns on every rank 1 when some rank stopped the round because the storage stopped
+ * answering. */
+static int run_round(bench_t *b, phase_op_t op, int round)
 {
     phase_t ph = {.b = b, .op = op, .error_reported = ATOMIC_FLAG_INIT};
     atomic_init(&ph.next, 0);
@@ -545,6 +779,12 @@ static void run_round(bench_t *b, phase_op_t op, int round)
     atomic_init(&ph.verify_failed, 0);
     atomic_init(&ph.done_ok, 0);
     atomic_init(&ph.done_bytes, 0);
+    atomic_init(&ph.timeouts, 0);
+    atomic_init(&ph.in_a_row, 0);
+    atomic_init(&ph.last_done_ns, 0);
+    atomic_init(&ph.stop, STOP_NONE);
+    atomic_init(&ph.first_error, 0);
+    atomic_init(&ph.first_error_ns, 0);
     pthread_mutex_init(&ph.lock, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -552,6 +792,8 @@ static void run_round(bench_t *b, phase_op_t op, int round)
     pthread_cond_init(&ph.done, &ca);
     pthread_condattr_destroy(&ca);
     ph.lat_ms = calloc((size_t)b->o.nr, sizeof(double));
+    for (int64_t i = 0; i < b->o.nr; i++)
+        ph.lat_ms[i] = -1.0; /* objects never attempted count in no percentile */
     int nthreads = (int)b->o.threads;
     ph.threads_left = nthreads;
     pthread_t *tids = calloc((size_t)nthreads, sizeof(pthread_t));
@@ -559,6 +801,7 @@ static void run_round(bench_t *b, phase_op_t op, int round)
 
     MPI_Barrier(MPI_COMM_WORLD);
     uint64_t t0 = mc_now_ns();
+    ph.t0 = t0;
     int *started = calloc((size_t)nthreads, sizeof(int));
     for (int t = 0; t < nthreads; t++) {
         args[t] = (worker_arg_t){.ph = &ph, .thread = t};
@@ -578,7 +821,8 @@ static void run_round(bench_t *b, phase_op_t op, int round)
 
     double failed = (double)atomic_load(&ph.failed);
     double verify = (double)atomic_load(&ph.verify_failed);
-    double ok = (double)b->o.nr - failed - verify;
+    double ok = (double)atomic_load(&ph.done_ok);
+    int err = atomic_load(&ph.first_error);
     double mine[RS_COUNT] = {
         [RS_OBJECTS] = (double)b->o.nr,
         [RS_OK] = ok,
@@ -586,11 +830,17 @@ static void run_round(bench_t *b, phase_op_t op, int round)
         [RS_VERIFY] = verify,
         [RS_BYTES] = op == OP_REMOVE ? 0 : ok * (double)b->o.size,
         [RS_WALL] = wall,
+        [RS_SKIPPED] = (double)b->o.nr - ok - failed - verify,
+        [RS_TIMEOUTS] = (double)atomic_load(&ph.timeouts),
+        [RS_STOP] = (double)atomic_load(&ph.stop),
+        [RS_ERR] = (double)err,
+        [RS_ERR_AT] = err ? (double)(atomic_load(&ph.first_error_ns) - t0) / 1e9 : -1.0,
     };
-    report_round(b, &ph, round, mine);
+    int stopped = report_round(b, &ph, round, mine);
     free(tids);
     free(args);
     free(ph.lat_ms);
+    return stopped;
 }
 
 /* ---- manifest (write-only / read-only pairs) ---------------------------------------------- */
@@ -675,17 +925,18 @@ static void csv_round(FILE *f, const json_t *r)
     const json_t *ranks = json_object_get(r, "per_rank");
     for (size_t k = 0; k < json_array_size(ranks); k++) {
         const json_t *pr = json_array_get(ranks, k);
-        fprintf(f, "%s,%lld,%lld,%s,%.0f,%.0f,%.0f,%.9g,%.9g,%.9g,,,,,\n", op, (long long)round,
-                (long long)json_integer_value(json_object_get(pr, "rank")),
+        fprintf(f, "%s,%lld,%lld,%s,%.0f,%.0f,%.0f,%.9g,%.9g,%.9g,,,,,,%.0f\n", op,
+                (long long)round, (long long)json_integer_value(json_object_get(pr, "rank")),
                 json_string_value(json_object_get(pr, "host")), jnum(pr, "objects"),
                 jnum(pr, "failed_ops"), jnum(pr, "bytes"), jnum(pr, "wall_s"), jnum(pr, "mib_s"),
-                jnum(pr, "objects_s"));
+                jnum(pr, "objects_s"), jnum(pr, "skipped_ops"));
     }
     const json_t *lat = json_object_get(r, "latency_ms");
-    fprintf(f, "%s,%lld,all,,%.0f,%.0f,%.0f,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g\n", op,
+    fprintf(f, "%s,%lld,all,,%.0f,%.0f,%.0f,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.0f\n", op,
             (long long)round, jnum(r, "ok_objects"), jnum(r, "failed_ops"), jnum(r, "bytes"),
             jnum(r, "wall_s"), jnum(r, "mib_s"), jnum(r, "objects_s"), jnum(lat, "p50"),
-            jnum(lat, "p95"), jnum(lat, "p99"), jnum(lat, "max"), jnum(lat, "mean"));
+            jnum(lat, "p95"), jnum(lat, "p99"), jnum(lat, "max"), jnum(lat, "mean"),
+            jnum(r, "skipped_ops"));
 }
 
 /* Rank 0: writes the rounds (and the cleanup round) as CSV next to the summary, atomically. */
@@ -700,7 +951,7 @@ static int write_csv(bench_t *b)
         return -1;
     }
     fprintf(f, "op,round,rank,host,objects,failed_ops,bytes,wall_s,mib_s,objects_s,lat_p50_ms,"
-               "lat_p95_ms,lat_p99_ms,lat_max_ms,lat_mean_ms\n");
+               "lat_p95_ms,lat_p99_ms,lat_max_ms,lat_mean_ms,skipped_ops\n");
     for (size_t k = 0; k < json_array_size(b->rounds); k++)
         csv_round(f, json_array_get(b->rounds, k));
     if (b->cleanup_round)
@@ -747,12 +998,17 @@ static int write_summary(bench_t *b, const char *started, json_t *cleanup, const
         (json_int_t)(o->align ? o->align : (uint64_t)sysconf(_SC_PAGESIZE)), "oclass", o->oclass,
         "verify", o->verify, "dataset_bytes",
         (json_int_t)((uint64_t)b->nranks * (uint64_t)o->nr * o->size));
+    json_object_set_new(
+        config, "op_timeout_ms",
+        json_integer(o->op_timeout_ms ? (json_int_t)o->op_timeout_ms : MC_FS_DEFAULT_TIMEOUT_MS));
+    json_object_set_new(config, "stop_after_failures", json_integer(o->stop_after_failures));
     json_t *root =
-        json_pack("{s:s, s:s, s:s, s:s, s:{s:s, s:s, s:i}, s:o, s:o, s:O, s:o, s:s}", "benchmark",
-                  PROGRAM, "version", MC_VERSION_STRING, "started_at", started, "finished_at",
-                  finished, "mpi", "family", MPI_FAMILY, "library", lib, "ranks", b->nranks,
-                  "hosts", hosts ? hosts : json_array(), "config", config, "rounds", b->rounds,
-                  "cleanup", cleanup, "result", b->any_failure ? "failed" : "ok");
+        json_pack("{s:s, s:s, s:s, s:s, s:{s:s, s:s, s:i}, s:o, s:o, s:O, s:o, s:s, s:O}",
+                  "benchmark", PROGRAM, "version", MC_VERSION_STRING, "started_at", started,
+                  "finished_at", finished, "mpi", "family", MPI_FAMILY, "library", lib, "ranks",
+                  b->nranks, "hosts", hosts ? hosts : json_array(), "config", config, "rounds",
+                  b->rounds, "cleanup", cleanup, "result", b->any_failure ? "failed" : "ok",
+                  "stopped", b->stopped_json ? b->stopped_json : json_null());
     char tmp[PATH_MAX + 16];
     snprintf(tmp, sizeof(tmp), "%s.tmp%d", o->summary, (int)getpid());
     int rc = json_dump_file(root, tmp, JSON_INDENT(2) | JSON_REAL_PRECISION(9));
@@ -828,6 +1084,8 @@ static int open_adapter(bench_t *b)
     cfg.iovcnt = (unsigned)b->o.iovcnt;
     cfg.alignment = (size_t)b->o.align;
     cfg.io_threads = (unsigned)b->o.threads;
+    cfg.read_timeout_ms = (uint32_t)b->o.op_timeout_ms; /* 0: the adapter's default */
+    cfg.write_timeout_ms = (uint32_t)b->o.op_timeout_ms;
     /* Rank 0 creates the root and hash directories; then the others open them. */
     int rc = 0;
     if (b->rank == 0)
@@ -884,6 +1142,22 @@ static int run_mpi_check(bench_t *b)
     return bad;
 }
 
+/* After a round (every rank, with the round's collective verdict): the first round some rank
+ * stopped because the storage stopped answering ends the run; rank 0 records where. */
+static void note_stop(bench_t *b, int storage_stopped, phase_op_t op, int round)
+{
+    if (!storage_stopped || b->storage_stopped)
+        return;
+    b->storage_stopped = 1;
+    b->any_failure = 1;
+    if (b->rank != 0)
+        return;
+    const json_t *r = json_array_get(b->rounds, json_array_size(b->rounds) - 1);
+    b->stopped_json =
+        json_pack("{s:s, s:i, s:s, s:O}", "op", op_name(op), "round", round, "reason",
+                  stop_name(STOP_STORAGE), "ranks", json_object_get(r, "stopped_ranks"));
+}
+
 static int run(bench_t *b)
 {
     const opts_t *o = &b->o;
@@ -921,30 +1195,46 @@ static int run(bench_t *b)
         fflush(stdout);
     }
     b->rounds = b->rank == 0 ? json_array() : NULL;
+    json_t *not_run = b->rank == 0 ? json_array() : NULL;
     if (!o->rd_only) {
-        run_round(b, OP_WRITE, 1);
-        if (b->rank == 0 && write_manifest(b) != 0)
+        note_stop(b, run_round(b, OP_WRITE, 1), OP_WRITE, 1);
+        /* No manifest for a data set the storage stopped taking: a read-only run is refused. */
+        if (b->rank == 0 && !b->storage_stopped && write_manifest(b) != 0)
             b->any_failure = 1;
     }
-    for (int r = 1; !o->wr_only && r <= o->read_rounds; r++)
-        run_round(b, OP_READ, r);
+    for (int r = 1; !o->wr_only && r <= o->read_rounds; r++) {
+        if (b->storage_stopped) {
+            if (not_run)
+                json_array_append_new(not_run, json_sprintf("read %d", r));
+            continue;
+        }
+        note_stop(b, run_round(b, OP_READ, r), OP_READ, r);
+    }
 
     json_t *cleanup = NULL;
-    if (o->cleanup) {
+    if (o->cleanup && b->storage_stopped) {
+        /* The objects stay where they are (as after WR_ONLY=1): removing them would only wait
+         * for deadlines too. */
+        if (not_run)
+            json_array_append_new(not_run, json_string("cleanup"));
+        if (b->rank == 0)
+            cleanup = json_pack("{s:b, s:b}", "performed", 0, "skipped", 1);
+    } else if (o->cleanup) {
         size_t before = b->rank == 0 ? json_array_size(b->rounds) : 0;
-        run_round(b, OP_REMOVE, 1);
+        note_stop(b, run_round(b, OP_REMOVE, 1), OP_REMOVE, 1);
         if (b->rank == 0) {
             /* The cleanup "round" goes to its own key, not to the write/read rounds. */
             json_t *c = json_array_get(b->rounds, before);
             b->cleanup_round = json_incref(c);
-            cleanup =
-                json_pack("{s:b, s:O, s:O, s:O}", "performed", 1, "removed",
-                          json_object_get(c, "ok_objects"), "failed_ops",
-                          json_object_get(c, "failed_ops"), "wall_s", json_object_get(c, "wall_s"));
+            cleanup = json_pack(
+                "{s:b, s:O, s:O, s:O, s:O, s:O}", "performed", 1, "removed",
+                json_object_get(c, "ok_objects"), "failed_ops", json_object_get(c, "failed_ops"),
+                "skipped_ops", json_object_get(c, "skipped_ops"), "first_error",
+                json_object_get(c, "first_error"), "wall_s", json_object_get(c, "wall_s"));
             json_array_remove(b->rounds, before);
         }
         MPI_Barrier(MPI_COMM_WORLD);
-        if (b->rank == 0) {
+        if (b->rank == 0 && !b->storage_stopped) {
             int rc = mc_fs_remove(b->fs, MANIFEST_KEY);
             if (rc != 0 && rc != MC_ERR_FILE_NOT_FOUND)
                 b->any_failure = 1;
@@ -952,6 +1242,10 @@ static int run(bench_t *b)
     } else if (b->rank == 0) {
         cleanup = json_pack("{s:b}", "performed", 0);
     }
+    if (b->stopped_json)
+        json_object_set_new(b->stopped_json, "rounds_not_run", not_run);
+    else
+        json_decref(not_run);
     char *hosts = gather_hosts(b);
     int rc = 0;
     if (b->rank == 0) {
@@ -968,15 +1262,23 @@ static int run(bench_t *b)
         }
         if (!o->summary[0])
             json_decref(cleanup);
-        if (b->any_failure)
+        if (b->storage_stopped)
+            printf(PROGRAM ": FAILED: the storage stopped answering; later rounds%s were not run "
+                           "(exit status 3)\n",
+                   o->cleanup ? " and the cleanup" : "");
+        else if (b->any_failure)
             printf(PROGRAM ": FAILED: some operations failed (see above)\n");
+        fflush(stdout);
         json_decref(b->rounds);
         json_decref(b->cleanup_round);
+        json_decref(b->stopped_json);
     }
     free(hosts);
     free_buffers(b);
     MPI_Bcast(&b->any_failure, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    return any_rank(rc) || b->any_failure;
+    if (any_rank(rc) || b->any_failure)
+        return b->storage_stopped ? 3 : 1;
+    return 0;
 }
 
 int main(int argc, char **argv)

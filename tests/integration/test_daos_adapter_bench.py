@@ -25,6 +25,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 BUILD = os.environ.get("MC_BUILD_DIR", os.path.join(os.path.dirname(__file__), "../../build"))
@@ -38,7 +39,7 @@ MIB = 1024 * 1024
 SCRIPT_VARS = ["NPROCS", "SUMMARY", "HOSTS", "DFS_PATH", "DIR", "NR", "SIZE", "XFER",
                "READ_XFER", "CHUNK", "THREADS", "READ_ROUNDS", "WR_ONLY", "RD_ONLY", "CLEANUP",
                "RSH_USER", "DAOS_AGENT_DRPC_DIR", "MPIRUN", "EXTRA_ARGS", "DRYRUN",
-               "DFS_DOUBLE_FAULT", "PROGRESS", "PLOT_PYTHON"]
+               "DFS_DOUBLE_FAULT", "PROGRESS", "PLOT_PYTHON", "OP_TIMEOUT"]
 
 
 def build_info(binary=BIN):
@@ -114,7 +115,7 @@ class DryRunTest(ScriptTest):
                     "--xfer=0", "--read_xfer=8m", "--chunk=8m", "--threads=8",
                     "--read_rounds=1", "--wr_only=0", "--rd_only=0", "--cleanup=1",
                     "--summary=" + self.summary, "--hosts=localhost", "--nprocs_per_host=2",
-                    "--expect_ranks=2", "--progress_interval=10"):
+                    "--expect_ranks=2", "--progress_interval=10", "--op_timeout=0s"):
             self.assertIn(arg, c)
         if INFO["mpi_family"] == "mpich":
             self.assertIn("mpirun.mpich", c)
@@ -131,7 +132,7 @@ class DryRunTest(ScriptTest):
 
     def test_extra_args_pass_verbatim(self):
         p = self.run_script(self.base_env(DRYRUN=1, EXTRA_ARGS="--fs-type=posix --align=0 --iovcnt=4"))
-        self.assertRegex(p.stdout, r"--expect_ranks=2 --progress_interval=10 --fs-type=posix --align=0 --iovcnt=4")
+        self.assertRegex(p.stdout, r"--expect_ranks=2 --progress_interval=10 --op_timeout=0s --fs-type=posix --align=0 --iovcnt=4")
         self.assertIn("fs type posix", p.stderr)
 
     def test_multi_host_lists_preflight_checks_for_every_host(self):
@@ -285,6 +286,12 @@ class ValidationTest(ScriptTest):
         self.assert_refused({"MPIRUN": other}, "every rank would run alone as rank 0")
         self.assert_refused({"MPIRUN": "/nonexistent/mpirun"}, "is not an executable command")
 
+    def test_op_timeout_must_be_seconds(self):
+        self.assert_refused({"OP_TIMEOUT": "1m"}, "OP_TIMEOUT=1m must be a number of seconds")
+        self.assert_refused({"OP_TIMEOUT": "-1"}, "OP_TIMEOUT=-1 must be a number of seconds")
+        p = self.run_script(self.base_env(DRYRUN=1, OP_TIMEOUT="1.5"))
+        self.assertIn("--op_timeout=1.5s", p.stdout)
+
     def test_extra_args_are_checked(self):
         self.assert_refused({"EXTRA_ARGS": "--fs-type=ext4"}, "expected daos or posix")
         self.assert_refused({"EXTRA_ARGS": "--bogus=1"}, "EXTRA_ARGS: unknown flag --bogus=1")
@@ -311,7 +318,8 @@ class ValidationTest(ScriptTest):
         self.assertIn("no arguments expected", p.stderr)
 
 
-class RunTest(ScriptTest):
+class RunHelpers(ScriptTest):
+    """What the run tests share (no tests of its own, so subclasses do not repeat them)."""
     NR = 6
     SIZE = 256 * 1024 + 3
 
@@ -344,6 +352,10 @@ class RunTest(ScriptTest):
         self.assertEqual(r["ok_objects"], ranks * nr)
         self.assertEqual(r["failed_ops"], 0)
         self.assertEqual(r["verify_failures"], 0)
+        self.assertEqual(r["skipped_ops"], 0)
+        self.assertEqual(r["timeouts"], 0)
+        self.assertIsNone(r["first_error"])
+        self.assertEqual(r["stopped_ranks"], [])
         self.assertEqual(r["bytes"], ranks * nr * size)
         self.assertGreater(r["wall_s"], 0)
         self.assertAlmostEqual(r["mib_s"], r["bytes"] / MIB / r["wall_s"], delta=r["mib_s"] * 1e-6)
@@ -358,6 +370,9 @@ class RunTest(ScriptTest):
             self.assertEqual(p["host"], socket.gethostname()[:63])
             self.assertEqual(p["objects"], nr)
             self.assertEqual(p["failed_ops"], 0)
+            self.assertEqual(p["skipped_ops"], 0)
+            self.assertIsNone(p["stopped"])
+            self.assertIsNone(p["first_error"])
             self.assertEqual(p["bytes"], nr * size)
             self.assertTrue(0 < p["wall_s"] <= r["wall_s"])
             self.assertAlmostEqual(p["mib_s"], p["bytes"] / MIB / p["wall_s"],
@@ -365,6 +380,9 @@ class RunTest(ScriptTest):
             self.assertAlmostEqual(p["objects_s"], nr / p["wall_s"], delta=p["objects_s"] * 1e-6)
         self.assertAlmostEqual(max(p["wall_s"] for p in r["per_rank"]), r["wall_s"])
 
+
+
+class RunTest(RunHelpers):
     def full_run(self, fs_type):
         dfs_path, env, visible = self.setup_fs(fs_type)
         p = self.run_script(self.base_env(DFS_PATH=dfs_path, NR=self.NR, SIZE=self.SIZE,
@@ -395,7 +413,8 @@ class RunTest(ScriptTest):
             "xfer_bytes": 65536, "read_xfer_bytes": 100000, "chunk_bytes": MIB, "threads": 3,
             "read_rounds": 2, "wr_only": False, "rd_only": False, "cleanup": True, "iovcnt": 4,
             "align_bytes": os.sysconf("SC_PAGESIZE"), "oclass": "", "verify": True,
-            "dataset_bytes": 2 * self.NR * self.SIZE,
+            "dataset_bytes": 2 * self.NR * self.SIZE, "op_timeout_ms": 30000,
+            "stop_after_failures": 100,
         }
         self.assertEqual(c, expect)
         self.assertEqual([r["op"] for r in s["rounds"]], ["write", "read", "read"])
@@ -406,6 +425,9 @@ class RunTest(ScriptTest):
         self.assertEqual(cl["performed"], True)
         self.assertEqual(cl["removed"], 2 * self.NR)
         self.assertEqual(cl["failed_ops"], 0)
+        self.assertEqual(cl["skipped_ops"], 0)
+        self.assertIsNone(cl["first_error"])
+        self.assertIsNone(s["stopped"])
         self.assertGreater(cl["wall_s"], 0)
         self.assertEqual(self.objects_in(visible), 0)
 
@@ -485,15 +507,19 @@ class RunTest(ScriptTest):
         self.assertEqual(s["rounds"][0]["failed_ops"], 1)
         self.assertEqual(s["rounds"][0]["ok_objects"], 5)
         self.assertEqual(s["rounds"][0]["per_rank"][1]["failed_ops"], 1)
+        self.assertEqual(s["rounds"][0]["first_error"],
+                         {"code": -801, "name": "CHECKSUM_MISMATCH", "rank": 1})
+        self.assertEqual(s["rounds"][0]["skipped_ops"], 0)  # one failure stops nothing
+        self.assertIsNone(s["stopped"])
 
 
 PLOTTER = os.path.join(SOURCE, "bench", "plot_daos_bench.py")
 PROGRESS_RE = re.compile(r"^\[progress\] (write|read) (\d+): (\d+)/(\d+) objects, ([0-9.]+) MiB, "
                          r"ranks running (\d+)/(\d+), ([0-9.]+) MiB/s now, ([0-9.]+) MiB/s avg, "
-                         r"elapsed ([0-9.]+) s$")
+                         r"elapsed ([0-9.]+) s((?:; .*)?)$")
 PROGRESS_CLEANUP_RE = re.compile(r"^\[progress\] cleanup: (\d+)/(\d+) objects, ranks running "
                                  r"(\d+)/(\d+), ([0-9.]+) objects/s now, ([0-9.]+) objects/s "
-                                 r"avg, elapsed ([0-9.]+) s$")
+                                 r"avg, elapsed ([0-9.]+) s((?:; .*)?)$")
 
 
 @unittest.skipUnless(HAVE_DAOS, "built without -DUSE_DAOS=ON -DDAOS_TEST_DOUBLE=ON")
@@ -591,6 +617,7 @@ class OutputsTest(RunTest):
         done = [int(m.group(3)) for m in writes]
         self.assertEqual(done, sorted(done))
         for m in writes:
+            self.assertNotIn("failed", m.group(11))  # only a slow rank may be named
             self.assertEqual(int(m.group(4)), 2 * nr)
             self.assertLessEqual(int(m.group(3)), 2 * nr)
             self.assertAlmostEqual(float(m.group(5)), int(m.group(3)) * size / MIB, delta=0.06)
@@ -631,6 +658,174 @@ class OutputsTest(RunTest):
         self.assertEqual(p.returncode, 2)
         self.assertIn("is not a daos_adapter_bench summary", p.stderr)
         self.assertFalse(os.path.exists(os.path.join(self.tmp, "y.png")))
+
+@unittest.skipUnless(HAVE_DOUBLE, "needs the libdfs test double (-DUSE_DAOS=ON -DDAOS_TEST_DOUBLE=ON)")
+class EngineDiesTest(RunHelpers):
+    """A DAOS engine that stops answering mid-run: the run ends with exit status 3 within its
+    deadline, the summary counting the failed and skipped operations; a healthy run with the
+    same OP_TIMEOUT still exits 0 with failed_ops 0."""
+
+    OP_TIMEOUT = 1.0
+    # From the engine's death to the end of the run: the deadline of the calls in flight, the
+    # adapter's close waiting for calls still inside DAOS (2 s), MPI's teardown, a loaded CI
+    # machine. Without deadlines the run never ends; with the adapter's default it takes 30 s.
+    AFTER_DEATH_S = OP_TIMEOUT + 12
+
+    def setUp(self):
+        super().setUp()
+        self.dfs_path, self.env, _ = self.setup_fs("daos")
+        self.engine_down = os.path.join(self.env["DFS_DOUBLE_ROOT"], ".engine_down")
+        self.addCleanup(self.restart_engine)
+
+    def restart_engine(self):
+        try:
+            os.unlink(self.engine_down)
+        except FileNotFoundError:
+            pass
+
+    def start(self, env):
+        """The script started with its stdout piped (line by line) and its stderr in a file."""
+        full = {k: v for k, v in os.environ.items() if k not in SCRIPT_VARS}
+        full.update(DAOS_ADAPTER_BENCH_BIN=BIN, HWLOC_COMPONENTS="-pci")
+        full.update(env)
+        err = open(os.path.join(self.tmp, "stderr.txt"), "w+")
+        self.addCleanup(err.close)
+        p = subprocess.Popen(["bash", SCRIPT], env=full, stdout=subprocess.PIPE, stderr=err,
+                             text=True, bufsize=1, start_new_session=True)
+        self.addCleanup(self.kill, p)
+        return p, err
+
+    @staticmethod
+    def kill(p):
+        if p.poll() is None:
+            os.killpg(p.pid, 9)
+            p.wait()
+        p.stdout.close()
+
+    def read_lines(self, p, until, deadline):
+        """Yields stdout lines until EOF; fails (and kills the run) past deadline[0] (monotonic
+        seconds; a list, so the caller may move it while reading)."""
+        import select
+        while True:
+            left = deadline[0] - time.monotonic()
+            if left <= 0:
+                self.kill(p)
+                self.fail(f"the run did not end by its deadline ({until}): it hangs")
+            ready, _, _ = select.select([p.stdout], [], [], left)
+            if not ready:
+                continue
+            line = p.stdout.readline()
+            if not line:
+                return
+            yield line.rstrip("\n")
+
+    def check_failed_summary(self, rc, lines, err):
+        err.seek(0)
+        stderr = err.read()
+        out = "\n".join(lines)
+        self.assertEqual(rc, 3, out + stderr)
+        self.assertIn("the storage stopped answering", out)
+        self.assertIn("its summary, with the failed operations: " + self.summary, stderr)
+        with open(self.summary) as f:
+            s = json.load(f)
+        self.assertEqual(s["result"], "failed")
+        self.assertEqual(s["config"]["op_timeout_ms"], int(self.OP_TIMEOUT * 1000))
+        w = s["rounds"][0]
+        self.assertEqual(w["op"], "write")
+        self.assertGreater(w["failed_ops"], 0)
+        self.assertGreater(w["timeouts"], 0)  # the calls in flight met their deadline
+        self.assertGreater(w["skipped_ops"], 0)  # and the rest were not attempted
+        self.assertEqual(w["ok_objects"] + w["failed_ops"] + w["skipped_ops"], w["objects"])
+        self.assertIn(w["first_error"]["name"], ("DFS_NETWORK_TIMEOUT", "DFS_SERVICE_UNAVAILABLE"))
+        self.assertEqual(w["stopped_ranks"], [0, 1])
+        for pr in w["per_rank"]:
+            self.assertGreater(pr["failed_ops"], 0)
+            self.assertEqual(pr["stopped"], "storage not answering")
+            self.assertIsNotNone(pr["first_error"])
+        self.assertEqual(sum(pr["failed_ops"] for pr in w["per_rank"]), w["failed_ops"])
+        self.assertEqual(sum(pr["skipped_ops"] for pr in w["per_rank"]), w["skipped_ops"])
+        # [AGG] still divides by the slowest rank's wall time.
+        self.assertAlmostEqual(w["wall_s"], max(pr["wall_s"] for pr in w["per_rank"]))
+        self.assertAlmostEqual(w["mib_s"], w["bytes"] / MIB / w["wall_s"], delta=1e-6 + w["mib_s"] * 1e-6)
+        self.assertRegex(out, r"\[AGG\] write 1: 2 ranks, .*, failed \d+, skipped \d+, "
+                              r"ranks stopped early \[0,1\]")
+        for rank in (0, 1):
+            self.assertRegex(out, rf"\[write 1\] rank {rank} .* failed [1-9]\d*, skipped \d+, "
+                                  r"stopped \(storage not answering\), first error DFS_")
+            self.assertRegex(stderr, rf"\[rank {rank} on .*\] write: stopping this round")
+        # Later rounds and the cleanup were not run: each would only wait for deadlines.
+        self.assertEqual([r["op"] for r in s["rounds"]], ["write"])
+        self.assertEqual(s["stopped"]["op"], "write")
+        self.assertEqual(s["stopped"]["rounds_not_run"], ["read 1", "cleanup"])
+        self.assertEqual(s["cleanup"], {"performed": False, "skipped": True})
+        return s, out
+
+    def healthy_run_still_passes(self):
+        self.restart_engine()
+        os.unlink(self.summary)
+        env = self.base_env(DFS_PATH=self.dfs_path, NR=8, SIZE="4k", THREADS=2, PROGRESS=0.1,
+                            OP_TIMEOUT=self.OP_TIMEOUT, **dict(self.env, DIR="healthy"))
+        p = self.run_script(env, expect_rc=0)
+        with open(self.summary) as f:
+            s = json.load(f)
+        self.assertEqual(s["result"], "ok")
+        self.assertIsNone(s["stopped"])
+        for r in s["rounds"]:
+            self.assertEqual((r["failed_ops"], r["skipped_ops"]), (0, 0))
+        self.assertEqual(s["cleanup"]["failed_ops"], 0)
+        self.assertNotIn("failed", "".join(l for l in p.stdout.splitlines()
+                                           if l.startswith("[progress]")))
+
+    def test_engine_dies_at_the_first_write(self):
+        env = self.base_env(DFS_PATH=self.dfs_path, NR=200, SIZE="4k", THREADS=2, PROGRESS=0.2,
+                            OP_TIMEOUT=self.OP_TIMEOUT, DFS_DOUBLE_FAULT="engine_dies@write",
+                            **self.env)
+        t0 = time.monotonic()
+        p, err = self.start(env)
+        lines = list(self.read_lines(p, "engine dead from the first write",
+                                     [t0 + 60 + self.AFTER_DEATH_S]))
+        rc = p.wait()
+        wall = time.monotonic() - t0
+        self.assertTrue(os.path.exists(self.engine_down))  # the engine really died
+        self.check_failed_summary(rc, lines, err)
+        # Started with a dead engine: the script's own start (MPI, adapters) plus the bound.
+        self.assertLess(wall, 5 + self.AFTER_DEATH_S, f"took {wall:.1f} s")
+        print(f"\nengine dies at the first write: run took {wall:.2f} s", file=sys.stderr)
+        self.healthy_run_still_passes()
+
+    def test_engine_stops_in_the_middle_of_a_round(self):
+        # Enough objects that the write round outlasts the first progress line by far (each is
+        # a few file operations on the double); the engine is stopped after that line.
+        env = self.base_env(DFS_PATH=self.dfs_path, NR=20000, SIZE="4k", THREADS=2,
+                            PROGRESS=0.1, OP_TIMEOUT=self.OP_TIMEOUT, **self.env)
+        p, err = self.start(env)
+        lines, died_at, after = [], None, []
+        deadline = [time.monotonic() + 120]
+        for line in self.read_lines(p, "engine stopped mid-round", deadline):
+            lines.append(line)
+            m = PROGRESS_RE.match(line)
+            if died_at is None and m and m.group(1) == "write" and int(m.group(3)) > 0:
+                open(self.engine_down, "w").close()  # the engine stops answering
+                died_at = time.monotonic()
+                deadline[0] = died_at + self.AFTER_DEATH_S
+            elif died_at is not None:
+                after.append(line)
+        rc = p.wait()
+        self.assertIsNotNone(died_at, "no [progress] line with objects done:\n" + "\n".join(lines))
+        after_death = time.monotonic() - died_at
+        s, out = self.check_failed_summary(rc, lines, err)
+        w = s["rounds"][0]
+        self.assertGreater(w["ok_objects"], 0)  # written before the engine stopped
+        self.assertLess(w["ok_objects"], w["objects"])
+        self.assertLess(after_death, self.AFTER_DEATH_S)
+        # Progress lines went on while the ranks' I/O was stuck, naming the ranks.
+        stuck = [l for l in after if l.startswith("[progress] write 1") and "; rank " in l]
+        self.assertTrue(stuck, "\n".join(after))
+        self.assertTrue(any(re.search(r"; rank [01] \(.*\): (failed \d+|no operation returned)",
+                                      l) for l in stuck), "\n".join(stuck))
+        print(f"\nengine stopped mid-round: run ended {after_death:.2f} s after it",
+              file=sys.stderr)
+        self.healthy_run_still_passes()
 
 
 if __name__ == "__main__":
