@@ -117,7 +117,7 @@ typedef struct mc_fs_config {
                                   of each directory listing call; 0 = MC_FS_DEFAULT_TIMEOUT_MS;
                                   posix: ignored */
     uint32_t write_timeout_ms; /* daos: deadline of one write (create, transfers, publish) or
-                                  remove, and of the adapter's open and close; 0 =
+                                  remove, of each call of the adapter's open, and of its close; 0 =
                                   MC_FS_DEFAULT_TIMEOUT_MS; posix: ignored */
 } mc_fs_config_t;
 

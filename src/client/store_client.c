@@ -847,20 +847,28 @@ done:
     return rc;
 }
 
+/* A read result that a new lookup may better: no replica verified (the object was replaced or
+ * removed and put again meanwhile), or the disk replica's file was gone (evicted or removed
+ * between the lookup and the read: a new lookup says -704, or names the object's files now). */
+static int reread(const mc_real_client_t *s, int64_t result)
+{
+    return (result == MC_ERR_CHECKSUM_MISMATCH && s->checksum) || result == MC_ERR_FILE_NOT_FOUND;
+}
+
 /*
- * read_objects, then once more for the keys no replica of which verified: the object may have
- * been replaced or removed and put again between the lookup and the read (with
- * --default_kv_lease_ttl=0 nothing holds the old extents), and a new lookup finds its new value.
+ * read_objects, then once more for the keys whose result reread() says a new lookup may better:
+ * with --default_kv_lease_ttl=0 nothing holds the old extents, and disk eviction may delete a
+ * file between the lookup and the read; a new lookup finds the new value or the miss.
  */
 static int read_verified(mc_real_client_t *s, const char *const *keys, void *const *bufs,
                          const size_t *caps, size_t n, int64_t *results)
 {
     int rc = read_objects(s, keys, bufs, caps, n, results);
-    if (rc == 0 || !s->checksum)
+    if (rc == 0)
         return rc;
     size_t m = 0;
     for (size_t i = 0; i < n; i++)
-        m += results[i] == MC_ERR_CHECKSUM_MISMATCH;
+        m += reread(s, results[i]);
     if (m == 0)
         return rc;
     const char **k2 = calloc(m, sizeof(*k2));
@@ -870,7 +878,7 @@ static int read_verified(mc_real_client_t *s, const char *const *keys, void *con
     if (k2 && b2 && c2 && at && r2) {
         m = 0;
         for (size_t i = 0; i < n; i++) {
-            if (results[i] == MC_ERR_CHECKSUM_MISMATCH) {
+            if (reread(s, results[i])) {
                 k2[m] = keys[i];
                 b2[m] = bufs[i];
                 c2[m] = caps[i];

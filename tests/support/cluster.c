@@ -112,9 +112,8 @@ static int pid_listens_on(pid_t pid, int port)
 }
 
 /* mooncake_master with its RPC on host:rpc_port (metrics on 127.0.0.1 and a free port), waiting
- * until the child itself listens on the RPC port (and, with offload, the metrics port) and
- * answers there: another process listening on the port is not the master (which then could not
- * bind it and exits). */
+ * until the child itself listens on both ports and answers there: another process listening on
+ * the port is not the master (which then could not bind it and exits). */
 static int master_spawn(mc_master_t *m, const char *host, int rpc_port, int offload,
                         const char *const *extra)
 {
@@ -137,9 +136,11 @@ static int master_spawn(mc_master_t *m, const char *host, int rpc_port, int offl
     mc_cluster_track(m->pid);
     /* Up to 30 s: an ASan master on a host that runs two other suites can take seconds. */
     for (int i = 0; i < 600; i++) {
-        int up = mc_port_open_at(host, m->rpc_port) && (!offload || mc_port_open(m->metrics_port));
-        int ours = up && pid_listens_on(m->pid, m->rpc_port) &&
-                   (!offload || pid_listens_on(m->pid, m->metrics_port));
+        /* Both ports: tests read /metrics right after a start (its server starts after the RPC
+         * port on a loaded host). */
+        int up = mc_port_open_at(host, m->rpc_port) && mc_port_open(m->metrics_port);
+        int ours =
+            up && pid_listens_on(m->pid, m->rpc_port) && pid_listens_on(m->pid, m->metrics_port);
         int status;
         if (waitpid(m->pid, &status, WNOHANG) == m->pid) {
             fprintf(stderr, "mooncake_master exited during start-up (status %d)%s\n", status,

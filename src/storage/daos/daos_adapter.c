@@ -35,14 +35,14 @@
  * Deadlines: a dead engine makes libdfs's blocking calls never return (measured on DAOS 2.8: 16
  * of 16 threads still inside dfs_sys_write after 16 minutes, CRT_TIMEOUT changing nothing), so
  * no caller makes one itself. Every operation has a deadline (cfg read_timeout_ms for reads,
- * write_timeout_ms for writes, removes, open and close). Data transfers are events polled with
- * the time left; at the deadline they are aborted and reaped before the call returns, so no
- * transfer touches the caller's buffer afterwards. Calls without an event (lookup, open, move,
- * remove, readdir, size, connect, ...) run on runner threads (see "calls" below) and the caller
- * waits for them until its deadline only. Past a deadline with no DAOS answer since, the process
- * is "wedged": operations fail at once (MC_ERR_DFS_SERVICE_UNAVAILABLE) but one probe a second,
- * until DAOS answers again. dfs_init is called directly: DAOS bounds it itself (DER_TIMEDOUT
- * after about 15 s with no server); dfs_release and the event calls are local.
+ * write_timeout_ms for writes, removes, close and each call of open). Data transfers are events
+ * polled with the time left; at the deadline they are aborted and reaped before the call returns,
+ * so no transfer touches the caller's buffer afterwards. Calls without an event (lookup, open,
+ * move, remove, readdir, size, connect, ...) run on runner threads (see "calls" below) and the
+ * caller waits for them until its deadline only. Past a deadline with no DAOS answer since, the
+ * process is "wedged": operations fail at once (MC_ERR_DFS_SERVICE_UNAVAILABLE) but one probe a
+ * second, until DAOS answers again. dfs_init is called directly: DAOS bounds it itself
+ * (DER_TIMEDOUT after about 15 s with no server); dfs_release and the event calls are local.
  *
  * Thread-safety: libdfs handles are shared by all threads (libdfs is thread-safe); an event
  * queue and its events are used by one thread at a time (the pool hands them out); the registry
@@ -772,15 +772,15 @@ static void conn_release(daos_adapter_t *a, daos_conn_t *c, uint64_t deadline)
 
 /* Opens (creating when missing) directory `name` under `parent` (NULL = container root). */
 static int open_dir(daos_adapter_t *a, dfs_obj_t *parent, const char *name, dfs_obj_t **out,
-                    const char *path_for_log, uint64_t deadline)
+                    const char *path_for_log, uint32_t timeout_ms)
 {
     mode_t mode = 0;
-    int rc = c_lookup_rel(a, parent, name, out, &mode, deadline);
+    int rc = c_lookup_rel(a, parent, name, out, &mode, mc_now_ms() + timeout_ms);
     if (rc == ENOENT) {
-        rc = c_named(a, CALL_MKDIR, parent, name, NULL, deadline);
+        rc = c_named(a, CALL_MKDIR, parent, name, NULL, mc_now_ms() + timeout_ms);
         if (rc != 0 && rc != EEXIST)
             return daos_fail(a, rc, OP_OPEN, "dfs_mkdir", ROOT_ONLY, path_for_log);
-        rc = c_lookup_rel(a, parent, name, out, &mode, deadline);
+        rc = c_lookup_rel(a, parent, name, out, &mode, mc_now_ms() + timeout_ms);
     }
     if (rc == 0 && !S_ISDIR(mode)) {
         dfs_release(*out);
@@ -791,7 +791,7 @@ static int open_dir(daos_adapter_t *a, dfs_obj_t *parent, const char *name, dfs_
 }
 
 /* Walks (creating) the container path `cpath` ("/a/b" or "") to a->root. */
-static int open_root(daos_adapter_t *a, const char *cpath, uint64_t deadline)
+static int open_root(daos_adapter_t *a, const char *cpath, uint32_t timeout_ms)
 {
     char buf[PATH_MAX], shown[sizeof(a->where) + NAME_MAX + 2];
     snprintf(buf, sizeof(buf), "%s", cpath);
@@ -800,7 +800,7 @@ static int open_root(daos_adapter_t *a, const char *cpath, uint64_t deadline)
     for (char *comp = strtok_r(buf, "/", &save); comp; comp = strtok_r(NULL, "/", &save)) {
         dfs_obj_t *next = NULL;
         snprintf(shown, sizeof(shown), "%s/%s", a->where, comp);
-        int rc = open_dir(a, cur, comp, &next, shown, deadline);
+        int rc = open_dir(a, cur, comp, &next, shown, timeout_ms);
         if (cur)
             dfs_release(cur);
         if (rc != 0)
@@ -809,7 +809,7 @@ static int open_root(daos_adapter_t *a, const char *cpath, uint64_t deadline)
     }
     if (!cur) {
         mode_t mode;
-        int rc = c_lookup(a, "/", &cur, &mode, deadline);
+        int rc = c_lookup(a, "/", &cur, &mode, mc_now_ms() + timeout_ms);
         if (rc != 0)
             return daos_fail(a, rc, OP_OPEN, "dfs_lookup", ROOT_ONLY, a->where);
     }
@@ -954,7 +954,6 @@ static int daos_open(const mc_fs_config_t *cfg, void **impl)
         daos_close(a);
         return rc;
     }
-    uint64_t deadline = mc_now_ms() + cfg->write_timeout_ms;
 
     daos_call_t *res = call_new(a, CALL_RESOLVE);
     if (res) {
@@ -969,7 +968,7 @@ static int daos_open(const mc_fs_config_t *cfg, void **impl)
         return MC_ERR_INTERNAL_ERROR;
     }
     snprintf(res->path, PATH_MAX, "%s", cfg->root_dir);
-    rc = call_run(res, deadline);
+    rc = call_run(res, mc_now_ms() + cfg->write_timeout_ms);
     if (rc == ERR_DEADLINE || rc == MC_ERR_INTERNAL_ERROR) {
         rc = daos_fail(a, rc == ERR_DEADLINE ? rc : ENOMEM, OP_OPEN, "duns_resolve_path", ROOT_ONLY,
                        cfg->root_dir);
@@ -997,16 +996,16 @@ static int daos_open(const mc_fs_config_t *cfg, void **impl)
              cpath[0] ? cpath : "/");
     MC_INFO("fs adapter daos: %s -> pool %s container %s path %s", cfg->root_dir, attr->da_pool,
             attr->da_cont, cpath[0] ? cpath : "/");
-    rc = conn_acquire(a, attr->da_pool, attr->da_cont, deadline);
+    rc = conn_acquire(a, attr->da_pool, attr->da_cont, mc_now_ms() + cfg->write_timeout_ms);
     duns_destroy_attr(attr);
     call_free(res);
     if (rc == 0)
-        rc = open_root(a, cpath, deadline);
+        rc = open_root(a, cpath, cfg->write_timeout_ms);
     for (unsigned i = 0; rc == 0 && i <= MC_OBJ_PROBE_DIR; i++) {
         char name[8], shown[sizeof(a->where) + 8];
         mc_obj_dir_name(i, name);
         snprintf(shown, sizeof(shown), "%s/%s", a->where, name);
-        rc = open_dir(a, a->root, name, &a->dir[i], shown, deadline);
+        rc = open_dir(a, a->root, name, &a->dir[i], shown, cfg->write_timeout_ms);
     }
     if (rc == 0)
         rc = create_slots(a);
