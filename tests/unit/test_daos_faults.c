@@ -212,6 +212,8 @@ static void test_engine_dies_mid_write(void **state)
     if (cpu * 4 > wall) /* waiting is sleeping: well under a quarter of one CPU */
         fail_msg("%llu ms of CPU in %llu ms of waiting", (unsigned long long)cpu,
                  (unsigned long long)wall);
+    print_message("engine died mid-write: -1600 after %llu ms (deadline %d ms), %llu ms of CPU\n",
+                  (unsigned long long)wall, DEADLINE_MS, (unsigned long long)cpu);
     mc_fs_health_stats_t h = health(a);
     assert_int_equal(h.wedged, 1);
     assert_true(h.timeouts >= 1);
@@ -220,6 +222,8 @@ static void test_engine_dies_mid_write(void **state)
     uint64_t fast_before = h.fast_failures;
     t0 = now_ms();
     assert_int_equal(mc_fs_write(a, "wedged", v, n), MC_ERR_DFS_SERVICE_UNAVAILABLE);
+    print_message("wedged: the next write refused after %llu ms\n",
+                  (unsigned long long)(now_ms() - t0));
     assert_true(now_ms() - t0 < AT_ONCE_MS);
     unsigned char *out = malloc(n);
     assert_int_equal(mc_fs_read(a, "before", out, n), MC_ERR_DFS_SERVICE_UNAVAILABLE);
