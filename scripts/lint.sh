@@ -11,6 +11,9 @@
 # a system header cppcheck does not read, so without it cppcheck silently skipped every file that
 # includes a generated header. The installed header's own values are passed as definitions.
 #
+# First, no call circles between the files of the folders in circle_dirs (below; nm and tsort,
+# from binutils and coreutils), from the same tree's object files.
+#
 # Checks: warning, portability, performance (style is left to review and clang-format). A finding
 # that is wrong may be suppressed at its line with `// cppcheck-suppress <id>` and a comment
 # saying why.
@@ -26,6 +29,49 @@ if ! ls "$build"/src/wire/*.pb-c.h >/dev/null 2>&1; then
   echo "lint.sh: no generated protobuf-c headers under $build/src/wire: build $build first" >&2
   exit 2
 fi
+
+# ---- no circles between the files of a folder ------------------------------------------------
+# For each folder listed, the file-level call graph of its library: an edge a.c -> b.c when
+# a.c.o uses (nm -u) a symbol that b.c.o defines (nm --defined-only). A circle means one of its
+# files is an interface waiting to be written (a table of function pointers, a callback); tsort
+# (coreutils) finds them and each is reported as its files in order, with a symbol per hop.
+# Calls through function pointers are not edges: that is what breaks a circle. Other folders
+# join the list once their circles are gone.
+circle_dirs="transfer"
+file_edges() { # build-dir folder -> "user.c definer.c symbol" lines
+  local o f
+  for o in $(find "$1/src/$2/CMakeFiles" -mindepth 2 -maxdepth 2 -name '*.o' | sort); do
+    f=$(basename "$o" .o)
+    [ -f "$root/src/$2/$f" ] || continue # a stale object of a source since removed
+    nm -g --defined-only "$o" | awk -v f="$f" 'NF == 3 { print "D", $3, f }'
+    nm -u "$o" | awk -v f="$f" '{ print "U", $NF, f }'
+  done | awk '$1 == "D" { def[$2] = $3; next } { sym[n] = $2; user[n++] = $3 }
+    END { for (i = 0; i < n; i++) if ((sym[i] in def) && def[sym[i]] != user[i])
+            print user[i], def[sym[i]], sym[i] }' | sort -u
+}
+circles=0
+for dir in $circle_dirs; do
+  if ! ls "$build/src/$dir/CMakeFiles/"*/*.o >/dev/null 2>&1; then
+    echo "lint.sh: no object files under $build/src/$dir: build $build first" >&2
+    exit 2
+  fi
+  edges=$(file_edges "$build" "$dir")
+  loops=$(awk '{ print $1, $2 }' <<<"$edges" | sort -u | tsort 2>&1 >/dev/null | sed -n 's/^tsort: \([^ ]*\.c\)$/\1/p;
+    /input contains a loop/s/.*/--/p' || true)
+  [ -z "$loops" ] && continue
+  circles=1
+  # tsort lists a loop's files in order: print a.c -(sym)-> b.c -(sym)-> ... -> a.c
+  awk -v dir="$dir" 'NR == FNR { if (!(($1 " " $2) in via)) via[$1 " " $2] = $3; next }
+    function show(   i, s) { if (!n) return; s = "src/" dir ": circle: " f[1]
+      for (i = 1; i <= n; i++) s = s " -(" via[f[i] " " f[i % n + 1]] ")-> " f[i % n + 1]
+      print s; n = 0 }
+    $0 == "--" { show(); next } { f[++n] = $0 } END { show() }' <(echo "$edges") <(echo "$loops") | awk '!seen[$0]++'
+done
+if [ "$circles" -ne 0 ]; then
+  echo "lint.sh: call circles between files (see above): route one direction through an ops table or a callback" >&2
+  exit 1
+fi
+echo "lint.sh: no call circles in: $circle_dirs"
 
 pbc_inc=$(pkg-config --variable=includedir libprotobuf-c 2>/dev/null || echo /usr/include)
 pbc_h="$pbc_inc/protobuf-c/protobuf-c.h"

@@ -1073,12 +1073,13 @@ static uint8_t *copy_blob(const uint8_t *src, size_t len)
     return p;
 }
 
-/* 0, 1 when rdma cannot reach the range (tcp peer, region without rkey), or an error. */
+/* 0, MC_TRANSPORT_DECLINED when rdma cannot reach the range (tcp peer, region without rkey), or
+ * an error. */
 static int target_snapshot(mc_peer_t *peer, const mc_rdma_conn_t *c, uint64_t remote, uint64_t len,
                            rdma_target_t *t)
 {
     memset(t, 0, sizeof(*t));
-    int rc = 1;
+    int rc = MC_TRANSPORT_DECLINED;
     pthread_mutex_lock(&peer->lock);
     const mc_segment_desc_t *d = &peer->desc;
     const mc_remote_region_t *g = mc_desc_find(d, remote, len);
@@ -1249,7 +1250,7 @@ int mc_rdma_transfer(mc_transfer_engine_t *te, size_t w, mc_peer_t *peer, int op
 {
     mc_rdma_t *r = te->rdma;
     if (!r || !peer->rdma_conns)
-        return 1;
+        return MC_TRANSPORT_DECLINED;
     assert(w < r->worker_count);
     mc_rdma_conn_t *c = &peer->rdma_conns[w];
     ucs_status_t first = UCS_OK; /* what failed the first attempt, when it is retried */
@@ -1273,8 +1274,8 @@ int mc_rdma_transfer(mc_transfer_engine_t *te, size_t w, mc_peer_t *peer, int op
         if (rc == 0) {
             rdma_target_t t;
             rc = target_snapshot(peer, c, remote, len, &t);
-            if (rc == 1)
-                return 1; /* not an rdma range: the caller uses tcp */
+            if (rc == MC_TRANSPORT_DECLINED)
+                return MC_TRANSPORT_DECLINED; /* not an rdma range: the caller uses tcp */
             ucp_rkey_h rkey = NULL;
             uint64_t now = mc_now_ms();
             int left = now < deadline ? (int)(deadline - now) : 0;
@@ -1353,3 +1354,41 @@ void mc_rdma_peer_close(mc_transfer_engine_t *te, mc_peer_t *peer)
     free(peer->rdma_conns);
     peer->rdma_conns = NULL;
 }
+
+/* ---- the transport table's slots ---------------------------------------------------------- */
+
+static int rdma_start(mc_transfer_engine_t *te, const mc_transport_start_args_t *args)
+{
+    if (strcmp(te->protocol, "rdma") != 0)
+        return 0; /* a tcp engine: te->rdma stays NULL and every slot below is a no-op */
+    return mc_rdma_start(te, args->config->device_names, args->bind_host);
+}
+
+/* The serving worker's address (the descriptor's rdma_address); nothing for a tcp engine. */
+static int rdma_describe(mc_transfer_engine_t *te, mc_segment_desc_t *d)
+{
+    const uint8_t *addr;
+    size_t len;
+    mc_rdma_local_address(te, &addr, &len);
+    return mc_desc_set_address(d, addr, len);
+}
+
+/* UCX applies puts without the fence page: the serving endpoints are replaced when asked. */
+static int rdma_fence_slot(mc_transfer_engine_t *te, int tokens_refused, int replace_endpoints)
+{
+    (void)tokens_refused;
+    return replace_endpoints ? mc_rdma_fence(te) : 0;
+}
+
+const mc_transport_ops_t mc_rdma_transport = {
+    .name = "rdma",
+    .start = rdma_start,
+    .stop = mc_rdma_stop,
+    .map = mc_rdma_map,
+    .unmap = mc_rdma_unmap,
+    .describe = rdma_describe,
+    .peer_open = mc_rdma_peer_init,
+    .peer_close = mc_rdma_peer_close,
+    .transfer = mc_rdma_transfer,
+    .fence = rdma_fence_slot,
+};

@@ -61,7 +61,7 @@ static int set_rkey(mc_remote_region_t *g, const void *rkey, size_t len)
     return 0;
 }
 
-static int set_address(mc_segment_desc_t *d, const void *addr, size_t len)
+int mc_desc_set_address(mc_segment_desc_t *d, const void *addr, size_t len)
 {
     if (len == 0)
         return 0;
@@ -97,11 +97,12 @@ int mc_desc_build_local(mc_transfer_engine_t *te, mc_segment_desc_t *out)
     snprintf(out->protocol, sizeof(out->protocol), "%s", te->protocol);
     snprintf(out->host_id, sizeof(out->host_id), "%s", te->host_id);
     snprintf(out->shm_socket, sizeof(out->shm_socket), "%s", te->shm_socket);
-    const uint8_t *addr;
-    size_t addr_len;
-    mc_rdma_local_address(te, &addr, &addr_len);
-    if (set_address(out, addr, addr_len) != 0)
-        return MC_ERR_INTERNAL_ERROR;
+    for (const mc_transport_ops_t *const *t = te->transports; *t; t++) {
+        if ((*t)->describe && (*t)->describe(te, out) != 0) {
+            mc_desc_free(out);
+            return MC_ERR_INTERNAL_ERROR;
+        }
+    }
     pthread_rwlock_rdlock(&te->registry.lock);
     out->version = te->registry.version;
     out->count = te->registry.count;
@@ -191,7 +192,7 @@ int mc_desc_unpack(const uint8_t *buf, size_t len, mc_segment_desc_t *out)
         rc = MC_ERR_INTERNAL_ERROR;
         goto out;
     }
-    rc = set_address(out, msg->rdma_address.data, msg->rdma_address.len);
+    rc = mc_desc_set_address(out, msg->rdma_address.data, msg->rdma_address.len);
     for (size_t i = 0; rc == 0 && i < out->count; i++) {
         out->regions[i].addr = msg->regions[i]->addr;
         out->regions[i].length = msg->regions[i]->length;
@@ -409,7 +410,10 @@ int mc_metadata_lookup(mc_transfer_engine_t *te, const char *name, mc_segment_de
                     name, te->metadata_url);
         }
     }
-    int rc = mc_tcp_handshake(te, host, port, out, deadline_ms);
+    const mc_transport_ops_t *const *t = te->transports;
+    while (*t && !(*t)->handshake)
+        t++;
+    int rc = *t ? (*t)->handshake(te, host, port, out, deadline_ms) : MC_ERR_NOT_SUPPORTED;
     if (rc != 0) {
         MC_ERROR("segment %s: not found at the metadata service and its endpoint does not "
                  "answer (%s)",

@@ -133,7 +133,7 @@ static int hugetlb_map(size_t *length, void **addr)
     return fd;
 }
 
-int mc_shm_alloc(mc_transfer_engine_t *te, size_t length, void **addr)
+int mc_shm_alloc(mc_transfer_engine_t *te, size_t length, mc_local_region_t *out)
 {
     void *p = NULL;
     int fd = hugetlb_map(&length, &p);
@@ -165,19 +165,7 @@ int mc_shm_alloc(mc_transfer_engine_t *te, size_t length, void **addr)
     pthread_rwlock_wrlock(&te->registry.lock);
     int32_t index = te->registry.next_shm_index++;
     pthread_rwlock_unlock(&te->registry.lock);
-    mc_local_region_t region = {(uint64_t)(uintptr_t)p, length, index, fd, 1, NULL, NULL, 0};
-    int rc = mc_rdma_map(te, &region); /* rdma engines: peers reach it with UCX as well */
-    if (rc == 0) {
-        rc = mc_registry_add(&te->registry, &region);
-        if (rc != 0)
-            mc_rdma_unmap(te, &region);
-    }
-    if (rc != 0) {
-        munmap(p, length);
-        close(fd);
-        return rc;
-    }
-    *addr = p;
+    *out = (mc_local_region_t){(uint64_t)(uintptr_t)p, length, index, fd, 1, NULL, NULL, 0};
     return 0;
 }
 
@@ -598,13 +586,13 @@ int mc_shm_transfer(mc_transfer_engine_t *te, mc_peer_t *peer, int opcode, void 
         region = *g;
     pthread_mutex_unlock(&peer->lock);
     if (!g || region.shm_index < 0)
-        return 1;
+        return MC_TRANSPORT_DECLINED;
 
     for (;;) {
         pthread_rwlock_rdlock(&peer->shm_rw);
         if (peer->shm_state < 0) {
             pthread_rwlock_unlock(&peer->shm_rw);
-            return 1;
+            return MC_TRANSPORT_DECLINED;
         }
         if (peer->shm_state == 1 && (size_t)region.shm_index < peer->shm_map_count &&
             peer->shm_maps[region.shm_index])
@@ -665,5 +653,45 @@ int mc_shm_transfer(mc_transfer_engine_t *te, mc_peer_t *peer, int opcode, void 
     }
     /* A region was revoked: refresh the descriptor and let the caller redo it over tcp. */
     mc_peer_refresh(te, peer, 0);
-    return 1;
+    return MC_TRANSPORT_DECLINED;
 }
+
+/* ---- the transport table's slots ---------------------------------------------------------- */
+
+static int shm_start(mc_transfer_engine_t *te, const mc_transport_start_args_t *args)
+{
+    (void)args;
+    return mc_shm_server_start(te); /* 0 even when unavailable: peers then use tcp */
+}
+
+/* A freed region of segment memory: same-host peers drop their mappings (caller memory, never
+ * handed out, has no shm index). */
+static void shm_unmap(mc_transfer_engine_t *te, mc_local_region_t *g)
+{
+    if (g->shm_index >= 0)
+        mc_shm_notify_revoke(te);
+}
+
+static void shm_peer_close(mc_transfer_engine_t *te, mc_peer_t *peer)
+{
+    (void)te;
+    mc_shm_peer_close(peer);
+}
+
+static int shm_submit(mc_transfer_engine_t *te, mc_peer_t *peer, const mc_transfer_req_t *req,
+                      uint32_t *crc)
+{
+    int op = req->opcode == MC_TRANSFER_WRITE ? MC_TE_OP_WRITE : MC_TE_OP_READ;
+    return mc_shm_transfer(te, peer, op, req->source, req->target_offset, req->length, req->epoch,
+                           req->fence_token, crc);
+}
+
+const mc_transport_ops_t mc_shm_transport = {
+    .name = "shm",
+    .start = shm_start,
+    .stop = mc_shm_server_stop,
+    .alloc = mc_shm_alloc,
+    .unmap = shm_unmap,
+    .peer_close = shm_peer_close,
+    .submit = shm_submit,
+};

@@ -1151,3 +1151,47 @@ int mc_tcp_fence_rules(mc_transfer_engine_t *te, const char *host, int port, mc_
     mc__fence_rules__free_unpacked(msg, NULL);
     return 0;
 }
+
+/* ---- the transport table's slots ---------------------------------------------------------- */
+
+static int tcp_start(mc_transfer_engine_t *te, const mc_transport_start_args_t *args)
+{
+    int rc = mc_tcp_server_start(te, args->bind_host, args->port);
+    if (rc != 0)
+        MC_ERROR("transfer engine cannot listen on port %d", args->port);
+    return rc;
+}
+
+static void tcp_peer_close(mc_transfer_engine_t *te, mc_peer_t *peer)
+{
+    (void)te;
+    mc_tcp_pool_close(peer);
+}
+
+static int tcp_transfer(mc_transfer_engine_t *te, size_t worker, mc_peer_t *peer, int opcode,
+                        void *local, uint64_t remote, uint64_t len, uint64_t epoch, uint64_t token,
+                        uint64_t deadline_ms)
+{
+    (void)worker; /* a pooled connection serves any thread */
+    return mc_tcp_transfer(te, peer, opcode, local, remote, len, epoch, token, deadline_ms);
+}
+
+/* tcp receives of a token refused now stop at once instead of at their deadline. */
+static int tcp_fence(mc_transfer_engine_t *te, int tokens_refused, int replace_endpoints)
+{
+    (void)replace_endpoints; /* every tcp write is admitted under the fence page */
+    if (tokens_refused)
+        mc_tcp_fence(te);
+    return 0;
+}
+
+const mc_transport_ops_t mc_tcp_transport = {
+    .name = "tcp",
+    .start = tcp_start,
+    .stop = mc_tcp_server_stop,
+    .handshake = mc_tcp_handshake,
+    .peer_close = tcp_peer_close,
+    .transfer = tcp_transfer,
+    .fence = tcp_fence,
+    .get_stats = mc_tcp_server_get_stats,
+};

@@ -1,18 +1,18 @@
 /*
  * transfer_engine.c — the Transfer Engine handle, opened segments, batches and worker threads.
  *
- * Submitting a batch dispatches each request by transport: the engine's own segment is a memcpy
- * in the caller's thread; a same-host peer's shared memory is a memcpy in the caller's thread
- * too (one copy, no hop); everything else is cut into slices (MC_SLICE_SIZE, default 4 MiB) that
- * the worker threads move in parallel — with UCX (rdma_transport.c) when this engine runs
- * protocol rdma and the peer's descriptor has an rdma address, else over pooled tcp connections.
- * A request completes when its last slice does; the batch's waiters are woken when its last
- * request does.
+ * Submitting a batch dispatches each request by transport, walking te->transports (transports.c)
+ * until one does not decline: in the caller's thread their submit slots — the engine's own
+ * segment is a memcpy (local), a same-host peer's shared memory is a memcpy too (shm: one copy,
+ * no hop); a request every submit declines is cut into slices (MC_SLICE_SIZE, default 4 MiB)
+ * that the worker threads move in parallel through the transfer slots — with UCX (rdma) when
+ * this engine runs protocol rdma and the peer's descriptor has an rdma address, else over
+ * pooled tcp connections. A request completes when its last slice does; the batch's waiters are
+ * woken when its last request does. No transport is named here.
  */
 #include "transfer_internal.h"
 #include "te_shared.h"
 
-#include "checksum.h"
 #include "log.h"
 
 #include <errno.h>
@@ -132,8 +132,9 @@ uint64_t mc_te_deadline_ms(const mc_transfer_engine_t *te, uint64_t now, uint64_
     return now < UINT64_MAX / 2 - extra ? now + extra : UINT64_MAX / 2; /* never wraps */
 }
 
-/* One slice to a remote peer by the request's deadline: rdma when both ends speak it, else tcp.
- * Past the deadline it fails at once, without touching the peer. */
+/* One slice to a remote peer by the request's deadline: the first transfer slot that does not
+ * decline (rdma when both ends speak it, else tcp). Past the deadline it fails at once, without
+ * touching the peer. */
 static int move_slice(mc_transfer_engine_t *te, size_t worker, mc_peer_t *peer, int op, void *local,
                       uint64_t remote, uint64_t len, uint64_t epoch, uint64_t token,
                       uint64_t deadline_ms)
@@ -154,10 +155,15 @@ static int move_slice(mc_transfer_engine_t *te, size_t worker, mc_peer_t *peer, 
                      (unsigned long long)remote, peer->name);
         return MC_ERR_TRANSFER_FAIL;
     }
-    int rc = mc_rdma_transfer(te, worker, peer, op, local, remote, len, epoch, token, deadline_ms);
-    if (rc == 1)
-        rc = mc_tcp_transfer(te, peer, op, local, remote, len, epoch, token, deadline_ms);
-    return rc;
+    for (const mc_transport_ops_t *const *t = te->transports; *t; t++) {
+        if (!(*t)->transfer)
+            continue;
+        int rc =
+            (*t)->transfer(te, worker, peer, op, local, remote, len, epoch, token, deadline_ms);
+        if (rc != MC_TRANSPORT_DECLINED)
+            return rc;
+    }
+    return MC_ERR_TRANSFER_FAIL; /* not reached: tcp takes every slice */
 }
 
 static void *worker_main(void *p)
@@ -235,6 +241,35 @@ static int enqueue_slices_locked(mc_transfer_engine_t *te, mc_batch_t *b, uint32
     return 0;
 }
 
+/* ---- peers' transport state ---------------------------------------------------------- */
+
+/* Closes the peer with every transport before `upto` (NULL: all) and frees it. */
+static void peer_free(mc_transfer_engine_t *te, mc_peer_t *p, const mc_transport_ops_t *const *upto)
+{
+    for (const mc_transport_ops_t *const *t = te->transports; *t && t != upto; t++) {
+        if ((*t)->peer_close)
+            (*t)->peer_close(te, p);
+    }
+    mc_desc_free(&p->desc);
+    pthread_mutex_destroy(&p->lock);
+    pthread_rwlock_destroy(&p->shm_rw);
+    free(p);
+}
+
+/* Every transport's peer_open slot; on a failure the ones opened before close it again. */
+static int peer_open(mc_transfer_engine_t *te, mc_peer_t *p,
+                     const mc_transport_ops_t *const **failed)
+{
+    for (const mc_transport_ops_t *const *t = te->transports; *t; t++) {
+        int rc = (*t)->peer_open ? (*t)->peer_open(te, p) : 0;
+        if (rc != 0) {
+            *failed = t;
+            return rc;
+        }
+    }
+    return 0;
+}
+
 /* ---- engine lifecycle ------------------------------------------------------------------- */
 
 int mc_te_create(const mc_transfer_engine_config_t *config, mc_transfer_engine_t **out)
@@ -245,6 +280,7 @@ int mc_te_create(const mc_transfer_engine_config_t *config, mc_transfer_engine_t
     mc_transfer_engine_t *te = calloc(1, sizeof(*te));
     if (!te)
         return MC_ERR_INTERNAL_ERROR;
+    te->transports = mc_transports;
     te->listen_fd = -1;
     te->park_epfd = te->park_wake = -1;
     te->shm_listen_fd = -1;
@@ -269,17 +305,12 @@ int mc_te_create(const mc_transfer_engine_config_t *config, mc_transfer_engine_t
         rc = mc_auth_resolve(config->cluster_secret, config->cluster_secret_file, &te->auth);
     if (rc == 0 && mc_etcd_md_is_etcd(te->metadata_url))
         rc = mc_etcd_md_open(te->metadata_url, &te->etcd_md); /* lease + keep-alive thread */
-    if (rc == 0 && !strcmp(te->protocol, "rdma"))
-        rc = mc_rdma_start(te, config->device_names, bind_host);
-    if (rc != 0) {
-        mc_te_destroy(te);
-        return rc;
-    }
     /* The address the user gave (local_server_name's host; a wildcard means every interface).
      * rdma engines serve tcp peers too. */
-    rc = mc_tcp_server_start(te, bind_host, port);
+    mc_transport_start_args_t args = {config, bind_host, port};
+    for (const mc_transport_ops_t *const *t = mc_transport_start_order; rc == 0 && *t; t++)
+        rc = (*t)->start ? (*t)->start(te, &args) : 0;
     if (rc != 0) {
-        MC_ERROR("transfer engine cannot listen on port %d", port);
         mc_te_destroy(te);
         return rc;
     }
@@ -289,7 +320,6 @@ int mc_te_create(const mc_transfer_engine_config_t *config, mc_transfer_engine_t
         snprintf(te->name, sizeof(te->name), "[%s]:%d", adv_host, te->listen_port);
     else
         snprintf(te->name, sizeof(te->name), "%s:%d", adv_host, te->listen_port);
-    mc_shm_server_start(te);
 
     te->workers = calloc(te->worker_count, sizeof(*te->workers));
     if (!te->workers) {
@@ -333,21 +363,21 @@ void mc_te_destroy(mc_transfer_engine_t *te)
     for (size_t i = 0; te->workers && i < te->worker_count; i++)
         pthread_join(te->workers[i], NULL);
     free(te->workers);
-    mc_tcp_server_stop(te);
-    mc_shm_server_stop(te);
     for (size_t i = 0; i < te->peer_count; i++) {
-        mc_peer_t *p = te->peers[i];
-        mc_rdma_peer_close(te, p); /* the worker threads that owned the endpoints are gone */
-        mc_tcp_pool_close(p);
-        mc_shm_peer_close(p);
-        mc_desc_free(&p->desc);
-        pthread_mutex_destroy(&p->lock);
-        pthread_rwlock_destroy(&p->shm_rw);
-        free(p);
+        /* the worker threads that owned the peers' rdma endpoints are gone */
+        peer_free(te, te->peers[i], NULL);
     }
     free(te->peers);
     free(te->queue);
-    mc_rdma_stop(te);
+    /* Stopped in the reverse of their start order: tcp's server (its handshakes describe rdma's
+     * address) before rdma, which also needs every peer closed first. */
+    size_t started = 0;
+    while (mc_transport_start_order[started])
+        started++;
+    while (started-- > 0) {
+        if (mc_transport_start_order[started]->stop)
+            mc_transport_start_order[started]->stop(te);
+    }
     mc_registry_destroy(&te->registry);
     mc_fence_fini(te);
     pthread_mutex_destroy(&te->conn_lock);
@@ -388,7 +418,10 @@ int mc_te_get_server_stats(mc_transfer_engine_t *te, mc_te_server_stats_t *out)
     if (!te || !out)
         return MC_ERR_INVALID_PARAMS;
     memset(out, 0, sizeof(*out));
-    mc_tcp_server_get_stats(te, out);
+    for (const mc_transport_ops_t *const *t = te->transports; *t; t++) {
+        if ((*t)->get_stats)
+            (*t)->get_stats(te, out);
+    }
     return 0;
 }
 
@@ -427,14 +460,68 @@ int mc_te_republish(mc_transfer_engine_t *te)
 
 /* ---- memory ----------------------------------------------------------------------------- */
 
+/* Every transport's unmap slot, in table order: the region left the registry. */
+static void unmap_region(mc_transfer_engine_t *te, mc_local_region_t *g)
+{
+    for (const mc_transport_ops_t *const *t = te->transports; *t; t++) {
+        if ((*t)->unmap)
+            (*t)->unmap(te, g);
+    }
+}
+
+/* Every transport's map slot, in table order; on a failure the ones that mapped it unmap it. */
+static int map_region(mc_transfer_engine_t *te, mc_local_region_t *g)
+{
+    for (const mc_transport_ops_t *const *t = te->transports; *t; t++) {
+        int rc = (*t)->map ? (*t)->map(te, g) : 0;
+        if (rc != 0) {
+            for (const mc_transport_ops_t *const *u = te->transports; u != t; u++) {
+                if ((*u)->map && (*u)->unmap)
+                    (*u)->unmap(te, g);
+            }
+            return rc;
+        }
+    }
+    return 0;
+}
+
+/* Undoes a map_region whose region did not enter the registry: only transports that mapped it
+ * hear of it (a transport that maps nothing has nothing to undo). */
+static void unmap_unregistered(mc_transfer_engine_t *te, mc_local_region_t *g)
+{
+    for (const mc_transport_ops_t *const *t = te->transports; *t; t++) {
+        if ((*t)->map && (*t)->unmap)
+            (*t)->unmap(te, g);
+    }
+}
+
 int mc_te_alloc_segment_memory(mc_transfer_engine_t *te, size_t length, void **addr)
 {
     if (!te || !addr || length == 0)
         return MC_ERR_INVALID_PARAMS;
-    int rc = mc_shm_alloc(te, length, addr);
-    if (rc == 0)
-        mc_metadata_publish(te);
-    return rc;
+    const mc_transport_ops_t *const *t = te->transports;
+    while (*t && !(*t)->alloc)
+        t++;
+    if (!*t)
+        return MC_ERR_NOT_SUPPORTED;
+    mc_local_region_t region;
+    int rc = (*t)->alloc(te, length, &region);
+    if (rc != 0)
+        return rc;
+    rc = map_region(te, &region); /* rdma engines: peers reach it with UCX as well */
+    if (rc == 0) {
+        rc = mc_registry_add(&te->registry, &region);
+        if (rc != 0)
+            unmap_unregistered(te, &region);
+    }
+    if (rc != 0) {
+        munmap((void *)(uintptr_t)region.addr, region.length);
+        close(region.memfd);
+        return rc;
+    }
+    *addr = (void *)(uintptr_t)region.addr;
+    mc_metadata_publish(te);
+    return 0;
 }
 
 int mc_te_free_segment_memory(mc_transfer_engine_t *te, void *addr)
@@ -449,8 +536,7 @@ int mc_te_free_segment_memory(mc_transfer_engine_t *te, void *addr)
         mc_registry_add(&te->registry, &g); /* not ours to free: put it back */
         return MC_ERR_INVALID_PARAMS;
     }
-    mc_shm_notify_revoke(te);
-    mc_rdma_unmap(te, &g);
+    unmap_region(te, &g); /* shm: peers drop their mappings; rdma: unmapped */
     munmap(addr, g.length);
     if (g.memfd >= 0)
         close(g.memfd);
@@ -483,12 +569,12 @@ int mc_te_register_memory(mc_transfer_engine_t *te, void *addr, size_t length)
         return MC_ERR_INVALID_PARAMS;
     }
     mc_local_region_t g = {(uint64_t)(uintptr_t)addr, length, -1, -1, 0, NULL, NULL, 0};
-    int rc = mc_rdma_map(te, &g);
+    int rc = map_region(te, &g);
     if (rc != 0)
         return rc;
     rc = mc_registry_add(&te->registry, &g);
     if (rc != 0) {
-        mc_rdma_unmap(te, &g);
+        unmap_unregistered(te, &g);
         return rc;
     }
     mc_metadata_publish(te);
@@ -507,7 +593,7 @@ int mc_te_unregister_memory(mc_transfer_engine_t *te, void *addr)
         mc_registry_add(&te->registry, &g); /* engine-allocated: use mc_te_free_segment_memory */
         return MC_ERR_INVALID_PARAMS;
     }
-    mc_rdma_unmap(te, &g);
+    unmap_region(te, &g);
     mc_metadata_publish(te);
     return 0;
 }
@@ -522,27 +608,6 @@ mc_peer_t *mc_te_peer(mc_transfer_engine_t *te, mc_segment_id_t id)
         p = te->peers[id];
     pthread_mutex_unlock(&te->peers_lock);
     return p;
-}
-
-int mc_peer_should_log(mc_peer_t *peer)
-{
-    return mc_log_ratelimit(&peer->last_error_log_ms, 1000);
-}
-
-int mc_peer_refresh(mc_transfer_engine_t *te, mc_peer_t *peer, uint64_t deadline_ms)
-{
-    if (peer->is_self)
-        return 0;
-    mc_segment_desc_t d;
-    int rc = mc_metadata_lookup(te, peer->name, &d, deadline_ms);
-    if (rc != 0)
-        return rc;
-    pthread_mutex_lock(&peer->lock);
-    mc_desc_free(&peer->desc);
-    peer->desc = d;
-    peer->desc_gen++;
-    pthread_mutex_unlock(&peer->lock);
-    return 0;
 }
 
 int mc_te_open_segment(mc_transfer_engine_t *te, const char *segment_name, mc_segment_id_t *out)
@@ -578,13 +643,11 @@ int mc_te_open_segment(mc_transfer_engine_t *te, const char *segment_name, mc_se
     pthread_mutex_init(&p->lock, NULL);
     pthread_rwlock_init(&p->shm_rw, NULL);
     int rc = p->is_self ? 0 : mc_metadata_lookup(te, segment_name, &p->desc, 0);
+    const mc_transport_ops_t *const *failed = te->transports; /* none opened */
     if (rc == 0 && !p->is_self)
-        rc = mc_rdma_peer_init(te, p);
+        rc = peer_open(te, p, &failed);
     if (rc != 0) {
-        mc_desc_free(&p->desc);
-        pthread_mutex_destroy(&p->lock);
-        pthread_rwlock_destroy(&p->shm_rw);
-        free(p);
+        peer_free(te, p, failed);
         return rc;
     }
 
@@ -593,11 +656,7 @@ int mc_te_open_segment(mc_transfer_engine_t *te, const char *segment_name, mc_se
         if (!strcmp(te->peers[i]->name, segment_name)) {
             *out = (mc_segment_id_t)i;
             pthread_mutex_unlock(&te->peers_lock);
-            free(p->rdma_conns); /* never used: no endpoint to close */
-            mc_desc_free(&p->desc);
-            pthread_mutex_destroy(&p->lock);
-            pthread_rwlock_destroy(&p->shm_rw);
-            free(p);
+            peer_free(te, p, NULL); /* never used: no endpoint to close */
             return 0;
         }
     }
@@ -606,11 +665,7 @@ int mc_te_open_segment(mc_transfer_engine_t *te, const char *segment_name, mc_se
         mc_peer_t **n = realloc(te->peers, cap * sizeof(*n));
         if (!n) {
             pthread_mutex_unlock(&te->peers_lock);
-            free(p->rdma_conns);
-            mc_desc_free(&p->desc);
-            pthread_mutex_destroy(&p->lock);
-            pthread_rwlock_destroy(&p->shm_rw);
-            free(p);
+            peer_free(te, p, NULL);
             return MC_ERR_INTERNAL_ERROR;
         }
         te->peers = n;
@@ -656,58 +711,6 @@ static void finish_now(mc_batch_t *b, mc_req_state_t *r, int rc)
     pthread_mutex_unlock(&b->lock);
 }
 
-/* The engine's own segment: epoch check and memcpy under the registry read lock. With `crc`,
- * *crc receives the CRC32C of the bytes moved (fused with the copy when the ranges are apart). */
-static int transfer_local(mc_transfer_engine_t *te, const mc_transfer_req_t *req, uint32_t *crc)
-{
-    int refused = req->opcode == MC_TRANSFER_WRITE ? MC_ERR_INVALID_WRITE : MC_ERR_INVALID_READ;
-    const char *what = req->opcode == MC_TRANSFER_WRITE ? "write" : "read";
-    pthread_rwlock_rdlock(&te->registry.lock);
-    uint64_t mine = atomic_load(&te->epoch);
-    if (req->epoch != 0 && mine != 0 && req->epoch != mine) {
-        pthread_rwlock_unlock(&te->registry.lock);
-        MC_ERROR("stale epoch: %s [%#llx, +%zu) carries epoch %llu, local segment %s is at "
-                 "epoch %llu",
-                 what, (unsigned long long)req->target_offset, req->length,
-                 (unsigned long long)req->epoch, te->name, (unsigned long long)mine);
-        return refused;
-    }
-    const mc_local_region_t *g =
-        mc_registry_find_locked(&te->registry, req->target_offset, req->length);
-    uint64_t pass = 0;
-    if (g && req->opcode == MC_TRANSFER_WRITE) {
-        char why[256];
-        if (mc_fence_admit(te->fence, te->fence_inflight, req->epoch, req->fence_token, &pass, why,
-                           sizeof(why)) != 0) {
-            pthread_rwlock_unlock(&te->registry.lock);
-            MC_ERROR("write [%#llx, +%zu) on local segment %s refused: %s",
-                     (unsigned long long)req->target_offset, req->length, te->name, why);
-            return refused;
-        }
-    }
-    if (g) {
-        void *target = (void *)(uintptr_t)req->target_offset;
-        void *dst = req->opcode == MC_TRANSFER_WRITE ? target : req->source;
-        const void *src = req->opcode == MC_TRANSFER_WRITE ? req->source : target;
-        uintptr_t d = (uintptr_t)dst, s = (uintptr_t)src;
-        if (crc && (d + req->length <= s || s + req->length <= d)) {
-            *crc = mc_copy_crc32c(dst, src, req->length, 0, req->opcode == MC_TRANSFER_WRITE);
-        } else {
-            memmove(dst, src, req->length);
-            if (crc) /* overlapping ranges: the bytes now at the destination */
-                *crc = mc_crc32c(0, dst, req->length);
-        }
-        if (req->opcode == MC_TRANSFER_WRITE)
-            mc_fence_release(te->fence_inflight, pass);
-    }
-    pthread_rwlock_unlock(&te->registry.lock);
-    if (g)
-        return 0;
-    MC_ERROR("%s [%#llx, +%zu) is outside the registered memory of local segment %s", what,
-             (unsigned long long)req->target_offset, req->length, te->name);
-    return refused;
-}
-
 /* Range check against the peer's descriptor, refreshing it once on a miss (by deadline_ms). */
 static int check_remote_range(mc_transfer_engine_t *te, mc_peer_t *peer,
                               const mc_transfer_req_t *req, uint64_t deadline_ms)
@@ -725,6 +728,29 @@ static int check_remote_range(mc_transfer_engine_t *te, mc_peer_t *peer,
              req->opcode == MC_TRANSFER_WRITE ? "write" : "read",
              (unsigned long long)req->target_offset, req->length, peer->name);
     return req->opcode == MC_TRANSFER_WRITE ? MC_ERR_INVALID_WRITE : MC_ERR_INVALID_READ;
+}
+
+/*
+ * One request in the caller's thread: a remote one is first checked against the peer's
+ * descriptor and the refused tokens; then the submit slots in table order (local, shm). 0, a
+ * negative error, or MC_TRANSPORT_DECLINED when the workers are to move it.
+ */
+static int submit_in_caller(mc_transfer_engine_t *te, mc_peer_t *peer, const mc_transfer_req_t *req,
+                            uint64_t deadline_ms, uint32_t *crc)
+{
+    if (!peer->is_self) {
+        int rc = check_remote_range(te, peer, req, deadline_ms);
+        if (rc != 0)
+            return rc;
+        if (req->opcode == MC_TRANSFER_WRITE && mc_fence_token_refused(te->fence, req->fence_token))
+            return MC_ERR_INVALID_WRITE;
+    }
+    for (const mc_transport_ops_t *const *t = te->transports; *t; t++) {
+        int rc = (*t)->submit ? (*t)->submit(te, peer, req, crc) : MC_TRANSPORT_DECLINED;
+        if (rc != MC_TRANSPORT_DECLINED)
+            return rc;
+    }
+    return MC_TRANSPORT_DECLINED;
 }
 
 int mc_te_submit(mc_batch_t *b, const mc_transfer_req_t *reqs, size_t n)
@@ -773,25 +799,9 @@ int mc_te_submit(mc_batch_t *b, const mc_transfer_req_t *reqs, size_t n)
         mc_req_state_t *r = &b->reqs[first + i];
         mc_peer_t *peer = mc_te_peer(te, r->req.target_id);
         uint32_t *crc = r->req.want_crc32c ? &r->crc32c : NULL;
-        if (peer->is_self) {
-            int lrc = transfer_local(te, &r->req, crc);
-            r->has_crc32c = crc && lrc == 0;
-            finish_now(b, r, lrc);
-            continue;
-        }
-        int rc = check_remote_range(te, peer, &r->req, deadline);
-        if (rc == 0) {
-            int op = r->req.opcode == MC_TRANSFER_WRITE ? MC_TE_OP_WRITE : MC_TE_OP_READ;
-            rc = op == MC_TE_OP_WRITE && mc_fence_token_refused(te->fence, r->req.fence_token)
-                     ? MC_ERR_INVALID_WRITE
-                     : mc_shm_transfer(te, peer, op, r->req.source, r->req.target_offset,
-                                       r->req.length, r->req.epoch, r->req.fence_token, crc);
-            r->has_crc32c = crc && rc == 0;
-            if (rc <= 0) {
-                finish_now(b, r, rc);
-                continue;
-            }
-        } else {
+        int rc = submit_in_caller(te, peer, &r->req, deadline, crc);
+        r->has_crc32c = crc && rc == 0;
+        if (rc != MC_TRANSPORT_DECLINED) {
             finish_now(b, r, rc);
             continue;
         }

@@ -4,11 +4,23 @@
  *   segment_registry.c   this process's registered memory (the local segment) and range lookups
  *   write_fence.c        the write fence: refused tokens, epochs, admissions, fence generations
  *   segment_metadata.c   segment descriptors: build, encode (protobuf / JSON), publish, look up
+ *   peer.c               what the transports share about an opened segment: descriptor refresh,
+ *                        the failure-log rate limit
+ *   local_transport.c    the engine's own segment: epoch check, fence admission, memcpy
  *   tcp_transport.c      the peer protocol server (handshake, read, write) and its client side
  *   shm_transport.c      memfd-backed segment memory and the same-host mapping of peers' memory
  *   rdma_transport.c     the rdma transport on UCX (built with USE_RDMA=ON, MC_HAVE_RDMA defined)
+ *   transports.c         the table of transports (mc_transport_ops_t), in dispatch and start order
  *   transfer_engine.c    the engine, opened segments (peers), batches, worker threads
  *   etcd_metadata.c      segment descriptors in etcd (etcd:// metadata) under a kept-alive lease
+ *
+ * Layers (no file calls a file above it by name; scripts/lint.sh fails on a circle):
+ *   transfer_engine.c -> transports.c -> {local,shm,rdma,tcp}_transport.c -> peer.c ->
+ *   segment_metadata.c -> etcd/http metadata clients; segment_registry.c and write_fence.c are
+ *   below every file that uses them. One sideways call: rdma asks an owner for its fence rules
+ *   over tcp (mc_tcp_fence_rules).
+ * What a lower file needs from a transport (the handshake, the rdma address in a descriptor, a
+ * transport's part of a fence) it reaches through te->transports (mc_transport_ops_t below).
  *
  * Invariants:
  *  - A local region is never unmapped or unregistered while a transfer touches it: transfers hold
@@ -25,7 +37,8 @@
  *    is complete only when no admission older than it remains.
  *  - A tcp request whose connection is no longer established (its initiator gave up and reset
  *    it) is not served, whatever is queued.
- *  - Transport choice per request, in order: the engine's own segment -> local memcpy; a same-host
+ *  - Transport choice per request, in the order of te->transports (the first whose answer is not
+ *    MC_TRANSPORT_DECLINED takes it): the engine's own segment -> local memcpy; a same-host
  *    peer's shm region (unless shm is disabled) -> shm; a peer whose descriptor carries an
  *    rdma_address, when this engine runs protocol rdma -> rdma; anything else -> tcp. So tcp and
  *    rdma engines interoperate (an rdma engine keeps its tcp server), and shm wins on one host.
@@ -121,7 +134,11 @@ typedef struct mc_segment_desc {
 
 /* Frees what the descriptor owns (regions, rkeys, address); the struct itself is the caller's. */
 void mc_desc_free(mc_segment_desc_t *d);
-/* The descriptor of this engine's own segment (takes the registry read lock). */
+/* Sets d's rdma_address to a copy of [addr, +len) (len 0: left empty). 0,
+ * MC_ERR_DESERIALIZE_FAIL over MC_TE_MAX_RDMA_BLOB bytes, or MC_ERR_INTERNAL_ERROR. */
+int mc_desc_set_address(mc_segment_desc_t *d, const void *addr, size_t len);
+/* The descriptor of this engine's own segment (takes the registry read lock): its name, host,
+ * regions and their rkeys, and what each transport's describe slot adds. */
 int mc_desc_build_local(mc_transfer_engine_t *te, mc_segment_desc_t *out);
 /* protobuf (handshake). *buf is malloc'd. */
 int mc_desc_pack(const mc_segment_desc_t *d, uint8_t **buf, size_t *len);
@@ -156,7 +173,8 @@ void mc_etcd_md_close(mc_etcd_md_t *m);
  * P2PHANDSHAKE). */
 int mc_metadata_publish(mc_transfer_engine_t *te);
 void mc_metadata_unpublish(mc_transfer_engine_t *te);
-/* Finds a peer's descriptor: HTTP metadata first (when configured), else a direct handshake. */
+/* Finds a peer's descriptor: HTTP metadata first (when configured), else a direct handshake
+ * (the first transport with a handshake slot). */
 int mc_metadata_lookup(mc_transfer_engine_t *te, const char *name, mc_segment_desc_t *out,
                        uint64_t deadline_ms);
 
@@ -216,8 +234,8 @@ int mc_fence_rules_check(const mc_fence_rules_t *r, uint64_t epoch, uint64_t tok
 int mc_fence_admit(mc_fence_page_t *f, _Atomic uint64_t *ring, uint64_t epoch, uint64_t token,
                    uint64_t *pass, char *why, size_t why_len);
 void mc_fence_release(_Atomic uint64_t *ring, uint64_t pass);
-/* Owner: new rules (tokens; the epoch too when set_epoch) and a fence (the rdma serving
- * endpoints replaced too with fence_rdma); *gen its generation.
+/* Owner: new rules (tokens; the epoch too when set_epoch) and a fence (every transport's fence
+ * slot; the rdma serving endpoints replaced too with fence_rdma); *gen its generation.
  * MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS when MC_FENCE_RING fences still wait (nothing changed),
  * MC_ERR_INTERNAL_ERROR out of memory. */
 int mc_fence_raise(mc_transfer_engine_t *te, const uint64_t *tokens, size_t n, int set_epoch,
@@ -266,6 +284,123 @@ typedef struct mc_peer {
     mc_rdma_conn_t *rdma_conns;
 } mc_peer_t;
 
+/* ---- what transports share about a peer (peer.c) ----------------------------------------- */
+
+/* 1 when a failure about this peer may be logged now (at most one line per second). Any
+ * thread. */
+int mc_peer_should_log(mc_peer_t *peer);
+/* Re-reads a peer's descriptor (mc_metadata_lookup) and replaces peer->desc under peer->lock,
+ * bumping desc_gen; deadline_ms (0 = none) bounds a handshake it needs. 0 for the engine's own
+ * segment. Any thread, peer->lock not held. */
+int mc_peer_refresh(mc_transfer_engine_t *te, mc_peer_t *peer, uint64_t deadline_ms);
+
+/* ---- transports (mc_transport_ops_t) ------------------------------------------------------ */
+
+/*
+ * A transport's answer to a request it does not take (not its peer, not its kind of range, not
+ * running in this engine): the engine asks the next transport in te->transports. Every other
+ * answer is the transport's own: 0 (done) or a negative error code (failed: no other transport
+ * is tried).
+ */
+#define MC_TRANSPORT_DECLINED 1
+
+/* What start gets besides the configured engine (protocol, worker_count, timeouts are set). */
+typedef struct mc_transport_start_args {
+    const mc_transfer_engine_config_t *config;
+    const char *bind_host; /* local_server_name's host ("0.0.0.0" when none): where to serve */
+    int port;              /* local_server_name's port; 0 = any */
+} mc_transport_start_args_t;
+
+/*
+ * One transport: what the engine, the metadata and the fence need of it, as function pointers
+ * (Redis's ConnectionType, SQLite's sqlite3_io_methods). Callers walk the table and skip a NULL
+ * slot; no file calls a transport by name. The tables are constant and live as long as the
+ * program. `te` is always the engine the call is about; a transport keeps its state in it.
+ */
+typedef struct mc_transport_ops {
+    const char *name; /* "local", "shm", "rdma", "tcp": log lines */
+    /*
+     * Create: brings the transport up for this engine (a transport the engine's configuration
+     * does not use returns 0 and stays down). Walked in mc_transport_start_order; the engine's
+     * name is not set yet. 0 or a negative error: the engine is then destroyed (every stop slot
+     * is called, so stop must accept a transport that never started).
+     */
+    int (*start)(mc_transfer_engine_t *te, const mc_transport_start_args_t *args);
+    /* Destroy: stops and frees what start made; after the worker threads were joined and every
+     * peer was closed (peer_close). Walked in the reverse of mc_transport_start_order. */
+    void (*stop)(mc_transfer_engine_t *te);
+    /*
+     * Segment memory (mc_te_alloc_segment_memory): maps `length` bytes a same-host peer can map
+     * too and fills *out (addr, length, shm_index, memfd, owned = 1) without registering it. The
+     * first transport with the slot allocates. 0 or a negative error (nothing left mapped).
+     */
+    int (*alloc)(mc_transfer_engine_t *te, size_t length, mc_local_region_t *out);
+    /* A region about to enter the registry (registration, segment memory), in table order:
+     * makes it reachable by this transport (fills rdma_memh / rdma_rkey). 0 or a negative
+     * error: the registration fails and the transports that mapped it unmap it. Application
+     * threads; not with the registry lock held. */
+    int (*map)(mc_transfer_engine_t *te, mc_local_region_t *g);
+    /* A region that left the registry (its memory still mapped), in table order: the transport
+     * stops reaching it (shm: same-host peers are told to drop their mappings; rdma: unmaps).
+     * Also undoes this transport's map when a registration fails. */
+    void (*unmap)(mc_transfer_engine_t *te, mc_local_region_t *g);
+    /* What this transport adds to this engine's descriptor (mc_desc_build_local; the rdma
+     * worker address). Any thread. 0 or a negative error; d is freed by the caller either way. */
+    int (*describe)(mc_transfer_engine_t *te, mc_segment_desc_t *d);
+    /* Asks the engine at host:port for its descriptor directly, by deadline_ms (mc_now_ms; 0 =
+     * none). The metadata lookup uses the first transport with the slot. 0 (*out filled, the
+     * caller frees it) or a negative error. Any thread. */
+    int (*handshake)(mc_transfer_engine_t *te, const char *host, int port, mc_segment_desc_t *out,
+                     uint64_t deadline_ms);
+    /* A remote segment was opened (before any transfer to it): per-peer state. 0 or a negative
+     * error (the open fails; peer_close is called for the transports opened before). */
+    int (*peer_open)(mc_transfer_engine_t *te, mc_peer_t *peer);
+    /* Frees the per-peer state: at destroy after the worker threads were joined, or for a peer
+     * that lost an open race and was never used. */
+    void (*peer_close)(mc_transfer_engine_t *te, mc_peer_t *peer);
+    /*
+     * In the caller's thread of mc_te_submit, one whole request (req->target_id is peer): moves
+     * it now, or declines. With crc not NULL, *crc receives the CRC32C of the bytes moved when 0
+     * is returned. A remote request reaches it only after its range was found in the peer's
+     * descriptor and its token is not refused. 0, a negative error or MC_TRANSPORT_DECLINED.
+     * Called with peer->lock not held. A request every submit slot declines is cut into slices
+     * for the workers (transfer).
+     */
+    int (*submit)(mc_transfer_engine_t *te, mc_peer_t *peer, const mc_transfer_req_t *req,
+                  uint32_t *crc);
+    /*
+     * In engine worker thread `worker` (0 .. worker_count-1: state a transport keeps per worker
+     * is touched by that thread alone), one slice: a read or write of [remote, remote+len) of
+     * the peer, carrying the request's mount epoch (0 = unchecked) and fencing token (0 = none),
+     * all of it done by deadline_ms (mc_now_ms clock, the request's). 0, a negative error or
+     * MC_TRANSPORT_DECLINED (the next transport's slot is asked; tcp, the last, takes all).
+     */
+    int (*transfer)(mc_transfer_engine_t *te, size_t worker, mc_peer_t *peer, int opcode,
+                    void *local, uint64_t remote, uint64_t len, uint64_t epoch, uint64_t token,
+                    uint64_t deadline_ms);
+    /*
+     * The transport's part of a receiver-side fence (mc_fence_raise, after the new rules are
+     * published): tokens_refused when the fence refused tokens (writes of them being received
+     * now are cut short), replace_endpoints when serving endpoints that apply writes without
+     * the fence page must be replaced (rdma). Walked from the last transport to the first (tcp's
+     * cut is immediate; it does not wait for rdma's replacement and republish). 0 or a negative
+     * error (logged by the caller; the other transports still fence).
+     */
+    int (*fence)(mc_transfer_engine_t *te, int tokens_refused, int replace_endpoints);
+    /* Adds the transport's serving counters to *out (zeroed by the caller). Any thread. */
+    void (*get_stats)(mc_transfer_engine_t *te, mc_te_server_stats_t *out);
+} mc_transport_ops_t;
+
+/* transports.c: NULL-terminated. Dispatch order (what te->transports points at): local, shm,
+ * rdma (built with USE_RDMA), tcp. Start order: rdma, tcp, shm — tcp serves handshakes that
+ * describe rdma's worker address, and shm names its socket after tcp's port. */
+extern const mc_transport_ops_t *const mc_transports[];
+extern const mc_transport_ops_t *const mc_transport_start_order[];
+extern const mc_transport_ops_t mc_local_transport, mc_shm_transport, mc_tcp_transport;
+#ifdef MC_HAVE_RDMA
+extern const mc_transport_ops_t mc_rdma_transport;
+#endif
+
 /* ---- the engine (transfer_engine.c) ------------------------------------------------------ */
 
 typedef struct mc_slice {
@@ -277,7 +412,8 @@ typedef struct mc_slice {
 } mc_slice_t;
 
 struct mc_transfer_engine {
-    char name[MC_ENDPOINT_MAX]; /* advertised "host:port" */
+    const mc_transport_ops_t *const *transports; /* mc_transports: dispatch order, NULL-ended */
+    char name[MC_ENDPOINT_MAX];                  /* advertised "host:port" */
     char host_id[MC_HOST_MAX];
     char protocol[16];
     char metadata_url[1024]; /* empty for P2PHANDSHAKE; the etcd endpoint list for etcd */
@@ -395,12 +531,8 @@ mc_peer_t *mc_te_peer(mc_transfer_engine_t *te, mc_segment_id_t id);
  * upstream's sync calls (transfer_engine_py.cpp: timeout + total length in ns).
  */
 uint64_t mc_te_deadline_ms(const mc_transfer_engine_t *te, uint64_t now, uint64_t bytes);
-/* 1 when a failure about this peer may be logged now (at most one line per second). */
-int mc_peer_should_log(mc_peer_t *peer);
-/* Re-reads a peer's descriptor; deadline_ms (0 = none) bounds a handshake it needs. */
-int mc_peer_refresh(mc_transfer_engine_t *te, mc_peer_t *peer, uint64_t deadline_ms);
 
-/* ---- tcp (tcp_transport.c) --------------------------------------------------------------- */
+/* ---- tcp (tcp_transport.c; reached through mc_tcp_transport) --------------------------------- */
 
 int mc_tcp_server_start(mc_transfer_engine_t *te, const char *bind_host, int port);
 void mc_tcp_server_stop(mc_transfer_engine_t *te);
@@ -428,14 +560,17 @@ void mc_tcp_pool_close(mc_peer_t *peer);
  * connections shut down; the write fails, nothing more of it lands) rather than waited for. */
 void mc_tcp_fence(mc_transfer_engine_t *te);
 
-/* ---- shm (shm_transport.c) --------------------------------------------------------------- */
+/* ---- shm (shm_transport.c; reached through mc_shm_transport) --------------------------------- */
 
-int mc_shm_alloc(mc_transfer_engine_t *te, size_t length, void **addr);
+/* The alloc slot: a memfd mapping of `length` bytes (hugetlbfs pages when asked for) with the
+ * next shm index, not registered: the engine maps it with the other transports and adds it. */
+int mc_shm_alloc(mc_transfer_engine_t *te, size_t length, mc_local_region_t *out);
 int mc_shm_server_start(mc_transfer_engine_t *te);
 void mc_shm_server_stop(mc_transfer_engine_t *te);
 /*
- * Copies between local memory and a same-host peer's shm region; returns 1 when the range is not
- * reachable by shm (caller falls back to tcp), 0 when done, or a negative error. With `crc`
+ * Copies between local memory and a same-host peer's shm region; returns MC_TRANSPORT_DECLINED
+ * when the range is not reachable by shm (caller falls back to tcp), 0 when done, or a negative
+ * error. With `crc`
  * not NULL, *crc receives the CRC32C of the bytes copied (computed during the copy) when 0 is
  * returned. Called with peer->lock NOT held.
  */
@@ -445,8 +580,9 @@ void mc_shm_peer_close(mc_peer_t *peer);
 /* Tells connected same-host peers that a shm region went away (they drop their mappings). */
 void mc_shm_notify_revoke(mc_transfer_engine_t *te);
 
-/* ---- rdma (rdma_transport.c) --------------------------------------------------------------- */
+/* ---- rdma (rdma_transport.c; reached through mc_rdma_transport) ------------------------------ */
 
+/* Built without UCX, protocol rdma is refused at create and the table has no rdma entry. */
 #ifdef MC_HAVE_RDMA
 /*
  * Starts UCX for protocol rdma: context, the serving worker (its address goes into the
@@ -468,7 +604,8 @@ int mc_rdma_map(mc_transfer_engine_t *te, mc_local_region_t *g);
 void mc_rdma_unmap(mc_transfer_engine_t *te, mc_local_region_t *g);
 /* Allocates the per-worker connection slots of a new peer (rdma engines only). */
 int mc_rdma_peer_init(mc_transfer_engine_t *te, mc_peer_t *peer);
-/* Closes the peer's endpoints and frees its slots. Only once the worker threads were joined. */
+/* Closes the peer's endpoints and frees its slots. Only once the worker threads were joined,
+ * or for a peer no worker ever used. */
 void mc_rdma_peer_close(mc_transfer_engine_t *te, mc_peer_t *peer);
 /*
  * One read or write of [remote, remote+len) of the peer by engine worker thread `worker`, with
@@ -476,8 +613,8 @@ void mc_rdma_peer_close(mc_transfer_engine_t *te, mc_peer_t *peer);
  * refresh, endpoint, probe, the one retry — by deadline_ms (the request's). A write carries its
  * mount epoch (0 = unchecked) and fencing token (0 = none), checked against the owner's fence
  * rules read after the endpoint connected (MC_ERR_INVALID_WRITE when refused: nothing sent).
- * Returns 0, a negative error, or 1 when the peer or this range is not reachable by rdma (no
- * rdma_address or no rkey in its descriptor: the caller uses tcp).
+ * Returns 0, a negative error, or MC_TRANSPORT_DECLINED when the peer or this range is not
+ * reachable by rdma (no rdma_address or no rkey in its descriptor: the caller uses tcp).
  */
 int mc_rdma_transfer(mc_transfer_engine_t *te, size_t worker, mc_peer_t *peer, int opcode,
                      void *local, uint64_t remote, uint64_t len, uint64_t epoch, uint64_t token,
@@ -490,47 +627,6 @@ int mc_rdma_transfer(mc_transfer_engine_t *te, size_t worker, mc_peer_t *peer, i
  * the call can modify its memory. No-op (0) for non-rdma engines. 0 or MC_ERR_INTERNAL_ERROR.
  */
 int mc_rdma_fence(mc_transfer_engine_t *te);
-#else
-/* Built without UCX (-Wno-unused-parameter is on): protocol rdma is refused at create, and
- * nothing else ever sees rdma. */
-static inline int mc_rdma_start(mc_transfer_engine_t *te, const char *device_names,
-                                const char *bind_host)
-{
-    return MC_ERR_NOT_SUPPORTED;
-}
-static inline void mc_rdma_stop(mc_transfer_engine_t *te)
-{
-}
-static inline void mc_rdma_local_address(const mc_transfer_engine_t *te, const uint8_t **addr,
-                                         size_t *len)
-{
-    *addr = NULL;
-    *len = 0;
-}
-static inline int mc_rdma_map(mc_transfer_engine_t *te, mc_local_region_t *g)
-{
-    return 0;
-}
-static inline void mc_rdma_unmap(mc_transfer_engine_t *te, mc_local_region_t *g)
-{
-}
-static inline int mc_rdma_peer_init(mc_transfer_engine_t *te, mc_peer_t *peer)
-{
-    return 0;
-}
-static inline void mc_rdma_peer_close(mc_transfer_engine_t *te, mc_peer_t *peer)
-{
-}
-static inline int mc_rdma_transfer(mc_transfer_engine_t *te, size_t worker, mc_peer_t *peer,
-                                   int opcode, void *local, uint64_t remote, uint64_t len,
-                                   uint64_t epoch, uint64_t token, uint64_t deadline_ms)
-{
-    return 1;
-}
-static inline int mc_rdma_fence(mc_transfer_engine_t *te)
-{
-    return 0;
-}
 #endif
 
 #endif /* MC_TRANSFER_INTERNAL_H */

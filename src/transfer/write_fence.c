@@ -350,15 +350,22 @@ int mc_fence_raise(mc_transfer_engine_t *te, const uint64_t *tokens, size_t n, i
     pthread_mutex_unlock(&te->fence_lock);
     if (rc != 0)
         return rc;
-    /* tcp receives of a token refused now stop at once instead of at their deadline. */
-    if (n > 0)
-        mc_tcp_fence(te);
-    /* rdma writes are applied by UCX, not admitted here: their serving endpoints are replaced,
-     * so nothing queued to them before this point lands. */
-    int rrc = fence_rdma ? mc_rdma_fence(te) : 0;
-    if (rrc != 0)
-        MC_ERROR("fence: the rdma serving endpoints could not be replaced (%s)",
-                 mc_error_name(rrc));
+    /* Each transport's part, last to first: tcp receives of a token refused now stop at once
+     * instead of at their deadline; rdma writes are applied by UCX, not admitted here, so their
+     * serving endpoints are replaced and nothing queued to them before this point lands. */
+    size_t count = 0;
+    while (te->transports[count])
+        count++;
+    int rrc = 0;
+    while (count-- > 0) {
+        const mc_transport_ops_t *t = te->transports[count];
+        int trc = t->fence ? t->fence(te, n > 0, fence_rdma) : 0;
+        if (trc != 0)
+            MC_ERROR("fence: the %s serving endpoints could not be replaced (%s)", t->name,
+                     mc_error_name(trc));
+        if (rrc == 0)
+            rrc = trc;
+    }
     if (gen)
         *gen = g;
     return rrc;
