@@ -233,12 +233,18 @@ class _Server(ThreadingHTTPServer):
                 self._peer_count.pop(host, None)
 
     def process_request_thread(self, request, client_address):
+        # socketserver's own version closes the socket last; here the slot is given back
+        # first, so a client that saw the close and connects again finds it free (else a
+        # burst of short requests could be refused by slots whose sockets were already closed)
         try:
-            super().process_request_thread(request, client_address)
+            self.finish_request(request, client_address)
+        except Exception:
+            self.handle_error(request, client_address)
         finally:
             self._slots.release()
             self._peer_done(client_address[0] if isinstance(client_address, tuple)
                             else client_address)
+            self.shutdown_request(request)
 
 
 class _Handler(BaseHTTPRequestHandler):

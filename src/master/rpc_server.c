@@ -349,6 +349,25 @@ static void rpc_write_done(uv_write_t *req, int status)
         rpc_resume(c);
 }
 
+/* Queues reply r on c's stream; r is freed when the write completes, or here on failure (the
+ * libuv error is returned; the caller closes the connection). */
+static int rpc_write_reply(rpc_conn_t *c, rpc_reply_t *r)
+{
+    if (r->need) {
+        /* Tests stop the leader here: what the request changed is durable (a held reply that
+         * became so, or one whose commit finished before its reply was built), its answer not
+         * yet sent. */
+        int m = mc_rpc_method_index(r->opcode);
+        mc_failpoint_named("rpc.held_reply", m >= 0 ? mc_rpc_methods[m].name : "Unknown");
+    }
+    r->req.data = r;
+    uv_buf_t b = uv_buf_init((char *)r->bytes, (unsigned int)r->len);
+    int rc = uv_write(&r->req, (uv_stream_t *)&c->tcp, &b, 1, rpc_write_done);
+    if (rc < 0)
+        free(r);
+    return rc;
+}
+
 /* 0 when the gate (HA: not the leader, or past its lease deadline) refuses to serve now. */
 static int rpc_gate_open(mc_rpc_server_t *s, uint16_t opcode)
 {
@@ -440,11 +459,8 @@ int mc_rpc_conn_reply(rpc_conn_t *c, uint16_t opcode, uint64_t id, const Protobu
             return 0;
         }
     }
-    r->req.data = r;
-    uv_buf_t b = uv_buf_init((char *)r->bytes, (unsigned int)r->len);
-    int rc = uv_write(&r->req, (uv_stream_t *)&c->tcp, &b, 1, rpc_write_done);
+    int rc = rpc_write_reply(c, r);
     if (rc < 0) {
-        free(r);
         MC_VLOG(1, "RPC: cannot queue a reply to %s: %s", c->peer, uv_strerror(rc));
         rpc_conn_close(c);
         return 0; /* the connection is gone; nothing more to report */
@@ -890,13 +906,7 @@ static void rpc_flush_held(rpc_conn_t *c, uint64_t durable)
         if (!c->held)
             c->held_tail = NULL;
         c->held_bytes -= r->len;
-        /* Tests stop the leader here: the change is committed, its answer not yet sent. */
-        int m = mc_rpc_method_index(r->opcode);
-        mc_failpoint_named("rpc.held_reply", m >= 0 ? mc_rpc_methods[m].name : "Unknown");
-        r->req.data = r;
-        uv_buf_t b = uv_buf_init((char *)r->bytes, (unsigned int)r->len);
-        if (uv_write(&r->req, (uv_stream_t *)&c->tcp, &b, 1, rpc_write_done) < 0) {
-            free(r);
+        if (rpc_write_reply(c, r) < 0) {
             rpc_conn_close(c);
             return;
         }
