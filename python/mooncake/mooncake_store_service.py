@@ -145,8 +145,10 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
     # socketserver's default listen backlog is 5: a burst of connections (a flood, or many
-    # clients at once) then drops new peers' SYNs, and they wait a second per retransmit
-    request_queue_size = 128
+    # clients at once) then drops new peers' SYNs, and they wait a second per retransmit. Deep
+    # enough that a flood the accept thread has not drained yet leaves room for everybody else
+    # (the kernel caps it at net.core.somaxconn)
+    request_queue_size = 1024
 
     def __init__(self, address, handler, service, max_connections,
                  request_timeout=REQUEST_TIMEOUT_S):
@@ -167,6 +169,9 @@ class _Server(ThreadingHTTPServer):
         self._watched = {}  # socket -> monotonic start of its current request
         self._watch_stop = threading.Event()
         self._last_timeout_log = 0.0
+        self._refused = 0  # connections closed at accept (a peer's cap, or all slots taken)
+        self._refused_logged = 0
+        self._last_refusal_log = 0.0
         super().__init__(address, handler)
         threading.Thread(target=self._watchdog, name="mooncake-rest-watchdog",
                          daemon=True).start()
@@ -212,17 +217,27 @@ class _Server(ThreadingHTTPServer):
             if held < self._per_peer:
                 self._peer_count[host] = held + 1
         if held >= self._per_peer:
-            logging.warning("REST API: %s holds %d connections, the limit for one peer; "
-                            "closing its new one", host, held)
             self.shutdown_request(request)
+            self._log_refusal(f"{host} holds {held} connections, the limit for one peer")
             return
         if not self._slots.acquire(blocking=False):
             self._peer_done(host)
-            logging.warning("REST API: more than the connection limit open; closing %s",
-                            client_address)
             self.shutdown_request(request)
+            self._log_refusal(f"more than the connection limit open (last: {host})")
             return
         super().process_request(request, client_address)
+
+    def _log_refusal(self, why):
+        """One warning line a second at most: the accept thread that refuses a flood must stay
+        quick for the peers behind it."""
+        self._refused += 1
+        now = time.monotonic()
+        if now - self._last_refusal_log < 1.0:
+            return
+        logging.warning("REST API: closed %d new connections (%s)",
+                        self._refused - self._refused_logged, why)
+        self._refused_logged = self._refused
+        self._last_refusal_log = now
 
     def _peer_done(self, host):
         with self._peer_lock:

@@ -6,7 +6,7 @@
  */
 #include "log.h"
 
-#include "net.h"
+#include "clock.h"
 
 #include <errno.h>
 #include <fcntl.h>

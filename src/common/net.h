@@ -9,6 +9,8 @@
 #ifndef MC_COMMON_NET_H
 #define MC_COMMON_NET_H
 
+#include "clock.h" /* the deadline-bounded forms below are on its clock */
+
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -112,13 +114,5 @@ int mc_net_peer_gone(int fd);
 
 /* A string equal for two processes on one host: boot id + hostname. */
 void mc_net_host_id(char out[MC_HOST_MAX]);
-
-/* Monotonic clock. */
-uint64_t mc_now_ns(void);
-uint64_t mc_now_ms(void);
-/* *ts = now on `clock` (CLOCK_REALTIME, or CLOCK_MONOTONIC for condition variables set up with
- * it) plus ms: the absolute deadline pthread_cond_timedwait takes. */
-struct timespec;
-void mc_deadline_after_ms(struct timespec *ts, int clock, uint64_t ms);
 
 #endif /* MC_COMMON_NET_H */

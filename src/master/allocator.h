@@ -41,7 +41,7 @@ void mc_alloc_destroy(mc_alloc_t *a);
 int mc_alloc_alloc(mc_alloc_t *a, uint64_t size, void *cookie, uint64_t *addr, uint32_t *handle);
 /*
  * Allocates exactly [addr, addr + round_up(size)) (addr aligned to MC_ALLOC_ALIGN), which must
- * lie in one free extent: for restoring extents a previous master handed out (journal.c).
+ * lie in one free extent: for restoring extents a previous master handed out (restore.c).
  * *hint: a handle to start the address walk from (MC_ALLOC_HANDLE_NONE: the first extent);
  * reserving in increasing address order with the hint this returns keeps the total walk linear.
  * 0, MC_ERR_INVALID_PARAMS (unaligned, empty, outside the range), MC_ERR_NO_AVAILABLE_HANDLE

@@ -10,5 +10,8 @@ set(MC_MASTER_CORE_SOURCES
     ${CMAKE_CURRENT_SOURCE_DIR}/promotion.c
     ${CMAKE_CURRENT_SOURCE_DIR}/task_manager.c
     ${CMAKE_CURRENT_SOURCE_DIR}/journal.c
+    ${CMAKE_CURRENT_SOURCE_DIR}/restore.c
     ${CMAKE_CURRENT_SOURCE_DIR}/snapshot.c
-    ${CMAKE_CURRENT_SOURCE_DIR}/master_service.c)
+    ${CMAKE_CURRENT_SOURCE_DIR}/master_service.c
+    ${CMAKE_CURRENT_SOURCE_DIR}/extensions.c
+    ${CMAKE_CURRENT_SOURCE_DIR}/master_lifecycle.c)

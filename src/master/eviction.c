@@ -135,7 +135,7 @@ static size_t evict_first(mc_master_t *m, mc_evict_cand_t *c, size_t n, size_t k
             mc_master_drop_memory_locked(m, o, now);
             freed++;
             __atomic_fetch_add(&m->ops.evicted_bytes, size, __ATOMIC_RELAXED);
-        } else if (!mc_offload_on_evict_locked(m, o, now)) {
+        } else if (!mc_master_evict_instead_locked(m, o, now)) {
             mc_master_drop_value_locked(m, o, now);
             freed++;
             __atomic_fetch_add(&m->ops.evicted_bytes, size, __ATOMIC_RELAXED);
@@ -160,7 +160,7 @@ size_t mc_eviction_run_locked(mc_master_t *m, uint64_t now, int needed, int *ran
     /* While restored records wait for their owners to re-mount, the mounted segments carry more
      * than their share of the restored objects: no watermark pass until they are all back (or
      * dropped); a put that finds no room still evicts. */
-    if (!needed && mc_restore_pending_locked(m))
+    if (!needed && mc_master_eviction_held_locked(m))
         return 0;
     if (ran)
         *ran = 1;

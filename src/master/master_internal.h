@@ -312,7 +312,7 @@ struct mc_master {
     struct mc_promotion_state *promo; /* NULL unless enable_offload && promotion_on_hit */
     struct mc_task_manager *tasks;    /* replica copy/move tasks (task_manager.c) */
 
-    /* journal, export/import and restore (journal.c) */
+    /* journal, export/import and restore (journal.c, restore.c) */
     mc_master_journal_t journal;      /* set == NULL: none attached */
     uint64_t jseq;                    /* last sequence number assigned */
     uint64_t jdurable;                /* highest seq declared durable */
@@ -324,9 +324,19 @@ struct mc_master {
     /* snapshots written (snapshot.c; upstream's master_snapshot_* families) */
     uint64_t snap_success, snap_fail, snap_ms_sum;
     uint64_t snap_ms_counts[MC_SNAPSHOT_MS_BUCKETS + 1];
+
+    /* set by mc_master_create (master_lifecycle.c), never changed after */
+    const struct mc_master_ext *const *ext; /* the extensions, NULL-terminated (extension.h) */
+    /* The eviction policy (eviction.c's mc_eviction_run_locked): reached through this pointer
+     * so that the core, which runs it, and the policy, which calls the core, stay one way. */
+    size_t (*eviction)(mc_master_t *m, uint64_t now, int needed, int *ran);
 };
 
-uint64_t mc_master_now_locked(mc_master_t *m);
+/* The master's clock (ms; monotonic unless a test set another). */
+static inline uint64_t mc_master_now_locked(mc_master_t *m)
+{
+    return m->clock(m->clock_arg);
+}
 /* 1 while readers hold leases on o's value (see mc_object_t): its extents must stay. */
 static inline int mc_object_being_read(const mc_object_t *o, uint64_t now)
 {
@@ -348,7 +358,10 @@ int mc_master_drop_value_locked(mc_master_t *m, mc_object_t *o, uint64_t now);
 void mc_master_drop_memory_locked(mc_master_t *m, mc_object_t *o, uint64_t now);
 /* The value is gone (extents already released): PROCESSING again, or deleted (returns 1). */
 int mc_master_value_lost_locked(mc_master_t *m, mc_object_t *o);
-mc_segment_t *mc_master_segment_locked(const mc_master_t *m, uint32_t slot);
+static inline mc_segment_t *mc_master_segment_locked(const mc_master_t *m, uint32_t slot)
+{
+    return slot < m->seg_cap ? m->segs[slot] : NULL;
+}
 /* For task_manager.c: frees an extent of `o`'s value now or once its readers are done; moves `o`
  * into a record with room for `cap` replicas (NULL, `o` untouched, when out of memory); sets the
  * allocator cookies of refs to `o`. */
@@ -381,7 +394,7 @@ mc_client_t *mc_master_client_locked(mc_master_t *m, const char *client_id);
  */
 size_t mc_eviction_run_locked(mc_master_t *m, uint64_t now, int needed, int *ran);
 
-/* ---- offload.c: hooks the rest of the master calls (lock held) ---------------------------- */
+/* ---- state of the extensions that the core and eviction read (lock held) ------------------ */
 
 /* 1 when the object's memory must not be evicted (an offload of it is pending). */
 static inline int mc_offload_pinned(const mc_object_t *o)
@@ -392,66 +405,39 @@ static inline unsigned mc_offload_ndisk(const mc_object_t *o)
 {
     return o->offload ? o->offload->ndisk : 0;
 }
-/* After a value became COMPLETE (PutEnd / UpsertEnd): queue its offload when offload is eager. */
-void mc_offload_value_committed_locked(mc_master_t *m, mc_object_t *o, uint64_t now);
-/*
- * Eviction picked `o` (no disk replica, not pinned): 1 when an offload was queued instead of
- * dropping it (offload_on_evict), else 0.
- */
-int mc_offload_on_evict_locked(mc_master_t *m, mc_object_t *o, uint64_t now);
-/* The value is being discarded (removed, replaced, lost): cancel its task, queue deletion of its
- * files, free its offload state. */
-void mc_offload_discard_locked(mc_master_t *m, mc_object_t *o);
-/* Memory replica `slot` of `o` is going away (unmount): a task reading it is cancelled. */
-void mc_offload_source_lost_locked(mc_master_t *m, mc_object_t *o, uint32_t slot);
-/* `o` was moved to a new record `n` (regrow): fixes the task's back pointer. */
-void mc_offload_object_moved_locked(mc_object_t *n);
-/* A segment was mounted: link it to its owner's offloader record, if any, unless another of
- * the owner's segments is linked (a worker offloads from one segment, that of its setup). */
-void mc_offload_segment_mounted_locked(mc_master_t *m, mc_segment_t *s);
-/* Client expiry: its offloader record, its tasks and its local-disk replicas go. */
-void mc_offload_client_gone_locked(mc_master_t *m, const char *client_id);
-/* Monitor sweep: expired leases, stale queued tasks. */
-void mc_offload_sweep_locked(mc_master_t *m, uint64_t now);
-/* Writes descriptors of o's disk replicas after `n` memory ones; returns the new total. */
-size_t mc_offload_fill_descs_locked(const mc_master_t *m, const mc_object_t *o,
-                                    mc_replica_desc_t *out, size_t capacity, size_t n);
-void mc_offload_stats_locked(mc_master_t *m, mc_master_stats_t *out);
-void mc_offload_init(mc_master_t *m);
-void mc_offload_fini(mc_master_t *m);
 /* An offloader's record, or NULL (offload.c; for promotion.c). */
 struct mc_offloader *mc_offload_find_locked(const mc_master_t *m, const char *client_id);
 int mc_offload_takes_tasks(const struct mc_offloader *o);
 
-/* ---- promotion.c: disk-only objects copied back to memory on a hit (lock held) ------------- */
+/* ---- core events for the eviction policy (master_service.c, lock held) -------------------- */
 
-/* Frees the promotion state (state is created at the first hit that counts). */
-void mc_promotion_fini(mc_master_t *m);
-/* A GetReplicaList found `o` (complete): counts the hit, may queue a promotion. */
-void mc_promotion_on_read_locked(mc_master_t *m, mc_object_t *o, uint64_t now);
-/* o's value is discarded (removed, replaced, lost): its promotion is cancelled. */
-void mc_promotion_cancel_locked(mc_master_t *m, mc_object_t *o);
-/* o moved to a new record (regrow). */
-void mc_promotion_object_moved_locked(mc_object_t *n);
-/* Segment `slot` is being unmounted: promotions writing into it are cancelled (their extents
- * go with the segment). */
-void mc_promotion_segment_gone_locked(mc_master_t *m, uint32_t slot);
-/* The offloader is going away: its promotions are cancelled (an extent it took stays,
- * unpublished, until the bound or its segment's unmount). */
-void mc_promotion_executor_gone_locked(mc_master_t *m, const struct mc_offloader *off);
-/* Monitor sweep: promotions older than put_start_release_timeout_ms expire. */
-void mc_promotion_sweep_locked(mc_master_t *m, uint64_t now);
-/* Promotions waiting for `off` to take them. */
-uint64_t mc_promotion_waiting_locked(const mc_master_t *m, const struct mc_offloader *off);
-/* Adds the bytes of promotion extents per segment slot to seg_used (debug invariant check). */
-void mc_promotion_account_locked(const mc_master_t *m, uint64_t *seg_used);
-void mc_promotion_stats_locked(const mc_master_t *m, mc_master_stats_t *out);
-#ifndef NDEBUG
-/* Debug invariant check of o's offload state; 1 when it holds. */
-int mc_offload_object_ok_locked(const mc_master_t *m, const mc_object_t *o);
-#endif
+/* 1 when an extension keeps `o` readable another way instead of its eviction (extension.h's
+ * evict_instead); the policy then leaves `o`. */
+int mc_master_evict_instead_locked(mc_master_t *m, mc_object_t *o, uint64_t now);
+/* 1 while an extension holds watermark-driven eviction back (extension.h's holds_eviction). */
+int mc_master_eviction_held_locked(const mc_master_t *m);
 
-/* ---- journal.c: journal entries, restore (lock held) --------------------------------------- */
+/* ---- the core's lifetime helpers (master_service.c; for master_lifecycle.c) ---------------- */
+
+/* The default master clock: mc_now_ms(). */
+uint64_t mc_master_default_clock(void *arg);
+/* One monitor pass: client expiry, put-start timeouts, drained segments, deferred frees, fences,
+ * then every extension's sweep hook. */
+void mc_master_monitor_sweep_locked(mc_master_t *m, uint64_t now);
+
+/* FNV-1a of a client id, never 0: the writer id of a value (mc_object_t.writer) and the tasks'
+ * buckets. */
+static inline uint64_t mc_client_hash(const char *client_id)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (const unsigned char *p = (const unsigned char *)(client_id ? client_id : ""); *p; p++) {
+        h ^= *p;
+        h *= 1099511628211ull;
+    }
+    return h ? h : 1;
+}
+
+/* ---- journal.c: journal entries (lock held) ------------------------------------------------ */
 
 /* The durable state of COMPLETE `o` changed (committed, replica added or dropped): a SET entry
  * (no-op without a journal). */
@@ -461,24 +447,5 @@ void mc_journal_del_locked(mc_master_t *m, const char *key, size_t len);
 /* Deferred-free gate: frees deferred entries whose readers are done and whose journal entry is
  * durable (master_service.c). */
 void mc_master_deferred_sweep_locked(mc_master_t *m, uint64_t now);
-/* Segment `s` (in slot `slot`, just mounted, nothing allocated in it yet) belongs to
- * `client_id`: restored replicas on it are reserved in its allocator and made visible. */
-void mc_restore_segment_mounted_locked(mc_master_t *m, uint32_t slot, const char *client_id);
-/* Monitor sweep: restored replicas past their bound are dropped. */
-void mc_restore_sweep_locked(mc_master_t *m, uint64_t now);
-/* `key` got a new value or was removed by this master: a restored record of it is stale. */
-void mc_restore_forget_locked(mc_master_t *m, const char *key, size_t len);
-void mc_restore_fini(mc_master_t *m);
-/* Segment `slot` is being unmounted: restored extents being verified there are dropped. */
-void mc_restore_segment_gone_locked(mc_master_t *m, uint32_t slot);
-/* Adds the bytes of restored extents being verified per segment slot (debug invariant check). */
-void mc_restore_account_locked(const mc_master_t *m, uint64_t *seg_used);
-/* 1 while restored records wait for a re-mount. */
-int mc_restore_pending_locked(const mc_master_t *m);
-/* 1 when `key` has a restored record still hidden (its owner has not re-mounted yet). Such a
- * key is neither removed nor replaced until it is visible (or dropped): the log names its
- * extent, which no allocator holds yet, so a DEL or SET now could let that memory be handed out
- * before the change is in etcd (docs/ha.md). */
-int mc_restore_hidden_locked(mc_master_t *m, const char *key, size_t len);
 
 #endif /* MC_MASTER_INTERNAL_H */

@@ -20,8 +20,8 @@
  */
 #include "master_internal.h"
 
+#include "extension.h"
 #include "key_regex.h"
-#include "task_manager.h"
 #include "log.h"
 #include "net.h"
 
@@ -68,15 +68,75 @@ void mc_master_config_default(mc_master_config_t *config)
     };
 }
 
-static uint64_t monotonic_clock(void *arg)
+uint64_t mc_master_default_clock(void *arg)
 {
     (void)arg;
     return mc_now_ms();
 }
 
-uint64_t mc_master_now_locked(mc_master_t *m)
+/* ---- extension events (extension.h): every extension's hook, in table order --------------- */
+
+#define EXT_EACH(m, hook, ...)                                                                     \
+    do {                                                                                           \
+        for (const mc_master_ext_t *const *x_ = (m)->ext; *x_; x_++) {                             \
+            if ((*x_)->hook)                                                                       \
+                (*x_)->hook(__VA_ARGS__);                                                          \
+        }                                                                                          \
+    } while (0)
+
+void mc_master_replica_lost_locked(mc_master_t *m, mc_object_t *o, uint32_t slot)
 {
-    return m->clock(m->clock_arg);
+    EXT_EACH(m, replica_lost, m, o, slot);
+}
+
+void mc_master_executor_gone_locked(mc_master_t *m, const struct mc_offloader *off)
+{
+    EXT_EACH(m, executor_gone, m, off);
+}
+
+uint64_t mc_master_executor_backlog_locked(const mc_master_t *m, const struct mc_offloader *off)
+{
+    uint64_t n = 0;
+    for (const mc_master_ext_t *const *x = m->ext; *x; x++)
+        n += (*x)->executor_backlog ? (*x)->executor_backlog(m, off) : 0;
+    return n;
+}
+
+int mc_master_evict_instead_locked(mc_master_t *m, mc_object_t *o, uint64_t now)
+{
+    for (const mc_master_ext_t *const *x = m->ext; *x; x++) {
+        if ((*x)->evict_instead && (*x)->evict_instead(m, o, now))
+            return 1;
+    }
+    return 0;
+}
+
+int mc_master_eviction_held_locked(const mc_master_t *m)
+{
+    for (const mc_master_ext_t *const *x = m->ext; *x; x++) {
+        if ((*x)->holds_eviction && (*x)->holds_eviction(m))
+            return 1;
+    }
+    return 0;
+}
+
+static int ext_hides_key(mc_master_t *m, const char *key, size_t len)
+{
+    for (const mc_master_ext_t *const *x = m->ext; *x; x++) {
+        if ((*x)->hides_key && (*x)->hides_key(m, key, len))
+            return 1;
+    }
+    return 0;
+}
+
+static size_t ext_fill_descs(const mc_master_t *m, const mc_object_t *o, mc_replica_desc_t *out,
+                             size_t capacity, size_t n)
+{
+    for (const mc_master_ext_t *const *x = m->ext; *x; x++) {
+        if ((*x)->fill_descs)
+            n = (*x)->fill_descs(m, o, out, capacity, n);
+    }
+    return n;
 }
 
 /* Milliseconds from `since` to `now`; 0 if a test clock went backwards. */
@@ -126,12 +186,7 @@ static int client_id_ok(const char *id)
 
 static mc_segment_t *segment_at(const mc_master_t *m, uint32_t slot)
 {
-    return slot < m->seg_cap ? m->segs[slot] : NULL;
-}
-
-mc_segment_t *mc_master_segment_locked(const mc_master_t *m, uint32_t slot)
-{
-    return segment_at(m, slot);
+    return mc_master_segment_locked(m, slot);
 }
 
 static int segment_find(const mc_master_t *m, const char *id)
@@ -307,6 +362,42 @@ void mc_master_deferred_sweep_locked(mc_master_t *m, uint64_t now)
     deferred_sweep(m, now);
 }
 
+/* The journal's release gate (journal.h): attaching a journal, and the durable sequence that
+ * lets deferred extents go back to their allocators. Here, beside the deferred-free list it
+ * gates; the journal's entries themselves are journal.c's. */
+
+int mc_master_set_journal(mc_master_t *m, const mc_master_journal_t *j)
+{
+    if (!m || (j && (!j->set || !j->del)))
+        return MC_ERR_INVALID_PARAMS;
+    pthread_mutex_lock(&m->lock);
+    if (j) {
+        m->journal = *j;
+    } else {
+        memset(&m->journal, 0, sizeof(m->journal));
+        m->jdurable = UINT64_MAX - 1; /* no gate: everything counts as durable */
+        for (size_t i = 0; i < m->deferred_count; i++)
+            m->deferred[i].jseq = 0;
+        m->j_untagged = 0;
+        mc_master_deferred_sweep_locked(m, mc_master_now_locked(m));
+        m->jdurable = m->jseq;
+    }
+    pthread_mutex_unlock(&m->lock);
+    return 0;
+}
+
+void mc_master_journal_durable(mc_master_t *m, uint64_t seq)
+{
+    if (!m)
+        return;
+    pthread_mutex_lock(&m->lock);
+    if (seq > m->jdurable) {
+        m->jdurable = seq;
+        mc_master_deferred_sweep_locked(m, mc_master_now_locked(m));
+    }
+    pthread_mutex_unlock(&m->lock);
+}
+
 static int fence_worth_waiting(const mc_master_t *m, const mc_deferred_free_t *d, uint64_t now)
 {
     return d->free_at > now &&
@@ -423,7 +514,7 @@ static int pending_revoke(mc_master_t *m, mc_object_t *o, int counted, uint32_t 
 static int value_lost(mc_master_t *m, mc_object_t *o)
 {
     mc_journal_del_locked(m, mc_object_key(o), o->key_len);
-    mc_offload_discard_locked(m, o); /* its files go with it */
+    EXT_EACH(m, value_discarding, m, o); /* its disk files and tasks go with it */
     o->complete = 0;
     o->nrep = 0;
     readers_forget(o);
@@ -494,7 +585,7 @@ static mc_object_t *object_regrow(mc_master_t *m, mc_object_t *o, unsigned cap)
     n->restore_tag = o->restore_tag;
     memcpy(n->rep, o->rep, o->nrep * sizeof(n->rep[0]));
     mc_index_replace(&m->index, o, n);
-    mc_offload_object_moved_locked(n);
+    EXT_EACH(m, object_moved, n);
     if (n->complete)
         set_cookies(m, n->rep, n->nrep, n->size, n);
     if (n->pending) {
@@ -520,7 +611,7 @@ static int pending_commit(mc_master_t *m, mc_object_t *o, uint64_t now, const ui
                 extent_release(m, o->rep[i], o, now);
         }
         readers_forget(o);
-        mc_offload_discard_locked(m, o); /* the old value's task and files */
+        EXT_EACH(m, value_discarding, m, o); /* the old value's tasks and files */
     } else {
         m->complete_count++;
     }
@@ -533,9 +624,9 @@ static int pending_commit(mc_master_t *m, mc_object_t *o, uint64_t now, const ui
     o->has_checksum = checksum != NULL;
     o->checksum = checksum ? *checksum : 0;
     o->value_id = 0; /* a new value: tasks of the old one no longer match (task_manager.c) */
-    o->writer = mc_task_client_hash(p->client_id);
+    o->writer = mc_client_hash(p->client_id);
     o->restore_tag = 0;
-    mc_restore_forget_locked(m, mc_object_key(o), o->key_len); /* a newer value */
+    EXT_EACH(m, value_committing, m, o); /* e.g. a restored record of the key is stale now */
     if (p->soft_pin_action == MC_SOFT_PIN_ENABLE)
         o->soft_pin_until = now + p->soft_pin_ttl_ms;
     else if (p->soft_pin_action == MC_SOFT_PIN_DISABLE)
@@ -547,7 +638,7 @@ static int pending_commit(mc_master_t *m, mc_object_t *o, uint64_t now, const ui
     free(p);
     m->evict_retry_at = 0; /* a new eviction candidate exists */
     mc_journal_set_locked(m, o);
-    mc_offload_value_committed_locked(m, o, now);
+    EXT_EACH(m, value_committed, m, o, now);
     return 0;
 }
 
@@ -785,11 +876,10 @@ static int mount_locked(mc_master_t *m, const char *client_id, const mc_segment_
             break;
         }
     }
-    mc_offload_segment_mounted_locked(m, s);
     m->segs[slot] = s;
     m->seg_count++;
     update_largest_capacity(m);
-    mc_restore_segment_mounted_locked(m, (uint32_t)slot, client_id); /* before any put */
+    EXT_EACH(m, segment_mounted, m, (uint32_t)slot); /* before any put can allocate in it */
     MC_INFO("mounted segment %s (%s, %" PRIu64 " bytes, %s) for client %s", seg->id, seg->name,
             seg->size, seg->protocol, client_id);
     return 0;
@@ -852,7 +942,7 @@ static void detach_segment(mc_master_t *m, mc_object_t *o, uint32_t slot, int co
     }
     if (!o->complete || o->size == 0 || !replicas_use_segment(o->rep, o->nrep, slot))
         return;
-    mc_offload_source_lost_locked(m, o, slot);
+    mc_master_replica_lost_locked(m, o, slot);
     unsigned kept = 0;
     for (unsigned i = 0; i < o->nrep; i++) {
         if (o->rep[i].seg == slot)
@@ -908,8 +998,7 @@ static int unmount_locked(mc_master_t *m, uint32_t slot, int counted)
             m->fenced_bytes -= mc_alloc_extent_size(s->alloc, m->deferred[i].handle);
     }
     m->deferred_count = kept;
-    mc_promotion_segment_gone_locked(m, slot); /* promotion.c: its extents go with it */
-    mc_restore_segment_gone_locked(m, slot);   /* journal.c: restored extents being verified */
+    EXT_EACH(m, segment_gone, m, slot); /* extents extensions hold there go with it */
 
     MC_INFO("unmounted segment %s (%s) of client %s: %zu objects affected", s->info.id,
             s->info.name, s->info.client_id, owners.n);
@@ -1194,7 +1283,7 @@ static int start_locked(mc_master_t *m, const char *key, size_t len, int upsert,
         mc_object_t *o = mc_index_find(&m->index, key, len);
         if (o && o->complete && !upsert)
             return MC_ERR_OBJECT_ALREADY_EXISTS;
-        if (mc_restore_hidden_locked(m, key, len)) /* restored, its owner not re-mounted yet */
+        if (ext_hides_key(m, key, len)) /* e.g. restored, its owner not re-mounted yet */
             return upsert ? MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS : MC_ERR_OBJECT_ALREADY_EXISTS;
         if (o && o->pending) {
             uint64_t age = elapsed_ms(now, o->pending->start_ms);
@@ -1233,7 +1322,7 @@ static int start_locked(mc_master_t *m, const char *key, size_t len, int upsert,
             return MC_ERR_NO_AVAILABLE_HANDLE;
         }
         evicted = 1;
-        mc_eviction_run_locked(m, now, 1, NULL); /* may delete `o`: looked up again above */
+        m->eviction(m, now, 1, NULL); /* may delete `o`: looked up again above */
     }
 }
 
@@ -1241,8 +1330,12 @@ uint64_t mc_master_put_wait_ms(mc_master_t *m, uint64_t size)
 {
     if (!m)
         return 0;
-    uint64_t offload_ms = mc_master_offload_put_wait_ms(m, size);
     pthread_mutex_lock(&m->lock);
+    uint64_t ext_ms = 0;
+    for (const mc_master_ext_t *const *x = m->ext; *x; x++) {
+        uint64_t ms = (*x)->put_wait_ms ? (*x)->put_wait_ms(m, size) : 0;
+        ext_ms = ms > ext_ms ? ms : ext_ms;
+    }
     uint64_t now = mc_master_now_locked(m);
     /* Twice the patience: by then the fences are free, or waited for long enough that a put
      * evicts instead. */
@@ -1250,7 +1343,7 @@ uint64_t mc_master_put_wait_ms(mc_master_t *m, uint64_t size)
                             ? 2 * m->cfg.fence_put_wait_ms
                             : 0;
     pthread_mutex_unlock(&m->lock);
-    return offload_ms > fence_ms ? offload_ms : fence_ms;
+    return ext_ms > fence_ms ? ext_ms : fence_ms;
 }
 
 static int start_put(mc_master_t *m, const char *client_id, const char *key, uint64_t size,
@@ -1432,13 +1525,13 @@ int mc_master_get_replica_list_leased(mc_master_t *m, const char *key, mc_replic
         if (lease_id)
             *lease_id = id;
         *count = fill_descs(m, o->rep, o->nrep, o->size, MC_REPLICA_COMPLETE, out, capacity);
-        *count = mc_offload_fill_descs_locked(m, o, out, capacity, *count);
+        *count = ext_fill_descs(m, o, out, capacity, *count);
         set_checksums(o, out, *count, capacity);
         if (size)
             *size = o->size;
         if (lease_ttl_ms)
             *lease_ttl_ms = m->cfg.default_kv_lease_ttl_ms;
-        mc_promotion_on_read_locked(m, o, mc_master_now_locked(m)); /* promotion.c */
+        EXT_EACH(m, read_hit, m, o, mc_master_now_locked(m));
     } else if (rc == 0) {
         rc = MC_ERR_OBJECT_NOT_FOUND;
     }
@@ -1556,7 +1649,7 @@ int mc_master_query_key(mc_master_t *m, const char *key, mc_replica_desc_t *out,
     mc_object_t *o = find_complete(m, key, &rc);
     if (o) {
         *count = fill_descs(m, o->rep, o->nrep, o->size, MC_REPLICA_COMPLETE, out, capacity);
-        *count = mc_offload_fill_descs_locked(m, o, out, capacity, *count);
+        *count = ext_fill_descs(m, o, out, capacity, *count);
         set_checksums(o, out, *count, capacity);
         if (size)
             *size = o->size;
@@ -1585,7 +1678,7 @@ int mc_master_remove(mc_master_t *m, const char *key, int force)
         mc_master_drop_value_locked(m, o, now);
     else if (rc == 0)
         rc = MC_ERR_OBJECT_NOT_FOUND;
-    if (rc == MC_ERR_OBJECT_NOT_FOUND && mc_restore_hidden_locked(m, key, strlen(key)))
+    if (rc == MC_ERR_OBJECT_NOT_FOUND && ext_hides_key(m, key, strlen(key)))
         rc = MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS; /* restored: retry once its owner re-mounted */
     pthread_mutex_unlock(&m->lock);
     return rc;
@@ -1656,7 +1749,7 @@ int64_t mc_master_remove_all(mc_master_t *m, int force)
         uint64_t now = mc_master_now_locked(m);
         for (size_t i = 0; !l.oom && i < l.n; i++)
             removed += remove_if_removable(m, l.v[i], force, now);
-        /* Hidden restored records stay (mc_restore_hidden_locked): they become visible when
+        /* Hidden restored records stay (an extension's hides_key): they become visible when
          * their owners re-mount, or are dropped when they do not in time. */
         pthread_mutex_unlock(&m->lock);
     } while (cursor != 0 && !l.oom);
@@ -1820,7 +1913,7 @@ void mc_master_get_stats(mc_master_t *m, mc_master_stats_t *out)
         out->memory_objects += o->nrep > 0;
         out->disk_objects += ndisk > 0;
     }
-    mc_offload_stats_locked(m, out);
+    EXT_EACH(m, stats, m, out);
     out->evicted_keys = m->evicted_keys;
     out->eviction_runs = m->eviction_runs;
     out->expired_clients = m->expired_clients;
@@ -1949,7 +2042,7 @@ static int expire_client(mc_master_t *m, size_t idx, uint64_t now)
             elapsed_ms(now, m->clients[idx].last_seen_ms));
     if (drop_client_memory(m, id) != 0)
         return -1; /* out of memory: try again on the next sweep */
-    mc_offload_client_gone_locked(m, id);
+    EXT_EACH(m, client_gone, m, id);
     m->clients[idx] = m->clients[--m->client_count];
     m->expired_clients++;
     return 0;
@@ -2009,7 +2102,7 @@ int mc_master_client_gone(mc_master_t *m, const char *client_id, uint64_t last_s
     return rc;
 }
 
-static void monitor_sweep_locked(mc_master_t *m, uint64_t now)
+void mc_master_monitor_sweep_locked(mc_master_t *m, uint64_t now)
 {
     for (size_t i = 0; i < m->client_count;) {
         if (elapsed_ms(now, m->clients[i].last_seen_ms) > m->cfg.client_ttl_ms &&
@@ -2032,15 +2125,13 @@ static void monitor_sweep_locked(mc_master_t *m, uint64_t now)
             unmount_locked(m, (uint32_t)k, 0); /* out of memory: again on the next sweep */
     }
     deferred_sweep(m, now);
-    mc_restore_sweep_locked(m, now);
-    mc_tasks_sweep_locked(m, now);
     size_t kept = 0;
     for (size_t i = 0; i < m->fence_count; i++) {
         if (m->fences[i].until > now)
             m->fences[kept++] = m->fences[i];
     }
     m->fence_count = kept;
-    mc_offload_sweep_locked(m, now);
+    EXT_EACH(m, sweep, m, now);
 }
 
 #ifndef NDEBUG
@@ -2071,6 +2162,15 @@ static int refs_hold(mc_master_t *m, const mc_object_t *o, const mc_replica_ref_
     return 1;
 }
 
+static int ext_object_ok(const mc_master_t *m, const mc_object_t *o)
+{
+    for (const mc_master_ext_t *const *x = m->ext; *x; x++) {
+        if ((*x)->object_ok && !(*x)->object_ok(m, o))
+            return 0;
+    }
+    return 1;
+}
+
 /* Walks everything (O(objects)); used by mc_master_tick in debug builds. */
 static int invariants_hold(mc_master_t *m)
 {
@@ -2084,7 +2184,7 @@ static int invariants_hold(mc_master_t *m)
         complete += o->complete;
         ok = (o->complete || o->pending) && (o->complete || o->nrep == 0) &&
              (!o->complete || o->size == 0 || o->nrep > 0 || mc_offload_ndisk(o) > 0) &&
-             mc_offload_object_ok_locked(m, o) &&
+             ext_object_ok(m, o) &&
              refs_hold(m, o, o->rep, o->nrep, o->complete ? o->size : 0, seg_used);
         if (ok && o->pending) {
             const mc_pending_put_t *p = o->pending;
@@ -2094,8 +2194,7 @@ static int invariants_hold(mc_master_t *m)
         }
     }
     uint64_t fenced = 0;
-    mc_promotion_account_locked(m, seg_used); /* promotion.c: PROCESSING extents */
-    mc_restore_account_locked(m, seg_used);   /* journal.c: restored extents being verified */
+    EXT_EACH(m, account, m, seg_used); /* extents the extensions hold */
     for (size_t i = 0; ok && i < m->deferred_count; i++) {
         mc_segment_t *s = segment_at(m, m->deferred[i].seg);
         ok = s && mc_alloc_is_live(s->alloc, m->deferred[i].handle) &&
@@ -2107,8 +2206,6 @@ static int invariants_hold(mc_master_t *m)
         }
     }
     ok = ok && fenced == m->fenced_bytes;
-    if (ok)
-        mc_tasks_add_used_locked(m, seg_used);
     for (size_t k = 0; ok && k < m->seg_cap; k++) {
         if (m->segs[k])
             ok = mc_alloc_check(m->segs[k]->alloc) == 0 &&
@@ -2127,8 +2224,8 @@ void mc_master_tick(mc_master_t *m)
 {
     pthread_mutex_lock(&m->lock);
     uint64_t now = mc_master_now_locked(m);
-    monitor_sweep_locked(m, now);
-    mc_eviction_run_locked(m, now, 0, NULL);
+    mc_master_monitor_sweep_locked(m, now);
+    m->eviction(m, now, 0, NULL);
     assert(invariants_hold(m));
     pthread_mutex_unlock(&m->lock);
 }
@@ -2136,185 +2233,7 @@ void mc_master_tick(mc_master_t *m)
 void mc_master_set_clock(mc_master_t *m, uint64_t (*now_ms)(void *arg), void *arg)
 {
     pthread_mutex_lock(&m->lock);
-    m->clock = now_ms ? now_ms : monotonic_clock;
+    m->clock = now_ms ? now_ms : mc_master_default_clock;
     m->clock_arg = now_ms ? arg : NULL;
     pthread_mutex_unlock(&m->lock);
-}
-
-/* ---- background threads and lifetime --------------------------------------------------------- */
-
-/* Waits up to ms on m->wake (lock held); returns early on shutdown. */
-static void timed_wait_locked(mc_master_t *m, unsigned ms)
-{
-    struct timespec ts;
-    mc_deadline_after_ms(&ts, CLOCK_MONOTONIC, (uint64_t)ms);
-    pthread_cond_timedwait(&m->wake, &m->lock, &ts);
-}
-
-static void *eviction_thread(void *arg)
-{
-    mc_master_t *m = arg;
-    pthread_mutex_lock(&m->lock);
-    while (!m->stopping) {
-        timed_wait_locked(m, MC_EVICTION_PERIOD_MS);
-        if (m->stopping || mc_now_ms() < m->evict_retry_at)
-            continue;
-        int ran;
-        size_t evicted = mc_eviction_run_locked(m, mc_master_now_locked(m), 0, &ran);
-        /* Above the watermark with nothing evictable: rescanning every 10 ms would only burn
-         * the lock; look again after a commit or a second. */
-        if (ran && evicted == 0)
-            m->evict_retry_at = mc_now_ms() + MC_EVICTION_IDLE_RETRY_MS;
-    }
-    pthread_mutex_unlock(&m->lock);
-    return NULL;
-}
-
-/*
- * The master itself did not run for `gap` ms (stopped, a paused VM, a swap storm): it could not
- * read the pings its clients kept sending, so that time must not count as their silence. Every
- * client's last ping moves forward by the gap before the sweep judges them — otherwise a master
- * resumed after more than --client_ttl would expire every live holder and drop their objects.
- */
-static void forgive_own_stall_locked(mc_master_t *m, uint64_t gap, uint64_t now)
-{
-    MC_WARN("this master did not run for %" PRIu64 " ms (stopped or starved): that time is not "
-            "counted against its %zu clients' pings",
-            gap, m->client_count);
-    for (size_t i = 0; i < m->client_count; i++) {
-        uint64_t seen = m->clients[i].last_seen_ms + gap;
-        m->clients[i].last_seen_ms = seen < now ? seen : now;
-    }
-}
-
-static void *monitor_thread(void *arg)
-{
-    mc_master_t *m = arg;
-    pthread_mutex_lock(&m->lock);
-    uint64_t last = mc_now_ms();
-    while (!m->stopping) {
-        timed_wait_locked(m, MC_MONITOR_PERIOD_MS);
-        uint64_t real = mc_now_ms();
-        if (real - last > MC_MONITOR_PERIOD_MS + MC_MONITOR_STALL_MS)
-            forgive_own_stall_locked(m, real - last - MC_MONITOR_PERIOD_MS,
-                                     mc_master_now_locked(m));
-        last = real;
-        if (!m->stopping)
-            monitor_sweep_locked(m, mc_master_now_locked(m));
-    }
-    pthread_mutex_unlock(&m->lock);
-    return NULL;
-}
-
-static int config_valid(const mc_master_config_t *c)
-{
-    return c->eviction_ratio >= 0.0 && c->eviction_ratio <= 1.0 &&
-           c->eviction_high_watermark_ratio >= 0.0 && c->eviction_high_watermark_ratio <= 1.0 &&
-           c->offload_backend >= MC_OFFLOAD_BACKEND_NONE &&
-           c->offload_backend <= MC_OFFLOAD_BACKEND_DISTRIBUTED && c->offload_max_attempts >= 1 &&
-           c->offload_task_timeout_ms > 0 &&
-           memchr(c->distributed_fs_type, '\0', sizeof(c->distributed_fs_type)) != NULL;
-}
-
-static uint64_t instance_token(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-/* Frees all state; threads must be stopped. */
-static void master_free(mc_master_t *m)
-{
-    mc_restore_fini(m);
-    mc_tasks_fini(m);
-    mc_offload_fini(m);
-    size_t cursor = 0;
-    mc_object_t *o;
-    while ((o = mc_index_next(&m->index, &cursor)) != NULL) {
-        free(o->pending);
-        free(o->offload);
-        mc_object_free(o);
-    }
-    mc_index_fini(&m->index);
-    for (size_t k = 0; k < m->seg_cap; k++) {
-        if (m->segs[k]) {
-            mc_alloc_destroy(m->segs[k]->alloc);
-            free(m->segs[k]->fence_tokens);
-            free(m->segs[k]->fence_seqs);
-            free(m->segs[k]);
-        }
-    }
-    free(m->segs);
-    free(m->clients);
-    free(m->deferred);
-    free(m->fences);
-    free(m->cand);
-    pthread_cond_destroy(&m->wake);
-    pthread_mutex_destroy(&m->lock);
-    free(m);
-}
-
-int mc_master_create(const mc_master_config_t *config, mc_master_t **out)
-{
-    if (!out)
-        return MC_ERR_INVALID_PARAMS;
-    *out = NULL;
-    mc_master_config_t defaults;
-    mc_master_config_default(&defaults);
-    if (!config)
-        config = &defaults;
-    if (!config_valid(config))
-        return MC_ERR_INVALID_PARAMS;
-    mc_master_t *m = calloc(1, sizeof(*m));
-    if (!m)
-        return MC_ERR_INTERNAL_ERROR;
-    m->cfg = *config;
-    m->view_version = instance_token();
-    m->clock = monotonic_clock;
-    m->rng = m->view_version | 1;
-    m->pending.next = m->pending.prev = &m->pending;
-    mc_index_init(&m->index);
-    mc_offload_init(m);
-    if (mc_tasks_init(m) != 0) {
-        mc_offload_fini(m);
-        mc_index_fini(&m->index);
-        free(m);
-        return MC_ERR_INTERNAL_ERROR;
-    }
-    pthread_condattr_t attr;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_mutex_init(&m->lock, NULL);
-    pthread_cond_init(&m->wake, &attr);
-    pthread_condattr_destroy(&attr);
-
-    if (pthread_create(&m->evict_thread, NULL, eviction_thread, m) != 0) {
-        master_free(m);
-        return MC_ERR_INTERNAL_ERROR;
-    }
-    if (pthread_create(&m->monitor_thread, NULL, monitor_thread, m) != 0) {
-        pthread_mutex_lock(&m->lock);
-        m->stopping = 1;
-        pthread_cond_broadcast(&m->wake);
-        pthread_mutex_unlock(&m->lock);
-        pthread_join(m->evict_thread, NULL);
-        master_free(m);
-        return MC_ERR_INTERNAL_ERROR;
-    }
-    *out = m;
-    return 0;
-}
-
-void mc_master_destroy(mc_master_t *master)
-{
-    if (!master)
-        return;
-    pthread_mutex_lock(&master->lock);
-    master->stopping = 1;
-    pthread_cond_broadcast(&master->wake);
-    pthread_mutex_unlock(&master->lock);
-    pthread_join(master->evict_thread, NULL);
-    pthread_join(master->monitor_thread, NULL);
-    master_free(master);
 }

@@ -471,14 +471,10 @@ int mc_master_offload_deletions_pending(mc_master_t *m, const char *const *keys,
                                         uint64_t from, uint64_t to, uint64_t *pending);
 
 /*
- * How long a put of `size` bytes that just failed with -200 may retry because offloads are
- * pending and will free memory (0: retrying cannot help).
- */
-uint64_t mc_master_offload_put_wait_ms(mc_master_t *m, uint64_t size);
-/*
- * How long a put of `size` bytes that just failed with -200 may retry: the offload wait above, or,
- * when memory fenced by readers that are about to release it would make room, long enough for
- * them (or for the fences to age into eviction). 0: retrying cannot help.
+ * How long a put of `size` bytes that just failed with -200 may retry: while offloads are pending
+ * that will free memory (cfg.offload_put_wait_ms), or, when memory fenced by readers that are about
+ * to release it would make room, long enough for them (or for the fences to age into eviction). 0:
+ * retrying cannot help.
  */
 uint64_t mc_master_put_wait_ms(mc_master_t *m, uint64_t size);
 

@@ -66,7 +66,7 @@ typedef struct mc_object {
     uint32_t readers;       /* read leases of read_lease_id granted and not released */
     uint64_t value_id;      /* identifies the readable value (task_manager.c); 0 = none yet */
     uint64_t writer;        /* hash of the client that put the value; 0 = unknown (recovered) */
-    uint64_t restore_tag;   /* != 0: the value was restored (journal.c); its restore record's tag */
+    uint64_t restore_tag;   /* != 0: the value was restored (restore.c); its restore record's tag */
     mc_replica_ref_t rep[]; /* rep_cap entries, then key_len + 1 bytes of key */
 } mc_object_t;
 

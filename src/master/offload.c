@@ -12,10 +12,12 @@
  * added), cancelled (the value was removed, replaced or its memory replica unmounted: a late
  * result is refused as stale and the client deletes what it wrote), or failed after
  * offload_max_attempts leases (counted and logged; the object stays memory-only). Nothing here
- * blocks: a put short of memory learns from mc_master_offload_put_wait_ms how long retrying may
- * help, and the client retries.
+ * blocks: a put short of memory learns from mc_master_put_wait_ms (this file's put_wait_ms hook)
+ * how long retrying may help, and the client retries.
  */
 #include "master_internal.h"
+
+#include "extension.h"
 
 #include "log.h"
 
@@ -528,7 +530,7 @@ static int task_create(mc_master_t *m, mc_object_t *o, uint64_t now)
 
 /* ---- hooks from the rest of the master ------------------------------------------------------- */
 
-void mc_offload_value_committed_locked(mc_master_t *m, mc_object_t *o, uint64_t now)
+static void offload_value_committed(mc_master_t *m, mc_object_t *o, uint64_t now)
 {
     if (!m->cfg.enable_offload || m->cfg.offload_on_evict || mc_offload_pinned(o) ||
         mc_offload_ndisk(o) > 0)
@@ -536,19 +538,19 @@ void mc_offload_value_committed_locked(mc_master_t *m, mc_object_t *o, uint64_t 
     task_create(m, o, now);
 }
 
-int mc_offload_on_evict_locked(mc_master_t *m, mc_object_t *o, uint64_t now)
+static int offload_evict_instead(mc_master_t *m, mc_object_t *o, uint64_t now)
 {
     if (!m->cfg.enable_offload || !m->cfg.offload_on_evict)
         return 0;
     return task_create(m, o, now);
 }
 
-void mc_offload_discard_locked(mc_master_t *m, mc_object_t *o)
+/* After promotion's hook (table order): its promotion of `o` is already cancelled. */
+static void offload_value_discarding(mc_master_t *m, mc_object_t *o)
 {
     mc_object_offload_t *st = o->offload;
     if (!st)
         return;
-    mc_promotion_cancel_locked(m, o);
     if (st->task) {
         mc_offload_task_t *t = st->task;
         task_forget_write(m, t);
@@ -562,7 +564,7 @@ void mc_offload_discard_locked(mc_master_t *m, mc_object_t *o)
     o->offload = NULL;
 }
 
-void mc_offload_source_lost_locked(mc_master_t *m, mc_object_t *o, uint32_t slot)
+static void offload_replica_lost(mc_master_t *m, mc_object_t *o, uint32_t slot)
 {
     if (mc_offload_pinned(o) && o->offload->task->src.seg == slot) {
         task_forget_write(m, o->offload->task);
@@ -570,15 +572,15 @@ void mc_offload_source_lost_locked(mc_master_t *m, mc_object_t *o, uint32_t slot
     }
 }
 
-void mc_offload_object_moved_locked(mc_object_t *n)
+static void offload_object_moved(mc_object_t *n)
 {
     if (n->offload && n->offload->task)
         n->offload->task->obj = n;
-    mc_promotion_object_moved_locked(n);
 }
 
-void mc_offload_segment_mounted_locked(mc_master_t *m, mc_segment_t *s)
+static void offload_segment_mounted(mc_master_t *m, uint32_t slot)
 {
+    mc_segment_t *s = mc_master_segment_locked(m, slot);
     mc_offloader_t *off = offloader_find(m, s->info.client_id);
     for (size_t k = 0; off && k < m->seg_cap; k++) {
         if (m->segs[k] && m->segs[k] != s && m->segs[k]->offloader == off)
@@ -590,7 +592,7 @@ void mc_offload_segment_mounted_locked(mc_master_t *m, mc_segment_t *s)
 /* Drops an offloader: its tasks end (objects unpinned), its local-disk replicas go. */
 static void offloader_remove(mc_master_t *m, mc_offloader_t *off)
 {
-    mc_promotion_executor_gone_locked(m, off);
+    mc_master_executor_gone_locked(m, off); /* its promotions end first */
     mc_offload_task_t *rings[2] = {&off->queued, &off->leased};
     for (int r = 0; r < 2; r++) {
         while (rings[r]->next != rings[r])
@@ -678,16 +680,16 @@ static void offloader_remove(mc_master_t *m, mc_offloader_t *off)
     free(off);
 }
 
-void mc_offload_client_gone_locked(mc_master_t *m, const char *client_id)
+static void offload_client_gone(mc_master_t *m, const char *client_id)
 {
     mc_offloader_t *off = offloader_find(m, client_id);
     if (off)
         offloader_remove(m, off);
 }
 
-void mc_offload_sweep_locked(mc_master_t *m, uint64_t now)
+/* After promotion's sweep (table order). */
+static void offload_sweep(mc_master_t *m, uint64_t now)
 {
-    mc_promotion_sweep_locked(m, now);
     delq_expire(&m->dfs_deletes, now, m->cfg.offload_task_timeout_ms);
     for (size_t i = 0; i < m->n_offloaders; i++) {
         mc_offloader_t *off = m->offloaders[i];
@@ -981,7 +983,8 @@ int mc_master_offload_heartbeat(mc_master_t *m, const char *client_id,
                 delq_hand_out(&m->dfs_deletes, max_deletions - sent, on_delete, arg, now);
         }
         out->remaining = off->n_queued + off->n_leased;
-        out->promotions = offloader_takes_tasks(off) ? mc_promotion_waiting_locked(m, off) : 0;
+        out->promotions =
+            offloader_takes_tasks(off) ? mc_master_executor_backlog_locked(m, off) : 0;
     }
     pthread_mutex_unlock(&m->lock);
     return rc;
@@ -1175,16 +1178,12 @@ int mc_master_evict_disk_replicas(mc_master_t *m, const char *client_id,
     return rc;
 }
 
-uint64_t mc_master_offload_put_wait_ms(mc_master_t *m, uint64_t size)
+static uint64_t offload_put_wait_ms(const mc_master_t *m, uint64_t size)
 {
-    pthread_mutex_lock(&m->lock);
     uint64_t aligned = (size + MC_ALLOC_ALIGN - 1) & ~(uint64_t)(MC_ALLOC_ALIGN - 1);
-    uint64_t ms =
-        m->cfg.enable_offload && m->tasks_outstanding > 0 && aligned <= m->largest_capacity
-            ? m->cfg.offload_put_wait_ms
-            : 0;
-    pthread_mutex_unlock(&m->lock);
-    return ms;
+    return m->cfg.enable_offload && m->tasks_outstanding > 0 && aligned <= m->largest_capacity
+               ? m->cfg.offload_put_wait_ms
+               : 0;
 }
 
 uint64_t mc_master_offload_ping(mc_master_t *m, const char *client_id, uint64_t fallback_reads)
@@ -1200,8 +1199,9 @@ uint64_t mc_master_offload_ping(mc_master_t *m, const char *client_id, uint64_t 
         c->fallback_reads = fallback_reads;
     }
     mc_offloader_t *off = offloader_find(m, client_id);
-    uint64_t queued =
-        off && offloader_takes_tasks(off) ? off->n_queued + mc_promotion_waiting_locked(m, off) : 0;
+    uint64_t queued = off && offloader_takes_tasks(off)
+                          ? off->n_queued + mc_master_executor_backlog_locked(m, off)
+                          : 0;
     if (off && off->info.offloading) { /* deletions wait for it too: wake it */
         queued += off->deletes.nwaiting;
         if (off->info.backend == MC_OFFLOAD_BACKEND_DISTRIBUTED && off->info.healthy)
@@ -1238,8 +1238,8 @@ int mc_master_offload_deletions_pending(mc_master_t *m, const char *const *keys,
 
 /* ---- descriptors, stats, lifetime ------------------------------------------------------------ */
 
-size_t mc_offload_fill_descs_locked(const mc_master_t *m, const mc_object_t *o,
-                                    mc_replica_desc_t *out, size_t capacity, size_t n)
+static size_t offload_fill_descs(const mc_master_t *m, const mc_object_t *o, mc_replica_desc_t *out,
+                                 size_t capacity, size_t n)
 {
     const mc_object_offload_t *st = o->offload;
     for (unsigned i = 0; st && i < st->ndisk; i++, n++) {
@@ -1260,7 +1260,7 @@ size_t mc_offload_fill_descs_locked(const mc_master_t *m, const mc_object_t *o,
     return n;
 }
 
-void mc_offload_stats_locked(mc_master_t *m, mc_master_stats_t *out)
+static void offload_stats(mc_master_t *m, mc_master_stats_t *out)
 {
     out->offload_enabled = (uint64_t)m->cfg.enable_offload;
     for (size_t i = 0; i < m->n_offloaders; i++) {
@@ -1291,14 +1291,13 @@ void mc_offload_stats_locked(mc_master_t *m, mc_master_stats_t *out)
     out->offload_bytes = m->offload_bytes;
     out->disk_evicted = m->disk_evicted;
     out->fallback_reads = m->fallback_reads;
-    mc_promotion_stats_locked(m, out);
     out->offload_backend = m->cfg.offload_backend ? m->cfg.offload_backend : m->seen_backend;
     snprintf(out->offload_fs_type, sizeof(out->offload_fs_type), "%s",
              m->cfg.offload_backend == MC_OFFLOAD_BACKEND_DISTRIBUTED ? m->cfg.distributed_fs_type
                                                                       : m->seen_fs_type);
 }
 
-void mc_offload_init(mc_master_t *m)
+static int offload_init(mc_master_t *m)
 {
     /* Versions must stay unique across master restarts (files outlive the master): start from
      * the wall clock in nanoseconds. */
@@ -1311,11 +1310,12 @@ void mc_offload_init(mc_master_t *m)
     delq_init(&m->parked);
     dlink_init(&m->graveyard);
     dlink_init(&m->deletes_by_seq);
+    return 0;
 }
 
-void mc_offload_fini(mc_master_t *m)
+/* After promotion's fini (table order). */
+static void offload_fini(mc_master_t *m)
 {
-    mc_promotion_fini(m);
     /* Deletion records first: they are linked into the offloaders' queues. */
     while (m->deletes_by_seq.next != &m->deletes_by_seq)
         del_free(m, DEL_OF_SLINK(m->deletes_by_seq.next));
@@ -1340,7 +1340,7 @@ void mc_offload_fini(mc_master_t *m)
 }
 
 #ifndef NDEBUG
-int mc_offload_object_ok_locked(const mc_master_t *m, const mc_object_t *o)
+static int offload_object_ok(const mc_master_t *m, const mc_object_t *o)
 {
     const mc_object_offload_t *st = o->offload;
     if (!st)
@@ -1364,3 +1364,26 @@ int mc_offload_object_ok_locked(const mc_master_t *m, const mc_object_t *o)
     return 0;
 }
 #endif
+
+/* Offload keeps values readable from disk: it follows every value's life (queue an offload at
+ * commit, or at eviction with offload_on_evict; drop its files when the value goes), the
+ * offloaders' segments and expiry, and adds the disk replicas to every replica list. */
+const mc_master_ext_t mc_offload_extension = {
+    .name = "offload",
+    .init = offload_init,
+    .fini = offload_fini,
+    .value_committed = offload_value_committed,
+    .value_discarding = offload_value_discarding,
+    .object_moved = offload_object_moved,
+    .replica_lost = offload_replica_lost,
+    .segment_mounted = offload_segment_mounted,
+    .client_gone = offload_client_gone,
+    .sweep = offload_sweep,
+    .evict_instead = offload_evict_instead,
+    .fill_descs = offload_fill_descs,
+    .put_wait_ms = offload_put_wait_ms,
+    .stats = offload_stats,
+#ifndef NDEBUG
+    .object_ok = offload_object_ok,
+#endif
+};

@@ -34,6 +34,8 @@
  */
 #include "master_internal.h"
 
+#include "extension.h"
+
 #include "log.h"
 #include "mooncake/errors.h"
 
@@ -155,7 +157,7 @@ static uint64_t disk_version_of(const mc_object_t *o, const mc_offloader_t *owne
     return 0;
 }
 
-void mc_promotion_on_read_locked(mc_master_t *m, mc_object_t *o, uint64_t now)
+static void promotion_read_hit(mc_master_t *m, mc_object_t *o, uint64_t now)
 {
     if (!active(m) || o->nrep > 0 || o->size == 0 || !executor_of(m, o))
         return;
@@ -200,7 +202,7 @@ void mc_promotion_on_read_locked(mc_master_t *m, mc_object_t *o, uint64_t now)
             o->size, p->executor->client_id);
 }
 
-void mc_promotion_cancel_locked(mc_master_t *m, mc_object_t *o)
+static void promotion_value_discarding(mc_master_t *m, mc_object_t *o)
 {
     mc_promotion_t *p = o->offload ? o->offload->promotion : NULL;
     if (!p)
@@ -213,13 +215,13 @@ void mc_promotion_cancel_locked(mc_master_t *m, mc_object_t *o)
     /* else the extent stays, unpublished, until its client reports or the bound runs out */
 }
 
-void mc_promotion_object_moved_locked(mc_object_t *n)
+static void promotion_object_moved(mc_object_t *n)
 {
     if (n->offload && n->offload->promotion)
         n->offload->promotion->obj = n;
 }
 
-void mc_promotion_segment_gone_locked(mc_master_t *m, uint32_t slot)
+static void promotion_segment_gone(mc_master_t *m, uint32_t slot)
 {
     if (!m->promo)
         return;
@@ -234,7 +236,7 @@ void mc_promotion_segment_gone_locked(mc_master_t *m, uint32_t slot)
     }
 }
 
-void mc_promotion_executor_gone_locked(mc_master_t *m, const mc_offloader_t *off)
+static void promotion_executor_gone(mc_master_t *m, const mc_offloader_t *off)
 {
     if (!m->promo)
         return;
@@ -257,7 +259,7 @@ void mc_promotion_executor_gone_locked(mc_master_t *m, const mc_offloader_t *off
     }
 }
 
-void mc_promotion_sweep_locked(mc_master_t *m, uint64_t now)
+static void promotion_sweep(mc_master_t *m, uint64_t now)
 {
     if (!m->promo)
         return;
@@ -276,7 +278,7 @@ void mc_promotion_sweep_locked(mc_master_t *m, uint64_t now)
     }
 }
 
-uint64_t mc_promotion_waiting_locked(const mc_master_t *m, const mc_offloader_t *off)
+static uint64_t promotion_executor_backlog(const mc_master_t *m, const mc_offloader_t *off)
 {
     uint64_t n = 0;
     if (!m->promo)
@@ -286,7 +288,7 @@ uint64_t mc_promotion_waiting_locked(const mc_master_t *m, const mc_offloader_t 
     return n;
 }
 
-void mc_promotion_account_locked(const mc_master_t *m, uint64_t *seg_used)
+static void promotion_account(const mc_master_t *m, uint64_t *seg_used)
 {
     if (!m->promo)
         return;
@@ -297,7 +299,7 @@ void mc_promotion_account_locked(const mc_master_t *m, uint64_t *seg_used)
     }
 }
 
-void mc_promotion_stats_locked(const mc_master_t *m, mc_master_stats_t *out)
+static void promotion_stats(mc_master_t *m, mc_master_stats_t *out)
 {
     const mc_promotion_state_t *ps = m->promo;
     if (!ps)
@@ -314,7 +316,7 @@ void mc_promotion_stats_locked(const mc_master_t *m, mc_master_stats_t *out)
     out->promotion_rejected_cap = ps->rejected_cap;
 }
 
-void mc_promotion_fini(mc_master_t *m)
+static void promotion_fini(mc_master_t *m)
 {
     if (!m->promo)
         return;
@@ -434,3 +436,19 @@ int mc_master_promotion_result(mc_master_t *m, const char *client_id, uint64_t t
     pthread_mutex_unlock(&m->lock);
     return rc;
 }
+
+/* Promotion follows hits on disk-only values and the life of the offloaders that run it; its
+ * state hangs off an object's offload state, so it comes before offload in the table. */
+const mc_master_ext_t mc_promotion_extension = {
+    .name = "promotion",
+    .fini = promotion_fini,
+    .value_discarding = promotion_value_discarding,
+    .object_moved = promotion_object_moved,
+    .segment_gone = promotion_segment_gone,
+    .executor_gone = promotion_executor_gone,
+    .executor_backlog = promotion_executor_backlog,
+    .read_hit = promotion_read_hit,
+    .sweep = promotion_sweep,
+    .stats = promotion_stats,
+    .account = promotion_account,
+};

@@ -1066,21 +1066,17 @@ static int handle_restore_verify(rpc_conn_t *c, uint16_t opcode, uint64_t id, co
 const mc_rpc_method_t mc_rpc_methods[MC_RPC_METHOD_COUNT] = {MC_RPC_METHOD_LIST(X)};
 #undef X
 
-int mc_rpc_method_index(uint16_t opcode)
+/* The public start calls live here, beside the table they hand to the transport: the
+ * transport dispatches through it and never names a handler. */
+int mc_rpc_server_start_limited(mc_master_t *master, const char *host, int port, int threads,
+                                const mc_rpc_limits_t *limits, const mc_auth_t *auth,
+                                mc_rpc_server_t **out)
 {
-    /* A switch derived from the list: the index of each method in it, in its order. */
-    enum {
-#define X(id, op, name, handler) MC_RPC_INDEX_##id,
-        MC_RPC_METHOD_LIST(X)
-#undef X
-    };
-    switch (opcode) {
-#define X(id, op, name, handler)                                                                   \
-    case MC_RPC_##id:                                                                              \
-        return MC_RPC_INDEX_##id;
-        MC_RPC_METHOD_LIST(X)
-#undef X
-    default:
-        return -1;
-    }
+    return mc_rpc_transport_start(master, host, port, threads, limits, auth, mc_rpc_methods, out);
+}
+
+int mc_rpc_server_start(mc_master_t *master, const char *host, int port, int threads,
+                        const mc_auth_t *auth, mc_rpc_server_t **out)
+{
+    return mc_rpc_server_start_limited(master, host, port, threads, NULL, auth, out);
 }

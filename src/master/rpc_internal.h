@@ -30,10 +30,17 @@ typedef struct mc_rpc_method {
     mc_rpc_handler_t handler;
 } mc_rpc_method_t;
 
-/* Every opcode of rpc.h, in a fixed order (the index of the per-method counters). */
+/* Every master method of rpc.h, in the list's order (mc_rpc_method_index gives the index). */
 extern const mc_rpc_method_t mc_rpc_methods[MC_RPC_METHOD_COUNT];
-/* Index of opcode in mc_rpc_methods, or -1. */
-int mc_rpc_method_index(uint16_t opcode);
+
+/*
+ * mc_rpc_server_start_limited (rpc_server.h) with the table of MC_RPC_METHOD_COUNT handlers to
+ * dispatch to (borrowed; outlives the server), entry i for the method of index i. The
+ * transport's side; rpc_handlers.c's start calls hand it mc_rpc_methods.
+ */
+int mc_rpc_transport_start(mc_master_t *master, const char *host, int port, int threads,
+                           const mc_rpc_limits_t *limits, const mc_auth_t *auth,
+                           const mc_rpc_method_t *methods, mc_rpc_server_t **out);
 
 /*
  * Packs msg as the reply to request `id` (opcode | MC_RPC_REPLY) and queues it on c, counting the

@@ -143,8 +143,14 @@ struct rpc_worker {
     uint64_t last_frame_ns;
 };
 
+/* Upstream's names of the master methods, by index (derived from the one list). */
+#define X(id, op, name, handler) name,
+static const char *const method_names[MC_RPC_METHOD_COUNT] = {MC_RPC_METHOD_LIST(X)};
+#undef X
+
 struct mc_rpc_server {
     mc_master_t *master;
+    const mc_rpc_method_t *methods; /* the handlers, by method index (borrowed) */
     int listen_fd;
     int port;
     int nworkers;
@@ -358,7 +364,7 @@ static int rpc_write_reply(rpc_conn_t *c, rpc_reply_t *r)
          * became so, or one whose commit finished before its reply was built), its answer not
          * yet sent. */
         int m = mc_rpc_method_index(r->opcode);
-        mc_failpoint_named("rpc.held_reply", m >= 0 ? mc_rpc_methods[m].name : "Unknown");
+        mc_failpoint_named("rpc.held_reply", m >= 0 ? method_names[m] : "Unknown");
     }
     r->req.data = r;
     uv_buf_t b = uv_buf_init((char *)r->bytes, (unsigned int)r->len);
@@ -584,15 +590,16 @@ static void rpc_dispatch(rpc_conn_t *c, const mc_frame_header_t *h, const uint8_
     }
     mc_rpc_seq_fn seq = atomic_load(&s->barrier_seq);
     c->dispatch_seq = seq ? seq(atomic_load(&s->barrier_arg)) : 0;
-    int rc = mc_rpc_methods[idx].handler(c, h->opcode, h->request_id, body, h->body_len);
+    int rc =
+        c->worker->server->methods[idx].handler(c, h->opcode, h->request_id, body, h->body_len);
     if (rc == MC_ERR_DESERIALIZE_FAIL) {
-        rpc_conn_reject(c, "%s (opcode %u): body of %u bytes does not decode",
-                        mc_rpc_methods[idx].name, h->opcode, h->body_len);
+        rpc_conn_reject(c, "%s (opcode %u): body of %u bytes does not decode", method_names[idx],
+                        h->opcode, h->body_len);
         return;
     }
     if (rc != 0) { /* no reply went out, so the call was not counted yet */
         rpc_count(s, idx, 0);
-        MC_ERROR("RPC: cannot answer %s from %s: %s", mc_rpc_methods[idx].name, c->peer,
+        MC_ERROR("RPC: cannot answer %s from %s: %s", method_names[idx], c->peer,
                  mc_error_name(rc));
         rpc_conn_close(c);
     }
@@ -1135,21 +1142,15 @@ void mc_rpc_limits_default(mc_rpc_limits_t *limits)
     };
 }
 
-int mc_rpc_server_start(mc_master_t *master, const char *host, int port, int threads,
-                        const mc_auth_t *auth, mc_rpc_server_t **out)
-{
-    return mc_rpc_server_start_limited(master, host, port, threads, NULL, auth, out);
-}
-
-int mc_rpc_server_start_limited(mc_master_t *master, const char *host, int port, int threads,
-                                const mc_rpc_limits_t *limits, const mc_auth_t *auth,
-                                mc_rpc_server_t **out)
+int mc_rpc_transport_start(mc_master_t *master, const char *host, int port, int threads,
+                           const mc_rpc_limits_t *limits, const mc_auth_t *auth,
+                           const mc_rpc_method_t *methods, mc_rpc_server_t **out)
 {
     mc_rpc_limits_t defaults;
     mc_rpc_limits_default(&defaults);
     if (!limits)
         limits = &defaults;
-    if (!master || !out || port < 0 || port > 65535 || threads < 1 ||
+    if (!master || !methods || !out || port < 0 || port > 65535 || threads < 1 ||
         threads > MC_RPC_MAX_THREADS || limits->max_connections < 1 ||
         limits->frame_timeout_ms == 0 || limits->max_buffered_bytes < MC_RPC_MIN_BUFFERED ||
         limits->spin_us > MC_RPC_MAX_SPIN_US)
@@ -1163,6 +1164,7 @@ int mc_rpc_server_start_limited(mc_master_t *master, const char *host, int port,
         return MC_ERR_INTERNAL_ERROR;
     }
     s->master = master;
+    s->methods = methods;
     s->auth = auth;
     s->workers = workers;
     s->nworkers = threads;
@@ -1238,7 +1240,7 @@ size_t mc_rpc_server_get_stats(const mc_rpc_server_t *server, mc_rpc_server_stat
     }
     size_t n = 0;
     for (; methods && n < capacity && n < MC_RPC_METHOD_COUNT; n++) {
-        methods[n].method = mc_rpc_methods[n].name;
+        methods[n].method = method_names[n];
         methods[n].total = s ? atomic_load(&s->method_total[n]) : 0;
         methods[n].success = s ? atomic_load(&s->method_success[n]) : 0;
     }

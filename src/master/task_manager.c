@@ -3,13 +3,15 @@
  *
  * Every task is on exactly one of three rings by status (pending, processing, finished — oldest
  * first) and in a hash chain by id. A PROCESSING task owns its reserved target extents
- * (tgt[0..ntgt), allocator cookie NULL, counted by mc_tasks_add_used_locked); each is given back
+ * (tgt[0..ntgt), allocator cookie NULL, counted by the debug account hook); each is given back
  * exactly once, when the task leaves PROCESSING, unless its segment's mount is gone (tgt_gen no
  * longer the segment's generation: the memory went with the mount).
  *
  * Everything here runs under the master's lock.
  */
 #include "task_manager.h"
+
+#include "extension.h"
 
 #include "ids.h"
 #include "log.h"
@@ -76,22 +78,6 @@ static int ring_of(mc_task_status_t s)
                                      : RING_FINISHED;
 }
 
-static uint64_t fnv1a(const char *s)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++) {
-        h ^= (unsigned char)*s;
-        h *= 1099511628211ull;
-    }
-    return h;
-}
-
-uint64_t mc_task_client_hash(const char *client_id)
-{
-    uint64_t h = fnv1a(client_id ? client_id : "");
-    return h ? h : 1;
-}
-
 static uint64_t wall_ms(void)
 {
     struct timespec ts;
@@ -121,7 +107,7 @@ static size_t bucket_of(const char *id)
     for (; i < MC_TASK_ID_LEN && id[i]; i++)
         lower[i] = (char)((id[i] >= 'A' && id[i] <= 'F') ? id[i] - 'A' + 'a' : id[i]);
     lower[i] = '\0';
-    return (size_t)(fnv1a(lower) & (TASK_HASH_BUCKETS - 1));
+    return (size_t)(mc_client_hash(lower) & (TASK_HASH_BUCKETS - 1));
 }
 
 static void ring_push(struct mc_task_manager *tm, int r, mc_task_t *t)
@@ -591,7 +577,7 @@ static int commit(mc_master_t *m, mc_task_t *t)
     if (t->type == MC_TASK_REPLICA_MOVE) { /* the target holds it now */
         uint64_t now = mc_master_now_locked(m);
         unsigned kept = 0;
-        mc_offload_source_lost_locked(m, o, t->src.seg);
+        mc_master_replica_lost_locked(m, o, t->src.seg);
         for (unsigned i = 0; i < o->nrep; i++) {
             if (o->rep[i].seg == t->src.seg && o->rep[i].handle == t->src.handle) {
                 if (o->size > 0)
@@ -649,7 +635,7 @@ static int clear_on_segment(mc_master_t *m, mc_object_t *o, const char *segment_
     for (unsigned i = 0; i < o->nrep; i++) {
         const mc_segment_t *s = mc_master_segment_locked(m, o->rep[i].seg);
         if (s && !strcmp(s->info.name, segment_name)) {
-            mc_offload_source_lost_locked(m, o, o->rep[i].seg);
+            mc_master_replica_lost_locked(m, o, o->rep[i].seg);
             dropped++;
         }
     }
@@ -677,7 +663,7 @@ int mc_master_batch_replica_clear(mc_master_t *m, const char *client_id, const c
 {
     if (!m || !client_id || !client_id[0] || (!keys && n) || (!cleared && n))
         return MC_ERR_INVALID_PARAMS;
-    uint64_t writer = mc_task_client_hash(client_id);
+    uint64_t writer = mc_client_hash(client_id);
     pthread_mutex_lock(&m->lock);
     uint64_t now = mc_master_now_locked(m);
     for (size_t i = 0; i < n; i++) {
@@ -712,7 +698,7 @@ void mc_master_task_stats(mc_master_t *m, mc_task_stats_t *out)
     pthread_mutex_unlock(&m->lock);
 }
 
-void mc_tasks_sweep_locked(mc_master_t *m, uint64_t now)
+static void tasks_sweep(mc_master_t *m, uint64_t now)
 {
     struct mc_task_manager *tm = m->tasks;
     for (int r = RING_PENDING; r <= RING_PROCESSING; r++) {
@@ -739,7 +725,7 @@ void mc_tasks_sweep_locked(mc_master_t *m, uint64_t now)
     prune_finished(tm, m->cfg.task_max_finished);
 }
 
-void mc_tasks_add_used_locked(const mc_master_t *m, uint64_t *seg_used)
+static void tasks_account(const mc_master_t *m, uint64_t *seg_used)
 {
     const int rings[2] = {RING_PROCESSING, RING_DRAINING};
     for (int r = 0; r < 2; r++) {
@@ -754,7 +740,7 @@ void mc_tasks_add_used_locked(const mc_master_t *m, uint64_t *seg_used)
     }
 }
 
-int mc_tasks_init(mc_master_t *m)
+static int tasks_init(mc_master_t *m)
 {
     m->tasks = calloc(1, sizeof(*m->tasks));
     if (!m->tasks)
@@ -764,7 +750,7 @@ int mc_tasks_init(mc_master_t *m)
     return 0;
 }
 
-void mc_tasks_fini(mc_master_t *m)
+static void tasks_fini(mc_master_t *m)
 {
     if (!m->tasks)
         return;
@@ -775,3 +761,13 @@ void mc_tasks_fini(mc_master_t *m)
     free(m->tasks);
     m->tasks = NULL;
 }
+
+/* Timeouts, expired executors and pruning run in the monitor sweep; the reserved target extents
+ * count in the debug check. */
+const mc_master_ext_t mc_tasks_extension = {
+    .name = "tasks",
+    .init = tasks_init,
+    .fini = tasks_fini,
+    .sweep = tasks_sweep,
+    .account = tasks_account,
+};

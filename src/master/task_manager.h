@@ -100,17 +100,7 @@ typedef struct mc_task_stats {
 } mc_task_stats_t;
 void mc_master_task_stats(mc_master_t *m, mc_task_stats_t *out);
 
-/* ---- for master_service.c (lock held) ----------------------------------------------------------
- */
-
+/* The extension row (extension.h) is mc_tasks_extension. */
 struct mc_task_manager;
-int mc_tasks_init(mc_master_t *m);
-void mc_tasks_fini(mc_master_t *m);
-/* Timeouts, expired executors, pruning; from the monitor sweep. */
-void mc_tasks_sweep_locked(mc_master_t *m, uint64_t now);
-/* Adds the bytes of the reserved target extents to seg_used[slot] (invariant check). */
-void mc_tasks_add_used_locked(const mc_master_t *m, uint64_t *seg_used);
-/* The hash of a client id recorded as an object's writer (never 0). */
-uint64_t mc_task_client_hash(const char *client_id);
 
 #endif /* MC_MASTER_TASK_MANAGER_H */

@@ -50,9 +50,19 @@ extern const mc_fs_ops_t mc_fs_posix_ops;
 extern const mc_fs_ops_t mc_fs_daos_ops;
 #endif
 
+/* The adapters this build has, by fs type (fs_backends.c; ended by a NULL fs_type). The front end
+ * picks from it and names no adapter itself. */
+typedef struct mc_fs_backend {
+    const char *fs_type;
+    const mc_fs_ops_t *ops;
+} mc_fs_backend_t;
+extern const mc_fs_backend_t mc_fs_backends[];
+
 /* A temporary file name unique across processes and hosts, naming its writer (object_layout.h,
  * mc_obj_temp_id_t). out: at least 32 bytes. */
 void mc_fs_temp_name(char *out);
+/* This process's host identity, as temporary names carry it (fs_common.c). */
+uint32_t mc_fs_host_id(void);
 
 /*
  * The store code of a filesystem errno that every adapter maps the same way (not found,

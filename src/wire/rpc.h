@@ -101,6 +101,9 @@ enum { MC_RPC_METHOD_COUNT = 0 MC_RPC_METHOD_LIST(MC_RPC_X_ONE) };
 
 /* Upstream's name of a method ("PutStart", "GetReplicaList", ...), or "Unknown". Static string. */
 const char *mc_rpc_method_name(uint16_t opcode);
+/* Index of a master method in MC_RPC_METHOD_LIST (the order of its counters), or -1 for any
+ * other opcode. */
+int mc_rpc_method_index(uint16_t opcode);
 
 typedef struct mc_rpc_client mc_rpc_client_t;
 

@@ -529,6 +529,25 @@ const char *mc_rpc_method_name(uint16_t opcode)
 #undef X
 }
 
+int mc_rpc_method_index(uint16_t opcode)
+{
+    /* A switch derived from the list: the index of each method in it, in its order. */
+    enum {
+#define X(id, op, name, handler) MC_RPC_INDEX_##id,
+        MC_RPC_METHOD_LIST(X)
+#undef X
+    };
+    switch (opcode) {
+#define X(id, op, name, handler)                                                                   \
+    case MC_RPC_##id:                                                                              \
+        return MC_RPC_INDEX_##id;
+        MC_RPC_METHOD_LIST(X)
+#undef X
+    default:
+        return -1;
+    }
+}
+
 int mc_rpc_call_pb(mc_rpc_client_t *c, uint16_t opcode, const ProtobufCMessage *req,
                    const ProtobufCMessageDescriptor *reply_desc, ProtobufCMessage **resp)
 {

@@ -177,7 +177,7 @@ static void test_put_end_queues_a_task_and_its_result_adds_a_local_disk_replica(
     assert_int_equal(n, 1);
     uint64_t addr = d[0].address;
     assert_int_equal(mc_master_offload_ping(m, "c1", 0), 1); /* one task waiting */
-    assert_true(mc_master_offload_put_wait_ms(m, 1 * MiB) > 0);
+    assert_true(mc_master_put_wait_ms(m, 1 * MiB) > 0);
 
     assert_int_equal(heartbeat(m, "c1", &info, 8, &g), 0);
     assert_int_equal(g.out.resync, 0);
@@ -201,7 +201,7 @@ static void test_put_end_queues_a_task_and_its_result_adds_a_local_disk_replica(
     assert_int_equal(st.offload_bytes, 1000);
     assert_int_equal(st.disk_replicas, 1);
     assert_int_equal(st.offload_queued + st.offload_leased, 0);
-    assert_int_equal(mc_master_offload_put_wait_ms(m, 1 * MiB), 0);
+    assert_int_equal(mc_master_put_wait_ms(m, 1 * MiB), 0);
     /* A second result for the same task is stale. */
     assert_int_equal(notify(m, "c1", &g.tasks[0], 0), MC_ERR_TASK_NOT_FOUND);
     mc_master_tick(m);
@@ -222,8 +222,8 @@ static void test_pending_offload_pins_and_disk_backed_objects_are_evicted_first(
     assert_int_equal(put(m, "c1", "d", 1 * MiB), 0);
     /* Full, and every object is pinned by its pending offload: nothing can be evicted. */
     assert_int_equal(put(m, "c1", "e", 1 * MiB), MC_ERR_NO_AVAILABLE_HANDLE);
-    assert_true(mc_master_offload_put_wait_ms(m, 1 * MiB) > 0);
-    assert_int_equal(mc_master_offload_put_wait_ms(m, 5 * MiB), 0); /* would never fit */
+    assert_true(mc_master_put_wait_ms(m, 1 * MiB) > 0);
+    assert_int_equal(mc_master_put_wait_ms(m, 5 * MiB), 0); /* would never fit */
     assert_int_equal(stats(m).complete_count, 4);
 
     assert_int_equal(heartbeat(m, "c1", &info, 1, &g), 0); /* "a" only */
@@ -620,7 +620,7 @@ static void test_offload_on_evict_queues_instead_of_dropping(void **state)
     assert_int_equal(stats(m).offload_queued, 0); /* not eager */
     assert_int_equal(put(m, "c1", "c", 1 * MiB), MC_ERR_NO_AVAILABLE_HANDLE);
     assert_true(stats(m).offload_queued >= 1); /* eviction queued "a" instead of dropping it */
-    assert_true(mc_master_offload_put_wait_ms(m, 1 * MiB) > 0);
+    assert_true(mc_master_put_wait_ms(m, 1 * MiB) > 0);
     assert_int_equal(heartbeat(m, "c1", &info, 8, &g), 0);
     for (size_t i = 0; i < g.ntasks; i++)
         assert_int_equal(notify(m, "c1", &g.tasks[i], 0), 0);
