@@ -12,10 +12,12 @@
  *  3. promotion — its state hangs off an object's offload state: a discarded value's promotion
  *     is cancelled, and promotion's sweep and fini run, before offload frees that state;
  *  4. offload.
- * Per-event effects that do not touch each other's state may run in any order; these are the
- * ones that do. A segment's unmount reaches restore's hook before promotion's (each drops only
- * the extents it holds there), and a mount reaches restore before offload (revival reads no
- * offload state of the segment).
+ * Hooks of one event that touch disjoint state may run in any order, and for these the table's
+ * order differs from the one the calls by name had: a segment's unmount reaches restore before
+ * promotion (each drops only the extents it holds there); a mount reaches restore before offload
+ * (revival reads no offload state of the segment); a regrown record reaches promotion's back
+ * pointer before offload's; stats fill disjoint fields; tasks are set up before offload's
+ * sequence numbers (neither reads the other).
  */
 #include "extension.h"
 
