@@ -6,7 +6,7 @@ add_executable(offload_fetcher ${CMAKE_CURRENT_SOURCE_DIR}/offload_fetcher.c)
 target_link_libraries(offload_fetcher PRIVATE mc_store)
 mc_add_test(test_offload SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_offload.c
             ${CMAKE_CURRENT_SOURCE_DIR}/../support/proc.c
-            ${CMAKE_CURRENT_SOURCE_DIR}/../support/cluster.c LIBS mc_store TIMEOUT 900)
+            ${CMAKE_CURRENT_SOURCE_DIR}/../support/cluster.c LIBS mc_store TIMEOUT 900 COST 35)
 target_include_directories(test_offload PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/../support)
 add_dependencies(test_offload mooncake_client mooncake_master offload_fetcher)
 # The distributed-backend tests again with MOONCAKE_DISTRIBUTED_FS_TYPE=daos, on the libdfs test
@@ -16,24 +16,24 @@ add_dependencies(test_offload mooncake_client mooncake_master offload_fetcher)
 if(USE_DAOS AND DAOS_TEST_DOUBLE)
   add_dependencies(test_offload dfs_double_mkcont)
   add_test(NAME test_offload_daos COMMAND test_offload)
-  set_tests_properties(test_offload_daos PROPERTIES TIMEOUT 600
+  set_tests_properties(test_offload_daos PROPERTIES TIMEOUT 600 COST 35
     ENVIRONMENT "MC_TEST_OFFLOAD_FS_TYPE=daos;DFS_DOUBLE_EQ_ASYNC=1")
 endif()
 # Crashes: SIGKILLed masters and holders, restarts, what acknowledged writes survive.
 mc_add_test(test_offload_crash SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_offload_crash.c
             ${CMAKE_CURRENT_SOURCE_DIR}/../support/proc.c
-            ${CMAKE_CURRENT_SOURCE_DIR}/../support/cluster.c LIBS mc_store TIMEOUT 900)
+            ${CMAKE_CURRENT_SOURCE_DIR}/../support/cluster.c LIBS mc_store TIMEOUT 900 COST 100)
 target_include_directories(test_offload_crash PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/../support)
 add_dependencies(test_offload_crash mooncake_client mooncake_master)
 if(USE_DAOS AND DAOS_TEST_DOUBLE)
   add_dependencies(test_offload_crash dfs_double_mkcont)
   add_test(NAME test_offload_crash_daos COMMAND test_offload_crash)
-  set_tests_properties(test_offload_crash_daos PROPERTIES TIMEOUT 600
+  set_tests_properties(test_offload_crash_daos PROPERTIES TIMEOUT 600 COST 50
     ENVIRONMENT "MC_TEST_OFFLOAD_FS_TYPE=daos;DFS_DOUBLE_EQ_ASYNC=1")
 endif()
 # Promotion of disk-only objects back to memory on a hit (--promotion_on_hit, promotion.c).
 mc_add_test(test_promotion SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_promotion.c
             ${CMAKE_CURRENT_SOURCE_DIR}/../support/proc.c
-            ${CMAKE_CURRENT_SOURCE_DIR}/../support/cluster.c LIBS mc_store TIMEOUT 600)
+            ${CMAKE_CURRENT_SOURCE_DIR}/../support/cluster.c LIBS mc_store TIMEOUT 600 COST 40)
 target_include_directories(test_promotion PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/../support)
 add_dependencies(test_promotion mooncake_client mooncake_master)

@@ -3,7 +3,7 @@
 if(TARGET daos_adapter_bench)
   add_test(NAME daos_adapter_bench_script
            COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/test_daos_adapter_bench.py)
-  set_tests_properties(daos_adapter_bench_script PROPERTIES TIMEOUT 600
+  set_tests_properties(daos_adapter_bench_script PROPERTIES TIMEOUT 600 COST 40
     ENVIRONMENT "MC_BUILD_DIR=${PROJECT_BINARY_DIR};MC_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
   if(DAOS_TEST_DOUBLE)
     add_dependencies(daos_adapter_bench dfs_double_mkcont)
