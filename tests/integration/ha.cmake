@@ -13,7 +13,8 @@ add_dependencies(test_ha mooncake_client mooncake_master store_rw)
 mc_add_test(test_ha_partition SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_ha_partition.c
             ${CMAKE_CURRENT_SOURCE_DIR}/../support/proc.c
             ${CMAKE_CURRENT_SOURCE_DIR}/../support/cluster.c
-            ${CMAKE_CURRENT_SOURCE_DIR}/../support/etcd_cluster.c LIBS mc_store TIMEOUT 300)
+            ${CMAKE_CURRENT_SOURCE_DIR}/../support/etcd_cluster.c
+            ${CMAKE_CURRENT_SOURCE_DIR}/../support/netns.c LIBS mc_store TIMEOUT 300)
 target_include_directories(test_ha_partition PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/../support
                            ${PROJECT_SOURCE_DIR}/src/common)
 add_dependencies(test_ha_partition mooncake_client mooncake_master store_rw)

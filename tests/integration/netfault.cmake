@@ -3,6 +3,7 @@
 # otherwise.
 mc_add_test(test_netfault SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_netfault.c
             ${CMAKE_CURRENT_SOURCE_DIR}/../support/proc.c
-            ${CMAKE_CURRENT_SOURCE_DIR}/../support/cluster.c LIBS mc_store TIMEOUT 600)
+            ${CMAKE_CURRENT_SOURCE_DIR}/../support/cluster.c
+            ${CMAKE_CURRENT_SOURCE_DIR}/../support/netns.c LIBS mc_store TIMEOUT 600)
 target_include_directories(test_netfault PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/../support)
 add_dependencies(test_netfault store_rw mooncake_client mooncake_master)

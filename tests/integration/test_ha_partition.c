@@ -27,6 +27,7 @@
 #include "etcd.h"
 #include "etcd_cluster.h"
 #include "master_view.h"
+#include "netns.h"
 #include "proc.h"
 
 #include <signal.h>
@@ -42,12 +43,7 @@
 #define CLIENT_BIN MC_BUILD_DIR "/tools/mooncake_client"
 #define RW_BIN MC_BUILD_DIR "/tests/integration/store_rw"
 
-static struct {
-    int created;
-    char ip_bin[64];
-    char ns[32], veth_root[16], veth_ns[16];
-    char root_ip[32], ns_ip[32];
-} net;
+static mc_netns_t net;
 
 static mc_etcd_cluster_t ec;
 static mc_proc_t m1, h1, w1;
@@ -61,78 +57,16 @@ static uint64_t now_ms(void)
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-static int sh(const char *fmt, ...)
-{
-    char cmd[1024], full[1100];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof(cmd), fmt, ap);
-    va_end(ap);
-    snprintf(full, sizeof(full), "%s >/dev/null 2>&1", cmd);
-    int st = system(full);
-    return (st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0) ? 0 : -1;
-}
-
 static void net_destroy(void)
 {
-    if (!net.created)
-        return;
-    net.created = 0;
-    sh("%s netns del %s", net.ip_bin, net.ns);
-    sh("%s link del %s", net.ip_bin, net.veth_root);
-}
-
-static const char *net_create(void)
-{
-    const char *cands[] = {"/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"};
-    for (size_t i = 0; i < sizeof(cands) / sizeof(cands[0]) && !net.ip_bin[0]; i++)
-        if (access(cands[i], X_OK) == 0)
-            snprintf(net.ip_bin, sizeof(net.ip_bin), "%s", cands[i]);
-    if (!net.ip_bin[0])
-        return "the ip command (iproute2) is not installed";
-    if (geteuid() != 0)
-        return "not root: network namespaces need CAP_NET_ADMIN";
-    int pid = (int)getpid();
-    snprintf(net.ns, sizeof(net.ns), "mchp%d", pid);
-    snprintf(net.veth_root, sizeof(net.veth_root), "mchr%d", pid % 100000);
-    snprintf(net.veth_ns, sizeof(net.veth_ns), "mchn%d", pid % 100000);
-    int sub = -1;
-    for (int k = 0; k < 250 && sub < 0; k++) {
-        int cand = 1 + (pid + k) % 250;
-        char cmd[160], line[256];
-        snprintf(cmd, sizeof(cmd), "%s -o -4 addr show to 10.202.%d.0/24", net.ip_bin, cand);
-        FILE *f = popen(cmd, "r");
-        if (!f)
-            continue;
-        int used = fgets(line, sizeof(line), f) != NULL;
-        pclose(f);
-        if (!used)
-            sub = cand;
-    }
-    if (sub < 0)
-        return "no free /24 in 10.202.0.0/16";
-    snprintf(net.root_ip, sizeof(net.root_ip), "10.202.%d.1", sub);
-    snprintf(net.ns_ip, sizeof(net.ns_ip), "10.202.%d.2", sub);
-    if (sh("%s netns add %s", net.ip_bin, net.ns) != 0)
-        return "cannot create a network namespace (`ip netns add` failed)";
-    net.created = 1;
-    const char *I = net.ip_bin;
-    if (sh("%s link add %s type veth peer name %s", I, net.veth_root, net.veth_ns) ||
-        sh("%s link set %s netns %s", I, net.veth_ns, net.ns) ||
-        sh("%s addr add %s/24 dev %s", I, net.root_ip, net.veth_root) ||
-        sh("%s link set %s up", I, net.veth_root) ||
-        sh("%s -n %s addr add %s/24 dev %s", I, net.ns, net.ns_ip, net.veth_ns) ||
-        sh("%s -n %s link set %s up", I, net.ns, net.veth_ns) ||
-        sh("%s -n %s link set lo up", I, net.ns))
-        return "cannot set up a veth pair between the namespaces";
-    return NULL;
+    mc_netns_destroy(&net);
 }
 
 static int group_setup(void **state)
 {
     (void)state;
     signal(SIGPIPE, SIG_IGN);
-    const char *why = net_create();
+    const char *why = mc_netns_create(&net, "mchp", 202);
     if (why) {
         fprintf(stderr, "test_ha_partition: %s\n", why);
         net_destroy();
@@ -250,7 +184,7 @@ static void partitioned_leader_accepts_no_put(void **state)
 
     /* The cut. */
     uint64_t cut = now_ms();
-    assert_int_equal(sh("%s -n %s link set %s down", net.ip_bin, net.ns, net.veth_ns), 0);
+    assert_int_equal(mc_netns_link_set(&net, 0), 0);
     uint64_t elected = 0, last_ok = 0, end = cut + 30000;
     int after_election = 0, ok_after_election = 0, i = 100;
     while (now_ms() < end) {
@@ -279,7 +213,7 @@ static void partitioned_leader_accepts_no_put(void **state)
     assert_true(last_ok < elected);
 
     /* The link back: M1 comes back as a standby; the view still names M2. */
-    assert_int_equal(sh("%s -n %s link set %s up", net.ip_bin, net.ns, net.veth_ns), 0);
+    assert_int_equal(mc_netns_link_set(&net, 1), 0);
     sleep(2);
     char cur[128];
     assert_int_equal(view(e, cur, sizeof(cur)), 0);

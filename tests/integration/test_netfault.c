@@ -46,6 +46,7 @@
 
 #include "mooncake/store.h"
 #include "cluster.h"
+#include "netns.h"
 #include "payload.h"
 #include "proc.h"
 
@@ -77,99 +78,25 @@ static uint64_t now_ms(void)
 /* ---- the namespace and the veth pair ---------------------------------------------------------
  */
 
-static struct {
-    int created;
-    char ip_bin[64];
-    char ns[32], veth_root[16], veth_ns[16];
-    char root_ip[32], ns_ip[32];
-} net;
-
-/* Runs a shell command line built from fmt, its output discarded; 0 when it exited 0. */
-static int sh(const char *fmt, ...)
-{
-    char cmd[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof(cmd), fmt, ap);
-    va_end(ap);
-    char full[1100];
-    snprintf(full, sizeof(full), "%s >/dev/null 2>&1", cmd);
-    int st = system(full);
-    return (st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0) ? 0 : -1;
-}
+static mc_netns_t net;
 
 static void net_destroy(void)
 {
-    if (!net.created)
-        return;
-    net.created = 0;
-    sh("%s netns del %s", net.ip_bin, net.ns); /* takes its veth end, and so the pair, along */
-    sh("%s link del %s", net.ip_bin, net.veth_root);
+    mc_netns_destroy(&net);
 }
 
-/* Creates the namespace and the link; NULL when done, else why it cannot be done here. */
+/* The namespace and the link (netns.h), W1's direction slowed; NULL when done, else why not. */
 static const char *net_create(void)
 {
-    static char why[256];
-    const char *cands[] = {"/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"};
-    net.ip_bin[0] = '\0';
-    for (size_t i = 0; i < sizeof(cands) / sizeof(cands[0]); i++) {
-        if (access(cands[i], X_OK) == 0) {
-            snprintf(net.ip_bin, sizeof(net.ip_bin), "%s", cands[i]);
-            break;
-        }
-    }
-    if (!net.ip_bin[0])
-        return "the ip command (iproute2) is not installed";
-    if (sh("command -v tc") != 0 || sh("command -v ss") != 0)
+    if (mc_sh("command -v tc") != 0 || mc_sh("command -v ss") != 0)
         return "tc or ss (iproute2) is not installed";
-    if (geteuid() != 0)
-        return "not root: network namespaces need CAP_NET_ADMIN";
-    int pid = (int)getpid();
-    snprintf(net.ns, sizeof(net.ns), "mcnf%d", pid);
-    snprintf(net.veth_root, sizeof(net.veth_root), "mcnfr%d", pid);
-    snprintf(net.veth_ns, sizeof(net.veth_ns), "mcnfn%d", pid);
-    /* A /24 of 10.201.0.0/16 that no interface of this host uses yet. */
-    int sub = -1;
-    for (int k = 0; k < 250 && sub < 0; k++) {
-        int cand = 1 + (pid + k) % 250;
-        char cmd[160];
-        snprintf(cmd, sizeof(cmd), "%s -o -4 addr show to 10.201.%d.0/24", net.ip_bin, cand);
-        FILE *f = popen(cmd, "r");
-        if (!f)
-            continue;
-        char line[256];
-        int used = fgets(line, sizeof(line), f) != NULL;
-        pclose(f);
-        if (!used)
-            sub = cand;
-    }
-    if (sub < 0)
-        return "no free /24 in 10.201.0.0/16";
-    snprintf(net.root_ip, sizeof(net.root_ip), "10.201.%d.1", sub);
-    snprintf(net.ns_ip, sizeof(net.ns_ip), "10.201.%d.2", sub);
-    if (sh("%s netns add %s", net.ip_bin, net.ns) != 0) {
-        snprintf(why, sizeof(why),
-                 "cannot create a network namespace (`ip netns add` failed: "
-                 "needs root / CAP_NET_ADMIN)");
+    const char *why = mc_netns_create(&net, "mcnf", 201);
+    if (why)
         return why;
-    }
-    net.created = 1;
-    const char *I = net.ip_bin;
-    if (sh("%s link add %s type veth peer name %s", I, net.veth_root, net.veth_ns) ||
-        sh("%s link set %s netns %s", I, net.veth_ns, net.ns) ||
-        sh("%s addr add %s/24 dev %s", I, net.root_ip, net.veth_root) ||
-        sh("%s link set %s up", I, net.veth_root) ||
-        sh("%s -n %s addr add %s/24 dev %s", I, net.ns, net.ns_ip, net.veth_ns) ||
-        sh("%s -n %s link set lo up", I, net.ns) ||
-        sh("%s -n %s link set %s up", I, net.ns, net.veth_ns)) {
-        net_destroy();
-        return "cannot set up a veth pair between the namespaces";
-    }
     /* W1's direction is slow: an 8 MiB payload takes ~2 s, so the cut lands inside it. */
-    if (sh("tc -n %s qdisc add dev %s root tbf rate 32mbit burst 64kb latency 100ms", net.ns,
-           net.veth_ns) != 0 &&
-        sh("tc -n %s qdisc add dev %s root netem rate 32mbit", net.ns, net.veth_ns) != 0) {
+    if (mc_sh("tc -n %s qdisc add dev %s root tbf rate 32mbit burst 64kb latency 100ms", net.ns,
+              net.veth_ns) != 0 &&
+        mc_sh("tc -n %s qdisc add dev %s root netem rate 32mbit", net.ns, net.veth_ns) != 0) {
         net_destroy();
         return "cannot rate-limit the veth (tc tbf and netem both failed)";
     }
@@ -178,8 +105,7 @@ static const char *net_create(void)
 
 static void link_set(int up)
 {
-    assert_int_equal(
-        sh("%s -n %s link set %s %s", net.ip_bin, net.ns, net.veth_ns, up ? "up" : "down"), 0);
+    assert_int_equal(mc_netns_link_set(&net, up), 0);
 }
 
 /*

@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "cluster.h"
+#include "netns.h"
 #include "mooncake/store.h"
 #include "proc.h"
 
@@ -32,19 +33,7 @@
 #define MASTER_BIN MC_BUILD_DIR "/tools/mooncake_master"
 #define CLIENT_BIN MC_BUILD_DIR "/tools/mooncake_client"
 
-static char ns[32], veth_root[32], veth_ns[32];
-static int subnet;
-
-static int sh(const char *fmt, ...)
-{
-    char cmd[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof(cmd), fmt, ap);
-    va_end(ap);
-    int st = system(cmd);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
+static mc_netns_t net;
 
 static int count_lines(const char *path, const char *needle)
 {
@@ -205,7 +194,7 @@ static void test_client_root_must_match_the_masters(void **state)
     snprintf(a, sizeof(a), "/tmp/mc_startup_%d_rootA", (int)getpid());
     snprintf(b, sizeof(b), "/tmp/mc_startup_%d_rootB", (int)getpid());
     snprintf(cmd, sizeof(cmd), "mkdir -p %s %s", a, b);
-    assert_int_equal(sh("%s", cmd), 0);
+    assert_int_equal(mc_sh("%s", cmd), 0);
     snprintf(flag, sizeof(flag), "--distributed-root-dir=%s", a);
     const char *extra[] = {"--offload-backend=distributed", "--distributed-fs-type=posix", flag,
                            NULL};
@@ -231,36 +220,26 @@ static void test_client_root_must_match_the_masters(void **state)
     assert_true(mc_clean_exit(mc_proc_stop(&right, SIGTERM, 10000)));
     unlink(log);
     assert_true(mc_clean_exit(mc_master_stop(&m, SIGTERM)));
-    assert_int_equal(sh("rm -rf %s %s", a, b), 0);
+    assert_int_equal(mc_sh("rm -rf %s %s", a, b), 0);
 }
 
 /* ---- published addresses ------------------------------------------------------------------ */
 
 static void net_destroy(void)
 {
-    if (!ns[0])
-        return;
-    sh("ip netns del %s 2>/dev/null", ns);
-    sh("ip link del %s 2>/dev/null", veth_root);
-    ns[0] = '\0';
+    mc_netns_destroy(&net);
 }
 
+/* The namespace (netns.h; the master runs there) and a secondary address, 10.203.S.5, on the
+ * root end of the pair: an address of this host that is not the one it reaches the master from. */
 static int net_create(void)
 {
-    subnet = 10 + (int)(getpid() % 240);
-    snprintf(ns, sizeof(ns), "mcsu%d", (int)getpid());
-    snprintf(veth_root, sizeof(veth_root), "mcsur%d", (int)getpid() % 100000);
-    snprintf(veth_ns, sizeof(veth_ns), "mcsun%d", (int)getpid() % 100000);
-    int rc = sh("ip netns add %s", ns);
-    rc |= sh("ip link add %s type veth peer name %s", veth_root, veth_ns);
-    rc |= sh("ip link set %s netns %s", veth_ns, ns);
-    rc |= sh("ip addr add 10.203.%d.1/24 dev %s", subnet, veth_root);
-    rc |= sh("ip addr add 10.203.%d.5/24 dev %s", subnet, veth_root); /* secondary */
-    rc |= sh("ip link set %s up", veth_root);
-    rc |= sh("ip -n %s addr add 10.203.%d.2/24 dev %s", ns, subnet, veth_ns);
-    rc |= sh("ip -n %s link set %s up", ns, veth_ns);
-    rc |= sh("ip -n %s link set lo up", ns);
-    return rc == 0 ? 0 : -1;
+    const char *why = mc_netns_create(&net, "mcsu", 203);
+    if (why) {
+        fprintf(stderr, "test_startup: %s\n", why);
+        return -1;
+    }
+    return mc_sh("%s addr add 10.203.%d.5/24 dev %s", net.ip_bin, net.subnet, net.veth_root);
 }
 
 /* Starts a client publishing at `host` against master_addr; returns its warning line count. */
@@ -289,23 +268,23 @@ static void test_unreachable_publication_warns(void **state)
     char rpc[64], addr[64], log[128], metrics[32];
     int port = mc_test_free_port();
     snprintf(rpc, sizeof(rpc), "--rpc_port=%d", port);
-    snprintf(addr, sizeof(addr), "--rpc_address=10.203.%d.2", subnet);
+    snprintf(addr, sizeof(addr), "--rpc_address=%s", net.ns_ip);
     snprintf(metrics, sizeof(metrics), "--metrics_port=%d", mc_test_free_port());
     log_path(log, sizeof(log), "nsmaster");
-    char *argv[] = {"/usr/sbin/ip", "netns", "exec", ns, MASTER_BIN, rpc, addr, metrics, NULL};
+    char *argv[] = {net.ip_bin, "netns", "exec", net.ns, MASTER_BIN, rpc, addr, metrics, NULL};
     mc_proc_t master;
     assert_int_equal(mc_proc_start_logged(&master, argv, log, "Master service started", 20000), 0);
     mc_cluster_track(master.pid);
     char master_addr[64], pub[32];
-    snprintf(master_addr, sizeof(master_addr), "10.203.%d.2:%d", subnet, port);
+    snprintf(master_addr, sizeof(master_addr), "%s:%d", net.ns_ip, port);
 
     /* Loopback published, master elsewhere. */
     assert_int_equal(client_warnings(master_addr, "127.0.0.1", "a loopback address"), 1);
     /* A secondary address: this host reaches the master from the primary one. */
-    snprintf(pub, sizeof(pub), "10.203.%d.5", subnet);
+    snprintf(pub, sizeof(pub), "10.203.%d.5", net.subnet);
     assert_int_equal(client_warnings(master_addr, pub, "reaches the master"), 1);
     /* The address the master is reached from: no warning of either kind. */
-    snprintf(pub, sizeof(pub), "10.203.%d.1", subnet);
+    snprintf(pub, sizeof(pub), "%s", net.root_ip);
     assert_int_equal(client_warnings(master_addr, pub, "reaches the master"), 0);
     assert_int_equal(client_warnings(master_addr, pub, "a loopback address"), 0);
 

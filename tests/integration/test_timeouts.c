@@ -21,6 +21,7 @@
 #include <cmocka.h>
 
 #include "cluster.h"
+#include "netns.h"
 #include "mooncake/store.h"
 #include "mooncake/transfer_engine.h"
 #include "payload.h"
@@ -39,19 +40,7 @@
 #define MARGIN_MS 2000
 #define VALUE_LEN (1u << 20)
 
-static char ns[32], veth_root[32], veth_ns[32];
-static int subnet;
-
-static int sh(const char *fmt, ...)
-{
-    char cmd[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof(cmd), fmt, ap);
-    va_end(ap);
-    int st = system(cmd);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
+static mc_netns_t net;
 
 static uint64_t now_ms(void)
 {
@@ -62,37 +51,25 @@ static uint64_t now_ms(void)
 
 static void net_destroy(void)
 {
-    if (!ns[0])
-        return;
-    sh("ip netns del %s 2>/dev/null", ns);
-    sh("ip link del %s 2>/dev/null", veth_root);
-    ns[0] = '\0';
+    mc_netns_destroy(&net);
 }
 
+/* The namespace holder A runs in (netns.h). 0 or -1. */
 static int net_create(void)
 {
-    subnet = 10 + (int)(getpid() % 240);
-    snprintf(ns, sizeof(ns), "mcto%d", (int)getpid());
-    snprintf(veth_root, sizeof(veth_root), "mctor%d", (int)getpid() % 100000);
-    snprintf(veth_ns, sizeof(veth_ns), "mcton%d", (int)getpid() % 100000);
-    int rc = sh("ip netns add %s", ns);
-    rc |= sh("ip link add %s type veth peer name %s", veth_root, veth_ns);
-    rc |= sh("ip link set %s netns %s", veth_ns, ns);
-    rc |= sh("ip addr add 10.205.%d.1/24 dev %s", subnet, veth_root);
-    rc |= sh("ip link set %s up", veth_root);
-    rc |= sh("ip -n %s addr add 10.205.%d.2/24 dev %s", ns, subnet, veth_ns);
-    rc |= sh("ip -n %s link set %s up", ns, veth_ns);
-    rc |= sh("ip -n %s link set lo up", ns);
-    return rc == 0 ? 0 : -1;
+    const char *why = mc_netns_create(&net, "mcto", 205);
+    if (why)
+        fprintf(stderr, "test_timeouts: %s\n", why);
+    return why ? -1 : 0;
 }
 
 /* A's host vanishes: frames still leave toward it (permanent neighbour), nothing answers. */
 static int vanish(void)
 {
-    int rc = sh("ip neigh replace 10.205.%d.2 lladdr $(ip -n %s -br link show %s | awk '{print "
-                "$3}') dev %s nud permanent",
-                subnet, ns, veth_ns, veth_root);
-    rc |= sh("ip -n %s link set %s down", ns, veth_ns);
+    int rc = mc_sh("%s neigh replace %s lladdr $(%s -n %s -br link show %s | awk '{print "
+                   "$3}') dev %s nud permanent",
+                   net.ip_bin, net.ns_ip, net.ip_bin, net.ns, net.veth_ns, net.veth_root);
+    rc |= mc_netns_link_set(&net, 0);
     return rc;
 }
 
@@ -100,20 +77,20 @@ static void falls_over(const char *protocol)
 {
     assert_int_equal(net_create(), 0);
     char host[32];
-    snprintf(host, sizeof(host), "10.205.%d.1", subnet);
+    snprintf(host, sizeof(host), "%s", net.root_ip);
     mc_master_t m;
     assert_int_equal(mc_master_start_at(&m, host, NULL), 0);
 
     /* Holder A, in the namespace. */
     char master_flag[96], host_flag[64], port_flag[32], proto_flag[32];
     snprintf(master_flag, sizeof(master_flag), "--master_server_address=%s", m.addr);
-    snprintf(host_flag, sizeof(host_flag), "--host=10.205.%d.2", subnet);
+    snprintf(host_flag, sizeof(host_flag), "--host=%s", net.ns_ip);
     snprintf(port_flag, sizeof(port_flag), "--port=%d", mc_test_free_port());
     snprintf(proto_flag, sizeof(proto_flag), "--protocol=%s", protocol);
-    char *argv[] = {"/usr/sbin/ip",
+    char *argv[] = {net.ip_bin,
                     "netns",
                     "exec",
-                    ns,
+                    net.ns,
                     CLIENT_BIN,
                     master_flag,
                     host_flag,
