@@ -200,6 +200,17 @@ void mcpy_parts_free(mcpy_parts_t *p)
     p->total = 0;
 }
 
+/* A buffer check of the argument parsers (the store's registered ranges, mcpy.h). */
+int mcpy_store_is_registered(const McStoreObject *self, uintptr_t addr, size_t len)
+{
+    for (size_t i = 0; i < self->reg_count; i++) {
+        const mcpy_range_t *r = &self->regs[i];
+        if (addr >= r->addr && len <= r->length && addr - r->addr <= r->length - len)
+            return 1;
+    }
+    return 0;
+}
+
 int mcpy_parts_from(const McStoreObject *self, PyObject *ptr_list, PyObject *size_list,
                     mcpy_parts_t *out)
 {

@@ -102,16 +102,6 @@ static void store_dealloc(PyObject *obj)
     Py_TYPE(obj)->tp_free(obj);
 }
 
-int mcpy_store_is_registered(const McStoreObject *self, uintptr_t addr, size_t len)
-{
-    for (size_t i = 0; i < self->reg_count; i++) {
-        const mcpy_range_t *r = &self->regs[i];
-        if (addr >= r->addr && len <= r->length && addr - r->addr <= r->length - len)
-            return 1;
-    }
-    return 0;
-}
-
 /* ---- setup ------------------------------------------------------------------------------- */
 
 /* A str argument as UTF-8 (borrowed). 0, MC_ERR_INVALID_PARAMS (NUL inside), or -1 TypeError. */
