@@ -3,7 +3,8 @@
  * The real client is the store backend (store_backend.h) that mc_store_setup builds: its own
  * segment, Transfer Engine and master connection. Its files form layers, lowest first:
  *
- *   store_client_rpc.c       master calls over keys (KeysRequest) that every path shares
+ *   store_client_rpc.c       master calls over keys (KeysRequest) and the Transfer Engine batch
+ *                            run that every path shares
  *   store_client_buffers.c   user buffers registered for the zero-copy calls; who may do I/O
  *   store_client_segments.c  mount / re-mount / unmount: the segment of setup and those mounted
  *                            at run time, with the holes their memory leaves; client and segment
@@ -159,6 +160,12 @@ int mc_real_keys_call_checksums(mc_real_client_t *s, uint16_t opcode, char **key
 /* Waits until the master confirms the deletion of seqs [from, to] (see the definition). 0 or
  * MC_ERR_PERSISTENT_FAIL. */
 int mc_real_wait_deletions(mc_real_client_t *s, char **keys, size_t n, uint64_t from, uint64_t to);
+/* Runs reqs[0..n) (n > 0) as one Transfer Engine batch and waits until every request ended (each
+ * by its deadline); st[q] gets request q's status. Returns 0, or the error that kept the batch
+ * from being created or submitted: then every st[q] is MC_TRANSFER_FAILED with that error and
+ * nothing was sent. */
+int mc_real_transfer(mc_real_client_t *s, const mc_transfer_req_t *reqs, size_t n,
+                     mc_transfer_status_t *st);
 
 /* ---- store_client_buffers.c ------------------------------------------------------------------ */
 

@@ -99,204 +99,242 @@ static int retryable(int64_t result)
     return result == MC_ERR_TRANSFER_FAIL || result == MC_ERR_CHECKSUM_MISMATCH;
 }
 
-/* Gets n objects; results[i] arrives with key i's check (0: to read; store_backend.h) and gets
- * its size or error. Returns 0 or the first error. */
-static int read_objects(mc_real_client_t *s, const char *const *keys, void *const *bufs,
-                        const size_t *caps, size_t n, int64_t *results)
+/* One key of a get that goes to the master (its check passed). */
+typedef struct get_key {
+    size_t at;          /* its index in the caller's arrays */
+    size_t first;       /* the replica read first */
+    size_t alt;         /* the replica read in this failover round */
+    uint64_t finish_ms; /* when its last memory read ended (mc_now_ms); 0: none was sent */
+    int from_disk;      /* its bytes came from a disk replica */
+} get_key_t;
+
+/* A get of m keys, phase by phase (lookup, first read, failover rounds, disk, lease check). The
+ * caller's arrays stay the caller's; reqs, owner and st hold one round's reads (at most one per
+ * key: owner[q] names the key of read q). */
+typedef struct get_batch {
+    mc_real_client_t *s;
+    const char *const *keys;
+    void *const *bufs;
+    const size_t *caps;
+    int64_t *results;
+    get_key_t *k; /* k[j]: the j-th key asked for */
+    size_t m;
+    char **names;           /* names[j]: k[j]'s key, the flat array a KeysRequest takes */
+    Mc__KeysResponse *resp; /* GetReplicaList's answer: resp->results[j] is k[j]'s */
+    uint64_t t0;            /* when the lookup was sent: the read leases run from here */
+    mc_transfer_req_t *reqs;
+    size_t *owner;
+    mc_transfer_status_t *st;
+} get_batch_t;
+
+/* GetReplicaList for the keys whose check passed (it grants their read leases); on failure every
+ * one of them gets the error. */
+static int get_lookup(get_batch_t *b, size_t n)
 {
-    int rc = 0;
-    char **ks = calloc(n ? n : 1, sizeof(char *));
-    size_t *idx = calloc(n ? n : 1, sizeof(size_t));
-    size_t *first = calloc(n ? n : 1, sizeof(size_t));      /* replica tried first, per valid key */
-    char *from_disk = calloc(n ? n : 1, 1);                 /* per valid key: read from disk */
-    uint64_t *finish = calloc(n ? n : 1, sizeof(uint64_t)); /* per valid key: last memory read */
-    size_t *alt = calloc(n ? n : 1, sizeof(size_t)); /* per valid key: replica of this round */
-    Mc__KeysResponse *resp = NULL;
-    mc_transfer_req_t *reqs = NULL;
-    size_t *req_owner = NULL;
-    if (!ks || !idx || !first || !from_disk || !finish || !alt) {
-        rc = MC_ERR_INTERNAL_ERROR;
-        goto done;
-    }
-    size_t m = 0;
     for (size_t i = 0; i < n; i++) {
-        if (results[i] == 0) {
-            ks[m] = (char *)keys[i];
-            idx[m++] = i;
+        if (b->results[i] == 0) {
+            b->k[b->m] = (get_key_t){.at = i};
+            b->names[b->m++] = (char *)b->keys[i];
         }
     }
-    if (m == 0)
-        goto done;
-    uint64_t t0 = mc_now_ms();
-    rc = mc_real_keys_call(s, MC_RPC_GET_REPLICA_LIST, ks, NULL, m, NULL, 0, NULL, &resp);
+    if (b->m == 0)
+        return 0;
+    b->t0 = mc_now_ms();
+    int rc = mc_real_keys_call(b->s, MC_RPC_GET_REPLICA_LIST, b->names, NULL, b->m, NULL, 0, NULL,
+                               &b->resp);
     if (rc != 0) {
-        for (size_t j = 0; j < m; j++)
-            results[idx[j]] = rc;
-        goto done;
+        for (size_t j = 0; j < b->m; j++)
+            b->results[b->k[j].at] = rc;
+        return rc;
     }
     mc_failpoint("get.after_lookup");
-    reqs = calloc(m, sizeof(*reqs));
-    req_owner = calloc(m, sizeof(*req_owner));
-    if (!reqs || !req_owner) {
-        rc = MC_ERR_INTERNAL_ERROR;
-        goto done;
-    }
+    return 0;
+}
+
+/* Runs this round's nreq reads; each read's key learns when it ended. */
+static void get_run_round(get_batch_t *b, size_t nreq)
+{
+    mc_real_transfer(b->s, b->reqs, nreq, b->st);
+    uint64_t now = mc_now_ms();
+    for (size_t q = 0; q < nreq; q++)
+        b->k[b->owner[q]].finish_ms = b->st[q].finish_ms ? b->st[q].finish_ms : now;
+}
+
+/* The first round: every key with bytes to read reads its best replica (pick_order). A key the
+ * master could not serve, too large for its buffer, with no ready memory replica or whose read
+ * failed or did not verify gets its error (the last two are retried on the other replicas). */
+static void get_first_round(get_batch_t *b)
+{
+    mc_real_client_t *s = b->s;
     size_t nreq = 0;
-    for (size_t j = 0; j < m; j++) {
-        Mc__KeyResult *r = resp->results[j];
-        size_t i = idx[j];
+    for (size_t j = 0; j < b->m; j++) {
+        const Mc__KeyResult *r = b->resp->results[j];
+        size_t i = b->k[j].at;
         if (r->code != 0) {
-            results[i] = r->code;
+            b->results[i] = r->code;
             continue;
         }
-        if (r->size > caps[i]) {
-            results[i] = MC_ERR_BUFFER_OVERFLOW;
+        if (r->size > b->caps[i]) {
+            b->results[i] = MC_ERR_BUFFER_OVERFLOW;
             continue;
         }
-        results[i] = (int64_t)r->size;
+        b->results[i] = (int64_t)r->size;
         if (r->size == 0)
             continue;
-        if (!bufs[i]) {
-            results[i] = MC_ERR_INVALID_PARAMS;
+        if (!b->bufs[i]) {
+            b->results[i] = MC_ERR_INVALID_PARAMS;
             continue;
         }
         size_t order[MC_MAX_REPLICAS * 2];
         if (r->n_replicas > MC_MAX_REPLICAS * 2 || pick_order(s, r, order) == 0) {
-            results[i] = MC_ERR_REPLICA_IS_NOT_READY;
+            b->results[i] = MC_ERR_REPLICA_IS_NOT_READY;
             continue;
         }
-        first[j] = order[0];
+        b->k[j].first = order[0];
         mc_segment_id_t seg;
         if (mc_te_open_segment(s->te, r->replicas[order[0]]->segment_name, &seg) != 0) {
-            results[i] = MC_ERR_TRANSFER_FAIL; /* retried on the other replicas below */
+            b->results[i] = MC_ERR_TRANSFER_FAIL; /* retried on the other replicas */
             continue;
         }
-        replica_request(s, r->replicas[order[0]], bufs[i], r->size, seg, &reqs[nreq]);
-        req_owner[nreq++] = j;
+        replica_request(s, r->replicas[order[0]], b->bufs[i], r->size, seg, &b->reqs[nreq]);
+        b->owner[nreq++] = j;
     }
-    if (nreq > 0) {
-        mc_batch_t *b = NULL;
-        int brc = mc_te_batch_create(s->te, nreq, &b);
-        if (brc == 0)
-            brc = mc_te_submit(b, reqs, nreq);
-        if (brc == 0)
-            mc_te_wait(b, -1);
-        uint64_t now = mc_now_ms();
-        for (size_t q = 0; q < nreq; q++) {
-            size_t j = req_owner[q];
-            mc_transfer_status_t st = {MC_TRANSFER_FAILED, brc, 0, 0, 0, 0};
-            if (brc == 0)
-                mc_te_get_status(b, q, &st);
-            finish[j] = st.finish_ms ? st.finish_ms : now;
-            if (st.state != MC_TRANSFER_COMPLETED)
-                results[idx[j]] = MC_ERR_TRANSFER_FAIL;
-            else if (verify_replica(s, keys[idx[j]], resp->results[j]->replicas[first[j]],
-                                    bufs[idx[j]], resp->results[j]->size, &st) != 0)
-                results[idx[j]] = MC_ERR_CHECKSUM_MISMATCH;
-        }
-        mc_te_batch_free(b);
+    if (nreq == 0)
+        return;
+    get_run_round(b, nreq);
+    for (size_t q = 0; q < nreq; q++) {
+        const get_key_t *k = &b->k[b->owner[q]];
+        const Mc__KeyResult *r = b->resp->results[b->owner[q]];
+        if (b->st[q].state != MC_TRANSFER_COMPLETED)
+            b->results[k->at] = MC_ERR_TRANSFER_FAIL;
+        else if (verify_replica(s, b->keys[k->at], r->replicas[k->first], b->bufs[k->at], r->size,
+                                &b->st[q]) != 0)
+            b->results[k->at] = MC_ERR_CHECKSUM_MISMATCH;
     }
-    /*
-     * A failed or unverified read tries the object's other replicas: round t reads, in one
-     * Transfer Engine call (one deadline), the t-th other replica of every key still failing.
-     * So a batch fails over within one deadline per replica, not one per key and replica.
-     */
+}
+
+/*
+ * A failed or unverified read tries the object's other replicas: round t reads, in one Transfer
+ * Engine call (one deadline), the t-th other replica of every key still failing. So a batch
+ * fails over within one deadline per replica, not one per key and replica.
+ */
+static void get_failover_rounds(get_batch_t *b)
+{
+    mc_real_client_t *s = b->s;
     for (size_t t = 0;; t++) {
-        size_t nalt = 0, any = 0;
-        for (size_t j = 0; j < m; j++) {
-            size_t i = idx[j];
-            Mc__KeyResult *r = resp->results[j];
-            if (r->code != 0 || !retryable(results[i]))
+        size_t nreq = 0, any = 0;
+        for (size_t j = 0; j < b->m; j++) {
+            get_key_t *k = &b->k[j];
+            const Mc__KeyResult *r = b->resp->results[j];
+            if (r->code != 0 || !retryable(b->results[k->at]))
                 continue;
             size_t order[MC_MAX_REPLICAS * 2];
-            size_t k = pick_order(s, r, order), u = 0, pick = SIZE_MAX;
-            for (size_t o = 0; o < k && pick == SIZE_MAX; o++)
-                if (order[o] != first[j] && u++ == t)
+            size_t n = pick_order(s, r, order), u = 0, pick = SIZE_MAX;
+            for (size_t o = 0; o < n && pick == SIZE_MAX; o++)
+                if (order[o] != k->first && u++ == t)
                     pick = order[o];
             if (pick == SIZE_MAX)
                 continue;
             any = 1;
             mc_segment_id_t seg;
             if (mc_te_open_segment(s->te, r->replicas[pick]->segment_name, &seg) != 0) {
-                finish[j] = mc_now_ms();
+                k->finish_ms = mc_now_ms();
                 continue;
             }
-            replica_request(s, r->replicas[pick], bufs[i], r->size, seg, &reqs[nalt]);
-            alt[j] = pick;
-            req_owner[nalt++] = j;
+            replica_request(s, r->replicas[pick], b->bufs[k->at], r->size, seg, &b->reqs[nreq]);
+            k->alt = pick;
+            b->owner[nreq++] = j;
         }
         if (!any)
-            break;
-        if (nalt == 0)
+            return;
+        if (nreq == 0)
             continue;
-        mc_batch_t *b = NULL;
-        int brc = mc_te_batch_create(s->te, nalt, &b);
-        if (brc == 0)
-            brc = mc_te_submit(b, reqs, nalt);
-        if (brc == 0)
-            mc_te_wait(b, -1);
-        uint64_t now = mc_now_ms();
-        for (size_t q = 0; q < nalt; q++) {
-            size_t j = req_owner[q], i = idx[j];
-            mc_transfer_status_t st = {MC_TRANSFER_FAILED, brc, 0, 0, 0, 0};
-            if (brc == 0)
-                mc_te_get_status(b, q, &st);
-            finish[j] = st.finish_ms ? st.finish_ms : now;
-            if (st.state != MC_TRANSFER_COMPLETED)
+        get_run_round(b, nreq);
+        for (size_t q = 0; q < nreq; q++) {
+            const get_key_t *k = &b->k[b->owner[q]];
+            const Mc__KeyResult *r = b->resp->results[b->owner[q]];
+            if (b->st[q].state != MC_TRANSFER_COMPLETED)
                 continue; /* the key keeps its error and tries its next replica */
-            Mc__KeyResult *r = resp->results[j];
-            results[i] = verify_replica(s, keys[i], r->replicas[alt[j]], bufs[i], r->size, &st)
-                             ? MC_ERR_CHECKSUM_MISMATCH
-                             : (int64_t)r->size;
+            b->results[k->at] = verify_replica(s, b->keys[k->at], r->replicas[k->alt],
+                                               b->bufs[k->at], r->size, &b->st[q])
+                                    ? MC_ERR_CHECKSUM_MISMATCH
+                                    : (int64_t)r->size;
         }
-        mc_te_batch_free(b);
     }
-    /* No memory replica left, or none readable: the disk replicas (offload). */
-    for (size_t j = 0; j < m; j++) {
-        size_t i = idx[j];
-        Mc__KeyResult *r = resp->results[j];
-        if (r->code != 0 || r->size == 0 || !bufs[i] ||
-            (!retryable(results[i]) && results[i] != MC_ERR_REPLICA_IS_NOT_READY))
+}
+
+/* No memory replica left, or none readable: the disk replicas (offload). */
+static void get_from_disk(get_batch_t *b)
+{
+    for (size_t j = 0; j < b->m; j++) {
+        get_key_t *k = &b->k[j];
+        const Mc__KeyResult *r = b->resp->results[j];
+        int64_t *result = &b->results[k->at];
+        if (r->code != 0 || r->size == 0 || !b->bufs[k->at] ||
+            (!retryable(*result) && *result != MC_ERR_REPLICA_IS_NOT_READY))
             continue;
-        int64_t got = read_from_disk(s, keys[i], r, bufs[i], results[i]);
-        from_disk[j] = got >= 0;
-        results[i] = got;
+        *result = read_from_disk(b->s, b->keys[k->at], r, b->bufs[k->at], *result);
+        k->from_disk = *result >= 0;
     }
-    /* Bytes read after the lease ran out may come from an extent already reused (a disk replica's
-     * file is never reused: it is named by its version). Judged per key: when its last memory
-     * read ended. */
-    for (size_t j = 0; j < m && resp->lease_ttl_ms > 0; j++) {
-        size_t i = idx[j];
-        if (results[i] > 0 && !from_disk[j] && finish[j] > t0 &&
-            finish[j] - t0 > resp->lease_ttl_ms) {
+}
+
+/* Bytes read after the lease ran out may come from an extent already reused (a disk replica's
+ * file is never reused: it is named by its version). Judged per key: when its last memory read
+ * ended. */
+static void get_check_leases(get_batch_t *b)
+{
+    uint64_t ttl = b->resp->lease_ttl_ms;
+    for (size_t j = 0; j < b->m && ttl > 0; j++) {
+        const get_key_t *k = &b->k[j];
+        if (b->results[k->at] > 0 && !k->from_disk && k->finish_ms > b->t0 &&
+            k->finish_ms - b->t0 > ttl) {
             MC_WARN("get of %.64s took %llu ms, longer than its %llu ms read lease; result dropped",
-                    keys[i], (unsigned long long)(finish[j] - t0),
-                    (unsigned long long)resp->lease_ttl_ms);
-            results[i] = MC_ERR_LEASE_EXPIRED;
+                    b->keys[k->at], (unsigned long long)(k->finish_ms - b->t0),
+                    (unsigned long long)ttl);
+            b->results[k->at] = MC_ERR_LEASE_EXPIRED;
         }
     }
-done:
+}
+
+/* Gets n objects; results[i] arrives with key i's check (0: to read; store_backend.h) and gets
+ * its size or error. Returns 0 or the first error. */
+static int read_objects(mc_real_client_t *s, const char *const *keys, void *const *bufs,
+                        const size_t *caps, size_t n, int64_t *results)
+{
+    size_t cap = n ? n : 1;
+    get_batch_t b = {.s = s,
+                     .keys = keys,
+                     .bufs = bufs,
+                     .caps = caps,
+                     .results = results,
+                     .k = calloc(cap, sizeof(get_key_t)),
+                     .names = calloc(cap, sizeof(char *)),
+                     .reqs = calloc(cap, sizeof(mc_transfer_req_t)),
+                     .owner = calloc(cap, sizeof(size_t)),
+                     .st = calloc(cap, sizeof(mc_transfer_status_t))};
+    int rc = 0;
+    if (!b.k || !b.names || !b.reqs || !b.owner || !b.st)
+        rc = MC_ERR_INTERNAL_ERROR; /* before any key ran: results untouched */
+    if (rc == 0)
+        rc = get_lookup(&b, n);
+    if (rc == 0 && b.m > 0) {
+        get_first_round(&b);
+        get_failover_rounds(&b);
+        get_from_disk(&b);
+        get_check_leases(&b);
+    }
     /* Done with the bytes, whatever the outcome: the leases go back. */
-    for (size_t j = 0; resp && j < resp->n_results; j++)
-        mc_lease_releaser_add(s->releases, ks[j], resp->results[j]->lease_id);
-    if (resp)
-        mc__keys_response__free_unpacked(resp, NULL);
-    free(reqs);
-    free(req_owner);
-    free(ks);
-    free(idx);
-    free(first);
-    free(from_disk);
-    free(finish);
-    free(alt);
-    if (rc == 0) {
-        for (size_t i = 0; i < n; i++) {
-            if (results[i] < 0) {
-                rc = (int)results[i];
-                break;
-            }
-        }
-    }
+    for (size_t j = 0; b.resp && j < b.resp->n_results; j++)
+        mc_lease_releaser_add(s->releases, b.names[j], b.resp->results[j]->lease_id);
+    if (b.resp)
+        mc__keys_response__free_unpacked(b.resp, NULL);
+    free(b.k);
+    free(b.names);
+    free(b.reqs);
+    free(b.owner);
+    free(b.st);
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        rc = results[i] < 0 ? (int)results[i] : 0;
     return rc;
 }
 

@@ -1,7 +1,8 @@
 /*
- * store_client_rpc.c — the master calls over keys that every path of the real client shares:
- * a KeysRequest with its answer checked (one result per key), PutEnd/UpsertEnd with checksums,
- * and the wait for the files of removed or replaced values to be confirmed deleted.
+ * store_client_rpc.c — the calls every path of the real client shares: master calls over keys
+ * (a KeysRequest with its answer checked: one result per key; PutEnd/UpsertEnd with checksums;
+ * the wait for the files of removed or replaced values to be confirmed deleted), and one
+ * Transfer Engine batch run to its end.
  * The lowest layer of the real client (store_client_internal.h): it calls no sibling.
  */
 #include "store_client_internal.h"
@@ -120,5 +121,23 @@ static int keys_call_req(mc_real_client_t *s, uint16_t opcode, Mc__KeysRequest *
         mc__keys_response__free_unpacked(*resp, NULL);
         *resp = NULL;
     }
+    return rc;
+}
+
+int mc_real_transfer(mc_real_client_t *s, const mc_transfer_req_t *reqs, size_t n,
+                     mc_transfer_status_t *st)
+{
+    mc_batch_t *b = NULL;
+    int rc = mc_te_batch_create(s->te, n, &b);
+    if (rc == 0)
+        rc = mc_te_submit(b, reqs, n);
+    if (rc == 0)
+        mc_te_wait(b, -1); /* every request ends by its deadline (transfer_engine.h) */
+    for (size_t q = 0; q < n; q++) {
+        st[q] = (mc_transfer_status_t){MC_TRANSFER_FAILED, rc, 0, 0, 0, 0};
+        if (rc == 0)
+            mc_te_get_status(b, q, &st[q]);
+    }
+    mc_te_batch_free(b);
     return rc;
 }

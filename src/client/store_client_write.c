@@ -65,6 +65,206 @@ static int config_to_pb(const mc_replicate_config_t *c, pb_config_t *out)
     return 0;
 }
 
+/* One key of a put that goes to the master (its check passed). */
+typedef struct put_key {
+    size_t at;     /* its index in the caller's arrays */
+    int started;   /* PutStart gave it extents: PutEnd or PutRevoke follows */
+    int crc_fused; /* crc came with its first replica's copy (local, shm) */
+    uint32_t crc;
+} put_key_t;
+
+/* A put of m keys, phase by phase (select, start, write, finish). The caller's arrays stay the
+ * caller's; names and lens are the flat arrays a KeysRequest takes. */
+typedef struct put_batch {
+    mc_real_client_t *s;
+    int upsert;
+    const char *const *keys;
+    const void *const *values;
+    const size_t *sizes;
+    int *results;
+    put_key_t *k; /* k[j]: the j-th key asked for */
+    size_t m;
+    char **names;           /* names[j]: k[j]'s key (PutStart), then the keys PutEnd publishes */
+    uint64_t *lens;         /* lens[j]: k[j]'s size */
+    char **revoked;         /* the keys PutRevoke gives back */
+    uint32_t *crcs;         /* PutEnd's checksums, one per published key */
+    Mc__KeysResponse *resp; /* PutStart's answer: resp->results[j] is k[j]'s */
+} put_batch_t;
+
+/* The keys whose check passed go to the master; a missing value or one over the size limit is
+ * refused here. */
+static void put_select(put_batch_t *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (b->results[i] == 0 && b->sizes[i] > 0 && !b->values[i])
+            b->results[i] = MC_ERR_INVALID_PARAMS;
+        if (b->results[i] == 0 && b->sizes[i] > MC_MAX_VALUE_SIZE)
+            b->results[i] = MC_ERR_INVALID_PARAMS;
+        if (b->results[i] == 0) {
+            b->k[b->m] = (put_key_t){.at = i};
+            b->names[b->m] = (char *)b->keys[i];
+            b->lens[b->m++] = b->sizes[i];
+        }
+    }
+}
+
+/* PutStart (UpsertStart) for every selected key; on failure every one of them gets its error. */
+static int put_start(put_batch_t *b, Mc__ReplicateConfig *config, uint64_t *wait_ms)
+{
+    uint16_t op = b->upsert ? MC_RPC_UPSERT_START : MC_RPC_PUT_START;
+    int rc = mc_real_keys_call(b->s, op, b->names, b->lens, b->m, config, 0, NULL, &b->resp);
+    if (rc != 0) {
+        for (size_t j = 0; j < b->m; j++)
+            b->results[b->k[j].at] = rc;
+        return rc;
+    }
+    *wait_ms = b->resp->offload_wait_ms;
+    mc_failpoint("put.after_start");
+    return 0;
+}
+
+/* Fills one write per extent PutStart handed out (in reqs, owner[q] naming its key) and marks the
+ * keys started. A key that already exists is done (a put keeps the value: upstream answers 0); a
+ * key whose extents' segment cannot be opened fails, with the writes to its earlier extents
+ * still sent (the key is then revoked, so they are fenced). Returns the count of writes. */
+static size_t put_plan(put_batch_t *b, mc_transfer_req_t *reqs, size_t *owner)
+{
+    size_t nreq = 0;
+    for (size_t j = 0; j < b->m; j++) {
+        const Mc__KeyResult *r = b->resp->results[j];
+        size_t i = b->k[j].at;
+        if (r->code == MC_ERR_OBJECT_ALREADY_EXISTS && !b->upsert) {
+            b->results[i] = 0; /* upstream put: an existing key is success; the value is kept */
+            continue;
+        }
+        if (r->code != 0) {
+            b->results[i] = r->code;
+            continue;
+        }
+        b->k[j].started = 1;
+        for (size_t x = 0; x < r->n_replicas && b->sizes[i] > 0; x++) {
+            const Mc__Replica *rep = r->replicas[x];
+            mc_segment_id_t seg;
+            if (mc_te_open_segment(b->s->te, rep->segment_name, &seg) != 0) {
+                b->results[i] = MC_ERR_TRANSFER_FAIL;
+                break;
+            }
+            reqs[nreq] = (mc_transfer_req_t){MC_TRANSFER_WRITE, (void *)b->values[i], seg,
+                                             rep->address, b->sizes[i]};
+            /* The owner refuses it once its segment was mounted again (tcp, local): a put
+             * allocated by a master that since died or was deposed must not land in memory
+             * the next one handed out. */
+            reqs[nreq].epoch = rep->epoch;
+            /* Once the master revoked this put (we failed, or it timed us out) the owner
+             * refuses these writes, however late they arrive. */
+            reqs[nreq].fence_token = rep->fence_token;
+            /* The first replica's copy computes the value's checksum when it is a memcpy. */
+            reqs[nreq].want_crc32c = b->s->checksum && x == 0;
+            owner[nreq++] = j;
+        }
+    }
+    return nreq;
+}
+
+/* Writes every value into every extent PutStart handed out, in one Transfer Engine batch. A key
+ * any of whose writes failed gets the error. 0, or MC_ERR_INTERNAL_ERROR (out of memory: no key
+ * was written, none is marked failed by it). */
+static int put_write(put_batch_t *b)
+{
+    size_t nreq = 0;
+    for (size_t j = 0; j < b->m; j++)
+        nreq += b->resp->results[j]->code == 0 ? b->resp->results[j]->n_replicas : 0;
+    mc_transfer_req_t *reqs = calloc(nreq ? nreq : 1, sizeof(*reqs));
+    size_t *owner = calloc(nreq ? nreq : 1, sizeof(*owner));
+    mc_transfer_status_t *st = calloc(nreq ? nreq : 1, sizeof(*st));
+    if (!reqs || !owner || !st) {
+        free(reqs);
+        free(owner);
+        free(st);
+        return MC_ERR_INTERNAL_ERROR;
+    }
+    nreq = put_plan(b, reqs, owner);
+    if (nreq > 0)
+        mc_real_transfer(b->s, reqs, nreq, st);
+    for (size_t q = 0; q < nreq; q++) {
+        put_key_t *k = &b->k[owner[q]];
+        if (st[q].state != MC_TRANSFER_COMPLETED) {
+            b->results[k->at] = st[q].error ? st[q].error : MC_ERR_TRANSFER_FAIL;
+        } else if (st[q].has_crc32c) {
+            k->crc_fused = 1;
+            k->crc = st[q].crc32c;
+        }
+    }
+    free(reqs);
+    free(owner);
+    free(st);
+    return 0;
+}
+
+/*
+ * Publishes what was written (PutEnd, with each value's CRC32C) and gives back what was not
+ * (PutRevoke). An upsert is acknowledged only once the replaced values' files are gone
+ * (mc_real_wait_deletions), else its keys get MC_ERR_PERSISTENT_FAIL. *stored grows by the
+ * sizes of the values published.
+ */
+static void put_finish(put_batch_t *b, uint64_t *stored)
+{
+    mc_real_client_t *s = b->s;
+    size_t nend = 0, nrevoke = 0;
+    for (size_t j = 0; j < b->m; j++) {
+        const put_key_t *k = &b->k[j];
+        if (!k->started)
+            continue;
+        if (b->results[k->at] != 0) {
+            b->revoked[nrevoke++] = (char *)b->keys[k->at];
+            continue;
+        }
+        b->names[nend] = (char *)b->keys[k->at];
+        /* Fused with the copy (local, shm), else after the transfer: the source was just read,
+         * so it is likely still in cache. */
+        if (s->checksum)
+            b->crcs[nend] = k->crc_fused ? k->crc : mc_crc32c(0, b->values[k->at], b->sizes[k->at]);
+        nend++;
+    }
+    if (nend) {
+        uint16_t op = b->upsert ? MC_RPC_UPSERT_END : MC_RPC_PUT_END;
+        Mc__KeysResponse *er = NULL;
+        int erc =
+            mc_real_keys_call_checksums(s, op, b->names, nend, s->checksum ? b->crcs : NULL, &er);
+        /* The published keys, in the order of names[]: the started keys that were written. */
+        size_t e = 0, published = 0;
+        for (size_t j = 0; j < b->m; j++) {
+            const put_key_t *k = &b->k[j];
+            if (!k->started || b->results[k->at] != 0)
+                continue;
+            int code = erc ? erc : er->results[e]->code;
+            b->results[k->at] = code;
+            *stored += code == 0 ? b->sizes[k->at] : 0;
+            b->names[published] = b->names[e]; /* keeps the ones published, for the wait */
+            published += code == 0;
+            e++;
+        }
+        if (erc == 0 && b->upsert && er->deletions_to &&
+            mc_real_wait_deletions(s, b->names, published, er->deletions_from, er->deletions_to) !=
+                0) {
+            /* The replaced values' files were not confirmed gone: not acknowledged as kept. */
+            for (size_t j = 0; j < b->m; j++) {
+                const put_key_t *k = &b->k[j];
+                if (k->started && b->results[k->at] == 0)
+                    b->results[k->at] = MC_ERR_PERSISTENT_FAIL;
+            }
+        }
+        if (er)
+            mc__keys_response__free_unpacked(er, NULL);
+    }
+    if (nrevoke) {
+        uint16_t op = b->upsert ? MC_RPC_UPSERT_REVOKE : MC_RPC_PUT_REVOKE;
+        Mc__KeysResponse *rr = NULL;
+        if (mc_real_keys_call(s, op, b->revoked, NULL, nrevoke, NULL, 0, NULL, &rr) == 0)
+            mc__keys_response__free_unpacked(rr, NULL);
+    }
+}
+
 /*
  * Puts (or upserts) n objects. results[i] arrives with key i's check (0: to put; store_backend.h)
  * and gets its outcome; returns 0 or the first error. *stored (the client metrics' write bytes)
@@ -76,206 +276,42 @@ static int write_objects(mc_real_client_t *s, int upsert, const char *const *key
                          const mc_replicate_config_t *config, int *results, uint64_t *wait_ms,
                          uint64_t *stored)
 {
-    uint16_t op_start = upsert ? MC_RPC_UPSERT_START : MC_RPC_PUT_START;
-    uint16_t op_end = upsert ? MC_RPC_UPSERT_END : MC_RPC_PUT_END;
-    uint16_t op_revoke = upsert ? MC_RPC_UPSERT_REVOKE : MC_RPC_PUT_REVOKE;
+    size_t cap = n ? n : 1;
+    put_batch_t b = {.s = s,
+                     .upsert = upsert,
+                     .keys = keys,
+                     .values = values,
+                     .sizes = sizes,
+                     .results = results,
+                     .k = calloc(cap, sizeof(put_key_t)),
+                     .names = calloc(cap, sizeof(char *)),
+                     .lens = calloc(cap, sizeof(uint64_t)),
+                     .revoked = calloc(cap, sizeof(char *)),
+                     .crcs = calloc(cap, sizeof(uint32_t))};
+    pb_config_t pbc = {0};
     int rc = 0;
-    char **ks = calloc(n ? n : 1, sizeof(char *));
-    uint64_t *sz = calloc(n ? n : 1, sizeof(uint64_t));
-    size_t *idx = calloc(n ? n : 1, sizeof(size_t));
-    int *started = calloc(n ? n : 1, sizeof(int));
-    uint32_t *crcs = calloc(n ? n : 1, sizeof(uint32_t)); /* per started key j */
-    char *fused = calloc(n ? n : 1, 1);                   /* crcs[j] came with the copy */
-    pb_config_t pbc;
-    Mc__KeysResponse *resp = NULL;
-    mc_transfer_req_t *reqs = NULL;
-    size_t *req_owner = NULL;
-    if (!ks || !sz || !idx || !started || !crcs || !fused || config_to_pb(config, &pbc) != 0) {
-        free(ks);
-        free(sz);
-        free(idx);
-        free(started);
-        free(crcs);
-        free(fused);
-        return MC_ERR_INTERNAL_ERROR;
-    }
-
-    size_t m = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (results[i] == 0 && sizes[i] > 0 && !values[i])
-            results[i] = MC_ERR_INVALID_PARAMS;
-        if (results[i] == 0 && sizes[i] > MC_MAX_VALUE_SIZE)
-            results[i] = MC_ERR_INVALID_PARAMS;
-        if (results[i] == 0) {
-            ks[m] = (char *)keys[i];
-            sz[m] = sizes[i];
-            idx[m] = i;
-            m++;
-        }
-    }
-    if (m == 0)
-        goto done;
-    rc = mc_real_keys_call(s, op_start, ks, sz, m, &pbc.msg, 0, NULL, &resp);
-    if (rc != 0) {
-        for (size_t j = 0; j < m; j++)
-            results[idx[j]] = rc;
+    if (!b.k || !b.names || !b.lens || !b.revoked || !b.crcs || config_to_pb(config, &pbc) != 0) {
+        rc = MC_ERR_INTERNAL_ERROR; /* before any key ran: results untouched */
         goto done;
     }
-    *wait_ms = resp->offload_wait_ms;
-    mc_failpoint("put.after_start");
-
-    size_t nreq = 0;
-    for (size_t j = 0; j < m; j++)
-        nreq += resp->results[j]->code == 0 ? resp->results[j]->n_replicas : 0;
-    reqs = calloc(nreq ? nreq : 1, sizeof(*reqs));
-    req_owner = calloc(nreq ? nreq : 1, sizeof(*req_owner));
-    if (!reqs || !req_owner) {
-        rc = MC_ERR_INTERNAL_ERROR;
-        goto done;
-    }
-    nreq = 0;
-    for (size_t j = 0; j < m; j++) {
-        Mc__KeyResult *r = resp->results[j];
-        size_t i = idx[j];
-        if (r->code == MC_ERR_OBJECT_ALREADY_EXISTS && !upsert) {
-            results[i] = 0; /* upstream put: an existing key is success; the value is kept */
-            continue;
-        }
-        if (r->code != 0) {
-            results[i] = r->code;
-            continue;
-        }
-        started[j] = 1;
-        for (size_t k = 0; k < r->n_replicas && sizes[i] > 0; k++) {
-            mc_segment_id_t seg;
-            int orc = mc_te_open_segment(s->te, r->replicas[k]->segment_name, &seg);
-            if (orc != 0) {
-                results[i] = MC_ERR_TRANSFER_FAIL;
-                break;
-            }
-            reqs[nreq] = (mc_transfer_req_t){MC_TRANSFER_WRITE, (void *)values[i], seg,
-                                             r->replicas[k]->address, sizes[i]};
-            /* The owner refuses it once its segment was mounted again (tcp, local): a put
-             * allocated by a master that since died or was deposed must not land in memory
-             * the next one handed out. */
-            reqs[nreq].epoch = r->replicas[k]->epoch;
-            /* Once the master revoked this put (we failed, or it timed us out) the owner
-             * refuses these writes, however late they arrive. */
-            reqs[nreq].fence_token = r->replicas[k]->fence_token;
-            /* The first replica's copy computes the value's checksum when it is a memcpy. */
-            reqs[nreq].want_crc32c = s->checksum && k == 0;
-            req_owner[nreq++] = j;
-        }
-    }
-    if (nreq > 0) {
-        mc_batch_t *b = NULL;
-        int brc = mc_te_batch_create(s->te, nreq, &b);
-        if (brc == 0)
-            brc = mc_te_submit(b, reqs, nreq);
-        if (brc == 0) {
-            mc_te_wait(b, -1);
-            for (size_t q = 0; q < nreq; q++) {
-                mc_transfer_status_t st;
-                mc_te_get_status(b, q, &st);
-                if (st.state != MC_TRANSFER_COMPLETED)
-                    results[idx[req_owner[q]]] = st.error ? st.error : MC_ERR_TRANSFER_FAIL;
-                else if (st.has_crc32c) {
-                    fused[req_owner[q]] = 1;
-                    crcs[req_owner[q]] = st.crc32c;
-                }
-            }
-        }
-        mc_te_batch_free(b);
-        if (brc != 0) {
-            for (size_t q = 0; q < nreq; q++)
-                results[idx[req_owner[q]]] = brc;
-        }
-    }
-
-    /* Publish what was written (with each value's CRC32C), give back what was not. */
-    size_t nend = 0, nrevoke = 0;
-    char **end_keys = ks, **revoke_keys = calloc(m, sizeof(char *));
-    size_t *end_idx = calloc(m, sizeof(size_t));
-    uint32_t *end_crcs = calloc(m, sizeof(uint32_t));
-    if (!revoke_keys || !end_idx || !end_crcs) {
-        free(revoke_keys);
-        free(end_idx);
-        free(end_crcs);
-        rc = MC_ERR_INTERNAL_ERROR;
-        goto done;
-    }
-    for (size_t j = 0; j < m; j++) {
-        if (!started[j])
-            continue;
-        if (results[idx[j]] == 0) {
-            end_keys[nend] = (char *)keys[idx[j]];
-            /* Fused with the copy (local, shm), else after the transfer: the source was just
-             * read, so it is likely still in cache. */
-            if (s->checksum)
-                end_crcs[nend] = fused[j] ? crcs[j] : mc_crc32c(0, values[idx[j]], sizes[idx[j]]);
-            end_idx[nend++] = idx[j];
-        } else {
-            revoke_keys[nrevoke++] = (char *)keys[idx[j]];
-        }
-    }
-    if (nend) {
-        Mc__KeysResponse *er = NULL;
-        int erc = mc_real_keys_call_checksums(s, op_end, end_keys, nend,
-                                              s->checksum ? end_crcs : NULL, &er);
-        for (size_t j = 0; j < nend; j++) {
-            results[end_idx[j]] = erc ? erc : er->results[j]->code;
-            *stored += results[end_idx[j]] == 0 ? sizes[end_idx[j]] : 0;
-        }
-        if (erc == 0 && upsert && er->deletions_to) {
-            /* The replaced values' files go before the upserts are acknowledged. */
-            char **wk = calloc(nend, sizeof(char *));
-            size_t nw = 0;
-            for (size_t j = 0; wk && j < nend; j++) {
-                if (results[end_idx[j]] == 0)
-                    wk[nw++] = end_keys[j];
-            }
-            /* (out of memory: wait on any key of the range) */
-            int wrc = mc_real_wait_deletions(s, wk, nw, er->deletions_from, er->deletions_to);
-            free(wk);
-            if (wrc != 0) {
-                for (size_t j = 0; j < nend; j++) {
-                    if (results[end_idx[j]] == 0)
-                        results[end_idx[j]] = MC_ERR_PERSISTENT_FAIL;
-                }
-            }
-        }
-        if (er)
-            mc__keys_response__free_unpacked(er, NULL);
-    }
-    if (nrevoke) {
-        Mc__KeysResponse *rr = NULL;
-        if (mc_real_keys_call(s, op_revoke, revoke_keys, NULL, nrevoke, NULL, 0, NULL, &rr) == 0)
-            mc__keys_response__free_unpacked(rr, NULL);
-    }
-    free(revoke_keys);
-    free(end_idx);
-    free(end_crcs);
-
+    put_select(&b, n);
+    if (b.m > 0)
+        rc = put_start(&b, &pbc.msg, wait_ms);
+    if (b.m > 0 && rc == 0)
+        rc = put_write(&b);
+    if (b.m > 0 && rc == 0)
+        put_finish(&b, stored);
 done:
-    if (resp)
-        mc__keys_response__free_unpacked(resp, NULL);
-    free(reqs);
-    free(req_owner);
+    if (b.resp)
+        mc__keys_response__free_unpacked(b.resp, NULL);
     free(pbc.preferred);
-    free(ks);
-    free(sz);
-    free(idx);
-    free(started);
-    free(crcs);
-    free(fused);
-    if (rc == 0) {
-        for (size_t i = 0; i < n; i++) {
-            if (results[i] != 0) {
-                rc = results[i];
-                break;
-            }
-        }
-    }
+    free(b.k);
+    free(b.names);
+    free(b.lens);
+    free(b.revoked);
+    free(b.crcs);
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        rc = results[i];
     return rc;
 }
 
