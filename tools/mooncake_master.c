@@ -1,8 +1,9 @@
 /*
- * mooncake_master.c — the Mooncake Store master: the Master Service (src/master/master_service.h)
- * behind its RPC server (rpc_server.h), the admin/metrics HTTP server (admin_http.h) and,
- * optionally, the embedded HTTP metadata server (mooncake/http_metadata.h). Command line and
- * config file are upstream Mooncake's `mooncake_master`:
+ * mooncake_master.c — the Mooncake Store master's command: flags, config file and validation,
+ * then one master server (src/master/server.h: the Master Service behind its RPC server, the
+ * admin/metrics HTTP server, optionally the embedded HTTP metadata server, the operation log,
+ * the election and snapshots) until a stop signal. Command line and config file are upstream
+ * Mooncake's `mooncake_master`:
  *
  *   mooncake_master [--rpc_port=50051] [--rpc_address=0.0.0.0] [--config_path=master.yaml] ...
  *
@@ -28,13 +29,9 @@
  * flag (same on the command line and in the file); exit 1 when a port cannot be bound (the log line
  * names the address and port).
  */
-#include "admin_http.h"
 #include "auth.h"
 #include "errbuf.h"
 #include "flags.h"
-#include "ha.h"
-#include "liveness.h"
-#include "journal.h"
 #include "oplog.h"
 #include "log.h"
 #include "master_view.h"
@@ -44,6 +41,7 @@
 #include "mooncake/http_metadata.h"
 #include "parse.h"
 #include "rpc_server.h"
+#include "server.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -58,7 +56,6 @@
 #include <string.h>
 #include <strings.h>
 #include <poll.h>
-#include <sys/eventfd.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -68,7 +65,6 @@
 #define PROGRAM "mooncake_master"
 #define USAGE "Usage: mooncake_master [flags]   (e.g. --rpc_port=50051 --config_path=master.yaml)"
 #define ERR_MAX 1024
-#define SETTINGS_MAX 4096
 #define PORT_MAX 65535
 #define THREADS_MAX 4096
 #define FILE_KEY_CLIENT_TTL "client_live_ttl_sec"
@@ -86,7 +82,8 @@
  * user gets. A NO-OP flag is accepted with one WARNING saying why it changes nothing here.
  * docs/master-flags.md lists both.
  */
-/* COMPAT_SNAPSHOT: upstream's snapshot flags, implemented here (snapshot_check, snapshotter). */
+/* COMPAT_SNAPSHOT: upstream's snapshot flags, implemented here (snapshot_check; the server runs
+ * them). */
 typedef enum compat_kind { COMPAT_NOOP, COMPAT_REFUSED, COMPAT_SNAPSHOT } compat_kind_t;
 
 typedef struct compat_flag {
@@ -883,77 +880,6 @@ static int snapshot_check(master_opts_t *o, char *err, size_t errlen)
     return 0;
 }
 
-/* The periodic snapshot thread (--enable_snapshot). */
-typedef struct snapshotter {
-    pthread_t thread;
-    pthread_mutex_t mu;
-    pthread_cond_t cv; /* CLOCK_MONOTONIC */
-    int stop, started;
-    mc_master_t *master;
-    const master_opts_t *o;
-} snapshotter_t;
-
-static int take_snapshot(const master_opts_t *o, mc_master_t *m, int clean)
-{
-    return mc_master_snapshot_write(m, o->snap.root, o->snap.backup_dir,
-                                    (unsigned)o->snap.retention, clean,
-                                    (uint64_t)o->snap.timeout_s * 1000, NULL);
-}
-
-static void *snapshot_loop(void *arg)
-{
-    snapshotter_t *t = arg;
-    pthread_mutex_lock(&t->mu);
-    while (!t->stop) {
-        struct timespec until;
-        mc_deadline_after_ms(&until, CLOCK_MONOTONIC, (uint64_t)t->o->snap.interval_s * 1000u);
-        while (!t->stop && pthread_cond_timedwait(&t->cv, &t->mu, &until) != ETIMEDOUT)
-            ;
-        if (t->stop)
-            break;
-        pthread_mutex_unlock(&t->mu);
-        take_snapshot(t->o, t->master, 0); /* failures are logged; the next one retries */
-        pthread_mutex_lock(&t->mu);
-    }
-    pthread_mutex_unlock(&t->mu);
-    return NULL;
-}
-
-static int snapshotter_start(snapshotter_t *t, const master_opts_t *o, mc_master_t *m)
-{
-    memset(t, 0, sizeof(*t));
-    if (!o->snap.enable)
-        return 0;
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_mutex_init(&t->mu, NULL);
-    pthread_cond_init(&t->cv, &ca);
-    pthread_condattr_destroy(&ca);
-    t->master = m;
-    t->o = o;
-    if (pthread_create(&t->thread, NULL, snapshot_loop, t) != 0) {
-        MC_ERROR("cannot start the snapshot thread");
-        return MC_ERR_INTERNAL_ERROR;
-    }
-    t->started = 1;
-    return 0;
-}
-
-static void snapshotter_stop(snapshotter_t *t)
-{
-    if (!t->started)
-        return;
-    pthread_mutex_lock(&t->mu);
-    t->stop = 1;
-    pthread_cond_signal(&t->cv);
-    pthread_mutex_unlock(&t->mu);
-    pthread_join(t->thread, NULL); /* a snapshot under way ends within its timeout */
-    pthread_cond_destroy(&t->cv);
-    pthread_mutex_destroy(&t->mu);
-    t->started = 0;
-}
-
 /*
  * The upstream flags of compat_flags: values upstream rejects are bad values (exit 1, as its
  * validators abort), a refused flag away from its default is refused (exit 2), a given no-op flag
@@ -1281,283 +1207,62 @@ static int setup_logging(const master_opts_t *o, char *err, size_t errlen)
     return 0;
 }
 
-/* The running servers. */
-typedef struct master_servers {
-    mc_auth_t *auth;
-    mc_master_t *master;
-    mc_rpc_server_t *rpc;
-    mc_admin_http_t *admin;
-    mc_http_metadata_server_t *metadata;
-    mc_ha_t *ha;                        /* --enable_ha: the election; NULL otherwise */
-    mc_etcd_t *log_etcd;                /* --enable_oplog: the operation log's etcd handle */
-    mc_oplog_t *oplog;                  /* --enable_oplog */
-    int sync_ack;                       /* --oplog_sync_ack */
-    atomic_uint_fast64_t durable_local; /* the master's journal seq committed in etcd */
-    uint64_t oplog_backlog;  /* new writes wait while more entries than this wait for etcd */
-    int deposed_efd;         /* --enable_ha: written when this master lost leadership */
-    mc_liveness_t *liveness; /* the failure detector the RPC server tells of closed clients */
-} master_servers_t;
+/* settings_line's view of the options: the describe hook of the server. */
+typedef struct describe_ctx {
+    const master_opts_t *o;
+    int64_t threads;
+} describe_ctx_t;
 
-/* Until the election runs, serve nothing. */
-static int gate_closed(void *arg, uint16_t opcode)
+static void describe_settings(void *arg, int metrics_port, int http_port, char *out, size_t cap)
 {
-    (void)arg;
-    (void)opcode;
-    return 0;
+    const describe_ctx_t *d = arg;
+    format_settings(d->o, d->threads, metrics_port, http_port, out, cap);
 }
 
-/* Stops the listeners (the master itself stays, unchanged by any request from now on). */
-static void servers_stop_listeners(master_servers_t *s)
+/* The validated options as the server's configuration (server.h); strings borrowed from o. */
+static void server_config_from(const master_opts_t *o, describe_ctx_t *d,
+                               mc_master_server_config_t *c)
 {
-    /* A leader: stop answering, commit what the operation log still holds (bounded), then
-     * hand leadership over (the lease revoked: a standby takes over at once). */
-    if (s->rpc && s->ha)
-        mc_rpc_server_set_gate(s->rpc, gate_closed, NULL);
-    mc_admin_http_stop(s->admin); /* first: it reads the HA state freed below */
-    s->admin = NULL;
-    mc_ha_halt(s->ha); /* no election or promotion under way from here on; the lease stays */
-    if (s->master && s->oplog)
-        mc_master_set_journal(s->master, NULL);
-    mc_oplog_destroy(s->oplog);
-    s->oplog = NULL;
-    mc_ha_stop(s->ha);
-    s->ha = NULL;
-    if (s->log_etcd)
-        mc_etcd_destroy(s->log_etcd);
-    mc_http_metadata_server_stop(s->metadata);
-    mc_admin_http_stop(s->admin);
-    mc_rpc_server_stop(s->rpc); /* first: its hook tells the detector */
-    mc_liveness_stop(s->liveness);
-    s->liveness = NULL;
-    s->metadata = NULL;
-    s->admin = NULL;
-    s->rpc = NULL;
-}
-
-static void servers_stop(master_servers_t *s)
-{
-    servers_stop_listeners(s);
-    mc_master_destroy(s->master);
-    mc_auth_destroy(s->auth);
-    int efd = s->deposed_efd;
-    memset(s, 0, sizeof(*s));
-    s->deposed_efd = efd;
-}
-
-/* The journal (master lock held): into the operation log's queue. */
-static void journal_set(void *arg, uint64_t seq, const uint8_t *record, size_t len)
-{
-    mc_oplog_append(arg, seq, MC_OPLOG_SET, "", record, len);
-}
-
-static void journal_del(void *arg, uint64_t seq, const char *key, size_t key_len)
-{
-    char buf[MC_MAX_KEY_LEN + 1];
-    size_t n = key_len < MC_MAX_KEY_LEN ? key_len : MC_MAX_KEY_LEN;
-    memcpy(buf, key, n);
-    buf[n] = 0;
-    mc_oplog_append(arg, seq, MC_OPLOG_DEL, buf, NULL, 0);
-}
-
-/* Standby and catch-up: one log entry into this (not serving) master. */
-static int oplog_apply(void *arg, uint32_t type, const char *key, const uint8_t *record, size_t len)
-{
-    master_servers_t *s = arg;
-    if (type == MC_OPLOG_SET)
-        return mc_master_import(s->master, record, len);
-    if (type == MC_OPLOG_DEL)
-        return mc_master_import_del(s->master, key, strlen(key));
-    return MC_ERR_INVALID_PARAMS;
-}
-
-static void oplog_durable(void *arg, uint64_t local_seq)
-{
-    master_servers_t *s = arg;
-    atomic_store(&s->durable_local, local_seq);
-    mc_master_journal_durable(s->master, local_seq);
-    if (s->sync_ack)
-        mc_rpc_server_durable_advanced(s->rpc);
-}
-
-static uint64_t barrier_seq(void *arg)
-{
-    master_servers_t *s = arg;
-    return mc_master_journal_seq(s->master);
-}
-
-static uint64_t barrier_durable(void *arg)
-{
-    master_servers_t *s = arg;
-    return atomic_load(&s->durable_local);
-}
-
-static void oplog_failed(void *arg, const char *why)
-{
-    master_servers_t *s = arg;
-    mc_ha_resign(s->ha, why);
-}
-
-/* HA: this master won; the RPC server (gated until now) serves from the moment this returns. */
-static int ha_elected(void *arg, int64_t view_version)
-{
-    master_servers_t *s = arg;
-    if (s->oplog) {
-        int rc = mc_oplog_promote(s->oplog, view_version);
-        if (rc != 0)
-            return rc;
-        /* The log was replayed to its head: what it restored is what the cluster acknowledged. */
-        mc_master_import_trust_all(s->master);
-        mc_master_journal_t j = {.set = journal_set, .del = journal_del, .arg = s->oplog};
-        rc = mc_master_set_journal(s->master, &j);
-        if (rc != 0)
-            return rc;
-        if (s->sync_ack) /* from now on a change is acknowledged once it is in etcd */
-            mc_rpc_server_set_barrier(s->rpc, barrier_seq, barrier_durable, s);
-    }
-    MC_INFO("leading the cluster (view_version %lld): serving on port %d", (long long)view_version,
-            mc_rpc_server_port(s->rpc));
-    return 0;
-}
-
-/* HA: leadership lost (HA thread). The gate already refuses every request; main restarts. */
-static void ha_deposed(void *arg, const char *why)
-{
-    master_servers_t *s = arg;
-    (void)why;
-    uint64_t one = 1;
-    if (write(s->deposed_efd, &one, sizeof(one)) != (ssize_t)sizeof(one))
-        MC_ERROR("cannot signal the loss of leadership: %s", strerror(errno));
-}
-
-/* The operation log's backlog a new write waits for (bounds what a crash can lose). */
-#define OPLOG_MAX_BACKLOG_BATCHES 1
-#define OPLOG_BACKPRESSURE_MS 2000
-/* Without --oplog_sync_ack a batch may fill this long: fewer etcd commits for the same entries
- * (what a crash can lose grows by as much). */
-#define OPLOG_ASYNC_LINGER_MS 5
-
-static int ha_gate(void *arg, uint16_t opcode)
-{
-    master_servers_t *s = arg;
-    if (!mc_ha_may_serve(s->ha))
-        return 0;
-    if (s->oplog && (opcode == MC_RPC_PUT_START || opcode == MC_RPC_UPSERT_START))
-        mc_oplog_wait_room(s->oplog, s->oplog_backlog, OPLOG_BACKPRESSURE_MS);
-    return mc_ha_may_serve(s->ha);
-}
-
-/* Starts everything and logs the start-up line; on failure the reason is already logged. */
-static int servers_start(const master_opts_t *o, master_servers_t *s)
-{
-    mc_master_config_t mc;
-    char settings[SETTINGS_MAX];
-    int64_t threads = effective_rpc_threads(o);
-    int rpc_port = (int)(o->rpc_port ? o->rpc_port : o->port);
-
-    master_config_from(o, &mc);
-    int rc = mc_auth_resolve(o->cluster_secret, o->cluster_secret_file, &s->auth);
-    if (rc != 0) {
-        MC_ERROR("cannot read the cluster secret: %s", mc_error_name(rc));
-        return rc;
-    }
-    rc = mc_master_create(&mc, &s->master);
-    if (rc != 0) {
-        MC_ERROR("cannot create the master service: %s", mc_error_name(rc));
-        return rc;
-    }
-    if (o->snap.restore) { /* before anything serves: clients re-mount into the restored index */
-        uint64_t seq = 0;
-        mc_master_snapshot_restore(s->master, o->snap.root, &seq); /* else starts empty (logged) */
-    }
-    mc_rpc_limits_t limits = {
-        .max_connections = (uint32_t)o->max_connections,
-        .idle_timeout_ms = (uint32_t)(o->rpc_conn_timeout_seconds * 1000),
-        .frame_timeout_ms = (uint32_t)(o->rpc_frame_timeout_seconds * 1000),
-        .max_buffered_bytes = o->rpc_max_buffered_size,
-        .spin_us = (uint32_t)o->rpc_spin_us,
+    d->o = o;
+    d->threads = effective_rpc_threads(o);
+    *c = (mc_master_server_config_t){
+        .cluster_secret = o->cluster_secret,
+        .cluster_secret_file = o->cluster_secret_file,
+        .rpc_address = o->rpc_address,
+        .rpc_port = (int)(o->rpc_port ? o->rpc_port : o->port),
+        .rpc_threads = (int)d->threads,
+        .rpc_limits = {.max_connections = (uint32_t)o->max_connections,
+                       .idle_timeout_ms = (uint32_t)(o->rpc_conn_timeout_seconds * 1000),
+                       .frame_timeout_ms = (uint32_t)(o->rpc_frame_timeout_seconds * 1000),
+                       .max_buffered_bytes = o->rpc_max_buffered_size,
+                       .spin_us = (uint32_t)o->rpc_spin_us},
+        .metrics_host = o->metrics_host,
+        .metrics_port = (int)o->metrics_port,
+        .enable_http_metadata_server = o->enable_http_metadata_server,
+        .http_metadata_host = o->http_metadata_server_host,
+        .http_metadata_port = (int)o->http_metadata_server_port,
+        .http_metadata_limits = {.max_value_bytes = (size_t)o->http_metadata_max_value_size,
+                                 .max_keys = (size_t)o->http_metadata_max_keys,
+                                 .max_total_bytes = (size_t)o->http_metadata_max_total_size},
+        .describe = describe_settings,
+        .describe_arg = d,
+        .etcd_endpoints = ha_endpoints(o),
+        .cluster_id = o->cluster_id,
+        .enable_ha = o->enable_ha,
+        .ha_lease_ttl_s = (int)o->ha_lease_ttl_seconds,
+        .enable_oplog = o->enable_oplog,
+        .oplog_batch_max_entries = (uint32_t)o->oplog_batch_max_entries,
+        .oplog_poll_interval_ms = (int)o->oplog_poll_interval_ms,
+        .oplog_sync_ack = o->oplog_sync_ack,
+        .enable_snapshot = o->snap.enable,
+        .snapshot_restore = o->snap.restore,
+        .snapshot_root = o->snap.root,
+        .snapshot_backup_dir = o->snap.backup_dir,
+        .snapshot_retention = (unsigned)o->snap.retention,
+        .snapshot_timeout_ms = (uint64_t)o->snap.timeout_s * 1000,
+        .snapshot_interval_ms = (uint64_t)o->snap.interval_s * 1000,
     };
-    mc_http_metadata_limits_t md_limits = {
-        .max_value_bytes = (size_t)o->http_metadata_max_value_size,
-        .max_keys = (size_t)o->http_metadata_max_keys,
-        .max_total_bytes = (size_t)o->http_metadata_max_total_size,
-    };
-    rc = mc_rpc_server_start_limited(s->master, o->rpc_address, rpc_port, (int)threads, &limits,
-                                     s->auth, &s->rpc);
-    /* With --enable_ha the RPC server answers nothing until this master leads (the gate). */
-    if (rc == 0 && o->enable_ha)
-        mc_rpc_server_set_gate(s->rpc, gate_closed, NULL);
-    /* A holder's closed connection starts a probe of its endpoints (liveness.h). */
-    if (rc == 0)
-        rc = mc_liveness_start(s->master, &s->liveness);
-    if (rc == 0)
-        mc_rpc_server_set_peer_closed(s->rpc, mc_liveness_peer_closed, s->liveness);
-    if (rc == 0 && o->enable_http_metadata_server) {
-        mc_http_metadata_server_options_t mo = {.cluster_secret = o->cluster_secret,
-                                                .cluster_secret_file = o->cluster_secret_file,
-                                                .limits = &md_limits};
-        rc = mc_http_metadata_server_start_opts(
-            o->http_metadata_server_host, (int)o->http_metadata_server_port, &mo, &s->metadata);
-    }
-    int http_port = s->metadata ? mc_http_metadata_server_port(s->metadata) : -1;
-    if (rc == 0) {
-        /* The admin server prints the settings in /metrics/summary: ports as bound, except its
-         * own, which is the one asked for. */
-        format_settings(o, threads, (int)o->metrics_port, http_port, settings, sizeof(settings));
-        mc_admin_http_config_t ac = {o->metrics_host, (int)o->metrics_port, s->master, s->rpc,
-                                     settings,        s->metadata};
-        rc = mc_admin_http_start(&ac, &s->admin);
-        if (rc == 0) /* reads only, but it names every object: the same warning applies */
-            mc_auth_warn_open_listener(s->auth, "the admin/metrics HTTP server", o->metrics_host,
-                                       mc_admin_http_port(s->admin));
-    }
-    if (rc == 0 && o->enable_oplog) {
-        rc = mc_etcd_create(ha_endpoints(o), 2000, &s->log_etcd);
-        mc_oplog_config_t lc = {.etcd = s->log_etcd,
-                                .cluster_id = o->cluster_id,
-                                .batch_max_entries = (uint32_t)o->oplog_batch_max_entries,
-                                .poll_interval_ms = (int)o->oplog_poll_interval_ms,
-                                .linger_ms = o->oplog_sync_ack ? 0 : OPLOG_ASYNC_LINGER_MS,
-                                .apply = oplog_apply,
-                                .durable = oplog_durable,
-                                .on_fail = oplog_failed,
-                                .arg = s};
-        s->oplog_backlog = (uint64_t)o->oplog_batch_max_entries * OPLOG_MAX_BACKLOG_BATCHES;
-        s->sync_ack = o->oplog_sync_ack;
-        if (rc == 0)
-            rc = mc_oplog_create(&lc, &s->oplog);
-        if (rc == 0) /* a standby: what it applies waits for owners only once it leads */
-            rc = mc_master_restore_hold(s->master);
-        if (rc == 0)
-            rc = mc_oplog_start_standby(s->oplog);
-        if (rc != 0)
-            MC_ERROR("cannot start the operation log: %s", mc_error_name(rc));
-    }
-    if (rc == 0 && o->enable_ha) {
-        char advertise[MC_ENDPOINT_MAX];
-        snprintf(advertise, sizeof(advertise), "%s:%d", o->rpc_address, rpc_port);
-        mc_ha_config_t hc = {.endpoints = ha_endpoints(o),
-                             .cluster_id = o->cluster_id,
-                             .advertise = advertise,
-                             .lease_ttl_s = (int)o->ha_lease_ttl_seconds,
-                             .on_elected = ha_elected,
-                             .on_deposed = ha_deposed,
-                             .arg = s};
-        rc = mc_ha_start(&hc, &s->ha);
-        if (rc == 0) {
-            mc_rpc_server_set_gate(s->rpc, ha_gate, s);
-            mc_admin_http_set_ha(s->admin, s->ha, s->oplog);
-        } else
-            MC_ERROR("cannot start the leader election: %s", mc_error_name(rc));
-    }
-    if (rc != 0) {
-        servers_stop(s);
-        return rc;
-    }
-    format_settings(o, threads, mc_admin_http_port(s->admin), http_port, settings,
-                    sizeof(settings));
-    MC_INFO("Master service started on port %d, %s%s", mc_rpc_server_port(s->rpc), settings,
-            o->enable_ha ? " (HA: standing by until elected)" : "");
-    return 0;
+    master_config_from(o, &c->master);
 }
 
 /* Blocks until SIGINT or SIGTERM arrives on the signalfd (returns the signal number), or, with
@@ -1624,44 +1329,27 @@ int main(int argc, char **argv)
         return 1;
     }
 
-    master_servers_t servers = {.deposed_efd = -1};
-    snapshotter_t snap = {0};
-    if (o.enable_ha && (servers.deposed_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) {
-        fprintf(stderr, PROGRAM ": eventfd: %s\n", strerror(errno));
-        close(sfd);
-        pool_free(&pool);
-        return 1;
-    }
+    describe_ctx_t describe;
+    mc_master_server_config_t config;
+    server_config_from(&o, &describe, &config);
     for (;;) {
-        rc = servers_start(&o, &servers);
-        if (rc == 0 && (rc = snapshotter_start(&snap, &o, servers.master)) != 0)
-            servers_stop(&servers);
+        mc_master_server_t *server = NULL;
+        rc = mc_master_server_start(&config, &server);
         if (rc != 0)
             break;
-        int sig = wait_for_stop(sfd, servers.deposed_efd);
+        int sig = wait_for_stop(sfd, mc_master_server_deposed_fd(server));
         if (sig < 0) {
             /* Lost leadership: this master's index is stale. Start over, empty, as a standby
              * (upstream's supervisor returns to standby the same way). */
             MC_WARN("no longer the leader: restarting the master service as a standby");
-            snapshotter_stop(&snap);
-            servers_stop(&servers);
-            uint64_t stale; /* a second notice from the teardown itself */
-            if (read(servers.deposed_efd, &stale, sizeof(stale)) < 0 && errno != EAGAIN)
-                MC_VLOG(1, "eventfd read: %s", strerror(errno));
+            mc_master_server_stop(server, 0);
             continue;
         }
         MC_INFO("received signal %d (%s), stopping", sig, sig ? strsignal(sig) : "none");
-        snapshotter_stop(&snap);
-        if (o.snap.enable) { /* a clean snapshot: nothing can change after it */
-            servers_stop_listeners(&servers);
-            take_snapshot(&o, servers.master, 1);
-        }
-        servers_stop(&servers);
+        mc_master_server_stop(server, 1);
         MC_INFO("Master service stopped");
         break;
     }
-    if (servers.deposed_efd >= 0)
-        close(servers.deposed_efd);
     close(sfd);
     mc_log_set_file(NULL);
     pool_free(&pool);
