@@ -9,6 +9,7 @@ set(MC_MASTER_CORE_SOURCES
     ${CMAKE_CURRENT_SOURCE_DIR}/offload.c
     ${CMAKE_CURRENT_SOURCE_DIR}/promotion.c
     ${CMAKE_CURRENT_SOURCE_DIR}/task_manager.c
+    ${CMAKE_CURRENT_SOURCE_DIR}/restore_table.c
     ${CMAKE_CURRENT_SOURCE_DIR}/journal.c
     ${CMAKE_CURRENT_SOURCE_DIR}/restore.c
     ${CMAKE_CURRENT_SOURCE_DIR}/snapshot.c
