@@ -1,7 +1,8 @@
 /*
- * master_internal.h — the Master Service's state, shared by master_service.c (segments, clients,
- * objects, leases, liveness), eviction.c (the eviction policy) and offload.c (offload tasks, disk
- * replicas, offloading clients). Not for other layers: they use master_service.h.
+ * master_internal.h — the Master Service's state, shared by the core (master_service.c and the
+ * files core_internal.h lists: segments, clients, objects, leases, liveness), eviction.c (the
+ * eviction policy) and offload.c (offload tasks, disk replicas, offloading clients). Not for
+ * other layers: they use master_service.h.
  *
  * Locking: everything in struct mc_master below `lock` is guarded by it; functions named
  * *_locked expect the caller to hold it. Nothing slow (I/O, sleeping) happens under it.
@@ -417,7 +418,7 @@ int mc_master_evict_instead_locked(mc_master_t *m, mc_object_t *o, uint64_t now)
 /* 1 while an extension holds watermark-driven eviction back (extension.h's holds_eviction). */
 int mc_master_eviction_held_locked(const mc_master_t *m);
 
-/* ---- the core's lifetime helpers (master_service.c; for master_lifecycle.c) ---------------- */
+/* ---- the core's lifetime helpers (master_service.c, monitor.c; for master_lifecycle.c) ----- */
 
 /* The default master clock: mc_now_ms(). */
 uint64_t mc_master_default_clock(void *arg);
@@ -445,7 +446,7 @@ void mc_journal_set_locked(mc_master_t *m, const mc_object_t *o);
 /* `key` lost its value: a DEL entry (no-op without a journal). */
 void mc_journal_del_locked(mc_master_t *m, const char *key, size_t len);
 /* Deferred-free gate: frees deferred entries whose readers are done and whose journal entry is
- * durable (master_service.c). */
-void mc_master_deferred_sweep_locked(mc_master_t *m, uint64_t now);
+ * durable (extents.c); returns how many. */
+size_t mc_master_deferred_sweep_locked(mc_master_t *m, uint64_t now);
 
 #endif /* MC_MASTER_INTERNAL_H */

@@ -619,7 +619,7 @@ typedef struct mc_master_op_stats {
     /* sizes of the objects created by PutStart/UpsertStart: non-cumulative bucket counts
      * (the last is above the largest bound), their sum and count */
     uint64_t value_size_counts[MC_VALUE_SIZE_BUCKETS + 1], value_size_sum, value_size_count;
-    /* eviction (memory tier; eviction.c) and superseded puts (master_service.c) */
+    /* eviction (memory tier; eviction.c) and superseded puts (puts.c, monitor.c) */
     uint64_t evictions_successful, evictions_attempted, evicted_bytes;
     uint64_t put_start_discards, put_start_releases;
 } mc_master_op_stats_t;

@@ -2,7 +2,8 @@
  * restore.c — the restore extension (extension.h) and the records' way out and in (journal.h):
  * export of every record for snapshots and standbys, import into the restore table, revival of
  * restored replicas when their owner re-mounts, verification of untrusted ones, and expiry of
- * those never re-mounted. The table and the record encoding are journal.c's (restore_table.h).
+ * those never re-mounted. The table is restore_table.c's, the record encoding journal.c's
+ * (restore_table.h).
  *
  * Locking: everything here runs under the master's lock (functions named *_locked and the hooks
  * expect it; the public ones take it). Export takes it for one slice at a time.

@@ -1,7 +1,8 @@
 /*
- * restore_table.h — the restore table and object records, shared by journal.c (records and the
- * journal of changes: the part the core calls) and restore.c (export, import, revival at
- * re-mount: the restore extension). Everything here runs with the master's lock held.
+ * restore_table.h — the restore table (restore_table.c) and object records (journal.c), shared
+ * by journal.c (records and the journal of changes: the part the core calls) and restore.c
+ * (export, import, revival at re-mount: the restore extension). Everything here runs with the
+ * master's lock held.
  *
  * The table holds imported records whose memory replicas are hidden until their owner
  * re-mounts (journal.h); a record's segments are interned (records share a few segments).
