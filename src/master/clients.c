@@ -32,12 +32,14 @@ static mc_client_t *client_find(mc_master_t *m, const char *id)
 
 mc_client_t *mc_master_client_locked(mc_master_t *m, const char *client_id)
 {
+    MC_MASTER_ASSERT_LOCKED(m);
     return client_find(m, client_id);
 }
 
 /* Registers the client or refreshes its liveness. */
 int mc_master_client_touch_locked(mc_master_t *m, const char *id, uint64_t now)
 {
+    MC_MASTER_ASSERT_LOCKED(m);
     mc_client_t *c = client_find(m, id);
     if (c) {
         c->last_seen_ms = now;

@@ -146,6 +146,7 @@ static size_t evict_first(mc_master_t *m, mc_evict_cand_t *c, size_t n, size_t k
 
 size_t mc_eviction_run_locked(mc_master_t *m, uint64_t now, int needed, int *ran)
 {
+    MC_MASTER_ASSERT_LOCKED(m);
     uint64_t used, capacity;
     if (ran)
         *ran = 0;

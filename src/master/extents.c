@@ -33,6 +33,7 @@
 
 void mc_master_extent_free_locked(mc_master_t *m, mc_replica_ref_t ref)
 {
+    MC_MASTER_ASSERT_LOCKED(m);
     int rc = mc_alloc_free(mc_master_segment_locked(m, ref.seg)->alloc, ref.handle);
     assert(rc == 0);
     (void)rc;
@@ -84,6 +85,7 @@ static void extent_release(mc_master_t *m, mc_replica_ref_t ref, const mc_object
  * an old token never refuses a new put's. */
 uint64_t mc_master_next_token_locked(mc_master_t *m)
 {
+    MC_MASTER_ASSERT_LOCKED(m);
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     uint64_t t = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
@@ -100,6 +102,7 @@ uint64_t mc_master_next_token_locked(mc_master_t *m)
 void mc_master_extent_quarantine_locked(mc_master_t *m, mc_replica_ref_t ref, uint64_t token,
                                         uint64_t now)
 {
+    MC_MASTER_ASSERT_LOCKED(m);
     mc_segment_t *s = mc_master_segment_locked(m, ref.seg);
     if (s->fence_count == s->fence_cap) {
         size_t cap = s->fence_cap ? s->fence_cap * 2 : 16;
@@ -141,6 +144,7 @@ static int deferred_may_free(const mc_master_t *m, const mc_deferred_free_t *d, 
 /* Frees deferred entry i (the last entry takes its place). */
 void mc_master_deferred_free_at_locked(mc_master_t *m, size_t i)
 {
+    MC_MASTER_ASSERT_LOCKED(m);
     mc_deferred_free_t d = m->deferred[i];
     mc_alloc_t *a = mc_master_segment_locked(m, d.seg)->alloc;
     m->fenced_bytes -= mc_alloc_extent_size(a, d.handle);
@@ -169,6 +173,7 @@ static size_t deferred_sweep(mc_master_t *m, uint64_t now)
 
 size_t mc_master_deferred_sweep_locked(mc_master_t *m, uint64_t now)
 {
+    MC_MASTER_ASSERT_LOCKED(m);
     return deferred_sweep(m, now);
 }
 
@@ -211,5 +216,6 @@ void mc_master_journal_durable(mc_master_t *m, uint64_t seq)
 void mc_master_extent_release_locked(mc_master_t *m, mc_replica_ref_t ref, const mc_object_t *o,
                                      uint64_t now)
 {
+    MC_MASTER_ASSERT_LOCKED(m);
     extent_release(m, ref, o, now);
 }

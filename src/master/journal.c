@@ -112,6 +112,7 @@ static void tag_deferred(mc_master_t *m, uint64_t seq)
 
 void mc_journal_set_locked(mc_master_t *m, const mc_object_t *o)
 {
+    MC_MASTER_ASSERT_LOCKED(m);
     if (!m->journal.set || !o->complete)
         return;
     size_t len = 0;
@@ -130,6 +131,7 @@ void mc_journal_set_locked(mc_master_t *m, const mc_object_t *o)
 
 void mc_journal_del_locked(mc_master_t *m, const char *key, size_t len)
 {
+    MC_MASTER_ASSERT_LOCKED(m);
     if (!m->journal.set)
         return;
     uint64_t seq = ++m->jseq;

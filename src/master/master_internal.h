@@ -15,6 +15,8 @@
 #include "journal.h"
 #include "object_index.h"
 
+#include <assert.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -332,6 +334,25 @@ struct mc_master {
      * so that the core, which runs it, and the policy, which calls the core, stay one way. */
     size_t (*eviction)(mc_master_t *m, uint64_t now, int needed, int *ran);
 };
+
+/*
+ * Every *_locked function begins with MC_MASTER_ASSERT_LOCKED(m): in debug builds it aborts when
+ * nobody holds the master lock (a trylock that succeeds means the caller forgot it). It cannot
+ * tell the caller from another holder; it catches the call made without the lock, which is the
+ * mistake a new call site makes. Release builds (NDEBUG) compile it out.
+ */
+#ifdef NDEBUG
+#define MC_MASTER_ASSERT_LOCKED(m) ((void)(m))
+#else
+#define MC_MASTER_ASSERT_LOCKED(m) mc_master_assert_locked((pthread_mutex_t *)&(m)->lock)
+static inline void mc_master_assert_locked(pthread_mutex_t *lock)
+{
+    int rc = pthread_mutex_trylock(lock);
+    if (rc == 0)
+        pthread_mutex_unlock(lock);
+    assert(rc == EBUSY && "the master lock is held");
+}
+#endif
 
 /* The master's clock (ms; monotonic unless a test set another). */
 static inline uint64_t mc_master_now_locked(mc_master_t *m)

@@ -21,6 +21,7 @@
 /* Waits up to ms on m->wake (lock held); returns early on shutdown. */
 static void timed_wait_locked(mc_master_t *m, unsigned ms)
 {
+    MC_MASTER_ASSERT_LOCKED(m);
     struct timespec ts;
     mc_deadline_after_ms(&ts, CLOCK_MONOTONIC, (uint64_t)ms);
     pthread_cond_timedwait(&m->wake, &m->lock, &ts);
@@ -53,6 +54,7 @@ static void *eviction_thread(void *arg)
  */
 static void forgive_own_stall_locked(mc_master_t *m, uint64_t gap, uint64_t now)
 {
+    MC_MASTER_ASSERT_LOCKED(m);
     MC_WARN("this master did not run for %" PRIu64 " ms (stopped or starved): that time is not "
             "counted against its %zu clients' pings",
             gap, m->client_count);

@@ -68,16 +68,19 @@ uint64_t mc_master_default_clock(void *arg)
 
 void mc_master_replica_lost_locked(mc_master_t *m, mc_object_t *o, uint32_t slot)
 {
+    MC_MASTER_ASSERT_LOCKED(m);
     MC_EXT_EACH(m, replica_lost, m, o, slot);
 }
 
 void mc_master_executor_gone_locked(mc_master_t *m, const struct mc_offloader *off)
 {
+    MC_MASTER_ASSERT_LOCKED(m);
     MC_EXT_EACH(m, executor_gone, m, off);
 }
 
 uint64_t mc_master_executor_backlog_locked(const mc_master_t *m, const struct mc_offloader *off)
 {
+    MC_MASTER_ASSERT_LOCKED(m);
     uint64_t n = 0;
     for (const mc_master_ext_t *const *x = m->ext; *x; x++)
         n += (*x)->executor_backlog ? (*x)->executor_backlog(m, off) : 0;
@@ -86,6 +89,7 @@ uint64_t mc_master_executor_backlog_locked(const mc_master_t *m, const struct mc
 
 int mc_master_evict_instead_locked(mc_master_t *m, mc_object_t *o, uint64_t now)
 {
+    MC_MASTER_ASSERT_LOCKED(m);
     for (const mc_master_ext_t *const *x = m->ext; *x; x++) {
         if ((*x)->evict_instead && (*x)->evict_instead(m, o, now))
             return 1;
@@ -95,6 +99,7 @@ int mc_master_evict_instead_locked(mc_master_t *m, mc_object_t *o, uint64_t now)
 
 int mc_master_eviction_held_locked(const mc_master_t *m)
 {
+    MC_MASTER_ASSERT_LOCKED(m);
     for (const mc_master_ext_t *const *x = m->ext; *x; x++) {
         if ((*x)->holds_eviction && (*x)->holds_eviction(m))
             return 1;
@@ -104,6 +109,7 @@ int mc_master_eviction_held_locked(const mc_master_t *m)
 
 int mc_master_ext_hides_key_locked(mc_master_t *m, const char *key, size_t len)
 {
+    MC_MASTER_ASSERT_LOCKED(m);
     for (const mc_master_ext_t *const *x = m->ext; *x; x++) {
         if ((*x)->hides_key && (*x)->hides_key(m, key, len))
             return 1;
@@ -114,6 +120,7 @@ int mc_master_ext_hides_key_locked(mc_master_t *m, const char *key, size_t len)
 size_t mc_master_ext_fill_descs_locked(const mc_master_t *m, const mc_object_t *o,
                                        mc_replica_desc_t *out, size_t capacity, size_t n)
 {
+    MC_MASTER_ASSERT_LOCKED(m);
     for (const mc_master_ext_t *const *x = m->ext; *x; x++) {
         if ((*x)->fill_descs)
             n = (*x)->fill_descs(m, o, out, capacity, n);

@@ -111,6 +111,7 @@ int mc_master_client_gone(mc_master_t *m, const char *client_id, uint64_t last_s
 
 void mc_master_monitor_sweep_locked(mc_master_t *m, uint64_t now)
 {
+    MC_MASTER_ASSERT_LOCKED(m);
     for (size_t i = 0; i < m->client_count;) {
         if (mc_master_elapsed_ms(now, m->clients[i].last_seen_ms) > m->cfg.client_ttl_ms &&
             expire_client(m, i, now) == 0)

@@ -71,6 +71,7 @@ static void pending_unlink(mc_master_t *m, mc_pending_put_t *p)
  */
 int mc_master_pending_revoke_locked(mc_master_t *m, mc_object_t *o, int counted, uint32_t gone)
 {
+    MC_MASTER_ASSERT_LOCKED(m);
     mc_pending_put_t *p = o->pending;
     if (p->size > 0) {
         uint64_t now = mc_master_now_locked(m);
@@ -119,11 +120,13 @@ static int value_lost(mc_master_t *m, mc_object_t *o)
 
 int mc_master_value_lost_locked(mc_master_t *m, mc_object_t *o)
 {
+    MC_MASTER_ASSERT_LOCKED(m);
     return value_lost(m, o);
 }
 
 void mc_master_drop_memory_locked(mc_master_t *m, mc_object_t *o, uint64_t now)
 {
+    MC_MASTER_ASSERT_LOCKED(m);
     assert(o->complete && !mc_offload_pinned(o) && mc_offload_ndisk(o) > 0);
     if (o->size > 0) {
         for (unsigned i = 0; i < o->nrep; i++)
@@ -136,6 +139,7 @@ void mc_master_drop_memory_locked(mc_master_t *m, mc_object_t *o, uint64_t now)
 
 int mc_master_drop_value_locked(mc_master_t *m, mc_object_t *o, uint64_t now)
 {
+    MC_MASTER_ASSERT_LOCKED(m);
     assert(o->complete);
     if (o->size > 0) {
         for (unsigned i = 0; i < o->nrep; i++)
@@ -185,6 +189,7 @@ static mc_object_t *object_regrow(mc_master_t *m, mc_object_t *o, unsigned cap)
 int mc_master_pending_commit_locked(mc_master_t *m, mc_object_t *o, uint64_t now,
                                     const uint32_t *checksum)
 {
+    MC_MASTER_ASSERT_LOCKED(m);
     mc_pending_put_t *p = o->pending;
     if (p->nrep > o->rep_cap) {
         o = object_regrow(m, o, p->nrep);
@@ -230,12 +235,14 @@ int mc_master_pending_commit_locked(mc_master_t *m, mc_object_t *o, uint64_t now
 
 mc_object_t *mc_master_object_regrow_locked(mc_master_t *m, mc_object_t *o, unsigned cap)
 {
+    MC_MASTER_ASSERT_LOCKED(m);
     return object_regrow(m, o, cap);
 }
 
 void mc_master_set_cookies_locked(mc_master_t *m, const mc_replica_ref_t *rep, unsigned n,
                                   uint64_t size, void *cookie)
 {
+    MC_MASTER_ASSERT_LOCKED(m);
     set_cookies(m, rep, n, size, cookie);
 }
 
@@ -243,6 +250,7 @@ void mc_master_set_cookies_locked(mc_master_t *m, const mc_replica_ref_t *rep, u
 int mc_master_pending_attach_locked(mc_master_t *m, mc_object_t *o, const char *key, size_t len,
                                     mc_pending_put_t *p, uint64_t now)
 {
+    MC_MASTER_ASSERT_LOCKED(m);
     if (!o) {
         o = mc_object_new(key, len, p->nrep);
         if (!o || mc_index_insert(&m->index, o) != 0) {

@@ -345,6 +345,7 @@ static int offloader_takes_tasks(const mc_offloader_t *o)
 
 mc_offloader_t *mc_offload_find_locked(const mc_master_t *m, const char *client_id)
 {
+    MC_MASTER_ASSERT_LOCKED(m);
     return offloader_find(m, client_id);
 }
 

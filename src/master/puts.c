@@ -129,6 +129,7 @@ static int start_locked(mc_master_t *m, const char *key, size_t len, int upsert,
                         const mc_replicate_config_t *cfg, unsigned want, mc_pending_put_t *p,
                         uint64_t now)
 {
+    MC_MASTER_ASSERT_LOCKED(m);
     if (p->size > 0 && mc_master_align_up(p->size) > m->largest_capacity)
         return MC_ERR_NO_AVAILABLE_HANDLE; /* no eviction can make room for it */
     int swept = 0, evicted = 0;

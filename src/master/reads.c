@@ -22,6 +22,7 @@
 /* The COMPLETE object for a valid key, NULL when absent; *rc the key error otherwise. */
 mc_object_t *mc_master_find_complete_locked(mc_master_t *m, const char *key, int *rc)
 {
+    MC_MASTER_ASSERT_LOCKED(m);
     int64_t len = mc_master_key_length(key);
     *rc = len < 0 ? (int)len : 0;
     if (len < 0)

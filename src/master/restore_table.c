@@ -116,6 +116,7 @@ void mc_restore_table_grow(mc_restore_table_t *t)
 
 void mc_restore_forget_locked(mc_master_t *m, const char *key, size_t len)
 {
+    MC_MASTER_ASSERT_LOCKED(m);
     mc_restore_entry_t *e = mc_restore_entry_find(m, key, len);
     if (!e)
         return;
@@ -126,11 +127,13 @@ void mc_restore_forget_locked(mc_master_t *m, const char *key, size_t len)
 
 int mc_restore_hides_key_locked(mc_master_t *m, const char *key, size_t len)
 {
+    MC_MASTER_ASSERT_LOCKED(m);
     return m->restore && m->restore->count > 0 && mc_restore_entry_find(m, key, len) != NULL;
 }
 
 int mc_restore_pending_locked(const mc_master_t *m)
 {
+    MC_MASTER_ASSERT_LOCKED(m);
     return m->restore && m->restore->count > 0;
 }
 

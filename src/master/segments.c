@@ -37,6 +37,7 @@ static int segment_find(const mc_master_t *m, const char *id)
 
 void mc_master_usage_locked(mc_master_t *m, uint64_t *used, uint64_t *capacity)
 {
+    MC_MASTER_ASSERT_LOCKED(m);
     *used = *capacity = 0;
     for (size_t k = 0; k < m->seg_cap; k++) {
         if (m->segs[k]) {
@@ -142,6 +143,7 @@ static int segment_free_slot(mc_master_t *m)
 static int mount_locked(mc_master_t *m, const char *client_id, const mc_segment_info_t *seg,
                         uint64_t now)
 {
+    MC_MASTER_ASSERT_LOCKED(m);
     if (seg->size > m->cfg.max_segment_size) {
         m->mounts_refused++;
         MC_WARN("mount of segment %s (%s) by %s refused: %" PRIu64 " bytes is above the %" PRIu64
@@ -283,6 +285,7 @@ static void detach_segment(mc_master_t *m, mc_object_t *o, uint32_t slot, int co
  */
 int mc_master_unmount_locked(mc_master_t *m, uint32_t slot, int counted)
 {
+    MC_MASTER_ASSERT_LOCKED(m);
     mc_segment_t *s = m->segs[slot];
     owner_list_t owners = {.v = malloc((mc_alloc_extent_count(s->alloc) + 1) * sizeof(void *))};
     if (!owners.v)
@@ -463,6 +466,7 @@ static uint64_t segment_epoch(const mc_master_t *m, const mc_segment_t *s)
 
 uint64_t mc_master_slot_epoch_locked(const mc_master_t *m, uint32_t slot)
 {
+    MC_MASTER_ASSERT_LOCKED(m);
     return segment_epoch(m, mc_master_segment_locked(m, slot));
 }
 
@@ -493,6 +497,7 @@ static void fill_desc(const mc_master_t *m, mc_replica_ref_t ref, uint64_t size,
 void mc_master_fill_desc_locked(const mc_master_t *m, mc_replica_ref_t ref, uint64_t size,
                                 mc_replica_status_t status, mc_replica_desc_t *out)
 {
+    MC_MASTER_ASSERT_LOCKED(m);
     fill_desc(m, ref, size, status, out);
 }
 
@@ -510,6 +515,7 @@ size_t mc_master_fill_descs_locked(const mc_master_t *m, const mc_replica_ref_t 
                                    uint64_t size, mc_replica_status_t status,
                                    mc_replica_desc_t *out, size_t capacity)
 {
+    MC_MASTER_ASSERT_LOCKED(m);
     size_t n = 0;
     for (unsigned i = 0; i < nrep; i++) {
         if (!replica_visible(m, rep[i], size))
