@@ -379,9 +379,8 @@ static void put_object(master_t *m, const char *key, uint64_t size, const char *
 
 static int connect_loopback(int port)
 {
-    int fd = mc_net_connect_tcp(LOOPBACK, port, IO_TIMEOUT_MS);
+    int fd = mc_test_connect(LOOPBACK, port, IO_TIMEOUT_MS);
     assert_true(fd >= 0);
-    mc_net_set_timeouts(fd, IO_TIMEOUT_MS);
     return fd;
 }
 

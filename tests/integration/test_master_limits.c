@@ -143,9 +143,8 @@ static void stop_holder(mc_holder_t *h)
 
 static int connect_master(const mc_master_t *m)
 {
-    int fd = mc_net_connect_tcp(LOOPBACK, m->rpc_port, IO_TIMEOUT_MS);
+    int fd = mc_test_connect(LOOPBACK, m->rpc_port, IO_TIMEOUT_MS);
     assert_true(fd >= 0);
-    mc_net_set_timeouts(fd, IO_TIMEOUT_MS);
     return fd;
 }
 
@@ -465,18 +464,7 @@ static void test_connections_beyond_the_cap_are_refused_and_the_others_keep_work
  * the fd, or -1. */
 static int connect_from(const char *from, int port)
 {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in src = {.sin_family = AF_INET},
-                       dst = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    inet_pton(AF_INET, from, &src.sin_addr);
-    inet_pton(AF_INET, LOOPBACK, &dst.sin_addr);
-    if (fd < 0 || bind(fd, (struct sockaddr *)&src, sizeof(src)) != 0 ||
-        connect(fd, (struct sockaddr *)&dst, sizeof(dst)) != 0) {
-        if (fd >= 0)
-            close(fd);
-        return -1;
-    }
-    return fd;
+    return mc_test_connect_from(from, LOOPBACK, port);
 }
 
 /* One peer floods the RPC port with idle connections: it holds a quarter of the cap, and

@@ -24,6 +24,7 @@
 #include "mooncake/http_metadata.h"
 #include "mooncake/store.h"
 #include "payload.h"
+#include "net.h"
 #include "proc.h"
 #include "rpc.h"
 #include "store.pb-c.h"
@@ -56,26 +57,15 @@ typedef struct fixture {
 
 static int raw_connect(const char *host, int port)
 {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    int fd = mc_test_connect(host, port, 10000);
     assert_true(fd >= 0);
-    assert_int_equal(inet_pton(AF_INET, host, &sin.sin_addr), 1);
-    assert_int_equal(connect(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
-    struct timeval tv = {.tv_sec = 10};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     return fd;
 }
 
+/* The server may close early: what it answered is what is checked. */
 static void send_all(int fd, const void *p, size_t n)
 {
-    const char *c = p;
-    while (n > 0) {
-        ssize_t w = send(fd, c, n, MSG_NOSIGNAL);
-        if (w <= 0)
-            return; /* the server may close early: what it answered is what is checked */
-        c += w;
-        n -= (size_t)w;
-    }
+    (void)mc_net_send_all(fd, p, n);
 }
 
 static void send_frame(int fd, uint16_t opcode, const uint8_t *body, size_t len)

@@ -172,9 +172,8 @@ static int threads_at_most(pid_t pid, size_t n)
 
 static int connect_port(int port)
 {
-    int fd = mc_net_connect_tcp(LOOPBACK, port, IO_TIMEOUT_MS);
+    int fd = mc_test_connect(LOOPBACK, port, IO_TIMEOUT_MS);
     assert_true(fd >= 0);
-    mc_net_set_timeouts(fd, IO_TIMEOUT_MS);
     return fd;
 }
 

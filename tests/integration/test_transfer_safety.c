@@ -156,15 +156,7 @@ static int port_of(const char *name)
 
 static int connect_port(int port)
 {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sin = {.sin_family = AF_INET,
-                              .sin_port = htons((uint16_t)port),
-                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    if (fd >= 0 && connect(fd, (struct sockaddr *)&sin, sizeof(sin)) != 0) {
-        close(fd);
-        return -1;
-    }
-    return fd;
+    return mc_test_connect("127.0.0.1", port, 0);
 }
 
 /* ---- epochs ------------------------------------------------------------------------------- */

@@ -3,6 +3,8 @@
  */
 #include "proc.h"
 
+#include "net.h"
+
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
@@ -426,4 +428,29 @@ long long mc_proc_count_words(pid_t pid, uint64_t start, uint64_t len, const uin
     free(buf);
     free(sorted);
     return hits;
+}
+
+int mc_test_connect(const char *host, int port, int io_timeout_ms)
+{
+    int fd = mc_net_connect_tcp(host, port, 5000);
+    if (fd < 0)
+        return -1;
+    mc_net_set_timeouts(fd, io_timeout_ms);
+    return fd;
+}
+
+int mc_test_connect_from(const char *from, const char *host, int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in src = {.sin_family = AF_INET},
+                       dst = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    if (fd < 0 || inet_pton(AF_INET, from, &src.sin_addr) != 1 ||
+        inet_pton(AF_INET, host, &dst.sin_addr) != 1 ||
+        bind(fd, (struct sockaddr *)&src, sizeof(src)) != 0 ||
+        connect(fd, (struct sockaddr *)&dst, sizeof(dst)) != 0) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    return fd;
 }

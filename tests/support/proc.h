@@ -76,4 +76,14 @@ int mc_proc_read_line(mc_proc_t *p, char *out, size_t cap, int timeout_ms);
  * Not thread-safe (one seed per process). */
 int mc_test_free_port(void);
 
+/* ---- raw sockets: the tests that play a peer byte by byte -------------------------------------
+ */
+
+/* A TCP connection to host:port (connect bounded by 5 s) with SO_RCVTIMEO/SO_SNDTIMEO of
+ * io_timeout_ms (0: none). The fd, or -1 when refused, unreachable or timed out. */
+int mc_test_connect(const char *host, int port, int io_timeout_ms);
+/* The same from source address `from` (bound first: a second peer address on one host), with no
+ * I/O timeouts. The fd, or -1. */
+int mc_test_connect_from(const char *from, const char *host, int port);
+
 #endif
